@@ -1,0 +1,71 @@
+"""The provider protocol: how the runtime asks a model for the next turn.
+
+Providers speak the chat-completions shape (a list of role/content dicts and
+function tools), because every OpenAI-compatible endpoint does and because the
+transcript we store is replayable by any of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class ProviderError(Exception):
+    """The model could not produce a turn. The message is safe to show a user:
+    it never contains credentials."""
+
+
+@dataclass(frozen=True)
+class ToolCallRequest:
+    """One tool call the model asked for. ``arguments`` is the raw JSON text the
+    model produced: it is untrusted and parsed by the tool registry."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    agent: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    model: str | None = None
+    temperature: float | None = None
+    # Values the scripted provider substitutes into its script ($query, $inbox, ...).
+    # Real providers ignore them: everything a real model sees is in ``messages``.
+    variables: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Completion:
+    content: str | None
+    tool_calls: list[ToolCallRequest] = field(default_factory=list)
+    usage: Usage | None = None
+
+    def as_message(self) -> dict[str, Any]:
+        """The assistant message to append to the transcript."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in self.tool_calls
+            ]
+        return message
+
+
+class Provider(Protocol):
+    name: str
+
+    def complete(self, request: CompletionRequest) -> Completion: ...

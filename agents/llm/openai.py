@@ -1,0 +1,199 @@
+"""A provider for OpenAI and any OpenAI-compatible chat-completions endpoint.
+
+Configuration comes from the environment (see :meth:`OpenAIProvider.from_env`);
+every failure of the SDK becomes a :class:`ProviderError` whose message says what
+happened and never contains the API key.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import openai
+
+from agents.llm.base import (
+    Completion,
+    CompletionRequest,
+    ProviderError,
+    ToolCallRequest,
+    Usage,
+)
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+# Server error texts are shown to users; an HTML error page should not flood the UI.
+_MAX_SERVER_MESSAGE = 500
+
+
+class OpenAIProvider:
+    """Calls ``chat.completions.create`` through the official openai SDK.
+
+    ``base_url`` selects an OpenAI-compatible server (vLLM, Ollama, LiteLLM, ...);
+    ``None`` means OpenAI itself. ``max_retries`` is the SDK's own retry budget for
+    connection errors, 408/409/429 and 5xx responses.
+    """
+
+    name = "openai"
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None,
+        api_key: str,
+        model: str,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+    ) -> None:
+        if not api_key:
+            raise ProviderError("openai provider: the API key is empty")
+        if not model:
+            raise ProviderError("openai provider: no model given")
+        # Pass the default URL explicitly: given None, the SDK would read
+        # OPENAI_BASE_URL from os.environ and ignore the environ we were built from.
+        self.base_url = base_url or DEFAULT_BASE_URL
+        self.model = model
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self._api_key = api_key
+        try:
+            self._client = openai.OpenAI(
+                base_url=self.base_url,
+                api_key=api_key,
+                timeout=timeout,
+                max_retries=max_retries,
+            )
+        except openai.OpenAIError as exc:
+            raise ProviderError(
+                f"openai provider: cannot create a client for {self._display_url}: {self._redact(str(exc))}"
+            ) from exc
+
+    @classmethod
+    def from_env(
+        cls,
+        environ: Mapping[str, str] = os.environ,
+        *,
+        model: str | None = None,
+    ) -> OpenAIProvider:
+        """Build a provider from environment variables.
+
+        ``OPENAI_API_KEY`` is required. ``OPENAI_BASE_URL`` (default: OpenAI) and
+        ``ZENWEB_LLM_TIMEOUT`` (seconds, default 60) are optional. The model is the
+        ``model`` argument, else ``ZENWEB_MODEL``; one of them is required.
+        """
+        api_key = environ.get("OPENAI_API_KEY", "").strip()
+        if not api_key:
+            raise ProviderError(
+                "OPENAI_API_KEY is not set: the openai provider needs the API key "
+                "of its endpoint (OPENAI_BASE_URL, default OpenAI)"
+            )
+        model = model or environ.get("ZENWEB_MODEL", "").strip()
+        if not model:
+            raise ProviderError("no model for the openai provider: set ZENWEB_MODEL (e.g. ZENWEB_MODEL=gpt-4o-mini)")
+        base_url = environ.get("OPENAI_BASE_URL", "").strip() or None
+        timeout = 60.0
+        raw_timeout = environ.get("ZENWEB_LLM_TIMEOUT", "").strip()
+        if raw_timeout:
+            try:
+                timeout = float(raw_timeout)
+            except ValueError:
+                timeout = float("nan")
+            if not timeout > 0:
+                raise ProviderError(f"ZENWEB_LLM_TIMEOUT must be a positive number of seconds, got {raw_timeout!r}")
+        return cls(base_url=base_url, api_key=api_key, model=model, timeout=timeout)
+
+    def complete(self, request: CompletionRequest) -> Completion:
+        """Ask the model for the next turn of ``request.messages``."""
+        model = request.model or self.model
+        kwargs: dict[str, Any] = {"model": model, "messages": request.messages}
+        # Some compatible servers reject an empty tools list or any temperature at
+        # all (reasoning models), so only send what the request actually sets.
+        if request.tools:
+            kwargs["tools"] = request.tools
+        if request.temperature is not None:
+            kwargs["temperature"] = request.temperature
+        try:
+            response = self._client.chat.completions.create(**kwargs)
+        except openai.OpenAIError as exc:
+            raise ProviderError(self._describe(exc, model)) from exc
+
+        choices = getattr(response, "choices", None)
+        if not choices:
+            raise ProviderError(f"openai provider: {self._display_url} returned no choices for model {model!r}")
+        message = choices[0].message
+        tool_calls: list[ToolCallRequest] = []
+        for call in message.tool_calls or []:
+            if call.type != "function":
+                raise ProviderError(
+                    f"openai provider: model {model!r} returned an unsupported "
+                    f"{call.type!r} tool call; only function tools are supported"
+                )
+            tool_calls.append(
+                ToolCallRequest(
+                    id=call.id,
+                    name=call.function.name,
+                    arguments=call.function.arguments,
+                )
+            )
+        usage = None
+        if response.usage is not None:
+            usage = Usage(
+                prompt_tokens=response.usage.prompt_tokens,
+                completion_tokens=response.usage.completion_tokens,
+            )
+        # A refusal arrives with content None; keep its text so the transcript says why.
+        content = message.content if message.content is not None else message.refusal
+        return Completion(content=content, tool_calls=tool_calls, usage=usage)
+
+    @property
+    def _display_url(self) -> str:
+        """The base URL without any user:password part."""
+        parts = urlsplit(self.base_url)
+        if "@" not in parts.netloc:
+            return self.base_url
+        return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._api_key, "[redacted]")
+
+    def _describe(self, exc: openai.OpenAIError, model: str) -> str:
+        url = self._display_url
+        # APITimeoutError subclasses APIConnectionError: test it first.
+        if isinstance(exc, openai.APITimeoutError):
+            message = f"request timed out after {self.timeout}s ({url})"
+        elif isinstance(exc, openai.APIConnectionError):
+            reason = exc.__cause__ or exc.message
+            message = f"could not connect to {url}: {reason}"
+        elif isinstance(exc, openai.RateLimitError):
+            message = f"rate limited (429) by {url}: {_server_message(exc)}"
+        elif isinstance(exc, openai.AuthenticationError):
+            message = f"authentication failed (401) at {url}: {_server_message(exc)}; check OPENAI_API_KEY"
+        elif isinstance(exc, openai.NotFoundError):
+            message = f"HTTP 404 from {url} for model {model!r}: {_server_message(exc)}"
+        elif isinstance(exc, openai.APIStatusError):
+            message = f"HTTP {exc.status_code} from {url}: {_server_message(exc)}"
+        elif isinstance(exc, openai.APIResponseValidationError):
+            message = f"unexpected response from {url}: {exc.message}"
+        else:
+            message = f"{type(exc).__name__} calling {url}: {exc}"
+        return self._redact(f"openai provider: {message}")
+
+
+def _server_message(exc: openai.APIStatusError) -> str:
+    """The human part of an error response: ``error.message`` of an OpenAI-style
+    body, else the raw body text."""
+    body = exc.body
+    text: str | None = None
+    if isinstance(body, Mapping):
+        value = body.get("message")
+        if isinstance(value, str) and value:
+            text = value
+    elif isinstance(body, str) and body.strip():
+        text = body.strip()
+    if text is None:
+        text = "(no error message in the response)"
+    if len(text) > _MAX_SERVER_MESSAGE:
+        text = text[:_MAX_SERVER_MESSAGE] + "..."
+    return text

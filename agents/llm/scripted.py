@@ -1,0 +1,126 @@
+"""A deterministic, offline provider. It drives the demo and the tests.
+
+A step agent plays the ``script`` its workflow YAML gives it, one entry per
+model turn (the turn is the number of assistant messages already in the
+conversation, so any worker can pick up where another stopped). Without a
+script a step answers once with a fixed sentence. The coordinator, unless it
+has a script, follows a rule policy: a message that starts with ``for <step>:``
+or ``@<step>:`` is forwarded to that step, any other message is narrated, and
+when every step has finished it finalizes with their outputs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from string import Template
+from typing import TYPE_CHECKING, Any
+
+from agents.llm.base import Completion, CompletionRequest, ProviderError, ToolCallRequest, Usage
+
+if TYPE_CHECKING:
+    from agents.spec import ScriptTurn
+
+ADDRESSED = re.compile(r"^\s*(?:@|for\s+)([a-z][a-z0-9_.\[\]-]{0,127})\s*:\s*(.+)$", re.S | re.I)
+
+
+class ScriptedProvider:
+    name = "scripted"
+
+    def __init__(self, script: list[ScriptTurn] | None = None) -> None:
+        self.script = list(script or [])
+        self.calls = 0
+
+    def complete(self, request: CompletionRequest) -> Completion:
+        self.calls += 1
+        turn = sum(1 for m in request.messages if m.get("role") == "assistant")
+        if self.script and turn < len(self.script):
+            return self._play(request, self.script[turn], turn)
+        if request.agent == "coordinator":
+            return _coordinator_policy(request)
+        if self.script:
+            raise ProviderError(
+                f"scripted provider: the script of agent {request.agent!r} has "
+                f"{len(self.script)} turns and turn {turn + 1} was asked for"
+            )
+        return _answer(f"{request.agent} finished: {_first_line(request)}")
+
+    def _play(self, request: CompletionRequest, entry: ScriptTurn, turn: int) -> Completion:
+        if entry.delay:
+            time.sleep(entry.delay)
+        variables = request.variables
+        if entry.fail is not None:
+            raise ProviderError(_fill(entry.fail, variables))
+        if entry.calls:
+            calls = [
+                ToolCallRequest(
+                    id=f"call-{request.agent}-{turn + 1}-{n + 1}",
+                    name=call.tool,
+                    arguments=json.dumps(_fill(call.args, variables)),
+                )
+                for n, call in enumerate(entry.calls)
+            ]
+            return Completion(content=None, tool_calls=calls, usage=_usage(request))
+        return _answer(_fill(entry.say or "", variables), request)
+
+
+def _coordinator_policy(request: CompletionRequest) -> Completion:
+    if request.messages and request.messages[-1].get("role") == "tool":
+        return _answer("ok", request)
+    variables = request.variables
+    if variables.get("wake_reason") == "finish":
+        outputs = json.loads(variables.get("outputs_json", "{}"))
+        summary = "\n".join(f"{step}: {text}" for step, text in outputs.items()) or "No step produced output."
+        return _calls(request, [("finalize", {"summary": summary})])
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for message in json.loads(variables.get("inbox_json", "[]")):
+        addressed = ADDRESSED.match(message["content"])
+        if addressed and addressed.group(1) != message["from"]:
+            target, text = addressed.groups()
+            calls.append(("forward_to_agent", {"target_step_id": target, "text": text.strip()}))
+        else:
+            calls.append(("narrate", {"text": f"{message['from']} says: {message['content']}"}))
+    if not calls:
+        return _answer("nothing to do", request)
+    return _calls(request, calls)
+
+
+def _calls(request: CompletionRequest, calls: list[tuple[str, dict[str, Any]]]) -> Completion:
+    turn = sum(1 for m in request.messages if m.get("role") == "assistant") + 1
+    return Completion(
+        content=None,
+        tool_calls=[
+            ToolCallRequest(id=f"call-{request.agent}-{turn}-{n + 1}", name=name, arguments=json.dumps(args))
+            for n, (name, args) in enumerate(calls)
+        ],
+        usage=_usage(request),
+    )
+
+
+def _answer(text: str, request: CompletionRequest | None = None) -> Completion:
+    return Completion(content=text, usage=_usage(request) if request else None)
+
+
+def _usage(request: CompletionRequest) -> Usage:
+    # A rough, deterministic count (about four characters a token), so the
+    # dashboard's token figures move in the demo too.
+    prompt = sum(len(str(m.get("content") or "")) for m in request.messages) // 4
+    return Usage(prompt_tokens=prompt, completion_tokens=16)
+
+
+def _fill(value: Any, variables: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        return Template(value).safe_substitute(variables)
+    if isinstance(value, dict):
+        return {k: _fill(v, variables) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill(v, variables) for v in value]
+    return value
+
+
+def _first_line(request: CompletionRequest) -> str:
+    for message in request.messages:
+        if message.get("role") == "user":
+            return str(message.get("content") or "").strip().splitlines()[0][:200] if message.get("content") else ""
+    return ""

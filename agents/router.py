@@ -1,0 +1,288 @@
+"""Hub-and-spoke message routing.
+
+Step agents never talk to each other. ``send`` puts a step's message into the
+coordinator's mailbox; ``forward`` puts the coordinator's message into one
+step's mailbox. Every message ends in exactly one place: stored in a mailbox,
+or dropped with exactly one ``message_dropped`` event and a ``dropped:
+<reason>`` result for the sender.
+
+The router holds no state of its own: registration, mailboxes and counters
+live in a ``MailboxStore``, so any worker process can rebuild a router for a
+run and see the same mailboxes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Literal, Protocol
+
+from agents.events import Event, EventSink
+
+COORDINATOR = "coordinator"
+
+
+class MessageType(StrEnum):
+    INFO = "info"
+    CANCEL = "cancel"
+    CONTEXT_UPDATE = "context_update"
+    RESUME_REPLY = "resume_reply"
+
+    @classmethod
+    def parse(cls, kind: str | None) -> MessageType:
+        """Unknown kinds fall back to info, as zenflow's forward_to_agent does."""
+        try:
+            return cls(kind or cls.INFO)
+        except ValueError:
+            return cls.INFO
+
+
+class DropReason(StrEnum):
+    WORKFLOW_CANCELLED = "workflow-cancelled"
+    TARGET_TERMINAL = "target-terminal"
+    UNKNOWN_STEP = "unknown-step"
+    MAILBOX_CLOSED_BY_FINALIZE = "mailbox-closed-by-finalize"
+    MAX_WAKE_CYCLES = "max-wake-cycles"
+    HOLD_TIMEOUT = "hold-timeout"
+    MAILBOX_FULL = "mailbox-full"
+    NO_TRANSCRIPT = "no-transcript"
+    TRANSCRIPT_TOO_LARGE = "transcript-too-large"
+    RESUME_SHUTDOWN = "resume-shutdown"
+    RESOLVER_ERROR = "resolver-error"
+
+
+@dataclass(frozen=True)
+class RouterMessage:
+    message_id: str
+    sender: str
+    recipient: str
+    type: MessageType
+    content: str
+    created: float = field(default_factory=time.time)
+
+
+class MailboxStore(Protocol):
+    """Where mailboxes live. One store serves one run."""
+
+    def register(self, mailbox: str) -> None:
+        """Make ``mailbox`` addressable. Registering twice is harmless."""
+
+    def registered(self) -> list[str]:
+        """Every registered mailbox except the coordinator's, sorted."""
+
+    def is_closed(self, mailbox: str) -> bool: ...
+
+    def is_cancelled(self) -> bool:
+        """True once the run is cancelled: every later send drops."""
+
+    def next_message_id(self, prefix: str) -> str:
+        """A run-unique id such as ``msg-fwd-3``."""
+
+    def append(self, message: RouterMessage) -> None:
+        """Store ``message`` unread in its recipient's mailbox."""
+
+    def record_drop(self, message: RouterMessage, reason: DropReason) -> None:
+        """Keep a message that could not be delivered, with why."""
+
+    def unread(self, mailbox: str) -> list[RouterMessage]:
+        """Unread messages, oldest first."""
+
+    def mark_read(self, mailbox: str, message_ids: list[str]) -> list[str]:
+        """Mark messages read; return the ids that had already been read."""
+
+    def close(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
+        """Close ``mailbox``; its unread messages become drops with ``reason``
+        and are returned (an already closed mailbox returns nothing)."""
+
+
+class DoubleDrainError(RuntimeError):
+    """A drain found messages another drain had already delivered."""
+
+
+@dataclass(frozen=True)
+class SendResult:
+    status: Literal["queued", "dropped"]
+    message_id: str
+    reason: DropReason | None = None
+    detail: str = ""
+
+    @property
+    def text(self) -> str:
+        """What the sending model sees as its tool result."""
+        if self.status == "queued":
+            return f"queued: {self.message_id}"
+        text = f"dropped: {self.reason}"
+        return f"{text}. {self.detail}" if self.detail else text
+
+
+class MessageRouter:
+    """Routes messages between the coordinator and step agents of one run."""
+
+    def __init__(self, store: MailboxStore, sink: EventSink) -> None:
+        self.store = store
+        self.sink = sink
+
+    def register(self, step_id: str) -> None:
+        self.store.register(step_id)
+
+    def send(self, sender: str, text: str) -> SendResult:
+        """A step agent's ``send_message``: always to the coordinator."""
+        message = self._message("msg-send", sender, COORDINATOR, MessageType.INFO, text)
+        return self._deliver(message)
+
+    def forward(self, target: str, text: str, kind: str | None = None) -> SendResult:
+        """The coordinator's ``forward_to_agent``: to one registered step."""
+        message = self._message("msg-fwd", COORDINATOR, target, MessageType.parse(kind), text)
+        if target == COORDINATOR or target not in self.store.registered():
+            registered = self.store.registered()
+            detail = (
+                f"Registered steps: [{', '.join(registered)}]. Retry forward_to_agent "
+                "with one of these ids, or call narrate with the same content."
+            )
+            return self._drop(message, DropReason.UNKNOWN_STEP, detail)
+        return self._deliver(message)
+
+    def drain(self, mailbox: str, only: list[RouterMessage] | None = None) -> list[RouterMessage]:
+        """Take the unread messages out of ``mailbox`` (all, or just ``only``:
+        the ones a model was shown), one event each."""
+        messages = self.store.unread(mailbox) if only is None else list(only)
+        if not messages:
+            return []
+        already = self.store.mark_read(mailbox, [m.message_id for m in messages])
+        if already:
+            # Another drain delivered these: delivering them again would
+            # show the agent the same message twice.
+            raise DoubleDrainError(f"{mailbox}: messages already drained: {', '.join(already)}")
+        for message in messages:
+            if mailbox == COORDINATOR:
+                self.sink.emit(
+                    Event(
+                        "coordinator_inbox_message",
+                        COORDINATOR,
+                        {
+                            "message_id": message.message_id,
+                            "from": message.sender,
+                            "msg_type": str(message.type),
+                            "content": message.content,
+                        },
+                    )
+                )
+            else:
+                self.sink.emit(
+                    Event(
+                        "agent_inbox_drain",
+                        mailbox,
+                        {
+                            "message_id": message.message_id,
+                            "from": message.sender,
+                            "msg_type": str(message.type),
+                        },
+                    )
+                )
+        return messages
+
+    def close(self, mailbox: str, reason: DropReason = DropReason.TARGET_TERMINAL) -> int:
+        """Close a finished step's mailbox; unread messages drop, one event each."""
+        if self.store.is_cancelled():
+            reason = DropReason.WORKFLOW_CANCELLED
+        dropped = self.store.close(mailbox, reason)
+        for message in dropped:
+            self._emit_drop(message, reason)
+        return len(dropped)
+
+    def _message(self, prefix: str, sender: str, recipient: str, type_: MessageType, text: str) -> RouterMessage:
+        return RouterMessage(self.store.next_message_id(prefix), sender, recipient, type_, text)
+
+    def _deliver(self, message: RouterMessage) -> SendResult:
+        if self.store.is_cancelled():
+            return self._drop(message, DropReason.WORKFLOW_CANCELLED)
+        if self.store.is_closed(message.recipient):
+            return self._drop(message, DropReason.TARGET_TERMINAL)
+        self.store.append(message)
+        self.sink.emit(
+            Event(
+                "message_sent",
+                message.sender,
+                {
+                    "message_id": message.message_id,
+                    "from": message.sender,
+                    "to": message.recipient,
+                    "msg_type": str(message.type),
+                    "content": message.content,
+                },
+            )
+        )
+        return SendResult("queued", message.message_id)
+
+    def _drop(self, message: RouterMessage, reason: DropReason, detail: str = "") -> SendResult:
+        self.store.record_drop(message, reason)
+        self._emit_drop(message, reason)
+        return SendResult("dropped", message.message_id, reason, detail)
+
+    def _emit_drop(self, message: RouterMessage, reason: DropReason) -> None:
+        self.sink.emit(
+            Event(
+                "message_dropped",
+                message.sender,
+                {
+                    "reason": str(reason),
+                    "from": message.sender,
+                    "to": message.recipient,
+                    "msg_type": str(message.type),
+                    "message_id": message.message_id,
+                },
+            )
+        )
+
+
+class InMemoryMailboxStore:
+    """A MailboxStore in a dict: for runtime tests and one-process use."""
+
+    def __init__(self) -> None:
+        self._registered: set[str] = {COORDINATOR}
+        self._closed: set[str] = set()
+        self._messages: dict[str, list[RouterMessage]] = {}
+        self._read: set[str] = set()
+        self._counter = 0
+        self.cancelled = False
+        self.drops: list[tuple[RouterMessage, DropReason]] = []
+
+    def register(self, mailbox: str) -> None:
+        self._registered.add(mailbox)
+
+    def registered(self) -> list[str]:
+        return sorted(self._registered - {COORDINATOR})
+
+    def is_closed(self, mailbox: str) -> bool:
+        return mailbox in self._closed
+
+    def is_cancelled(self) -> bool:
+        return self.cancelled
+
+    def next_message_id(self, prefix: str) -> str:
+        self._counter += 1
+        return f"{prefix}-{self._counter}"
+
+    def append(self, message: RouterMessage) -> None:
+        self._messages.setdefault(message.recipient, []).append(message)
+
+    def record_drop(self, message: RouterMessage, reason: DropReason) -> None:
+        self.drops.append((message, reason))
+
+    def unread(self, mailbox: str) -> list[RouterMessage]:
+        return [m for m in self._messages.get(mailbox, []) if m.message_id not in self._read]
+
+    def mark_read(self, mailbox: str, message_ids: list[str]) -> list[str]:
+        already = [mid for mid in message_ids if mid in self._read]
+        self._read.update(message_ids)
+        return already
+
+    def close(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
+        if mailbox in self._closed:
+            return []
+        self._closed.add(mailbox)
+        dropped = self.unread(mailbox)
+        self._read.update(m.message_id for m in dropped)
+        self.drops.extend((m, reason) for m in dropped)
+        return dropped

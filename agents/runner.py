@@ -1,0 +1,229 @@
+"""One step-agent turn, and one coordinator wake round.
+
+A turn is split in two so that no database transaction is held open while a
+model thinks: ``step_request`` builds what to ask the model, the caller asks
+it, and ``apply_step_completion`` records the answer (drains the inbox, runs
+the tool calls, emits events). zenweb runs the second half in one
+transaction, so a turn either happened entirely or not at all; a turn that
+crashed before committing is simply asked again.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agents.events import Event, EventSink
+from agents.llm.base import Completion, CompletionRequest
+from agents.router import COORDINATOR, MessageRouter, RouterMessage
+from agents.spec import AgentSpec
+from agents.tools.base import Role, Tool, ToolContext, ToolRegistry
+
+TRUNCATION_MARKER = "...[truncated for context limit]"
+MAX_DEPENDENCY_CHARS = 8 * 1024
+MAX_PROMPT_CHARS = 120 * 1024
+PREVIEW_CHARS = 2000
+
+
+@dataclass
+class AgentTurn:
+    """Who is taking a turn, and everything said so far."""
+
+    run_id: str
+    step_id: str
+    agent_name: str
+    agent: AgentSpec
+    role: Role
+    transcript: list[dict[str, Any]]
+    variables: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def turn(self) -> int:
+        """1-based number of the turn about to be taken."""
+        return sum(1 for m in self.transcript if m.get("role") == "assistant") + 1
+
+
+@dataclass(frozen=True)
+class ToolCallRecord:
+    tool_call_id: str
+    name: str
+    arguments: str
+    result: str
+    ok: bool
+    duration_ms: int
+
+
+@dataclass
+class TurnResult:
+    status: Literal["continue", "completed"]
+    transcript: list[dict[str, Any]]
+    output: str = ""
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    finalized: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+def step_prompt(instructions: str, dependency_outputs: dict[str, str]) -> str:
+    """The first user message of a step: its instructions, then what its
+    dependencies produced, each capped so one chatty step cannot crowd out
+    the rest."""
+    parts = [instructions.strip() or "Do your part of the workflow."]
+    for step_id, output in dependency_outputs.items():
+        parts.append(f"## Output of step {step_id}\n{_cap(output, MAX_DEPENDENCY_CHARS)}")
+    return _cap("\n\n".join(parts), MAX_PROMPT_CHARS)
+
+
+def step_system_prompt(step_id: str, agent: AgentSpec) -> str:
+    rules = (
+        f"You are the agent of step '{step_id}' in a zenweb workflow. You cannot talk to other "
+        "steps directly: call send_message to tell the coordinator something, and it decides "
+        "whether to forward it. Messages forwarded to you appear as user messages. When your "
+        "part is done, answer with your result and no tool call."
+    )
+    return f"{agent.system.strip()}\n\n{rules}" if agent.system.strip() else rules
+
+
+def coordinator_system_prompt(workflow: str, steps: dict[str, str]) -> str:
+    listing = "\n".join(f"- {step_id}: {summary}" for step_id, summary in steps.items())
+    return (
+        f"You are the coordinator of the zenweb workflow '{workflow}'. Steps talk only through "
+        "you. Messages they send arrive in your inbox. Use forward_to_agent(target_step_id, text, "
+        "kind) to pass a message to a step (address it by step id, exactly as listed), narrate(text) "
+        "to tell the people watching what is going on, and finalize(summary) once every step has "
+        f"finished.\n\nSteps:\n{listing}"
+    )
+
+
+def inbox_text(messages: list[RouterMessage]) -> str:
+    return "\n\n".join(f"[message {m.message_id} from {m.sender} ({m.type})]\n{m.content}" for m in messages)
+
+
+def build_request(
+    turn: AgentTurn, tools: list[Tool], inbox: list[RouterMessage], extra_user: str = ""
+) -> CompletionRequest:
+    """The conversation so far plus what arrived since: drained messages become
+    one user message with a header naming each sender."""
+    messages = list(turn.transcript)
+    added = "\n\n".join(part for part in (inbox_text(inbox), extra_user) if part)
+    if added:
+        messages.append({"role": "user", "content": added})
+    return CompletionRequest(
+        agent=turn.agent_name,
+        messages=messages,
+        tools=[tool.schema() for tool in tools],
+        model=turn.agent.model,
+        temperature=turn.agent.temperature,
+        variables=turn.variables,
+    )
+
+
+def apply_completion(
+    turn: AgentTurn,
+    request: CompletionRequest,
+    completion: Completion,
+    inbox: list[RouterMessage],
+    *,
+    router: MessageRouter,
+    sink: EventSink,
+    registry: ToolRegistry,
+    tools: list[Tool],
+) -> TurnResult:
+    """Record a model's answer: drain the inbox it saw, emit the turn, run its
+    tool calls in order. Raises DoubleDrainError if another worker already
+    delivered the same messages (the caller's transaction must roll back)."""
+    # Only what the model was shown: messages that arrived while it was
+    # thinking stay unread for the next turn.
+    router.drain(turn.step_id, only=inbox)
+    transcript = list(request.messages)
+    transcript.append(completion.as_message())
+    usage = completion.usage
+    sink.emit(
+        Event(
+            "agent_turn",
+            turn.step_id,
+            {
+                "turn": turn.turn,
+                "agent": turn.agent_name,
+                "content": _cap(completion.content or "", PREVIEW_CHARS),
+                "tool_calls": [call.name for call in completion.tool_calls],
+                "prompt_tokens": usage.prompt_tokens if usage else None,
+                "completion_tokens": usage.completion_tokens if usage else None,
+            },
+        )
+    )
+    result = TurnResult(
+        status="continue" if completion.tool_calls else "completed",
+        transcript=transcript,
+        output=completion.content or "",
+        prompt_tokens=usage.prompt_tokens if usage else 0,
+        completion_tokens=usage.completion_tokens if usage else 0,
+    )
+    for call in completion.tool_calls:
+        ctx = ToolContext(
+            run_id=turn.run_id,
+            step_id=turn.step_id,
+            role=turn.role,
+            tool_call_id=call.id,
+            router=router,
+            sink=sink,
+        )
+        sink.emit(
+            Event(
+                "tool_call",
+                turn.step_id,
+                {"phase": "start", "tool_call_id": call.id, "name": call.name, "arguments": call.arguments},
+            )
+        )
+        started = time.monotonic()
+        outcome = registry.call(ctx, call.name, call.arguments, tools)
+        duration_ms = int((time.monotonic() - started) * 1000)
+        sink.emit(
+            Event(
+                "tool_call",
+                turn.step_id,
+                {
+                    "phase": "end",
+                    "tool_call_id": call.id,
+                    "name": call.name,
+                    "ok": outcome.ok,
+                    "result": _cap(outcome.text, PREVIEW_CHARS),
+                    "duration_ms": duration_ms,
+                },
+            )
+        )
+        transcript.append({"role": "tool", "tool_call_id": call.id, "content": outcome.text})
+        result.tool_calls.append(
+            ToolCallRecord(call.id, call.name, call.arguments, outcome.text, outcome.ok, duration_ms)
+        )
+        if ctx.finalized:
+            result.finalized = ctx.finalized[-1]
+    return result
+
+
+def new_step_transcript(step_id: str, agent: AgentSpec, prompt: str) -> list[dict[str, Any]]:
+    return [
+        {"role": "system", "content": step_system_prompt(step_id, agent)},
+        {"role": "user", "content": prompt},
+    ]
+
+
+def _cap(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[: limit - len(TRUNCATION_MARKER)] + TRUNCATION_MARKER
+
+
+__all__ = [
+    "COORDINATOR",
+    "AgentTurn",
+    "ToolCallRecord",
+    "TurnResult",
+    "apply_completion",
+    "build_request",
+    "coordinator_system_prompt",
+    "inbox_text",
+    "new_step_transcript",
+    "step_prompt",
+]

@@ -1,0 +1,93 @@
+"""The messaging tools: send_message for steps; forward_to_agent, narrate and
+finalize for the coordinator. Result texts match zenflow's."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from agents.events import Event
+from agents.tools.base import Tool, ToolContext
+
+MAX_MESSAGE_CHARS = 32_000
+
+
+class SendMessageArgs(BaseModel):
+    text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS, description="What to tell the coordinator.")
+
+
+class ForwardArgs(BaseModel):
+    target_step_id: str = Field(description="The step id (from the workflow, not the agent name).")
+    text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    kind: str = Field(
+        default="info",
+        description="info, context_update or cancel; anything else is treated as info.",
+    )
+
+
+class NarrateArgs(BaseModel):
+    text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS, description="A note for the people watching the run.")
+
+
+class FinalizeArgs(BaseModel):
+    summary: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS, description="The run's final summary.")
+
+
+def _send_message(ctx: ToolContext, args: SendMessageArgs) -> str:
+    return ctx.router.send(ctx.step_id, args.text).text
+
+
+def _forward(ctx: ToolContext, args: ForwardArgs) -> str:
+    result = ctx.router.forward(args.target_step_id, args.text, args.kind)
+    if result.status == "queued":
+        ctx.sink.emit(
+            Event(
+                "coordinator_message",
+                "coordinator",
+                {"to": args.target_step_id, "message_id": result.message_id, "text": args.text},
+            )
+        )
+    return result.text
+
+
+def _narrate(ctx: ToolContext, args: NarrateArgs) -> str:
+    ctx.sink.emit(Event("coordinator_narration", "coordinator", {"text": args.text}))
+    return "narrated"
+
+
+def _finalize(ctx: ToolContext, args: FinalizeArgs) -> str:
+    # Idempotent: calling it again replaces the summary; the last one wins.
+    ctx.finalized.append(args.summary)
+    ctx.sink.emit(Event("coordinator_synthesis", "coordinator", {"summary": args.summary}))
+    return "finalized"
+
+
+MESSAGING_TOOLS = (
+    Tool(
+        "send_message",
+        "Send a message to the coordinator. It decides whether to forward it to another step.",
+        SendMessageArgs,
+        frozenset({"step"}),
+        _send_message,
+    ),
+    Tool(
+        "forward_to_agent",
+        "Forward a message to one step of this run, addressed by its step id.",
+        ForwardArgs,
+        frozenset({"coordinator"}),
+        _forward,
+    ),
+    Tool(
+        "narrate",
+        "Tell the people watching the run what is happening.",
+        NarrateArgs,
+        frozenset({"coordinator"}),
+        _narrate,
+    ),
+    Tool(
+        "finalize",
+        "Write the run's final summary. Calling it again replaces the summary.",
+        FinalizeArgs,
+        frozenset({"coordinator"}),
+        _finalize,
+    ),
+)

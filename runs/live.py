@@ -1,0 +1,38 @@
+"""The live fragments of a run page: what a websocket sends and what the
+page renders first. Fragment ids match the DOM ids they replace."""
+
+from __future__ import annotations
+
+from django.template.loader import render_to_string
+
+from runs.models import Event, Run
+
+BATCH = 500
+
+
+def events_after(run_id: int, after: int, limit: int = BATCH) -> list[Event]:
+    return list(Event.objects.filter(run_id=run_id, seq__gt=after).order_by("seq")[:limit])
+
+
+def run_context(run: Run) -> dict:
+    steps = list(run.steps.all())
+    work = [s for s in steps if s.kind == "step"]
+    done = sum(1 for s in work if s.is_terminal)
+    return {
+        "run": run,
+        "steps": steps,
+        "steps_done": done,
+        "steps_total": len(work),
+        "progress": int(100 * done / len(work)) if work else 0,
+    }
+
+
+def render_update(run_id: int, after: int) -> tuple[str, int]:
+    """HTML for everything after event ``after``, swapped out-of-band, and the
+    last seq it covers. Empty string when nothing is new."""
+    events = events_after(run_id, after)
+    if not events:
+        return "", after
+    run = Run.objects.select_related("workflow", "created_by").get(pk=run_id)
+    context = run_context(run) | {"events": events, "last_seq": events[-1].seq, "oob": True}
+    return render_to_string("runs/partials/live_update.html", context), events[-1].seq

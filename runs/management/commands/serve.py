@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+from runs import actions
+from runs.models import Workflow
+
+DEMO_WORKFLOW = "hub_and_spoke"
+
+
+class Command(BaseCommand):
+    help = "Run zenweb in one process: load the catalog, start a worker (embedded mode), a demo run and daphne."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--no-demo", action="store_true", help="do not start the demo run")
+
+    def handle(self, *args, host: str, port: int, no_demo: bool, **options):
+        from zenweb import embedded
+
+        for workflow, created in actions.do_load_catalog(settings.ZENWEB_CATALOG_DIR):
+            if created:
+                self.stdout.write(f"catalog: registered {workflow}")
+        admin, password = self._admin()
+        if settings.EMBEDDED:
+            embedded.start_worker_thread()
+            self.stdout.write("embedded mode: SQLite, in-process Celery worker, in-memory channel layer")
+        else:
+            self.stdout.write("services mode: start workers with `celery -A zenweb worker`")
+        base = f"http://{host}:{port}"
+        self.stdout.write(self.style.SUCCESS(f"zenweb is at {base}/"))
+        self.stdout.write(f"log in as {admin.username!r} with password {password!r}")
+        if not no_demo:
+            workflow = Workflow.objects.filter(name=DEMO_WORKFLOW).order_by("-version").first()
+            if workflow:
+                run = actions.do_create_run(workflow, {}, user=admin, command="demo run")
+                self.stdout.write(f"demo run: {base}/runs/{run.pk}/")
+        embedded.serve(host, port)
+
+    def _admin(self):
+        """The local admin login, created on first start with a random password
+        kept beside the database (or ZENWEB_ADMIN_PASSWORD when set)."""
+        import os
+
+        users = get_user_model()
+        path = settings.DATA_DIR / "admin_password"
+        password = os.environ.get("ZENWEB_ADMIN_PASSWORD") or (
+            path.read_text().strip() if path.exists() else secrets.token_urlsafe(12)
+        )
+        admin = users.objects.filter(username="admin").first()
+        if admin is None:
+            admin = users.objects.create_superuser("admin", password=password)
+        elif not admin.check_password(password):
+            admin.set_password(password)
+            admin.save(update_fields=["password"])
+        if "ZENWEB_ADMIN_PASSWORD" not in os.environ:
+            path.write_text(password)
+            path.chmod(0o600)
+        return admin, password

@@ -1,0 +1,174 @@
+"""What zenweb stores: the catalog, runs, their steps, messages and events.
+
+Every change to a run is written through runs/actions.py, which also writes
+the Event that records it, in the same transaction.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Workflow(models.Model):
+    """One version of a catalog entry, parsed from YAML. Runs keep the version
+    they started with, so a later edit never changes a past run."""
+
+    name = models.CharField(max_length=64)
+    version = models.PositiveIntegerField()
+    description = models.TextField(blank=True)
+    source = models.CharField(max_length=500, blank=True, help_text="File the entry was loaded from.")
+    yaml_text = models.TextField()
+    spec = models.JSONField(help_text="The validated workflow, as agents.spec.WorkflowSpec data.")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["name", "version"], name="workflow_name_version")]
+        ordering = ["name", "-version"]
+
+    def __str__(self) -> str:
+        return f"{self.name} v{self.version}"
+
+
+class Run(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="runs")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
+    inputs = models.JSONField(default=dict, blank=True)
+    command = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
+    result = models.TextField(blank=True, help_text="The coordinator's final summary.")
+    error = models.TextField(blank=True)
+    created = models.DateTimeField(auto_now_add=True, db_index=True)
+    started = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+    # Counters handed out under the run row's lock: gapless event seq and message ids.
+    last_event_seq = models.PositiveBigIntegerField(default=0)
+    last_message_no = models.PositiveBigIntegerField(default=0)
+    # At most one coordinator wake runs at a time. Every request for a wake
+    # bumps wake_requests; a wake may only go idle if none arrived meanwhile.
+    coordinator_busy = models.BooleanField(default=False)
+    wake_requests = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} ({self.workflow.name})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL
+
+
+class Step(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        SKIPPED = "skipped"
+        CANCELLED = "cancelled"
+
+    TERMINAL = (Status.COMPLETED, Status.FAILED, Status.SKIPPED, Status.CANCELLED)
+
+    class Kind(models.TextChoices):
+        COORDINATOR = "coordinator"
+        STEP = "step"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    step_id = models.CharField(max_length=200, help_text="Runtime id, namespaced inside containers.")
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.STEP)
+    agent = models.CharField(max_length=64)
+    position = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    depends_on = models.JSONField(default=list, blank=True)
+    instructions = models.TextField(blank=True)
+    transcript = models.JSONField(default=list, blank=True)
+    output = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    turns = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+    mailbox_closed = models.BooleanField(default=False)
+    started = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "step_id"], name="step_run_step_id")]
+        ordering = ["run", "position"]
+
+    def __str__(self) -> str:
+        return self.step_id
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL
+
+
+class Message(models.Model):
+    """One mailbox entry. A message that could not be delivered is kept too,
+    with the reason it was dropped, so the dashboard can show it."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="messages")
+    message_id = models.CharField(max_length=40)
+    sender = models.CharField(max_length=200)
+    recipient = models.CharField(max_length=200)
+    type = models.CharField(max_length=20)
+    content = models.TextField()
+    created = models.DateTimeField(auto_now_add=True)
+    drained = models.DateTimeField(null=True, blank=True)
+    drop_reason = models.CharField(max_length=40, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "message_id"], name="message_run_message_id")]
+        indexes = [models.Index(fields=["run", "recipient", "drained"], name="message_mailbox")]
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.message_id} {self.sender} -> {self.recipient}"
+
+
+class Event(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveBigIntegerField()
+    type = models.CharField(max_length=40)
+    step_id = models.CharField(max_length=200, blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="event_run_seq")]
+        ordering = ["run", "seq"]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.type}"
+
+
+class ToolCall(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls")
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="tool_calls")
+    tool_call_id = models.CharField(max_length=100)
+    name = models.CharField(max_length=100)
+    arguments = models.TextField(blank=True)
+    result = models.TextField(blank=True)
+    ok = models.BooleanField(default=True)
+    duration_ms = models.PositiveIntegerField(default=0)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["step", "tool_call_id"], name="toolcall_step_id")]
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.tool_call_id})"

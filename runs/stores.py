@@ -1,0 +1,133 @@
+"""Django implementations of the runtime's protocols, for one run.
+
+Both expect to be called inside a transaction (runs/actions.py opens it):
+a message and the event that records it commit together or not at all.
+"""
+
+from __future__ import annotations
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from agents.events import Event as RuntimeEvent
+from agents.router import COORDINATOR, DropReason, MessageType, RouterMessage
+from runs.models import Event, Message, Run, Step
+
+
+def run_group(run_id: int) -> str:
+    return f"run-{run_id}"
+
+
+def _bump(run_id: int, counter: str) -> int:
+    # The UPDATE locks the run row until commit, so two writers never get the
+    # same number, and a rolled-back transaction gives its number back.
+    Run.objects.filter(pk=run_id).update(**{counter: F(counter) + 1})
+    return Run.objects.filter(pk=run_id).values_list(counter, flat=True).get()
+
+
+def broadcast(run_id: int, seq: int) -> None:
+    """Tell open dashboards that event ``seq`` exists. Only the number travels:
+    consumers read the event itself from the database, so a lost notification
+    costs a little latency, never an event."""
+    layer = get_channel_layer()
+    if layer is not None:
+        async_to_sync(layer.group_send)(run_group(run_id), {"type": "run.event", "seq": seq})
+
+
+class DjangoEventSink:
+    def __init__(self, run_id: int) -> None:
+        self.run_id = run_id
+
+    def emit(self, event: RuntimeEvent) -> None:
+        with transaction.atomic():
+            seq = _bump(self.run_id, "last_event_seq")
+            Event.objects.create(run_id=self.run_id, seq=seq, type=event.type, step_id=event.step_id, data=event.data)
+            transaction.on_commit(lambda: broadcast(self.run_id, seq))
+
+
+class DjangoMailboxStore:
+    """Mailboxes are Message rows; a mailbox is addressable when its Step row
+    exists, and closed when the step's ``mailbox_closed`` is set."""
+
+    def __init__(self, run_id: int) -> None:
+        self.run_id = run_id
+
+    def register(self, mailbox: str) -> None:
+        # Steps are registered by creating their rows when the run starts.
+        if not Step.objects.filter(run_id=self.run_id, step_id=mailbox).exists():
+            raise LookupError(f"run {self.run_id} has no step {mailbox!r} to register")
+
+    def registered(self) -> list[str]:
+        return sorted(Step.objects.filter(run_id=self.run_id, kind=Step.Kind.STEP).values_list("step_id", flat=True))
+
+    def is_closed(self, mailbox: str) -> bool:
+        return Step.objects.filter(run_id=self.run_id, step_id=mailbox, mailbox_closed=True).exists()
+
+    def is_cancelled(self) -> bool:
+        return Run.objects.filter(pk=self.run_id, status=Run.Status.CANCELLED).exists()
+
+    def next_message_id(self, prefix: str) -> str:
+        return f"{prefix}-{_bump(self.run_id, 'last_message_no')}"
+
+    def append(self, message: RouterMessage) -> None:
+        self._save(message)
+        if message.recipient == COORDINATOR:
+            request_coordinator_wake(self.run_id)
+
+    def record_drop(self, message: RouterMessage, reason: DropReason) -> None:
+        self._save(message, drop_reason=str(reason))
+
+    def unread(self, mailbox: str) -> list[RouterMessage]:
+        rows = Message.objects.filter(run_id=self.run_id, recipient=mailbox, drained=None, drop_reason="")
+        return [_to_router(row) for row in rows.order_by("id")]
+
+    def mark_read(self, mailbox: str, message_ids: list[str]) -> list[str]:
+        rows = Message.objects.filter(run_id=self.run_id, recipient=mailbox, message_id__in=message_ids)
+        already = sorted(rows.exclude(drained=None).values_list("message_id", flat=True))
+        rows.filter(drained=None).update(drained=timezone.now())
+        return already
+
+    def close(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
+        closed = Step.objects.filter(run_id=self.run_id, step_id=mailbox, mailbox_closed=False).update(
+            mailbox_closed=True
+        )
+        if not closed:
+            return []
+        dropped = self.unread(mailbox)
+        Message.objects.filter(run_id=self.run_id, message_id__in=[m.message_id for m in dropped]).update(
+            drop_reason=str(reason)
+        )
+        return dropped
+
+    def _save(self, message: RouterMessage, drop_reason: str = "") -> None:
+        Message.objects.create(
+            run_id=self.run_id,
+            message_id=message.message_id,
+            sender=message.sender,
+            recipient=message.recipient,
+            type=str(message.type),
+            content=message.content,
+            drop_reason=drop_reason,
+        )
+
+
+def _to_router(row: Message) -> RouterMessage:
+    return RouterMessage(
+        message_id=row.message_id,
+        sender=row.sender,
+        recipient=row.recipient,
+        type=MessageType.parse(row.type),
+        content=row.content,
+        created=row.created.timestamp(),
+    )
+
+
+def request_coordinator_wake(run_id: int) -> None:
+    """Count a reason for the coordinator to wake, and wake it after commit."""
+    from runs import tasks  # tasks import actions, which import this module
+
+    Run.objects.filter(pk=run_id).update(wake_requests=F("wake_requests") + 1)
+    transaction.on_commit(lambda: tasks.wake_coordinator.delay(run_id))

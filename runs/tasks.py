@@ -1,0 +1,39 @@
+"""Celery tasks: thin wrappers that pass ids to runs/actions.py.
+
+Each task is safe to run twice: the actions claim their work with a
+conditional UPDATE, so a redelivered task finds nothing left to do.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+
+from runs import actions
+
+log = logging.getLogger(__name__)
+
+
+@shared_task
+def start_run(run_id: int) -> None:
+    try:
+        actions.do_start_run(run_id)
+    except Exception as exc:
+        log.exception("starting run %s failed", run_id)
+        actions.do_fail_run(run_id, f"could not start: {type(exc).__name__}: {exc}")
+
+
+@shared_task
+def run_step_turn(step_pk: int, turn: int) -> None:
+    try:
+        actions.do_step_turn(step_pk, turn)
+    except Exception as exc:
+        # A bug or a broken tool must not leave the run waiting forever.
+        log.exception("turn %s of step %s failed", turn, step_pk)
+        actions.do_fail_step(step_pk, f"internal error: {type(exc).__name__}: {exc}")
+
+
+@shared_task
+def wake_coordinator(run_id: int) -> None:
+    actions.do_coordinator_wake(run_id)

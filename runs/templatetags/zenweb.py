@@ -1,0 +1,63 @@
+"""Template helpers for the dashboard. Everything returned here is plain text:
+the template escapes it, so agent and model text can never become markup."""
+
+from __future__ import annotations
+
+import json
+
+from django import template
+
+register = template.Library()
+
+SUMMARY_CHARS = 240
+
+
+def _short(text: object) -> str:
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
+
+
+@register.filter
+def event_summary(event) -> str:
+    """One line saying what an event means, for the event stream."""
+    data = event.data or {}
+    match event.type:
+        case "message_sent":
+            return _short(f"{data.get('from')} → {data.get('to')} ({data.get('msg_type')}): {data.get('content', '')}")
+        case "message_dropped":
+            return _short(f"{data.get('from')} → {data.get('to')} dropped: {data.get('reason')}")
+        case "coordinator_inbox_message":
+            return _short(f"from {data.get('from')}: {data.get('content', '')}")
+        case "agent_inbox_drain":
+            return _short(f"{data.get('message_id')} from {data.get('from')}")
+        case "coordinator_message":
+            return _short(f"→ {data.get('to')}: {data.get('text', '')}")
+        case "coordinator_narration":
+            return _short(data.get("text", ""))
+        case "coordinator_synthesis":
+            return _short(data.get("summary", ""))
+        case "tool_call":
+            if data.get("phase") == "start":
+                return _short(f"{data.get('name')}({data.get('arguments', '')})")
+            return _short(f"{data.get('name')} → {data.get('result', '')}")
+        case "agent_turn":
+            calls = ", ".join(data.get("tool_calls") or [])
+            return _short(f"turn {data.get('turn')}: " + (f"calls {calls}" if calls else data.get("content", "")))
+        case "step_end":
+            return _short(data.get("output", ""))
+        case "error":
+            return _short(data.get("error", ""))
+        case "step_skipped":
+            return _short(data.get("reason", ""))
+        case "workflow_start":
+            return _short(f"{data.get('workflow')} v{data.get('version')}")
+        case "workflow_end":
+            return _short(data.get("status", ""))
+        case "agent_wake":
+            return _short(f"cycle {data.get('cycle')}: {data.get('reason')}")
+    return ""
+
+
+@register.filter
+def pretty_json(value) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)

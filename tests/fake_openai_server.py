@@ -1,0 +1,241 @@
+"""A local server speaking just enough of the OpenAI chat-completions protocol for
+tests that drive the real openai SDK without reaching a network.
+
+    with FakeOpenAIServer() as server:
+        server.push_text("hello")
+        provider = OpenAIProvider(base_url=server.base_url, api_key="k", model="m")
+        ...
+        assert server.requests[0].body["model"] == "m"
+
+Each POST /v1/chat/completions takes the next canned reply from a queue;
+every request is recorded, whether or not a reply was queued.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
+
+COMPLETIONS_PATH = "/v1/chat/completions"
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request as the server saw it. Header names are lower-cased."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass(frozen=True)
+class CannedResponse:
+    """What to answer one request with, after waiting ``delay`` seconds."""
+
+    status: int
+    body: dict[str, Any]
+    delay: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class FakeOpenAIServer:
+    """A ThreadingHTTPServer on a free 127.0.0.1 port; use it as a context manager."""
+
+    def __init__(self) -> None:
+        self.requests: list[RecordedRequest] = []
+        self._responses: deque[CannedResponse] = deque()
+        self._lock = threading.Lock()
+        # Set on stop, so a handler sleeping out a delay wakes up instead of
+        # holding the test until the delay has passed.
+        self._stopping = threading.Event()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        """The ``base_url`` to give the SDK (it appends ``/chat/completions``)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> Self:
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="fake-openai-server",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # Canned responses, answered in the order they were pushed.
+
+    def push(self, response: CannedResponse) -> None:
+        with self._lock:
+            self._responses.append(response)
+
+    def push_text(
+        self,
+        content: str,
+        *,
+        prompt_tokens: int = 10,
+        completion_tokens: int = 5,
+        delay: float = 0.0,
+    ) -> None:
+        """Answer with an assistant text message."""
+        message = {"role": "assistant", "content": content}
+        self.push(CannedResponse(200, _completion(message, prompt_tokens, completion_tokens), delay))
+
+    def push_tool_calls(
+        self,
+        calls: list[tuple[str, str, str]],
+        *,
+        content: str | None = None,
+        prompt_tokens: int = 10,
+        completion_tokens: int = 5,
+    ) -> None:
+        """Answer with tool calls, each given as ``(id, name, arguments_json)``."""
+        message = {
+            "role": "assistant",
+            "content": content,
+            "tool_calls": [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": name, "arguments": arguments},
+                }
+                for call_id, name, arguments in calls
+            ],
+        }
+        body = _completion(message, prompt_tokens, completion_tokens, finish_reason="tool_calls")
+        self.push(CannedResponse(200, body))
+
+    def push_error(
+        self,
+        status: int,
+        message: str,
+        *,
+        error_type: str = "server_error",
+        code: str | None = None,
+    ) -> None:
+        """Answer with an HTTP error status and an OpenAI-style error body."""
+        body = {
+            "error": {
+                "message": message,
+                "type": error_type,
+                "param": None,
+                "code": code,
+            }
+        }
+        self.push(CannedResponse(status, body))
+
+    def push_body(self, body: dict[str, Any], *, status: int = 200) -> None:
+        """Answer with an arbitrary JSON body, e.g. a completion without choices."""
+        self.push(CannedResponse(status, body))
+
+    def _next_response(self) -> CannedResponse:
+        with self._lock:
+            if self._responses:
+                return self._responses.popleft()
+        return CannedResponse(
+            500,
+            {
+                "error": {
+                    "message": "fake server: no canned response queued",
+                    "type": "test",
+                }
+            },
+        )
+
+
+def _completion(
+    message: dict[str, Any],
+    prompt_tokens: int,
+    completion_tokens: int,
+    *,
+    finish_reason: str = "stop",
+) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": "fake-model",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            try:
+                body: Any = json.loads(raw) if raw else None
+            except ValueError:
+                body = raw.decode("utf-8", "replace")
+            server.requests.append(
+                RecordedRequest(
+                    method="POST",
+                    path=self.path,
+                    headers={name.lower(): value for name, value in self.headers.items()},
+                    body=body,
+                )
+            )
+            if self.path.split("?", 1)[0] != COMPLETIONS_PATH:
+                error = {
+                    "message": f"fake server: no route for {self.path}",
+                    "type": "test",
+                }
+                self._send(CannedResponse(404, {"error": error}))
+                return
+            response = server._next_response()
+            if response.delay and server._stopping.wait(response.delay):
+                return
+            self._send(response)
+
+        def _send(self, response: CannedResponse) -> None:
+            payload = json.dumps(response.body).encode()
+            try:
+                self.send_response(response.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                for name, value in response.headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError):
+                # The client gave up first (a timeout test): nothing to answer.
+                pass
+
+        def log_message(self, fmt: str, *args: Any) -> None:
+            pass
+
+    return Handler

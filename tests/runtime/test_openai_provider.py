@@ -1,0 +1,334 @@
+"""OpenAIProvider against the real openai SDK and a local chat-completions server."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from agents.llm import (
+    CompletionRequest,
+    ProviderError,
+    ToolCallRequest,
+    Usage,
+    build_provider,
+)
+from agents.llm.openai import OpenAIProvider
+from tests.fake_openai_server import FakeOpenAIServer
+
+KEY = "sk-test-0123456789abcdef"
+
+MESSAGES = [
+    {"role": "system", "content": "You are a researcher."},
+    {"role": "user", "content": "What is the weather in Oslo?"},
+]
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather for a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The SDK and httpx2 read these from os.environ; a developer's proxy or real
+    # OpenAI settings must not change where these tests send requests.
+    for name in (
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "OPENAI_ORG_ID",
+        "OPENAI_PROJECT_ID",
+        "OPENAI_CUSTOM_HEADERS",
+        "ZENWEB_LLM",
+        "ZENWEB_MODEL",
+        "ZENWEB_LLM_TIMEOUT",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as server:
+        yield server
+
+
+def make_provider(server: FakeOpenAIServer, *, timeout: float = 60.0) -> OpenAIProvider:
+    # No SDK retries: each test queues exactly the responses it expects to be asked for.
+    return OpenAIProvider(
+        base_url=server.base_url,
+        api_key=KEY,
+        model="default-model",
+        timeout=timeout,
+        max_retries=0,
+    )
+
+
+def test_it_returns_a_text_answer_with_usage(server: FakeOpenAIServer) -> None:
+    server.push_text("It is sunny.", prompt_tokens=21, completion_tokens=4)
+
+    completion = make_provider(server).complete(CompletionRequest(agent="researcher", messages=MESSAGES))
+
+    assert completion.content == "It is sunny."
+    assert completion.tool_calls == []
+    assert completion.usage == Usage(prompt_tokens=21, completion_tokens=4)
+    [seen] = server.requests
+    assert seen.path == "/v1/chat/completions"
+    assert seen.body["model"] == "default-model"
+
+
+def test_it_turns_tool_calls_into_requests_and_sends_the_request_as_given(
+    server: FakeOpenAIServer,
+) -> None:
+    server.push_tool_calls(
+        [
+            ("call_1", "get_weather", '{"city": "Oslo"}'),
+            ("call_2", "get_weather", '{"city": "Bergen", '),
+        ]
+    )
+    request = CompletionRequest(
+        agent="researcher",
+        messages=MESSAGES,
+        tools=[WEATHER_TOOL],
+        model="tool-model",
+        temperature=0.4,
+    )
+
+    completion = make_provider(server).complete(request)
+
+    assert completion.content is None
+    # Arguments stay the model's raw text, even when it is not valid JSON.
+    assert completion.tool_calls == [
+        ToolCallRequest(id="call_1", name="get_weather", arguments='{"city": "Oslo"}'),
+        ToolCallRequest(id="call_2", name="get_weather", arguments='{"city": "Bergen", '),
+    ]
+    [seen] = server.requests
+    assert seen.body["messages"] == MESSAGES
+    assert seen.body["tools"] == [WEATHER_TOOL]
+    assert seen.body["temperature"] == 0.4
+    assert seen.body["model"] == "tool-model"
+
+
+def test_it_omits_tools_and_temperature_the_request_does_not_set(
+    server: FakeOpenAIServer,
+) -> None:
+    server.push_text("ok")
+
+    make_provider(server).complete(CompletionRequest(agent="a", messages=MESSAGES))
+
+    [seen] = server.requests
+    assert "tools" not in seen.body
+    assert "temperature" not in seen.body
+
+
+def test_it_sends_the_key_and_base_url_from_the_environment(
+    server: FakeOpenAIServer,
+) -> None:
+    server.push_text("hi")
+    environ = {
+        "OPENAI_API_KEY": KEY,
+        "OPENAI_BASE_URL": server.base_url,
+        "ZENWEB_MODEL": "env-model",
+        "ZENWEB_LLM_TIMEOUT": "3.5",
+    }
+
+    provider = OpenAIProvider.from_env(environ)
+    completion = provider.complete(CompletionRequest(agent="a", messages=MESSAGES))
+
+    assert completion.content == "hi"
+    assert provider.timeout == 3.5
+    [seen] = server.requests
+    assert seen.headers["authorization"] == f"Bearer {KEY}"
+    assert seen.body["model"] == "env-model"
+
+
+def test_it_prefers_the_model_argument_to_zenweb_model() -> None:
+    environ = {"OPENAI_API_KEY": KEY, "ZENWEB_MODEL": "env-model"}
+
+    provider = OpenAIProvider.from_env(environ, model="argument-model")
+
+    assert provider.model == "argument-model"
+
+
+def test_it_reports_a_server_error_with_its_message_and_without_the_key(
+    server: FakeOpenAIServer,
+) -> None:
+    server.push_error(500, "The server had an error while processing your request.")
+
+    with pytest.raises(ProviderError) as caught:
+        make_provider(server).complete(CompletionRequest(agent="a", messages=MESSAGES))
+
+    message = str(caught.value)
+    assert "HTTP 500" in message
+    assert server.base_url in message
+    assert "The server had an error while processing your request." in message
+    assert KEY not in message
+    assert caught.value.__cause__ is not None
+    assert len(server.requests) == 1
+
+
+def test_it_redacts_the_key_when_the_server_echoes_it(server: FakeOpenAIServer) -> None:
+    server.push_error(401, f"Incorrect API key provided: {KEY}.", error_type="invalid_request_error")
+
+    with pytest.raises(ProviderError) as caught:
+        make_provider(server).complete(CompletionRequest(agent="a", messages=MESSAGES))
+
+    message = str(caught.value)
+    assert "authentication failed (401)" in message
+    assert "Incorrect API key provided: [redacted]." in message
+    assert KEY not in message
+
+
+def test_it_reports_rate_limiting(server: FakeOpenAIServer) -> None:
+    server.push_error(429, "Rate limit reached for requests.", error_type="requests")
+
+    with pytest.raises(ProviderError) as caught:
+        make_provider(server).complete(CompletionRequest(agent="a", messages=MESSAGES))
+
+    assert "rate limited (429)" in str(caught.value)
+    assert "Rate limit reached for requests." in str(caught.value)
+
+
+def test_it_reports_a_timeout(server: FakeOpenAIServer) -> None:
+    server.push_text("too late", delay=3.0)
+
+    with pytest.raises(ProviderError) as caught:
+        make_provider(server, timeout=0.5).complete(CompletionRequest(agent="a", messages=MESSAGES))
+
+    assert "timed out after 0.5s" in str(caught.value)
+
+
+def test_it_reports_a_server_that_cannot_be_reached() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    provider = OpenAIProvider(base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY, model="m", max_retries=0)
+
+    with pytest.raises(ProviderError) as caught:
+        provider.complete(CompletionRequest(agent="a", messages=MESSAGES))
+
+    assert f"could not connect to http://127.0.0.1:{port}/v1" in str(caught.value)
+
+
+def test_it_reports_a_response_without_choices(server: FakeOpenAIServer) -> None:
+    server.push_body(
+        {
+            "id": "x",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "m",
+            "choices": [],
+        }
+    )
+
+    with pytest.raises(ProviderError) as caught:
+        make_provider(server).complete(CompletionRequest(agent="a", messages=MESSAGES))
+
+    assert "returned no choices" in str(caught.value)
+
+
+def test_it_requires_openai_api_key() -> None:
+    with pytest.raises(ProviderError) as caught:
+        OpenAIProvider.from_env({"ZENWEB_MODEL": "m"})
+
+    assert "OPENAI_API_KEY is not set" in str(caught.value)
+
+
+def test_it_requires_a_model() -> None:
+    with pytest.raises(ProviderError) as caught:
+        OpenAIProvider.from_env({"OPENAI_API_KEY": KEY})
+
+    assert "ZENWEB_MODEL" in str(caught.value)
+    assert KEY not in str(caught.value)
+
+
+def test_it_rejects_a_timeout_that_is_not_a_number() -> None:
+    with pytest.raises(ProviderError) as caught:
+        OpenAIProvider.from_env({"OPENAI_API_KEY": KEY, "ZENWEB_MODEL": "m", "ZENWEB_LLM_TIMEOUT": "soon"})
+
+    assert "ZENWEB_LLM_TIMEOUT" in str(caught.value)
+
+
+def test_it_builds_openai_only_when_asked() -> None:
+    environ = {"OPENAI_API_KEY": KEY, "ZENWEB_MODEL": "m"}
+
+    by_name = build_provider("openai", model="named-model", script=None, environ=environ)
+    by_env = build_provider(None, model=None, script=None, environ={**environ, "ZENWEB_LLM": "openai"})
+
+    assert isinstance(by_name, OpenAIProvider)
+    assert by_name.model == "named-model"
+    assert isinstance(by_env, OpenAIProvider)
+    assert by_env.name == "openai"
+
+
+def test_it_builds_the_scripted_provider_otherwise() -> None:
+    pytest.importorskip("agents.llm.scripted")
+    environ = {"OPENAI_API_KEY": KEY, "ZENWEB_MODEL": "m"}
+
+    assert build_provider(None, model=None, script=[], environ=environ).name == "scripted"
+    assert build_provider(None, model=None, script=None, environ={}).name == "scripted"
+    assert (
+        build_provider(
+            "scripted",
+            model=None,
+            script=None,
+            environ={**environ, "ZENWEB_LLM": "openai"},
+        ).name
+        == "scripted"
+    )
+
+
+def test_it_rejects_unknown_provider_names() -> None:
+    with pytest.raises(ProviderError) as by_name:
+        build_provider("anthropic", model=None, script=None, environ={})
+    with pytest.raises(ProviderError) as by_env:
+        build_provider(None, model=None, script=None, environ={"ZENWEB_LLM": "opneai"})
+
+    assert "openai, scripted" in str(by_name.value)
+    assert "ZENWEB_LLM 'opneai'" in str(by_env.value)
+
+
+def test_it_sends_messages_as_json_the_server_can_replay(
+    server: FakeOpenAIServer,
+) -> None:
+    # A stored transcript (assistant tool calls + tool results) must go out unchanged.
+    transcript = [
+        *MESSAGES,
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {
+                        "name": "get_weather",
+                        "arguments": '{"city": "Oslo"}',
+                    },
+                }
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "call_1",
+            "content": json.dumps({"sky": "clear"}),
+        },
+    ]
+    server.push_text("Clear skies.")
+
+    make_provider(server).complete(CompletionRequest(agent="a", messages=transcript))
+
+    assert server.requests[0].body["messages"] == transcript

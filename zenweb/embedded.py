@@ -1,0 +1,49 @@
+"""The embedded launcher: one process running daphne and a Celery worker.
+
+The worker runs in a thread on the memory broker (see settings), so a fresh
+clone needs no Redis, no PostgreSQL and no second terminal.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from django.conf import settings
+
+log = logging.getLogger(__name__)
+
+
+def start_worker_thread(concurrency: int | None = None) -> threading.Thread:
+    """Start an in-process Celery worker consuming this process's broker."""
+    from zenweb.celery import app
+
+    worker = app.Worker(
+        pool="threads",
+        concurrency=concurrency or settings.ZENWEB_EMBEDDED_CONCURRENCY,
+        loglevel="WARNING",
+        # A worker in a thread must not take over stdout or the signals.
+        redirect_stdouts=False,
+        without_heartbeat=True,
+        without_mingle=True,
+        without_gossip=True,
+        quiet=True,
+    )
+    thread = threading.Thread(target=worker.start, name="celery-embedded", daemon=True)
+    thread.start()
+    return thread
+
+
+def serve(host: str, port: int) -> None:
+    """Serve HTTP and websockets with daphne until interrupted."""
+    from daphne.endpoints import build_endpoint_description_strings
+    from daphne.server import Server
+
+    from zenweb.asgi import application
+
+    Server(
+        application,
+        endpoints=build_endpoint_description_strings(host=host, port=port),
+        signal_handlers=True,
+        verbosity=0,
+    ).run()

@@ -1,0 +1,164 @@
+"""zenweb settings, read from the environment.
+
+Without DATABASE_URL and REDIS_URL zenweb runs embedded: SQLite, an
+in-process Celery worker on the memory broker, and the in-memory channel
+layer. With them it runs as services: PostgreSQL, Redis as Celery broker and
+channel layer, and any number of `celery -A zenweb worker` processes.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import dj_database_url
+
+from zenweb.env import env_bool, env_float, env_int, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(env_str("ZENWEB_DATA_DIR", str(BASE_DIR / "var")))
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = env_bool("DJANGO_DEBUG", True)
+
+
+def _secret_key() -> str:
+    key = env_str("DJANGO_SECRET_KEY")
+    if key:
+        return key
+    # Embedded default only: a random key kept beside the SQLite file, so a
+    # fresh clone needs no setup and no key ever lives in the repository.
+    path = DATA_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+ALLOWED_HOSTS = [h for h in env_str("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h]
+CSRF_TRUSTED_ORIGINS = [o for o in env_str("DJANGO_CSRF_TRUSTED_ORIGINS").split(",") if o]
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "django_htmx",
+    "runs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "zenweb.urls"
+ASGI_APPLICATION = "zenweb.asgi.application"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "runs:list"
+LOGOUT_REDIRECT_URL = "login"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASE_URL = env_str("DATABASE_URL")
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": DATA_DIR / "zenweb.sqlite3",
+            # One writer at a time: IMMEDIATE takes the write lock up front so
+            # two threads never deadlock upgrading a read lock; WAL lets the
+            # dashboard read while a worker writes.
+            "OPTIONS": {
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 30,
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+            # A file, not :memory:, so worker threads in tests share it.
+            "TEST": {"NAME": str(DATA_DIR / "test-zenweb.sqlite3")},
+        }
+    }
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "static"
+
+REDIS_URL = env_str("REDIS_URL")
+EMBEDDED = not REDIS_URL
+
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            # The pub/sub layer delivered 3-4x more messages a second here than
+            # RedisChannelLayer, whose capacity drops messages silently; the
+            # dashboard backfills any gap from the event log either way.
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 10_000}}}
+
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+# The memory broker polls once a second by default; a run is dozens of hops.
+CELERY_BROKER_TRANSPORT_OPTIONS = {} if REDIS_URL else {"polling_interval": 0.01}
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# The catalog shipped with zenweb; `load_catalog` reads every *.yaml here.
+ZENWEB_CATALOG_DIR = Path(env_str("ZENWEB_CATALOG_DIR", str(BASE_DIR / "catalog")))
+# How many worker threads the embedded launcher starts.
+ZENWEB_EMBEDDED_CONCURRENCY = env_int("ZENWEB_EMBEDDED_CONCURRENCY", 4)
+# How often an open run page's websocket re-checks the event log for events
+# the channel layer did not deliver (another process, a dropped message).
+ZENWEB_LIVE_POLL_SECONDS = env_float("ZENWEB_LIVE_POLL_SECONDS", 2.0)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("ZENWEB_LOG_LEVEL", "INFO")},
+    "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
+}
