@@ -12,7 +12,7 @@ import difflib
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import NoneType, UnionType
+from types import NoneType, SimpleNamespace, UnionType
 from typing import Annotated, Any, Literal, get_args, get_origin
 
 import yaml
@@ -345,8 +345,16 @@ def parse_workflow(
     try:
         spec = WorkflowSpec.model_validate(data, context={_DEFER_CHECKS: True})
     except ValidationError as exc:
+        field_problems = [_from_pydantic(error, source, lines) for error in exc.errors(include_url=False)]
+        # Still check references between the parts that did parse, so one run
+        # of the validator reports every problem, not only the first kind.
+        reported = {(p.line, p.field) for p in field_problems}
+        cross = [
+            SpecProblem(source, line_for(lines, loc), _dotted(loc), message)
+            for loc, message in WorkflowSpec._problems(_lenient(data), known_tools)  # type: ignore[arg-type]
+        ]
         raise WorkflowValidationError(
-            _from_pydantic(error, source, lines) for error in exc.errors(include_url=False)
+            field_problems + [p for p in cross if (p.line, p.field) not in reported]
         ) from None
     problems = [
         SpecProblem(source, line_for(lines, loc), _dotted(loc), message) for loc, message in spec._problems(known_tools)
@@ -354,6 +362,34 @@ def parse_workflow(
     if problems:
         raise WorkflowValidationError(problems)
     return spec
+
+
+def _lenient(data: dict[str, Any]) -> SimpleNamespace:
+    """The well-typed parts of raw workflow data, shaped like a WorkflowSpec
+    for ``WorkflowSpec._problems``."""
+
+    def strings(value: object) -> list[str]:
+        return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+    raw_agents = data.get("agents") if isinstance(data.get("agents"), dict) else {}
+    agents = {
+        name: SimpleNamespace(tools=strings(agent.get("tools") if isinstance(agent, dict) else None))
+        for name, agent in raw_agents.items()
+    }
+    raw_steps = data.get("steps") if isinstance(data.get("steps"), list) else []
+    steps = [
+        SimpleNamespace(
+            id=step.get("id") if isinstance(step, dict) and isinstance(step.get("id"), str) else f"#{i}",
+            agent=step.get("agent") if isinstance(step, dict) and isinstance(step.get("agent"), str) else None,
+            depends_on=strings(step.get("dependsOn") if isinstance(step, dict) else None),
+        )
+        for i, step in enumerate(raw_steps)
+    ]
+    # A step without a usable agent was already reported by field validation.
+    for step in steps:
+        if step.agent is None:
+            step.agent = next(iter(agents), "")
+    return SimpleNamespace(steps=steps, agents=agents)
 
 
 def load_workflow(path: str | Path, known_tools: Collection[str] | None = None) -> WorkflowSpec:

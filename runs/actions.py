@@ -8,7 +8,6 @@ and its events commit with it (runs/stores.py broadcasts them after commit).
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 from collections.abc import Mapping
@@ -78,14 +77,18 @@ def do_load_catalog(directory: Path) -> list[tuple[Workflow, bool]]:
     return [do_register_workflow(path.read_text(), str(path)) for path in sorted(directory.glob("*.yaml"))]
 
 
-@functools.lru_cache(maxsize=256)
-def _spec_for(workflow_id: int) -> WorkflowSpec:
-    # A stored version never changes, so its parsed spec can be kept.
-    return WorkflowSpec.model_validate(Workflow.objects.get(pk=workflow_id).spec)
+_SPECS: dict[tuple[int, object], WorkflowSpec] = {}
 
 
 def workflow_spec(workflow: Workflow) -> WorkflowSpec:
-    return _spec_for(workflow.pk)
+    """The parsed spec of a stored version. Versions never change, so parsed
+    specs are kept (keyed with the creation time too: a test database that
+    is flushed hands out the same primary keys again)."""
+    key = (workflow.pk, workflow.created)
+    spec = _SPECS.get(key)
+    if spec is None:
+        spec = _SPECS[key] = WorkflowSpec.model_validate(workflow.spec)
+    return spec
 
 
 def check_inputs(spec: WorkflowSpec, raw: Mapping[str, object]) -> dict[str, object]:
@@ -232,10 +235,10 @@ def do_finish_run(run_id: int) -> None:
         if run.is_terminal:
             return
         steps = run.steps.filter(kind=Step.Kind.STEP)
-        failed = list(steps.filter(status=Step.Status.FAILED).values_list("step_id", flat=True))
+        failed = steps.filter(status=Step.Status.FAILED).values_list("step_id", "error")
         run.status = Run.Status.FAILED if failed else Run.Status.COMPLETED
         if failed and not run.error:
-            run.error = f"step{'s' if len(failed) > 1 else ''} failed: {', '.join(failed)}"
+            run.error = "\n".join(f"step {step_id} failed: {error}" for step_id, error in failed)
         _end_run(run)
 
 

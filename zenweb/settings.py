@@ -120,6 +120,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)
 
 REDIS_URL = env_str("REDIS_URL")
 EMBEDDED = not REDIS_URL

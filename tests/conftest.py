@@ -1,0 +1,81 @@
+"""Shared fixtures: users (owner, teammate, staff), a real Celery worker, workflows."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+WORKFLOWS = TESTS / "workflows"
+CATALOG = TESTS.parent / "catalog"
+
+# Forked children of a process that ran async tests hang in sync_to_async.
+multiprocessing.set_start_method("spawn", force=True)
+
+
+def pytest_collection_modifyitems(config, items):
+    # Tests need no network: make sure a stray OpenAI setting cannot switch
+    # the scripted provider off.
+    for name in ("ZENWEB_LLM", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        os.environ.pop(name, None)
+
+
+@pytest.fixture
+def owner(django_user_model):
+    return django_user_model.objects.create_user("owner", password="owner-pass")
+
+
+@pytest.fixture
+def teammate(django_user_model):
+    return django_user_model.objects.create_user("teammate", password="teammate-pass")
+
+
+@pytest.fixture
+def staff(django_user_model):
+    return django_user_model.objects.create_user("staff", password="staff-pass", is_staff=True)
+
+
+@pytest.fixture
+def celery_worker(transactional_db):
+    """A real Celery worker (threads pool) consuming the memory broker: tasks
+    go through the broker exactly as in production, not eagerly."""
+    from celery.contrib.testing.worker import start_worker
+
+    from zenweb.celery import app
+
+    with start_worker(app, pool="threads", concurrency=4, perform_ping_check=False, loglevel="WARNING") as worker:
+        yield worker
+
+
+def register(name: str):
+    """Register tests/workflows/<name>.yaml (or the catalog's) and return the Workflow."""
+    from runs.actions import do_register_workflow
+
+    path = WORKFLOWS / f"{name}.yaml"
+    if not path.exists():
+        path = CATALOG / f"{name}.yaml"
+    workflow, _ = do_register_workflow(path.read_text(), str(path))
+    return workflow
+
+
+def wait_for_run(run, timeout: float = 30.0):
+    """Wait until ``run`` is terminal and return it refreshed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run.refresh_from_db()
+        if run.is_terminal:
+            return run
+        time.sleep(0.05)
+    types = list(run.events.values_list("type", flat=True))
+    raise AssertionError(f"run {run.pk} still {run.status} after {timeout}s; events so far: {types}")
+
+
+def event_types(run, *, step_id: str | None = None) -> list[str]:
+    events = run.events.order_by("seq")
+    if step_id is not None:
+        events = events.filter(step_id=step_id)
+    return list(events.values_list("type", flat=True))

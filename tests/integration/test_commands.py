@@ -1,0 +1,110 @@
+"""The terminal commands, run as a user would: in their own process."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import WORKFLOWS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    """A private SQLite database for the commands, migrated once."""
+    path = tmp_path_factory.mktemp("zenweb-data")
+    manage(path, "migrate", "-v0", check=True)
+    return path
+
+
+def manage(data_dir: Path, *args: str, check: bool = False) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    env["ZENWEB_DATA_DIR"] = str(data_dir)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=check
+    )
+
+
+def run_count(data_dir: Path) -> int:
+    with sqlite3.connect(data_dir / "zenweb.sqlite3") as db:
+        return db.execute("select count(*) from runs_run").fetchone()[0]
+
+
+def test_it_validates_a_good_workflow_with_a_summary(data_dir):
+    result = manage(data_dir, "validate_workflow", str(WORKFLOWS / "relay.yaml"))
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"{WORKFLOWS / 'relay.yaml'}: ok: relay v1: 2 steps, 2 agents"
+
+
+def test_it_reports_every_problem_with_file_line_and_field(data_dir, tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        "name: bad\n"
+        "agents:\n"
+        "  a: {system: hi}\n"
+        "steps:\n"
+        "  - id: one\n"
+        "    agent: ghost\n"
+        "  - id: two\n"
+        "    agent: a\n"
+        "    dependsOn: [three]\n"
+        "    colour: blue\n"
+    )
+
+    result = manage(data_dir, "validate_workflow", str(path))
+
+    assert result.returncode != 0
+    lines = result.stderr.splitlines()
+    assert any(line.startswith(f"{path}:6: steps[0].agent: unknown agent 'ghost'") for line in lines), lines
+    assert any(line.startswith(f"{path}:9: steps[1].dependsOn[0]:") and "three" in line for line in lines), lines
+    assert any(line.startswith(f"{path}:10: steps[1].colour: unknown field 'colour'") for line in lines), lines
+
+
+def test_it_follows_a_run_to_completion(data_dir):
+    result = manage(data_dir, "run_workflow", str(WORKFLOWS / "relay.yaml"), "--input", "subject=tides", "--follow")
+
+    assert result.returncode == 0, result.stderr
+    types = [line.split()[2] for line in result.stdout.splitlines() if line.startswith("#")]
+    assert types[0] == "workflow_start" and types[-1] == "workflow_end"
+    assert types.index("coordinator_message") < types.index("agent_inbox_drain")
+    assert "second says: second got: the subject is tides" in result.stdout
+    assert result.stdout.strip().endswith("completed")
+
+
+def test_it_exits_non_zero_when_the_run_fails(data_dir):
+    result = manage(data_dir, "run_workflow", str(WORKFLOWS / "broken_provider.yaml"), "--follow")
+
+    assert result.returncode != 0
+    assert "ended failed: step fetch failed: model endpoint said: 503 upstream overloaded" in result.stderr
+
+
+def test_it_never_starts_a_run_from_an_invalid_file(data_dir, tmp_path):
+    path = tmp_path / "cycle.yaml"
+    path.write_text(
+        "name: cycle\nagents: {a: {}}\nsteps:\n"
+        "  - {id: x, agent: a, dependsOn: [y]}\n"
+        "  - {id: y, agent: a, dependsOn: [x]}\n"
+    )
+    before = run_count(data_dir)
+
+    result = manage(data_dir, "run_workflow", str(path), "--follow")
+
+    assert result.returncode == 2
+    assert f"{path}:4: steps[0].dependsOn[0]: dependency cycle: x -> y -> x" in result.stderr
+    assert run_count(data_dir) == before
+
+
+def test_it_names_a_missing_required_input(data_dir):
+    before = run_count(data_dir)
+
+    result = manage(data_dir, "run_workflow", str(WORKFLOWS / "relay.yaml"), "--follow")
+
+    assert result.returncode == 2
+    assert "missing required input 'subject'" in result.stderr
+    assert run_count(data_dir) == before

@@ -1,0 +1,84 @@
+"""The dashboard pages, over HTTP."""
+
+from __future__ import annotations
+
+import pytest
+
+from runs.actions import do_create_run
+from runs.models import Run
+from tests.conftest import register, wait_for_run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_it_renders_the_events_and_steps_of_a_finished_run(celery_worker, client, owner):
+    run = wait_for_run(do_create_run(register("relay"), {"subject": "tides"}, user=owner))
+    client.force_login(owner)
+
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+
+    for step_id in ("coordinator", "first", "second"):
+        assert f'id="step-{step_id}"' in page
+    assert page.count('class="event type-') == run.events.count()
+    assert 'data-status="completed"' in page
+    assert "second says: second got: the subject is tides" in page
+    assert f'ws-connect="/ws/runs/{run.pk}/?after={run.last_event_seq}"' in page
+
+
+def test_it_shows_why_a_run_failed(celery_worker, client, owner):
+    run = wait_for_run(do_create_run(register("broken_provider"), {}, user=owner))
+    client.force_login(owner)
+
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+
+    assert 'data-status="failed"' in page
+    assert "step fetch failed: model endpoint said: 503 upstream overloaded" in page
+
+
+def test_it_escapes_agent_text(celery_worker, client, owner):
+    run = wait_for_run(do_create_run(register("xss"), {}, user=owner))
+    client.force_login(owner)
+
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+
+    assert "<script>window.__pwned" not in page
+    assert "<img src=x" not in page
+    assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in page
+
+
+def test_it_lists_runs_with_progress(client, owner):
+    run = Run.objects.create(workflow=register("relay"), inputs={"subject": "x"}, created_by=owner)
+    client.force_login(owner)
+
+    page = client.get("/").content.decode()
+
+    assert f'href="/runs/{run.pk}/"' in page
+    assert "relay" in page
+
+
+def test_it_hides_other_peoples_runs(client, owner, teammate):
+    run = Run.objects.create(workflow=register("relay"), inputs={"subject": "x"}, created_by=owner)
+    client.force_login(teammate)
+
+    assert client.get(f"/runs/{run.pk}/").status_code == 404
+    assert f'href="/runs/{run.pk}/"' not in client.get("/").content.decode()
+
+
+def test_it_requires_login(client):
+    response = client.get("/")
+    assert response.status_code == 302
+    assert response["Location"].startswith("/login/")
+
+
+def test_it_starts_a_run_from_the_form_and_reports_bad_inputs(client, owner):
+    workflow = register("relay")
+    client.force_login(owner)
+
+    response = client.post("/runs/start/", {"workflow": workflow.pk, "inputs": ""}, follow=True)
+    assert "missing required input &#x27;subject&#x27;" in response.content.decode()
+    assert not Run.objects.exists()
+
+    response = client.post("/runs/start/", {"workflow": workflow.pk, "inputs": "subject=tides"})
+    run = Run.objects.get()
+    assert response["Location"] == f"/runs/{run.pk}/"
+    assert (run.inputs, run.created_by) == ({"subject": "tides"}, owner)

@@ -1,0 +1,100 @@
+"""The run page's websocket: replay after a cursor, then live, never twice."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+from django.db import transaction
+
+from agents.events import Event as RuntimeEvent
+from runs.models import Run
+from runs.routing import websocket_urlpatterns
+from runs.stores import DjangoEventSink
+from tests.conftest import register
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+EVENT_ID = re.compile(r'id="event-(\d+)"')
+
+
+def make_run(user, events: int) -> Run:
+    run = Run.objects.create(workflow=register("relay"), inputs={"subject": "x"}, created_by=user)
+    emit(run, events)
+    return run
+
+
+def emit(run: Run, count: int) -> None:
+    sink = DjangoEventSink(run.pk)
+    for n in range(count):
+        with transaction.atomic():
+            sink.emit(RuntimeEvent("coordinator_narration", "coordinator", {"text": f"note {n}"}))
+
+
+def communicator(user, run: Run, after: int) -> WebsocketCommunicator:
+    comm = WebsocketCommunicator(URLRouter(websocket_urlpatterns), f"/ws/runs/{run.pk}/?after={after}")
+    comm.scope["user"] = user
+    return comm
+
+
+async def received_seqs(comm: WebsocketCommunicator, until: int) -> list[int]:
+    seqs: list[int] = []
+    while not seqs or seqs[-1] < until:
+        seqs += [int(s) for s in EVENT_ID.findall(await comm.receive_from(timeout=5))]
+    return seqs
+
+
+async def test_it_replays_events_after_the_cursor_then_streams_live_ones(owner):
+    run = await database_sync_to_async(make_run)(owner, 5)
+    comm = communicator(owner, run, after=2)
+    connected, _ = await comm.connect()
+    assert connected
+
+    assert await received_seqs(comm, until=5) == [3, 4, 5]
+
+    await database_sync_to_async(emit)(run, 2)
+    assert await received_seqs(comm, until=7) == [6, 7]
+    assert await comm.receive_nothing(timeout=0.3)
+    await comm.disconnect()
+
+
+async def test_it_sends_the_status_and_steps_with_each_update(owner):
+    run = await database_sync_to_async(make_run)(owner, 1)
+    comm = communicator(owner, run, after=0)
+    await comm.connect()
+
+    html = await comm.receive_from(timeout=5)
+
+    assert 'id="run-header" hx-swap-oob="true"' in html
+    assert 'id="step-list" hx-swap-oob="true"' in html
+    assert 'id="event-list" hx-swap-oob="beforeend"' in html
+    assert 'id="last-seq" data-seq="1"' in html
+    await comm.disconnect()
+
+
+async def test_it_sends_nothing_when_the_client_is_up_to_date(owner):
+    run = await database_sync_to_async(make_run)(owner, 3)
+    comm = communicator(owner, run, after=3)
+    connected, _ = await comm.connect()
+    assert connected
+    assert await comm.receive_nothing(timeout=0.3)
+    await comm.disconnect()
+
+
+async def test_it_refuses_a_user_who_may_not_see_the_run(owner, teammate):
+    run = await database_sync_to_async(make_run)(owner, 1)
+    connected, code = await communicator(teammate, run, after=0).connect()
+    assert not connected
+    assert code == 4403
+
+
+async def test_it_lets_staff_watch_any_run(owner, staff):
+    run = await database_sync_to_async(make_run)(owner, 2)
+    comm = communicator(staff, run, after=0)
+    connected, _ = await comm.connect()
+    assert connected
+    assert await received_seqs(comm, until=2) == [1, 2]
+    await comm.disconnect()
