@@ -1,15 +1,16 @@
 # zenweb: `make run` starts it (embedded: SQLite, in-process worker, demo run);
 # `make test` runs every test. Both set themselves up first.
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test setup lint services-test clean
+.PHONY: run test setup lint services clean
 
 $(VENV)/.installed: requirements.txt
-	@command -v $(PYTHON) >/dev/null || { echo "zenweb needs $(PYTHON) (set PYTHON=...)"; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null || \
+		{ echo "zenweb needs Python 3.11 (found: $(PYTHON)); set PYTHON=/path/to/python3.11"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
@@ -24,6 +25,13 @@ run: setup
 test: $(VENV)/.installed
 	$(PY) -m ruff check .
 	bash scripts/test.sh
+
+# The services way: DATABASE_URL and REDIS_URL must be set (see README).
+services: $(VENV)/.installed
+	@test -n "$$DATABASE_URL" -a -n "$$REDIS_URL" || { echo "set DATABASE_URL and REDIS_URL first"; exit 1; }
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py load_catalog
+	$(VENV)/bin/honcho start
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .

@@ -134,6 +134,8 @@ class MessageRouter:
     def forward(self, target: str, text: str, kind: str | None = None) -> SendResult:
         """The coordinator's ``forward_to_agent``: to one registered step."""
         message = self._message("msg-fwd", COORDINATOR, target, MessageType.parse(kind), text)
+        if self.store.is_cancelled():
+            return self._drop(message, DropReason.WORKFLOW_CANCELLED)
         if target == COORDINATOR or target not in self.store.registered():
             registered = self.store.registered()
             detail = (

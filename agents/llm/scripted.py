@@ -122,5 +122,6 @@ def _fill(value: Any, variables: dict[str, str]) -> Any:
 def _first_line(request: CompletionRequest) -> str:
     for message in request.messages:
         if message.get("role") == "user":
-            return str(message.get("content") or "").strip().splitlines()[0][:200] if message.get("content") else ""
+            lines = str(message.get("content") or "").strip().splitlines()
+            return lines[0][:200] if lines else ""
     return ""

@@ -93,7 +93,9 @@ class ToolRegistry:
         return chosen
 
     def call(self, ctx: ToolContext, name: str, raw_arguments: str, allowed: list[Tool]) -> ToolOutcome:
-        tool = next((t for t in allowed if t.name == name), None)
+        # Both the agent's tool list and the tool's own roles must allow it,
+        # so a caller passing the wrong list still cannot cross roles.
+        tool = next((t for t in allowed if t.name == name and ctx.role in t.roles), None)
         if tool is None:
             known = self._tools.get(name)
             why = f"tool {name!r} is not available to the {ctx.role}" if known else f"unknown tool {name!r}"

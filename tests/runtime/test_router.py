@@ -296,3 +296,15 @@ def test_it_stores_or_drops_every_message_exactly_once(seed, cancel_at):
     assert len(sink.of_type("message_sent")) == len(issued) - len(dropped_results)
     drain_events = sink.of_type("agent_inbox_drain") + sink.of_type("coordinator_inbox_message")
     assert sorted(e.data["message_id"] for e in drain_events) == sorted(drained)
+
+
+def test_it_drops_every_forward_after_cancel_as_workflow_cancelled_even_to_unknown_steps():
+    store = InMemoryMailboxStore()
+    sink = ListSink()
+    router = MessageRouter(store, sink)
+    store.cancelled = True
+
+    result = router.forward("nobody", "hello")
+
+    assert result.text == "dropped: workflow-cancelled"
+    assert [e.data["reason"] for e in sink.of_type("message_dropped")] == ["workflow-cancelled"]

@@ -269,3 +269,15 @@ def test_it_reports_the_last_finalize_of_a_turn():
     assert result.finalized == "second"
     assert [r.result for r in result.tool_calls] == ["finalized", "finalized", "narrated"]
     assert [e.data["summary"] for e in run.sink.of_type("coordinator_synthesis")] == ["first", "second"]
+
+
+def test_it_refuses_a_tool_outside_the_role_even_when_the_caller_lists_it():
+    run = Run("a")
+    ctx = run.context("a")
+    every_tool = [run.registry.for_role("coordinator")[0], *run.registry.for_role("step")]
+
+    outcome = run.registry.call(ctx, every_tool[0].name, json.dumps({"target_step_id": "a", "text": "x"}), every_tool)
+
+    assert not outcome.ok
+    assert "not available to the step" in outcome.text
+    assert run.nothing_happened("a")
