@@ -24,10 +24,14 @@ def _get_run_for_user(request: HttpRequest, run_id: int) -> Run:
 
 @require_GET
 def run_list(request: HttpRequest) -> HttpResponse:
-    runs = actions.visible_runs(request.user).annotate(
-        steps_total=Count("steps", filter=Q(steps__kind=Step.Kind.STEP)),
-        steps_done=Count("steps", filter=Q(steps__kind=Step.Kind.STEP, steps__status__in=Step.TERMINAL)),
-    ).order_by("-created", "-pk")
+    runs = (
+        actions.visible_runs(request.user)
+        .annotate(
+            steps_total=Count("steps", filter=Q(steps__kind=Step.Kind.STEP)),
+            steps_done=Count("steps", filter=Q(steps__kind=Step.Kind.STEP, steps__status__in=Step.TERMINAL)),
+        )
+        .order_by("-created", "-pk")
+    )
     status = request.GET.get("status", "")
     if status:
         runs = runs.filter(status=status)

@@ -27,7 +27,13 @@ def manage(data_dir: Path, *args: str, check: bool = False) -> subprocess.Comple
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
     env["ZENWEB_DATA_DIR"] = str(data_dir)
     return subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=check
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=check,
     )
 
 

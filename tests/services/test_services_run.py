@@ -92,7 +92,9 @@ def test_it_runs_the_relay_on_a_separate_worker_with_postgres_and_redis(worker_p
     types = event_types(run)
     assert types[0] == "workflow_start" and types[-1] == "workflow_end"
     assert types.index("coordinator_message") < types.index("agent_inbox_drain")
-    assert run.events.get(type="coordinator_narration").data["text"] == "second says: second got: the subject is glaciers"
+    assert (
+        run.events.get(type="coordinator_narration").data["text"] == "second says: second got: the subject is glaciers"
+    )
     seqs = list(run.events.order_by("seq").values_list("seq", flat=True))
     assert seqs == list(range(1, len(seqs) + 1))
 
