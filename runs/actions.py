@@ -283,7 +283,8 @@ def _stop_unfinished_steps(run: Run, reason: DropReason) -> None:
 def _end_run(run: Run) -> None:
     run.finished = timezone.now()
     run.coordinator_busy = False
-    run.save()
+    # Never a full save: the counters on this row moved while we emitted events.
+    run.save(update_fields=["status", "error", "finished", "coordinator_busy"])
     _router(run.pk).close(COORDINATOR, DropReason.TARGET_TERMINAL)
     DjangoEventSink(run.pk).emit(
         RuntimeEvent(

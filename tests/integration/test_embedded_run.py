@@ -139,3 +139,15 @@ def test_it_drops_a_forward_to_an_unknown_step_with_one_event(celery_worker):
     assert result.startswith("dropped: unknown-step. Registered steps: [talker]")
     assert Message.objects.get(run=run, message_id="msg-fwd-2").drop_reason == "unknown-step"
     assert run.status == Run.Status.COMPLETED
+
+
+def test_it_fails_the_run_when_the_coordinator_model_fails(celery_worker):
+    run = wait_for_run(do_create_run(register("coordinator_down"), {}))
+
+    assert run.status == Run.Status.FAILED
+    assert run.error == "coordinator: coordinator model down"
+    seqs = list(run.events.order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert event_types(run)[-1] == "workflow_end"
+    assert run.events.get(type="error", step_id="").data == {"error": "coordinator: coordinator model down"}
+    assert run.steps.get(step_id="talker").status == Step.Status.CANCELLED
