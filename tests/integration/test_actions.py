@@ -121,5 +121,7 @@ def test_it_rejects_inputs_the_workflow_does_not_declare():
     with pytest.raises(actions.InputError) as error:
         actions.do_create_run(workflow, {"subjekt": "x"})
 
-    assert str(error.value) == "unknown input 'subjekt' (this workflow takes: subject); missing required input 'subject'"
+    assert str(error.value) == (
+        "unknown input 'subjekt' (this workflow takes: subject); missing required input 'subject'"
+    )
     assert not Run.objects.exists()
