@@ -161,7 +161,14 @@ def do_start_run(run_id: int) -> None:
             return
         run = Run.objects.select_related("workflow").get(pk=run_id)
         spec = workflow_spec(run.workflow)
-        Step.objects.create(run=run, step_id=COORDINATOR, kind=Step.Kind.COORDINATOR, agent=COORDINATOR)
+        Step.objects.create(
+            run=run,
+            step_id=COORDINATOR,
+            kind=Step.Kind.COORDINATOR,
+            agent=COORDINATOR,
+            status=Step.Status.RUNNING,
+            started=timezone.now(),
+        )
         for position, step in enumerate(spec.steps, start=1):
             Step.objects.create(
                 run=run,
@@ -280,11 +287,20 @@ def _stop_unfinished_steps(run: Run, reason: DropReason) -> None:
         router.close(step.step_id, reason)
 
 
+_COORDINATOR_END = {
+    Run.Status.COMPLETED: Step.Status.COMPLETED,
+    Run.Status.FAILED: Step.Status.FAILED,
+    Run.Status.CANCELLED: Step.Status.CANCELLED,
+}
+
+
 def _end_run(run: Run) -> None:
     run.finished = timezone.now()
     run.coordinator_busy = False
     # Never a full save: the counters on this row moved while we emitted events.
     run.save(update_fields=["status", "error", "finished", "coordinator_busy"])
+    # The coordinator lives as long as its run and ends the way the run did.
+    run.steps.filter(kind=Step.Kind.COORDINATOR).update(status=_COORDINATOR_END[run.status], finished=run.finished)
     _router(run.pk).close(COORDINATOR, DropReason.TARGET_TERMINAL)
     DjangoEventSink(run.pk).emit(
         RuntimeEvent(

@@ -18,8 +18,15 @@ def run_context(run: Run) -> dict:
     steps = list(run.steps.all())
     work = [s for s in steps if s.kind == "step"]
     done = sum(1 for s in work if s.is_terminal)
+    last_wake = (
+        run.events.filter(step_id="coordinator", type__in=["agent_wake", "agent_idle"])
+        .order_by("-seq")
+        .values_list("type", flat=True)
+        .first()
+    )
     return {
         "run": run,
+        "coordinator_working": last_wake == "agent_wake" and not run.is_terminal,
         "steps": steps,
         "steps_done": done,
         "steps_total": len(work),

@@ -61,3 +61,20 @@ def event_summary(event) -> str:
 @register.filter
 def pretty_json(value) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+@register.filter
+def duration(run) -> str:
+    """How long a run took, or has been running: "4.2 s", "3 min 5 s"."""
+    if not run.started:
+        return ""
+    from django.utils import timezone
+
+    seconds = ((run.finished or timezone.now()) - run.started).total_seconds()
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, seconds = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"

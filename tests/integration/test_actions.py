@@ -62,7 +62,7 @@ def test_it_starts_ready_steps_and_registers_every_mailbox(django_capture_on_com
 
     assert run.status == Run.Status.RUNNING
     statuses = dict(run.steps.values_list("step_id", "status"))
-    assert statuses == {"coordinator": "pending", "first": "running", "second": "pending"}
+    assert statuses == {"coordinator": "running", "first": "running", "second": "pending"}
     assert event_types(run) == ["workflow_start", "step_start"]
     # second is registered before it starts: a forward to it is kept for its first turn.
     assert actions._router(run.pk).forward("second", "early news").text == "queued: msg-fwd-1"

@@ -67,6 +67,7 @@ def test_it_relays_a_message_through_the_coordinator(celery_worker):
     narration = run.events.get(type="coordinator_narration").data["text"]
     assert narration == "second says: second got: the subject is tides"
     assert run.steps.get(step_id="second").output == "second done with tides"
+    assert run.steps.get(step_id="coordinator").status == Step.Status.COMPLETED
     assert "second: second done with tides" in run.result
 
 
