@@ -18,6 +18,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from tests.browser.conftest import add_report_section
 
@@ -245,10 +246,10 @@ def event_rows(page) -> list[dict]:
     return page.locator("#event-list details.event").evaluate_all(EVENT_ROWS)
 
 
-def wait_until_finished(page, expected: str = "completed") -> list[dict]:
+def wait_until_finished(page, expected: str = "completed", timeout_ms: int = RUN_TIMEOUT_MS) -> list[dict]:
     """Wait for the run to reach ``expected`` on the page and for the event
     list to end with workflow_end, then return the event rows."""
-    page.wait_for_selector(f"#run-status[data-status={expected}]", timeout=RUN_TIMEOUT_MS)
+    page.wait_for_selector(f"#run-status[data-status={expected}]", timeout=timeout_ms)
     # The header and the rows travel in one message, but the header may be a
     # newer read than the rows: workflow_end can follow a moment later.
     page.wait_for_function(
@@ -284,6 +285,18 @@ def step_status(page, step_id: str) -> str:
 
 def page_width(page) -> int:
     return page.evaluate("document.documentElement.scrollWidth")
+
+
+def overflowing(page, width: int) -> list[str]:
+    """The outermost elements that stick out past ``width``, for the message."""
+    return page.evaluate(
+        """width => Array.from(document.querySelectorAll("body *"))
+          .filter(e => e.getBoundingClientRect().right > width + 2)
+          .filter(e => !(e.parentElement.getBoundingClientRect().right > width + 2))
+          .map(e => `${e.tagName.toLowerCase()}${e.id ? "#" + e.id : ""}${e.className ? "." + e.className : ""}`
+            + ` (${Math.round(e.getBoundingClientRect().right)}px)`)""",
+        width,
+    )
 
 
 # -- tests ---------------------------------------------------------------------------------
@@ -344,16 +357,37 @@ def test_it_catches_up_after_the_socket_reconnects(open_page, server):
     assert page.evaluate("window.__zenwebSockets.length") == 2
 
 
-def test_it_fits_a_phone_screen(open_page, server):
-    run_path = urlsplit(server.demo_url).path
-    phone = open_page(viewport={"width": 390, "height": 844})
-    log_in(phone, server, next_path=run_path)
-    wait_until_finished(phone)
-    phone.screenshot(path="/tmp/zenweb-phone.png", full_page=True)
-    assert page_width(phone) <= 390 + 2, f"the run page scrolls sideways on a phone: {page_width(phone)}px wide"
+def test_it_cancels_a_run_from_a_live_updated_header(open_page, server):
+    page = open_page()
+    log_in(page, server)
+    start_run_from_list(page, server)
+    rendered = len(event_rows(page))
+    # Every live update replaces the header, Cancel button included.
+    page.wait_for_function(f"document.querySelectorAll('#event-list details.event').length > {rendered}")
+    assert status(page) in ("pending", "running"), "the run finished before it could be cancelled"
 
-    desktop = open_page(viewport={"width": 1280, "height": 800})
-    log_in(desktop, server, next_path=run_path)
-    wait_until_finished(desktop)
-    desktop.screenshot(path="/tmp/zenweb-desktop.png", full_page=True)
-    assert page_width(desktop) <= 1280 + 2, f"the run page scrolls sideways at 1280px: {page_width(desktop)}px wide"
+    page.click("#run-header button.danger")
+
+    try:
+        rows = wait_until_finished(page, expected="cancelled", timeout_ms=10_000)
+    except PlaywrightTimeoutError:
+        pytest.fail(f"the run did not show as cancelled; the browser is at {page.url}: {page.title()!r}")
+    assert_gapless(rows)
+
+
+def test_it_fits_a_phone_screen(open_page, server):
+    """No sideways scrolling at 390 px; screenshots of both widths for a human
+    to look at (/tmp/zenweb-phone.png, /tmp/zenweb-desktop.png)."""
+    run_path = urlsplit(server.demo_url).path
+    widths = {}
+    for name, width in (("phone", 390), ("desktop", 1280)):
+        page = open_page(viewport={"width": width, "height": 844 if name == "phone" else 800})
+        log_in(page, server, next_path=run_path)
+        wait_until_finished(page)
+        page.screenshot(path=f"/tmp/zenweb-{name}.png", full_page=True)
+        widths[name] = (width, page_width(page), overflowing(page, width))
+
+    for name, (width, scroll_width, culprits) in widths.items():
+        assert scroll_width <= width + 2, (
+            f"the run page scrolls sideways at {width}px ({name}): {scroll_width}px wide; widest: {culprits}"
+        )
