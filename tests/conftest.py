@@ -74,6 +74,12 @@ def wait_for_run(run, timeout: float = 30.0):
     raise AssertionError(f"run {run.pk} still {run.status} after {timeout}s; events so far: {types}")
 
 
+# What a user sees of each relay step: the sender's send_message turn, then its
+# answer; the receiver drains the forwarded message first.
+RELAY_FIRST_EVENTS = ["step_start", "agent_turn", "tool_call", "message_sent", "tool_call", "agent_turn", "step_end"]
+RELAY_SECOND_EVENTS = ["step_start", "agent_inbox_drain", *RELAY_FIRST_EVENTS[1:]]
+
+
 def event_types(run, *, step_id: str | None = None) -> list[str]:
     events = run.events.order_by("seq")
     if step_id is not None:

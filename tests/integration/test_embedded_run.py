@@ -6,7 +6,7 @@ import pytest
 
 from runs.actions import do_create_run
 from runs.models import Message, Run, Step
-from tests.conftest import event_types, register, wait_for_run
+from tests.conftest import RELAY_FIRST_EVENTS, RELAY_SECOND_EVENTS, event_types, register, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,25 +28,8 @@ def test_it_relays_a_message_through_the_coordinator(celery_worker):
     run = wait_for_run(run)
 
     assert run.status == Run.Status.COMPLETED
-    assert event_types(run, step_id="first") == [
-        "step_start",
-        "agent_turn",
-        "tool_call",
-        "message_sent",
-        "tool_call",
-        "agent_turn",
-        "step_end",
-    ]
-    assert event_types(run, step_id="second") == [
-        "step_start",
-        "agent_inbox_drain",
-        "agent_turn",
-        "tool_call",
-        "message_sent",
-        "tool_call",
-        "agent_turn",
-        "step_end",
-    ]
+    assert event_types(run, step_id="first") == RELAY_FIRST_EVENTS
+    assert event_types(run, step_id="second") == RELAY_SECOND_EVENTS
     assert_in_order(
         run,
         [

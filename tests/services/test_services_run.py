@@ -18,7 +18,7 @@ from django.db import connection
 
 from runs.actions import do_create_run
 from runs.models import Run
-from tests.conftest import event_types, register, wait_for_run
+from tests.conftest import RELAY_SECOND_EVENTS, event_types, register, wait_for_run
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,16 +79,7 @@ def test_it_runs_the_relay_on_a_separate_worker_with_postgres_and_redis(worker_p
     run = wait_for_run(run, timeout=60)
 
     assert run.status == Run.Status.COMPLETED
-    assert event_types(run, step_id="second") == [
-        "step_start",
-        "agent_inbox_drain",
-        "agent_turn",
-        "tool_call",
-        "message_sent",
-        "tool_call",
-        "agent_turn",
-        "step_end",
-    ]
+    assert event_types(run, step_id="second") == RELAY_SECOND_EVENTS
     types = event_types(run)
     assert types[0] == "workflow_start" and types[-1] == "workflow_end"
     assert types.index("coordinator_message") < types.index("agent_inbox_drain")
