@@ -33,6 +33,8 @@ EventType = Literal[
     "resume_started",
     "resume_completed",
     "resume_failed",
+    # zenweb's own, in the same style
+    "step_cancelled",
 ]
 
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)

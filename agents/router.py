@@ -21,6 +21,8 @@ from typing import Literal, Protocol
 from agents.events import Event, EventSink
 
 COORDINATOR = "coordinator"
+# Per mailbox; 0 means unbounded. At the cap the newest message is rejected.
+DEFAULT_MAX_MAILBOX_SIZE = 10_000
 
 
 class MessageType(StrEnum):
@@ -71,7 +73,10 @@ class MailboxStore(Protocol):
     def registered(self) -> list[str]:
         """Every registered mailbox except the coordinator's, sorted."""
 
-    def is_closed(self, mailbox: str) -> bool: ...
+    def closed_reason(self, mailbox: str) -> DropReason | None:
+        """Why ``mailbox`` was closed, or None while it is open."""
+
+    def unread_count(self, mailbox: str) -> int: ...
 
     def is_cancelled(self) -> bool:
         """True once the run is cancelled: every later send drops."""
@@ -93,7 +98,20 @@ class MailboxStore(Protocol):
 
     def close(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
         """Close ``mailbox``; its unread messages become drops with ``reason``
-        and are returned (an already closed mailbox returns nothing)."""
+        and are returned (an already closed mailbox returns nothing). Later
+        sends to it drop with the same reason."""
+
+    def drop_unread(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
+        """Drop the unread messages of ``mailbox`` (open or closed) with
+        ``reason`` and return them."""
+
+
+class Resumer(Protocol):
+    """Decides what happens to a forward to a step that already finished."""
+
+    def __call__(self, message: RouterMessage) -> DropReason | None:
+        """Accept ``message`` for a resumed turn (return None; the resumer
+        stores it and emits resume_started), or say why it must drop."""
 
 
 class DoubleDrainError(RuntimeError):
@@ -119,16 +137,25 @@ class SendResult:
 class MessageRouter:
     """Routes messages between the coordinator and step agents of one run."""
 
-    def __init__(self, store: MailboxStore, sink: EventSink) -> None:
+    def __init__(
+        self,
+        store: MailboxStore,
+        sink: EventSink,
+        *,
+        max_mailbox_size: int = DEFAULT_MAX_MAILBOX_SIZE,
+        resumer: Resumer | None = None,
+    ) -> None:
         self.store = store
         self.sink = sink
+        self.max_mailbox_size = max_mailbox_size
+        self.resumer = resumer
 
     def register(self, step_id: str) -> None:
         self.store.register(step_id)
 
-    def send(self, sender: str, text: str) -> SendResult:
+    def send(self, sender: str, text: str, type_: MessageType = MessageType.INFO) -> SendResult:
         """A step agent's ``send_message``: always to the coordinator."""
-        message = self._message("msg-send", sender, COORDINATOR, MessageType.INFO, text)
+        message = self._message("msg-send", sender, COORDINATOR, type_, text)
         return self._deliver(message)
 
     def forward(self, target: str, text: str, kind: str | None = None) -> SendResult:
@@ -185,7 +212,8 @@ class MessageRouter:
         return messages
 
     def close(self, mailbox: str, reason: DropReason = DropReason.TARGET_TERMINAL) -> int:
-        """Close a finished step's mailbox; unread messages drop, one event each."""
+        """Close a mailbox; its unread messages drop, one event each, and so
+        does every later send to it, with the same reason."""
         if self.store.is_cancelled():
             reason = DropReason.WORKFLOW_CANCELLED
         dropped = self.store.close(mailbox, reason)
@@ -199,8 +227,18 @@ class MessageRouter:
     def _deliver(self, message: RouterMessage) -> SendResult:
         if self.store.is_cancelled():
             return self._drop(message, DropReason.WORKFLOW_CANCELLED)
-        if self.store.is_closed(message.recipient):
-            return self._drop(message, DropReason.TARGET_TERMINAL)
+        closed = self.store.closed_reason(message.recipient)
+        if closed is not None:
+            # A finished step may be resumed for one more turn; a reply that
+            # a resume produced never resumes anything in turn.
+            if closed == DropReason.TARGET_TERMINAL and self.resumer and message.type != MessageType.RESUME_REPLY:
+                refused = self.resumer(message)
+                if refused is None:
+                    return SendResult("queued", message.message_id)
+                return self._drop(message, refused)
+            return self._drop(message, closed)
+        if self.max_mailbox_size and self.store.unread_count(message.recipient) >= self.max_mailbox_size:
+            return self._drop(message, DropReason.MAILBOX_FULL)
         self.store.append(message)
         self.sink.emit(
             Event(
@@ -243,7 +281,7 @@ class InMemoryMailboxStore:
 
     def __init__(self) -> None:
         self._registered: set[str] = {COORDINATOR}
-        self._closed: set[str] = set()
+        self._closed: dict[str, DropReason] = {}
         self._messages: dict[str, list[RouterMessage]] = {}
         self._read: set[str] = set()
         self._counter = 0
@@ -256,8 +294,11 @@ class InMemoryMailboxStore:
     def registered(self) -> list[str]:
         return sorted(self._registered - {COORDINATOR})
 
-    def is_closed(self, mailbox: str) -> bool:
-        return mailbox in self._closed
+    def closed_reason(self, mailbox: str) -> DropReason | None:
+        return self._closed.get(mailbox)
+
+    def unread_count(self, mailbox: str) -> int:
+        return len(self.unread(mailbox))
 
     def is_cancelled(self) -> bool:
         return self.cancelled
@@ -283,7 +324,10 @@ class InMemoryMailboxStore:
     def close(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
         if mailbox in self._closed:
             return []
-        self._closed.add(mailbox)
+        self._closed[mailbox] = reason
+        return self.drop_unread(mailbox, reason)
+
+    def drop_unread(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
         dropped = self.unread(mailbox)
         self._read.update(m.message_id for m in dropped)
         self.drops.extend((m, reason) for m in dropped)

@@ -35,10 +35,11 @@ class Run(models.Model):
         PENDING = "pending"
         RUNNING = "running"
         COMPLETED = "completed"
+        PARTIAL = "partial"
         FAILED = "failed"
         CANCELLED = "cancelled"
 
-    TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
+    TERMINAL = (Status.COMPLETED, Status.PARTIAL, Status.FAILED, Status.CANCELLED)
 
     workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="runs")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
@@ -100,7 +101,15 @@ class Step(models.Model):
     turns = models.PositiveIntegerField(default=0)
     prompt_tokens = models.PositiveBigIntegerField(default=0)
     completion_tokens = models.PositiveBigIntegerField(default=0)
-    mailbox_closed = models.BooleanField(default=False)
+    # Blank while the mailbox is open; else the drop reason later sends get.
+    mailbox_closed_reason = models.CharField(max_length=40, blank=True)
+    # Wake cycles: extra turns taken because messages arrived after the
+    # step's answer. held_since is when it first answered.
+    wake_cycles = models.PositiveIntegerField(default=0)
+    held_since = models.DateTimeField(null=True, blank=True)
+    # A completed step can be resumed for one more turn by a forward.
+    resumes = models.PositiveIntegerField(default=0)
+    resuming = models.BooleanField(default=False)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
 

@@ -63,8 +63,16 @@ class DjangoMailboxStore:
     def registered(self) -> list[str]:
         return sorted(Step.objects.filter(run_id=self.run_id, kind=Step.Kind.STEP).values_list("step_id", flat=True))
 
-    def is_closed(self, mailbox: str) -> bool:
-        return Step.objects.filter(run_id=self.run_id, step_id=mailbox, mailbox_closed=True).exists()
+    def closed_reason(self, mailbox: str) -> DropReason | None:
+        reason = (
+            Step.objects.filter(run_id=self.run_id, step_id=mailbox)
+            .values_list("mailbox_closed_reason", flat=True)
+            .first()
+        )
+        return DropReason(reason) if reason else None
+
+    def unread_count(self, mailbox: str) -> int:
+        return Message.objects.filter(run_id=self.run_id, recipient=mailbox, drained=None, drop_reason="").count()
 
     def is_cancelled(self) -> bool:
         return Run.objects.filter(pk=self.run_id, status=Run.Status.CANCELLED).exists()
@@ -91,11 +99,14 @@ class DjangoMailboxStore:
         return already
 
     def close(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
-        closed = Step.objects.filter(run_id=self.run_id, step_id=mailbox, mailbox_closed=False).update(
-            mailbox_closed=True
+        closed = Step.objects.filter(run_id=self.run_id, step_id=mailbox, mailbox_closed_reason="").update(
+            mailbox_closed_reason=str(reason)
         )
         if not closed:
             return []
+        return self.drop_unread(mailbox, reason)
+
+    def drop_unread(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
         dropped = self.unread(mailbox)
         Message.objects.filter(run_id=self.run_id, message_id__in=[m.message_id for m in dropped]).update(
             drop_reason=str(reason)

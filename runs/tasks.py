@@ -37,3 +37,12 @@ def run_step_turn(step_pk: int, turn: int) -> None:
 @shared_task
 def wake_coordinator(run_id: int) -> None:
     actions.do_coordinator_wake(run_id)
+
+
+@shared_task
+def resume_step(step_pk: int) -> None:
+    try:
+        actions.do_resume_turn(step_pk)
+    except Exception as exc:
+        log.exception("resuming step %s failed", step_pk)
+        actions.do_fail_resume(step_pk, f"internal error: {type(exc).__name__}: {exc}")

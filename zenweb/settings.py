@@ -156,6 +156,13 @@ ZENWEB_EMBEDDED_CONCURRENCY = env_int("ZENWEB_EMBEDDED_CONCURRENCY", 4)
 # the channel layer did not deliver (another process, a dropped message).
 ZENWEB_LIVE_POLL_SECONDS = env_float("ZENWEB_LIVE_POLL_SECONDS", 2.0)
 
+# Messaging limits (zenflow's defaults); a workflow's options can override them.
+ZENWEB_MAX_MAILBOX_SIZE = env_int("ZENWEB_MAX_MAILBOX_SIZE", 10_000)  # 0 = unbounded
+ZENWEB_COORDINATOR_WAKE_CYCLES = env_int("ZENWEB_COORDINATOR_WAKE_CYCLES", 100)
+ZENWEB_STEP_WAKE_CYCLES = env_int("ZENWEB_STEP_WAKE_CYCLES", 10)
+ZENWEB_HOLD_TIMEOUT = env_float("ZENWEB_HOLD_TIMEOUT", 30.0)
+ZENWEB_MAX_TRANSCRIPT_BYTES = env_int("ZENWEB_MAX_TRANSCRIPT_BYTES", 1_000_000)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -65,7 +65,7 @@ def test_it_starts_ready_steps_and_registers_every_mailbox(django_capture_on_com
     assert statuses == {"coordinator": "running", "first": "running", "second": "pending"}
     assert event_types(run) == ["workflow_start", "step_start"]
     # second is registered before it starts: a forward to it is kept for its first turn.
-    assert actions._router(run.pk).forward("second", "early news").text == "queued: msg-fwd-1"
+    assert actions.router_for(run.pk).forward("second", "early news").text == "queued: msg-fwd-1"
 
 
 @pytest.mark.django_db
@@ -88,7 +88,7 @@ def test_it_does_nothing_when_a_turn_task_is_delivered_twice(django_capture_on_c
 @pytest.mark.django_db
 def test_it_starts_no_second_coordinator_wake_while_one_runs(django_capture_on_commit_callbacks):
     run = start(django_capture_on_commit_callbacks)
-    actions._router(run.pk).send("first", "hello")
+    actions.router_for(run.pk).send("first", "hello")
     Run.objects.filter(pk=run.pk).update(coordinator_busy=True)
 
     actions.do_coordinator_wake(run.pk)
@@ -100,7 +100,7 @@ def test_it_starts_no_second_coordinator_wake_while_one_runs(django_capture_on_c
 @pytest.mark.django_db
 def test_it_cancels_a_run_and_drops_unread_messages_as_workflow_cancelled(django_capture_on_commit_callbacks):
     run = start(django_capture_on_commit_callbacks)
-    router = actions._router(run.pk)
+    router = actions.router_for(run.pk)
     router.forward("second", "never read")
 
     assert actions.do_cancel_run(run.pk, "cancelled by owner")

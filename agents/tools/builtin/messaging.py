@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from agents.events import Event
+from agents.router import COORDINATOR, DropReason
 from agents.tools.base import Tool, ToolContext
 
 MAX_MESSAGE_CHARS = 32_000
@@ -57,6 +58,8 @@ def _narrate(ctx: ToolContext, args: NarrateArgs) -> str:
 def _finalize(ctx: ToolContext, args: FinalizeArgs) -> str:
     # Idempotent: calling it again replaces the summary; the last one wins.
     ctx.finalized.append(args.summary)
+    # Whatever steps send from now on has no one to read it.
+    ctx.router.close(COORDINATOR, DropReason.MAILBOX_CLOSED_BY_FINALIZE)
     ctx.sink.emit(Event("coordinator_synthesis", "coordinator", {"summary": args.summary}))
     return "finalized"
 

@@ -1,0 +1,104 @@
+"""The workflow catalog: registering versions, parsing stored specs, run inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from django.db import transaction
+
+from agents.spec import WorkflowSpec, parse_workflow
+from runs.actions.common import REGISTRY
+from runs.models import Workflow
+
+
+class InputError(ValueError):
+    """Run inputs that do not match the workflow's declared inputs."""
+
+
+def do_register_workflow(yaml_text: str, source: str = "<string>") -> tuple[Workflow, bool]:
+    """Validate a workflow and store it as the next version of its name.
+
+    Registering text identical to the latest version changes nothing.
+    Raises agents.spec.WorkflowValidationError with every problem found.
+    """
+    spec = parse_workflow(yaml_text, source, known_tools=REGISTRY.names())
+    with transaction.atomic():
+        latest = Workflow.objects.filter(name=spec.name).order_by("-version").first()
+        if latest and latest.yaml_text == yaml_text:
+            return latest, False
+        version = max(spec.version, latest.version + 1 if latest else 1)
+        workflow = Workflow.objects.create(
+            name=spec.name,
+            version=version,
+            description=spec.description,
+            source=source,
+            yaml_text=yaml_text,
+            spec=spec.to_data(),
+        )
+    return workflow, True
+
+
+def do_load_catalog(directory: Path) -> list[tuple[Workflow, bool]]:
+    """Register every ``*.yaml`` in ``directory`` (sorted, for stable versions)."""
+    return [do_register_workflow(path.read_text(), str(path)) for path in sorted(directory.glob("*.yaml"))]
+
+
+_SPECS: dict[tuple[int, object], WorkflowSpec] = {}
+
+
+def workflow_spec(workflow: Workflow) -> WorkflowSpec:
+    """The parsed spec of a stored version. Versions never change, so parsed
+    specs are kept (keyed with the creation time too: a test database that
+    is flushed hands out the same primary keys again)."""
+    key = (workflow.pk, workflow.created)
+    spec = _SPECS.get(key)
+    if spec is None:
+        spec = _SPECS[key] = WorkflowSpec.model_validate(workflow.spec)
+    return spec
+
+
+def check_inputs(spec: WorkflowSpec, raw: Mapping[str, object]) -> dict[str, object]:
+    """Turn raw inputs (strings from a CLI or form, or JSON values) into the
+    workflow's declared inputs, with defaults. Every problem is reported."""
+    problems: list[str] = []
+    values: dict[str, object] = {}
+    for name in raw:
+        if name not in spec.inputs:
+            known = ", ".join(sorted(spec.inputs)) or "none"
+            problems.append(f"unknown input {name!r} (this workflow takes: {known})")
+    for name, declared in spec.inputs.items():
+        if name not in raw:
+            if declared.required:
+                problems.append(f"missing required input {name!r}")
+            elif declared.default is not None:
+                values[name] = declared.default
+            continue
+        try:
+            values[name] = _coerce(raw[name], declared.type)
+        except ValueError:
+            problems.append(f"input {name!r} must be {declared.type}, got {raw[name]!r}")
+    if problems:
+        raise InputError("; ".join(problems))
+    return values
+
+
+def _coerce(value: object, type_: str) -> object:
+    if type_ == "string":
+        return str(value)
+    if type_ == "integer":
+        if isinstance(value, bool):
+            raise ValueError
+        return int(str(value))
+    if type_ == "number":
+        if isinstance(value, bool):
+            raise ValueError
+        return float(str(value))
+    if isinstance(value, bool):
+        return value
+    lowered = str(value).strip().lower()
+    if lowered in {"true", "yes", "1"}:
+        return True
+    if lowered in {"false", "no", "0"}:
+        return False
+    raise ValueError

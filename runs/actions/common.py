@@ -1,0 +1,140 @@
+"""What the action modules share: the tool registry, a run's limits, and the
+router of a run with its resume rule."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+
+from agents.events import Event as RuntimeEvent
+from agents.router import DropReason, MessageRouter, RouterMessage
+from agents.runner import TurnResult
+from agents.tools import default_registry
+from runs.models import Run, Step, ToolCall
+from runs.stores import DjangoEventSink, DjangoMailboxStore
+
+REGISTRY = default_registry()
+
+
+@dataclass(frozen=True)
+class Limits:
+    """A run's caps: the workflow's options where it sets them, else settings."""
+
+    max_mailbox_size: int
+    coordinator_wake_cycles: int
+    step_wake_cycles: int
+    hold_timeout: float
+    max_transcript_bytes: int
+
+    @classmethod
+    def of(cls, run: Run) -> Limits:
+        from runs.actions.catalog import workflow_spec
+
+        options = workflow_spec(run.workflow).options
+
+        def option(name: str, default):
+            value = getattr(options, name, None)
+            return default if value is None else value
+
+        return cls(
+            max_mailbox_size=option("max_mailbox_size", settings.ZENWEB_MAX_MAILBOX_SIZE),
+            coordinator_wake_cycles=option("max_wake_cycles", settings.ZENWEB_COORDINATOR_WAKE_CYCLES),
+            step_wake_cycles=option("step_max_wake_cycles", settings.ZENWEB_STEP_WAKE_CYCLES),
+            hold_timeout=option("hold_timeout", settings.ZENWEB_HOLD_TIMEOUT),
+            max_transcript_bytes=settings.ZENWEB_MAX_TRANSCRIPT_BYTES,
+        )
+
+
+def warning_cycle(cap: int) -> int:
+    """The wake cycle at which max_wake_cycles_warning fires: 80% of the cap."""
+    return max(1, (cap * 8) // 10)
+
+
+def router_for(run_id: int, *, finishing: bool = False) -> MessageRouter:
+    """The router of a run. ``finishing`` is set during the coordinator's last
+    wake: a forward to a finished step then drops as resume-shutdown."""
+    run = Run.objects.select_related("workflow").get(pk=run_id)
+    limits = Limits.of(run)
+    return MessageRouter(
+        DjangoMailboxStore(run_id),
+        DjangoEventSink(run_id),
+        max_mailbox_size=limits.max_mailbox_size,
+        resumer=Resumer(run, limits, finishing),
+    )
+
+
+class Resumer:
+    """A forward to a completed step resumes it for one more turn, when the
+    step has a transcript within the cap and resumes left."""
+
+    def __init__(self, run: Run, limits: Limits, finishing: bool) -> None:
+        self.run = run
+        self.limits = limits
+        self.finishing = finishing
+
+    def __call__(self, message: RouterMessage) -> DropReason | None:
+        from runs import tasks
+
+        step = Step.objects.select_for_update().get(run_id=self.run.pk, step_id=message.recipient)
+        if step.status != Step.Status.COMPLETED:
+            return DropReason.TARGET_TERMINAL
+        if self.finishing or self.run.status != Run.Status.RUNNING:
+            return DropReason.RESUME_SHUTDOWN
+        if not step.transcript:
+            return DropReason.NO_TRANSCRIPT
+        if len(json.dumps(step.transcript)) > self.limits.max_transcript_bytes:
+            return DropReason.TRANSCRIPT_TOO_LARGE
+        if step.resumes >= self.limits.step_wake_cycles:
+            return DropReason.MAX_WAKE_CYCLES
+        store = DjangoMailboxStore(self.run.pk)
+        store.append(message)
+        sink = DjangoEventSink(self.run.pk)
+        sink.emit(
+            RuntimeEvent(
+                "message_sent",
+                message.sender,
+                {
+                    "message_id": message.message_id,
+                    "from": message.sender,
+                    "to": message.recipient,
+                    "msg_type": str(message.type),
+                    "content": message.content,
+                },
+            )
+        )
+        already = step.resuming
+        Step.objects.filter(pk=step.pk).update(resuming=True, resumes=F("resumes") + (0 if already else 1))
+        if not already:
+            sink.emit(
+                RuntimeEvent(
+                    "resume_started", step.step_id, {"message_id": message.message_id, "resume": step.resumes + 1}
+                )
+            )
+            transaction.on_commit(lambda: tasks.resume_step.delay(step.pk))
+        return None
+
+
+def save_turn(step: Step, result: TurnResult) -> None:
+    """Store a turn's transcript, token counts and tool calls."""
+    step.transcript = result.transcript
+    step.prompt_tokens = F("prompt_tokens") + result.prompt_tokens
+    step.completion_tokens = F("completion_tokens") + result.completion_tokens
+    step.save(update_fields=["transcript", "prompt_tokens", "completion_tokens"])
+    step.refresh_from_db(fields=["prompt_tokens", "completion_tokens", "turns"])
+    ToolCall.objects.bulk_create(
+        ToolCall(
+            run_id=step.run_id,
+            step=step,
+            tool_call_id=call.tool_call_id,
+            name=call.name,
+            arguments=call.arguments,
+            result=call.result,
+            ok=call.ok,
+            duration_ms=call.duration_ms,
+        )
+        for call in result.tool_calls
+    )

@@ -1,0 +1,140 @@
+"""The coordinator's wakes: route its inbox, or finish the run.
+
+At most one wake runs per run (a conditional UPDATE of coordinator_busy);
+a message that arrives during a wake bumps wake_requests, and the wake only
+goes idle if none arrived meanwhile, so no message is left unrouted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from django.db import transaction
+from django.db.models import F
+
+from agents.events import Event as RuntimeEvent
+from agents.llm import ProviderError, build_provider
+from agents.router import COORDINATOR, DropReason, RouterMessage
+from agents.runner import AgentTurn, apply_completion, build_request, coordinator_system_prompt
+from agents.spec import AgentSpec
+from runs.actions.catalog import workflow_spec
+from runs.actions.common import REGISTRY, Limits, router_for, save_turn, warning_cycle
+from runs.actions.lifecycle import all_done, do_fail_run, do_finish_run, schedule
+from runs.models import Run, Step
+from runs.stores import DjangoEventSink, DjangoMailboxStore
+
+log = logging.getLogger(__name__)
+
+# A coordinator wake may call tools and look at their results this many times.
+MAX_COORDINATOR_ROUNDS = 8
+
+
+def do_coordinator_wake(run_id: int) -> None:
+    """Let the coordinator handle its inbox, or finish the run once every
+    step is done. At most one wake runs per run; a wake asked for while one
+    runs is handled by that one before it goes idle."""
+    if not Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, coordinator_busy=False).update(
+        coordinator_busy=True
+    ):
+        return
+    try:
+        while True:
+            run = Run.objects.select_related("workflow").get(pk=run_id)
+            if run.status != Run.Status.RUNNING:
+                return
+            seen = run.wake_requests
+            inbox = DjangoMailboxStore(run_id).unread(COORDINATOR)
+            steps = list(run.steps.filter(kind=Step.Kind.STEP))
+            if inbox and not _over_wake_cap(run):
+                _coordinator_rounds(run, "messages", inbox, steps)
+            elif all_done(steps) and not _coordinator_has_unread(run_id):
+                _coordinator_rounds(run, "finish", [], steps)
+                do_finish_run(run_id)
+                return
+            if Run.objects.filter(pk=run_id, wake_requests=seen).update(coordinator_busy=False):
+                schedule(run_id)
+                return
+    except ProviderError as exc:
+        do_fail_run(run_id, f"coordinator: {exc}")
+    except Exception as exc:
+        log.exception("coordinator wake of run %s failed", run_id)
+        do_fail_run(run_id, f"coordinator: internal error: {type(exc).__name__}: {exc}")
+
+
+def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps: list[Step]) -> None:
+    spec = workflow_spec(run.workflow)
+    coordinator = run.steps.get(step_id=COORDINATOR)
+    agent = spec.agents.get(COORDINATOR) or AgentSpec()
+    sink = DjangoEventSink(run.pk)
+    with transaction.atomic():
+        Step.objects.filter(pk=coordinator.pk).update(turns=F("turns") + 1)
+        coordinator.refresh_from_db(fields=["turns"])
+        data = {"reason": reason, "cycle": coordinator.turns, "messages": len(inbox)}
+        sink.emit(RuntimeEvent("agent_wake", COORDINATOR, data))
+        cap = Limits.of(run).coordinator_wake_cycles
+        if coordinator.turns == warning_cycle(cap):
+            sink.emit(RuntimeEvent("max_wake_cycles_warning", COORDINATOR, {"cycle": coordinator.turns, "max": cap}))
+    transcript = coordinator.transcript or [
+        {
+            "role": "system",
+            "content": coordinator_system_prompt(
+                spec.name, {s.step_id: f"agent {s.agent}; {s.instructions.strip()[:200]}" for s in steps}
+            ),
+        }
+    ]
+    outputs = {s.step_id: s.output if s.status == Step.Status.COMPLETED else f"({s.status}) {s.error}" for s in steps}
+    extra = ""
+    if reason == "finish":
+        extra = (
+            "Every step has finished. Their results:\n"
+            + "\n".join(f"- {step_id}: {text[:2000]}" for step_id, text in outputs.items())
+            + "\nCall finalize(summary) with the run's result."
+        )
+    turn = AgentTurn(
+        run_id=str(run.pk),
+        step_id=COORDINATOR,
+        agent_name=COORDINATOR,
+        agent=agent,
+        role="coordinator",
+        transcript=transcript,
+        variables={
+            "wake_reason": reason,
+            "inbox_json": json.dumps([{"from": m.sender, "content": m.content, "type": str(m.type)} for m in inbox]),
+            "outputs_json": json.dumps(outputs),
+        },
+    )
+    tools = REGISTRY.for_role("coordinator", agent.tools)
+    provider = build_provider(agent.provider, model=agent.model, script=agent.script)
+    router = router_for(run.pk, finishing=reason == "finish")
+    for round_no in range(MAX_COORDINATOR_ROUNDS):
+        shown = inbox if round_no == 0 else []
+        request = build_request(turn, tools, shown, extra if round_no == 0 else "")
+        completion = provider.complete(request)
+        with transaction.atomic():
+            result = apply_completion(
+                turn, request, completion, shown, router=router, sink=sink, registry=REGISTRY, tools=tools
+            )
+            save_turn(coordinator, result)
+            if result.finalized is not None:
+                Run.objects.filter(pk=run.pk).update(result=result.finalized)
+        turn.transcript = result.transcript
+        if result.status == "completed":
+            break
+    with transaction.atomic():
+        sink.emit(RuntimeEvent("agent_idle", COORDINATOR, {"cycle": coordinator.turns}))
+
+
+def _over_wake_cap(run: Run) -> bool:
+    """Past its wake-cycle cap the coordinator stops reading: its mailbox
+    closes and every unread and later message drops as max-wake-cycles."""
+    cycles = Step.objects.values_list("turns", flat=True).get(run=run, step_id=COORDINATOR)
+    if cycles < Limits.of(run).coordinator_wake_cycles:
+        return False
+    with transaction.atomic():
+        router_for(run.pk).close(COORDINATOR, DropReason.MAX_WAKE_CYCLES)
+    return True
+
+
+def _coordinator_has_unread(run_id: int) -> bool:
+    return DjangoMailboxStore(run_id).unread_count(COORDINATOR) > 0

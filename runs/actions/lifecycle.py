@@ -1,0 +1,197 @@
+"""A run from start to end: create, start, schedule ready steps, finish,
+fail, cancel. workflow_end is always a run's last event."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents.events import Event as RuntimeEvent
+from agents.router import COORDINATOR, DropReason
+from runs.actions.catalog import check_inputs, workflow_spec
+from runs.actions.common import router_for
+from runs.models import Run, Step, Workflow
+from runs.stores import DjangoEventSink, request_coordinator_wake
+
+
+def do_create_run(workflow: Workflow, inputs: Mapping[str, object], *, user=None, command: str = "") -> Run:
+    """Create a pending run and have a worker start it after commit."""
+    from runs import tasks
+
+    values = check_inputs(workflow_spec(workflow), inputs)
+    with transaction.atomic():
+        run = Run.objects.create(workflow=workflow, inputs=values, created_by=user, command=command)
+        transaction.on_commit(lambda: tasks.start_run.delay(run.pk))
+    return run
+
+
+def do_start_run(run_id: int) -> None:
+    """Expand the workflow into steps, register their mailboxes, start the
+    steps that are ready. A second delivery of the same task does nothing."""
+    with transaction.atomic():
+        if not Run.objects.filter(pk=run_id, status=Run.Status.PENDING).update(
+            status=Run.Status.RUNNING, started=timezone.now()
+        ):
+            return
+        run = Run.objects.select_related("workflow").get(pk=run_id)
+        spec = workflow_spec(run.workflow)
+        Step.objects.create(
+            run=run,
+            step_id=COORDINATOR,
+            kind=Step.Kind.COORDINATOR,
+            agent=COORDINATOR,
+            status=Step.Status.RUNNING,
+            started=timezone.now(),
+        )
+        for position, step in enumerate(spec.steps, start=1):
+            Step.objects.create(
+                run=run,
+                step_id=step.id,
+                agent=step.agent,
+                position=position,
+                depends_on=list(step.depends_on),
+                instructions=step.instructions,
+            )
+        DjangoEventSink(run.pk).emit(
+            RuntimeEvent(
+                "workflow_start",
+                "",
+                {
+                    "workflow": spec.name,
+                    "version": run.workflow.version,
+                    "inputs": run.inputs,
+                    "steps": [step.id for step in spec.steps],
+                },
+            )
+        )
+        schedule(run.pk)
+
+
+def schedule(run_id: int) -> None:
+    """Start every pending step whose dependencies completed.
+
+    Dependents wait while the coordinator has messages to route, so that a
+    message a finished step sent for them is in their inbox before their
+    first turn. When every step is done, the coordinator is woken to finish.
+    """
+    with transaction.atomic():
+        run = Run.objects.select_for_update().select_related("workflow").get(pk=run_id)
+        if run.status != Run.Status.RUNNING or run.coordinator_busy or _coordinator_has_mail(run):
+            return
+        steps = list(run.steps.filter(kind=Step.Kind.STEP))
+        status = {step.step_id: step.status for step in steps}
+        running = sum(1 for step in steps if step.status == Step.Status.RUNNING)
+        room = workflow_spec(run.workflow).options.max_concurrency - running
+        for step in steps:
+            if room <= 0:
+                break
+            if step.status == Step.Status.PENDING and all(
+                status.get(dep) == Step.Status.COMPLETED for dep in step.depends_on
+            ):
+                _start_step(run, step)
+                room -= 1
+        if all_done(steps):
+            request_coordinator_wake(run.pk)
+
+
+def all_done(steps: list[Step]) -> bool:
+    """Every step terminal and none being resumed."""
+    return all(step.is_terminal and not step.resuming for step in steps)
+
+
+def _start_step(run: Run, step: Step) -> None:
+    from runs import tasks
+
+    if not Step.objects.filter(pk=step.pk, status=Step.Status.PENDING).update(
+        status=Step.Status.RUNNING, started=timezone.now()
+    ):
+        return
+    DjangoEventSink(run.pk).emit(RuntimeEvent("step_start", step.step_id, {"agent": step.agent}))
+    transaction.on_commit(lambda: tasks.run_step_turn.delay(step.pk, 1))
+
+
+def _coordinator_has_mail(run: Run) -> bool:
+    return run.messages.filter(recipient=COORDINATOR, drained=None, drop_reason="").exists()
+
+
+def do_finish_run(run_id: int) -> None:
+    """End a run whose steps are all done, with zenflow's status rule: any
+    failed or cancelled step makes it partial (if some step completed) or
+    failed; skipped steps do not count against it."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        if run.is_terminal:
+            return
+        steps = list(run.steps.filter(kind=Step.Kind.STEP))
+        bad = [s for s in steps if s.status in (Step.Status.FAILED, Step.Status.CANCELLED)]
+        completed = any(s.status == Step.Status.COMPLETED for s in steps)
+        if not bad:
+            run.status = Run.Status.COMPLETED
+        else:
+            run.status = Run.Status.PARTIAL if completed else Run.Status.FAILED
+            failed = [s for s in bad if s.status == Step.Status.FAILED]
+            if failed and not run.error:
+                run.error = "\n".join(f"step {s.step_id} failed: {s.error}" for s in failed)
+        _end_run(run)
+
+
+def do_fail_run(run_id: int, error: str) -> None:
+    """Stop a run that cannot go on: unfinished steps are cancelled."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        if run.is_terminal:
+            return
+        DjangoEventSink(run.pk).emit(RuntimeEvent("error", "", {"error": error}))
+        _stop_unfinished_steps(run, DropReason.TARGET_TERMINAL)
+        run.status = Run.Status.FAILED
+        run.error = error
+        _end_run(run)
+
+
+def do_cancel_run(run_id: int, reason: str = "cancelled") -> bool:
+    """Cancel a run: running steps stop at their next turn boundary (their
+    queued tasks find nothing to do), unread messages and every later send
+    drop as workflow-cancelled. False if the run had already ended."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        if run.is_terminal:
+            return False
+        run.status = Run.Status.CANCELLED
+        run.error = reason
+        run.save(update_fields=["status", "error"])
+        _stop_unfinished_steps(run, DropReason.WORKFLOW_CANCELLED)
+        _end_run(run)
+    return True
+
+
+def _stop_unfinished_steps(run: Run, reason: DropReason) -> None:
+    router = router_for(run.pk)
+    for step in run.steps.exclude(status__in=Step.TERMINAL).exclude(kind=Step.Kind.COORDINATOR):
+        step.status = Step.Status.CANCELLED
+        step.finished = timezone.now()
+        step.save(update_fields=["status", "finished"])
+        router.close(step.step_id, reason)
+
+
+_COORDINATOR_END = {
+    Run.Status.COMPLETED: Step.Status.COMPLETED,
+    Run.Status.PARTIAL: Step.Status.COMPLETED,
+    Run.Status.FAILED: Step.Status.FAILED,
+    Run.Status.CANCELLED: Step.Status.CANCELLED,
+}
+
+
+def _end_run(run: Run) -> None:
+    run.finished = timezone.now()
+    run.coordinator_busy = False
+    # Never a full save: the counters on this row moved while we emitted events.
+    run.save(update_fields=["status", "error", "finished", "coordinator_busy"])
+    # The coordinator lives as long as its run and ends the way the run did.
+    run.steps.filter(kind=Step.Kind.COORDINATOR).update(status=_COORDINATOR_END[run.status], finished=run.finished)
+    Step.objects.filter(run=run, resuming=True).update(resuming=False)
+    router_for(run.pk).close(COORDINATOR, DropReason.TARGET_TERMINAL)
+    DjangoEventSink(run.pk).emit(
+        RuntimeEvent("workflow_end", "", {"status": run.status, "result": run.result, "error": run.error})
+    )

@@ -1,0 +1,268 @@
+"""Step turns: asking a step's model, recording its answer, and what follows
+(another turn, a wake cycle for late messages, completion, failure, cancel),
+plus one-turn resumes of completed steps."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from string import Template
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from agents.events import Event as RuntimeEvent
+from agents.llm import ProviderError, build_provider
+from agents.router import DropReason, MessageType, RouterMessage
+from agents.runner import AgentTurn, apply_completion, build_request, new_step_transcript, step_prompt
+from runs.actions.catalog import workflow_spec
+from runs.actions.common import REGISTRY, Limits, router_for, save_turn, warning_cycle
+from runs.models import Run, Step
+from runs.stores import DjangoEventSink, DjangoMailboxStore
+
+
+def do_step_turn(step_pk: int, turn: int) -> None:
+    """Take turn number ``turn`` of a step: ask its model, then record the
+    answer in one transaction. A stale or repeated task does nothing."""
+    step = Step.objects.select_related("run__workflow").get(pk=step_pk)
+    run = step.run
+    if run.status != Run.Status.RUNNING or step.status != Step.Status.RUNNING or step.turns != turn - 1:
+        return
+    spec = workflow_spec(run.workflow)
+    agent = spec.agents[step.agent]
+    store = DjangoMailboxStore(run.pk)
+    inbox = store.unread(step.step_id)
+    if any(message.type == MessageType.CANCEL for message in inbox):
+        _cancel_step(step, inbox)
+        return
+    if turn > spec.options.max_turns:
+        do_fail_step(step.pk, f"step {step.step_id} did not finish within maxTurns ({spec.options.max_turns})")
+        return
+    variables = _variables(run, step, inbox)
+    if not step.transcript:
+        instructions = Template(step.instructions).safe_substitute(variables)
+        prompt = step_prompt(instructions, _dependency_outputs(step))
+        step.transcript = new_step_transcript(step.step_id, agent, prompt)
+    agent_turn = AgentTurn(
+        run_id=str(run.pk),
+        step_id=step.step_id,
+        agent_name=step.agent,
+        agent=agent,
+        role="step",
+        transcript=step.transcript,
+        variables=variables,
+    )
+    tools = REGISTRY.for_role("step", agent.tools)
+    request = build_request(agent_turn, tools, inbox)
+    try:
+        completion = build_provider(agent.provider, model=agent.model, script=agent.script).complete(request)
+    except ProviderError as exc:
+        do_fail_step(step.pk, str(exc))
+        return
+    with transaction.atomic():
+        # Claim the turn: if another worker recorded it first, this one yields.
+        if not Step.objects.filter(pk=step.pk, status=Step.Status.RUNNING, turns=turn - 1).update(turns=turn):
+            return
+        router = router_for(run.pk)
+        sink = DjangoEventSink(run.pk)
+        result = apply_completion(
+            agent_turn, request, completion, inbox, router=router, sink=sink, registry=REGISTRY, tools=tools
+        )
+        save_turn(step, result)
+        if result.status == "continue" or _wakes_for_late_messages(step, run, store, sink, router):
+            _next_turn(step.pk, turn + 1)
+        else:
+            _complete_step(step, result.output)
+
+
+def _next_turn(step_pk: int, turn: int) -> None:
+    from runs import tasks
+
+    transaction.on_commit(lambda: tasks.run_step_turn.delay(step_pk, turn))
+
+
+def _wakes_for_late_messages(step: Step, run: Run, store: DjangoMailboxStore, sink, router) -> bool:
+    """A step that answered while messages were arriving for it takes another
+    turn to read them (a wake cycle), within its wake-cycle cap and the hold
+    timeout; past either, the messages drop with that reason."""
+    pending = store.unread_count(step.step_id)
+    if not pending:
+        return False
+    limits = Limits.of(run)
+    now = timezone.now()
+    held_since = step.held_since or now
+    if step.wake_cycles >= limits.step_wake_cycles:
+        router.close(step.step_id, DropReason.MAX_WAKE_CYCLES)
+        return False
+    if limits.hold_timeout > 0 and now - held_since > timedelta(seconds=limits.hold_timeout):
+        router.close(step.step_id, DropReason.HOLD_TIMEOUT)
+        return False
+    cycle = step.wake_cycles + 1
+    Step.objects.filter(pk=step.pk).update(wake_cycles=cycle, held_since=held_since)
+    sink.emit(RuntimeEvent("agent_wake", step.step_id, {"reason": "messages", "cycle": cycle, "messages": pending}))
+    if cycle == warning_cycle(limits.step_wake_cycles):
+        sink.emit(
+            RuntimeEvent("max_wake_cycles_warning", step.step_id, {"cycle": cycle, "max": limits.step_wake_cycles})
+        )
+    return True
+
+
+def _dependency_outputs(step: Step) -> dict[str, str]:
+    outputs = dict(
+        Step.objects.filter(run_id=step.run_id, step_id__in=step.depends_on).values_list("step_id", "output")
+    )
+    return {dep: outputs.get(dep, "") for dep in step.depends_on}
+
+
+def _variables(run: Run, step: Step, inbox: list[RouterMessage]) -> dict[str, str]:
+    variables = {name: str(value) for name, value in run.inputs.items()}
+    variables["step"] = step.step_id
+    variables["inbox"] = inbox[-1].content if inbox else ""
+    return variables
+
+
+def _complete_step(step: Step, output: str) -> None:
+    Step.objects.filter(pk=step.pk).update(status=Step.Status.COMPLETED, output=output, finished=timezone.now())
+    DjangoEventSink(step.run_id).emit(
+        RuntimeEvent("step_end", step.step_id, {"status": Step.Status.COMPLETED, "output": output[:2000]})
+    )
+    router_for(step.run_id).close(step.step_id)
+    _schedule_after_commit(step.run_id)
+
+
+def _schedule_after_commit(run_id: int) -> None:
+    from runs.actions.lifecycle import schedule
+
+    transaction.on_commit(lambda: schedule(run_id))
+
+
+def do_fail_step(step_pk: int, error: str) -> None:
+    """Record why a step failed; its dependents follow the run's failure policy."""
+    with transaction.atomic():
+        step = Step.objects.select_for_update().get(pk=step_pk)
+        if step.is_terminal:
+            return
+        step.status = Step.Status.FAILED
+        step.error = error
+        step.finished = timezone.now()
+        step.save(update_fields=["status", "error", "finished"])
+        DjangoEventSink(step.run_id).emit(RuntimeEvent("error", step.step_id, {"error": error}))
+        router_for(step.run_id).close(step.step_id)
+        _apply_failure_policy(step, f"dependency {step.step_id} failed")
+        _schedule_after_commit(step.run_id)
+
+
+def _cancel_step(step: Step, inbox: list[RouterMessage]) -> None:
+    """A forward of kind cancel stops the step at this turn boundary."""
+    with transaction.atomic():
+        if not Step.objects.filter(pk=step.pk, status=Step.Status.RUNNING).update(
+            status=Step.Status.CANCELLED, finished=timezone.now()
+        ):
+            return
+        router = router_for(step.run_id)
+        router.drain(step.step_id, only=inbox)
+        cancel = next(m for m in inbox if m.type == MessageType.CANCEL)
+        DjangoEventSink(step.run_id).emit(
+            RuntimeEvent("step_cancelled", step.step_id, {"message_id": cancel.message_id, "reason": cancel.content})
+        )
+        router.close(step.step_id)
+        _apply_failure_policy(step, f"dependency {step.step_id} was cancelled")
+        _schedule_after_commit(step.run_id)
+
+
+def _apply_failure_policy(stopped: Step, reason: str) -> None:
+    """onStepFailure: cascade (dependents are cancelled), skip-dependents
+    (dependents are skipped), abort (every unfinished step is cancelled and
+    every later message to them drops as workflow-cancelled)."""
+    run = Run.objects.select_related("workflow").get(pk=stopped.run_id)
+    policy = workflow_spec(run.workflow).options.on_step_failure
+    sink = DjangoEventSink(run.pk)
+    router = router_for(run.pk)
+    steps = {s.step_id: s for s in Step.objects.filter(run=run, kind=Step.Kind.STEP)}
+    if policy == "abort":
+        affected = [s for s in steps.values() if not s.is_terminal]
+        status, drop = Step.Status.CANCELLED, DropReason.WORKFLOW_CANCELLED
+        reason = f"run aborted: {reason.removeprefix('dependency ')}"
+    else:
+        affected = _dependents(stopped.step_id, steps)
+        status = Step.Status.CANCELLED if policy == "cascade" else Step.Status.SKIPPED
+        drop = DropReason.TARGET_TERMINAL
+    for step in affected:
+        step.status = status
+        step.finished = timezone.now()
+        step.save(update_fields=["status", "finished"])
+        sink.emit(RuntimeEvent("step_skipped", step.step_id, {"reason": reason, "status": status}))
+        router.close(step.step_id, drop)
+
+
+def _dependents(step_id: str, steps: dict[str, Step]) -> list[Step]:
+    """Pending steps that depend on ``step_id``, directly or through others."""
+    blocked = {step_id}
+    found: list[Step] = []
+    changed = True
+    while changed:
+        changed = False
+        for step in steps.values():
+            if step.status == Step.Status.PENDING and step not in found and blocked & set(step.depends_on):
+                found.append(step)
+                blocked.add(step.step_id)
+                changed = True
+    return found
+
+
+def do_resume_turn(step_pk: int) -> None:
+    """One more turn of a completed step, for the messages forwarded to it
+    since. Its answer goes back to the coordinator as a resume_reply."""
+    step = Step.objects.select_related("run__workflow").get(pk=step_pk)
+    run = step.run
+    if not step.resuming:
+        return
+    if run.status != Run.Status.RUNNING:
+        Step.objects.filter(pk=step.pk).update(resuming=False)
+        return
+    store = DjangoMailboxStore(run.pk)
+    inbox = store.unread(step.step_id)
+    agent = workflow_spec(run.workflow).agents[step.agent]
+    agent_turn = AgentTurn(
+        run_id=str(run.pk),
+        step_id=step.step_id,
+        agent_name=step.agent,
+        agent=agent,
+        role="step",
+        transcript=step.transcript,
+        variables=_variables(run, step, inbox),
+    )
+    # One answer, no tools: a resumed step replies; it does not start work.
+    request = build_request(agent_turn, [], inbox)
+    sink = DjangoEventSink(run.pk)
+    try:
+        completion = build_provider(agent.provider, model=agent.model, script=agent.script).complete(request)
+    except ProviderError as exc:
+        do_fail_resume(step.pk, str(exc))
+        return
+    with transaction.atomic():
+        if not Step.objects.filter(pk=step.pk, resuming=True, turns=step.turns).update(turns=F("turns") + 1):
+            return
+        router = router_for(run.pk)
+        result = apply_completion(
+            agent_turn, request, completion, inbox, router=router, sink=sink, registry=REGISTRY, tools=[]
+        )
+        save_turn(step, result)
+        reply = router.send(step.step_id, result.output or "(no answer)", MessageType.RESUME_REPLY)
+        data = {"reply": result.output[:2000], "message_id": reply.message_id}
+        sink.emit(RuntimeEvent("resume_completed", step.step_id, data))
+        Step.objects.filter(pk=step.pk).update(resuming=False)
+        # Messages forwarded while this resume ran have no turn to read them.
+        router.drop_unread(step.step_id, DropReason.TARGET_TERMINAL)
+        _schedule_after_commit(run.pk)
+
+
+def do_fail_resume(step_pk: int, error: str) -> None:
+    """A resume that could not answer: say why, drop what it was given."""
+    with transaction.atomic():
+        step = Step.objects.get(pk=step_pk)
+        if not Step.objects.filter(pk=step.pk, resuming=True).update(resuming=False):
+            return
+        DjangoEventSink(step.run_id).emit(RuntimeEvent("resume_failed", step.step_id, {"error": error}))
+        router_for(step.run_id).drop_unread(step.step_id, DropReason.TARGET_TERMINAL)
+        _schedule_after_commit(step.run_id)
