@@ -221,6 +221,14 @@ class MessageRouter:
             self._emit_drop(message, reason)
         return len(dropped)
 
+    def drop_unread(self, mailbox: str, reason: DropReason) -> int:
+        """Drop what ``mailbox`` still holds unread, one event each, without
+        closing it (a resumed step's late messages, for instance)."""
+        dropped = self.store.drop_unread(mailbox, reason)
+        for message in dropped:
+            self._emit_drop(message, reason)
+        return len(dropped)
+
     def _message(self, prefix: str, sender: str, recipient: str, type_: MessageType, text: str) -> RouterMessage:
         return RouterMessage(self.store.next_message_id(prefix), sender, recipient, type_, text)
 

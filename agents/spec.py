@@ -4,14 +4,21 @@ A workflow is a YAML document naming agents and the steps that run them. YAML ke
 are camelCase (``dependsOn``), Python attributes snake_case (``depends_on``).
 ``parse_workflow`` and ``load_workflow`` report every problem they find at once,
 each with a line number and the YAML path of the field.
+
+A step is a plain step (an ``agent`` and its ``instructions``) or a container:
+a ``loop`` (repeat-until, or forEach over a list input) or an ``include`` of a
+sub-workflow file. Inner step ids are local to their container; at run time
+they are namespaced (``agents.ids``) and ``agents.scheduler`` expands them.
 """
 
 from __future__ import annotations
 
 import difflib
+import re
+from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from types import NoneType, SimpleNamespace, UnionType
 from typing import Annotated, Any, Literal, get_args, get_origin
 
@@ -23,6 +30,7 @@ from pydantic import (
     StringConstraints,
     ValidationError,
     ValidationInfo,
+    field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
@@ -34,6 +42,11 @@ STEP_ID_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
 INPUT_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 MAX_STEPS = 100
 MAX_DESCRIPTION = 2000
+MAX_ITERATIONS = 100
+# Containers inside containers (loops in loops), and include files including others.
+MAX_NESTING = 5
+MAX_INCLUDE_DEPTH = 5
+DEFAULT_FOR_EACH_CONCURRENCY = 5
 
 _PATTERN_HINTS = {
     STEP_ID_PATTERN: "use lowercase letters, digits, '_' and '-', starting with a letter, at most 64 characters",
@@ -115,13 +128,71 @@ class AgentSpec(_Spec):
     script: list[ScriptTurn] = Field(default_factory=list)
 
 
+class LoopSpec(_Spec):
+    """A container that runs its inner ``steps`` once per iteration.
+
+    Repeat-until (no ``forEach``): iteration N runs as ``<id>.N.<inner>``, one
+    iteration after another. ``maxIterations`` (1 to 100) is required. The loop
+    is done after an iteration when the output of its last listed inner step
+    contains the ``until`` text (a case-sensitive substring), or when the
+    ``untilAgent`` judge answers yes, or after ``maxIterations`` iterations.
+
+    forEach: one iteration per item of the string input ``forEach`` names (a
+    JSON list or comma-separated values), as ``<id>[N].<inner>``, at most
+    ``maxConcurrency`` (default 5) running at once. Instructions see ``$item``
+    and ``$index``.
+    """
+
+    steps: list[StepSpec] = Field(min_length=1, max_length=MAX_STEPS)
+    max_iterations: int | None = Field(default=None, ge=1, le=MAX_ITERATIONS)
+    until: str | None = Field(default=None, min_length=1)
+    until_agent: str | None = None
+    for_each: str | None = None
+    max_concurrency: int | None = Field(default=None, ge=1)
+
+    @property
+    def kind(self) -> Literal["repeat", "forEach"]:
+        return "repeat" if self.for_each is None else "forEach"
+
+
 class StepSpec(_Spec):
-    """A step runs one agent once its dependencies have finished."""
+    """A plain step runs one agent once its dependencies have finished.
+
+    A container step has exactly one of ``loop`` and ``include`` instead of an
+    agent; steps that depend on it wait for the whole container. ``include``
+    names a workflow file relative to this file's folder; ``with`` gives the
+    included workflow's inputs (``$name`` of this workflow's inputs is
+    substituted). The loader puts the parsed file in ``included``.
+    """
 
     id: Name
-    agent: str
+    agent: str | None = None
     instructions: str = ""
     depends_on: list[str] = Field(default_factory=list)
+    loop: LoopSpec | None = None
+    include: str | None = None
+    with_: dict[str, Any] = Field(default_factory=dict, alias="with")
+    included: WorkflowSpec | None = None
+
+    @field_validator("included", mode="before")
+    @classmethod
+    def _included_comes_from_the_loader(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is not None and (info.context or {}).get(_DEFER_CHECKS):
+            raise ValueError("unknown field 'included': the loader fills it in from include")
+        return value
+
+    @property
+    def kind(self) -> Literal["step", "loop", "include"]:
+        """``step`` for a plain step, else the kind of container."""
+        if self.loop is not None:
+            return "loop"
+        if self.include is not None:
+            return "include"
+        return "step"
+
+    @property
+    def is_container(self) -> bool:
+        return self.kind != "step"
 
 
 class WorkflowOptions(_Spec):
@@ -196,53 +267,30 @@ class WorkflowSpec(_Spec):
         return sorted(found, key=file_order.index)
 
     def summary(self) -> str:
-        """One line for listings, e.g. ``hub_and_spoke v1: 3 steps, 4 agents``."""
-        return f"{self.name} v{self.version}: {_count(len(self.steps), 'step')}, {_count(len(self.agents), 'agent')}"
+        """One line for listings, e.g. ``hub_and_spoke v1: 3 steps, 4 agents``.
+
+        Steps are those that run an agent, a loop's inner steps counted once
+        and included workflows in full; containers are counted by kind.
+        """
+        kinds = Counter(_container_kinds(self.steps))
+        parts = [_count(_count_steps(self.steps), "step")]
+        parts += [_count(kinds[kind], noun) for kind, noun in _CONTAINER_NOUNS.items() if kinds[kind]]
+        parts.append(_count(len(self.agents), "agent"))
+        return f"{self.name} v{self.version}: {', '.join(parts)}"
 
     def to_data(self) -> dict[str, Any]:
         """JSON-ready data with the YAML key names; ``model_validate`` reads it back."""
         return self.model_dump(mode="json", by_alias=True)
 
     def _problems(self, known_tools: Collection[str] | None) -> Iterator[tuple[Location, str]]:
-        """Problems that span fields: references between steps, agents and tools."""
-        first_index: dict[str, int] = {}
-        for i, step in enumerate(self.steps):
-            if step.id in first_index:
-                first = first_index[step.id]
-                message = f"duplicate step id {step.id!r} (first used by steps[{first}])"
-                yield ("steps", i, "id"), message
-            else:
-                first_index[step.id] = i
-
-        defined_agents = ", ".join(sorted(self.agents))
-        graph: dict[str, list[str]] = {}
-        for i, step in enumerate(self.steps):
-            if step.agent not in self.agents:
-                yield (
-                    ("steps", i, "agent"),
-                    f"unknown agent {step.agent!r}; defined agents: {defined_agents}",
-                )
-            for j, dep in enumerate(step.depends_on):
-                if dep == step.id:
-                    yield (
-                        ("steps", i, "dependsOn", j),
-                        f"step {dep!r} depends on itself",
-                    )
-                elif dep not in first_index:
-                    yield (
-                        ("steps", i, "dependsOn", j),
-                        f"unknown step {dep!r}{_did_you_mean(dep, first_index)}",
-                    )
-            if first_index[step.id] == i:
-                graph[step.id] = [d for d in step.depends_on if d in first_index and d != step.id]
-
-        for cycle in _cycles(graph):
-            start, after = cycle[0], cycle[1]
-            i = first_index[start]
-            j = self.steps[i].depends_on.index(after)
+        """Problems that span fields: references between steps, agents, inputs,
+        containers and tools. ``self`` may be a lenient stand-in (``_lenient``)."""
+        yield from _steps_problems(self.steps, ("steps",), self, depth=0)
+        total = _count_steps(self.steps)
+        if total > MAX_STEPS and len(self.steps) <= MAX_STEPS:
             yield (
-                ("steps", i, "dependsOn", j),
-                "dependency cycle: " + " -> ".join(cycle),
+                ("steps",),
+                f"{total} steps once loops and includes are counted; a workflow has at most {MAX_STEPS}",
             )
 
         if known_tools is not None:
@@ -254,6 +302,198 @@ class WorkflowSpec(_Spec):
                             ("agents", name, "tools", j),
                             f"unknown tool {tool!r}; known tools: {known}",
                         )
+
+
+_CONTAINER_NOUNS = {"repeat": "repeat loop", "forEach": "forEach loop", "include": "include"}
+
+
+def _container_kinds(steps: Iterable[Any]) -> Iterator[str]:
+    for step in steps:
+        if step.loop is not None:
+            yield step.loop.kind
+            yield from _container_kinds(step.loop.steps)
+        elif step.include is not None:
+            yield "include"
+            if step.included is not None:
+                yield from _container_kinds(step.included.steps)
+
+
+def _count_steps(steps: Iterable[Any]) -> int:
+    """Steps that run an agent: a loop's inner steps once, included workflows in full."""
+    total = 0
+    for step in steps:
+        if getattr(step, "broken", False):
+            total += 1
+        elif step.loop is not None:
+            total += _count_steps(getattr(step.loop, "steps", []))
+        elif step.include is not None:
+            total += _count_steps(step.included.steps) if step.included is not None else 0
+        else:
+            total += 1
+    return total
+
+
+def _steps_problems(steps: Sequence[Any], at: Location, workflow: Any, depth: int) -> Iterator[tuple[Location, str]]:
+    """Problems of one list of sibling steps (top-level, or a loop's inner steps)."""
+    first_index: dict[str, int] = {}
+    for i, step in enumerate(steps):
+        if step.id in first_index:
+            first = first_index[step.id]
+            message = f"duplicate step id {step.id!r} (first used by {_dotted(at)}[{first}])"
+            yield (*at, i, "id"), message
+        else:
+            first_index[step.id] = i
+
+    graph: dict[str, list[str]] = {}
+    for i, step in enumerate(steps):
+        yield from _step_problems(step, (*at, i), workflow, depth)
+        for j, dep in enumerate(step.depends_on):
+            if dep == step.id:
+                yield (
+                    (*at, i, "dependsOn", j),
+                    f"step {dep!r} depends on itself",
+                )
+            elif dep not in first_index:
+                yield (
+                    (*at, i, "dependsOn", j),
+                    f"unknown step {dep!r}{_did_you_mean(dep, first_index)}",
+                )
+        if first_index[step.id] == i:
+            graph[step.id] = [d for d in step.depends_on if d in first_index and d != step.id]
+
+    for cycle in _cycles(graph):
+        start, after = cycle[0], cycle[1]
+        i = first_index[start]
+        j = steps[i].depends_on.index(after)
+        yield (
+            (*at, i, "dependsOn", j),
+            "dependency cycle: " + " -> ".join(cycle),
+        )
+
+
+def _step_problems(step: Any, at: Location, workflow: Any, depth: int) -> Iterator[tuple[Location, str]]:
+    """Problems of one step's shape: plain or container, and its references."""
+    if getattr(step, "broken", False):
+        return
+    defined_agents = ", ".join(sorted(workflow.agents))
+    if step.loop is not None and step.include is not None:
+        yield (*at, "include"), "a step has either loop or include, not both"
+    container = "loop" if step.loop is not None else "include" if step.include is not None else None
+    if container is not None:
+        a_step = "a loop step" if container == "loop" else "an include step"
+        holder = "its inner steps" if container == "loop" else "the included workflow's steps"
+        if step.agent is not None:
+            yield (*at, "agent"), f"{a_step} has no agent; {holder} name theirs"
+        if step.instructions:
+            yield (*at, "instructions"), f"{a_step} has no instructions; {holder} carry them"
+    elif step.agent is None:
+        yield (*at, "agent"), "required field missing"
+    elif isinstance(step.agent, str) and step.agent not in workflow.agents:
+        yield (*at, "agent"), f"unknown agent {step.agent!r}; defined agents: {defined_agents}"
+    if step.with_ and step.include is None:
+        yield (*at, "with"), "with gives inputs to an included workflow; this step has no include"
+    if step.loop is not None:
+        yield from _loop_problems(step.loop, (*at, "loop"), workflow, depth + 1)
+    if step.include is not None:
+        yield from _include_problems(step, at, workflow)
+
+
+def _loop_problems(loop: Any, at: Location, workflow: Any, depth: int) -> Iterator[tuple[Location, str]]:
+    if getattr(loop, "broken", False):
+        return
+    if depth > MAX_NESTING:
+        yield at, f"containers nest at most {MAX_NESTING} deep"
+    if loop.for_each is not None:
+        for name, alias in (("max_iterations", "maxIterations"), ("until", "until"), ("until_agent", "untilAgent")):
+            if getattr(loop, name) is not None:
+                yield (*at, alias), f"{alias} belongs to repeat-until loops; a forEach loop runs once per item"
+        declared = workflow.inputs.get(loop.for_each)
+        if declared is None:
+            names = ", ".join(sorted(workflow.inputs))
+            known = f"declared inputs: {names}" if names else "this workflow declares no inputs"
+            yield (
+                (*at, "forEach"),
+                f"unknown input {loop.for_each!r}{_did_you_mean(loop.for_each, workflow.inputs)}; {known}",
+            )
+        elif declared.type not in (None, "string"):
+            yield (
+                (*at, "forEach"),
+                f"input {loop.for_each!r} is {declared.type}; forEach needs a string input "
+                "(a JSON list or comma-separated values)",
+            )
+    else:
+        if loop.max_iterations is None:
+            yield (
+                (*at, "maxIterations"),
+                f"required field missing: a repeat-until loop needs maxIterations (1 to {MAX_ITERATIONS})",
+            )
+        if loop.until is not None and loop.until_agent is not None:
+            yield (*at, "untilAgent"), "give until or untilAgent, not both"
+        elif isinstance(loop.until_agent, str) and loop.until_agent not in workflow.agents:
+            defined = ", ".join(sorted(workflow.agents))
+            yield (*at, "untilAgent"), f"unknown agent {loop.until_agent!r}; defined agents: {defined}"
+        if loop.max_concurrency is not None:
+            yield (
+                (*at, "maxConcurrency"),
+                "maxConcurrency applies to forEach loops; repeat-until iterations run one after another",
+            )
+        if loop.steps:
+            # The last inner step's output ends the iteration: until looks at it,
+            # the judge reads it, and the next iteration is given it.
+            last = loop.steps[-1]
+            where = (*at, "steps", len(loop.steps) - 1)
+            if getattr(last, "broken", False):
+                pass
+            elif last.loop is not None or last.include is not None:
+                yield where, "the last step of a repeat-until loop must run an agent: its output ends the iteration"
+            elif any(last.id in step.depends_on for step in loop.steps):
+                yield (
+                    where,
+                    "the last step of a repeat-until loop must be one no other inner step depends on: "
+                    "its output ends the iteration",
+                )
+    yield from _steps_problems(loop.steps, (*at, "steps"), workflow, depth)
+
+
+def include_path_problem(path: str) -> str | None:
+    """Why an include path is not allowed, or None: it must be relative to the
+    workflow's folder and stay inside it."""
+    if not path.strip():
+        return "include needs a file path"
+    if PurePosixPath(path).is_absolute() or PureWindowsPath(path).is_absolute() or PureWindowsPath(path).drive:
+        return f"include path {path!r} is absolute; give a path relative to this workflow's folder"
+    if ".." in re.split(r"[\\/]", path):
+        return f"include path {path!r} leaves this workflow's folder ('..' is not allowed)"
+    return None
+
+
+def _include_problems(step: Any, at: Location, workflow: Any) -> Iterator[tuple[Location, str]]:
+    if not isinstance(step.include, str):
+        return
+    problem = include_path_problem(step.include)
+    if problem is not None:
+        yield (*at, "include"), problem
+    sub = step.included
+    if sub is None:
+        # The loader reports files it could not include; data validated
+        # without the loader carries the included workflow with it.
+        return
+    takes = ", ".join(sorted(sub.inputs)) or "no inputs"
+    for key in step.with_:
+        if key not in sub.inputs:
+            yield (*at, "with", key), f"unknown input {key!r} of {step.include} (it takes: {takes})"
+    for name, declared in sub.inputs.items():
+        if declared.required and declared.default is None and name not in step.with_:
+            yield (*at, "include"), f"{step.include} needs input {name!r}: give it under with"
+    for name, agent in sub.agents.items():
+        mine = workflow.agents.get(name)
+        if mine is None:
+            yield (*at, "include"), f"agent {name!r} of {step.include} is missing from this workflow's agents"
+        elif mine != agent:
+            yield (
+                (*at, "include"),
+                f"agent {name!r} of {step.include} differs from this workflow's agent {name!r}; rename one of them",
+            )
 
 
 def _cycles(graph: dict[str, list[str]]) -> list[list[str]]:
@@ -284,6 +524,10 @@ def _cycles(graph: dict[str, list[str]]) -> list[list[str]]:
     return cycles
 
 
+LoopSpec.model_rebuild()
+StepSpec.model_rebuild()
+
+
 @dataclass(frozen=True)
 class SpecProblem:
     """One thing wrong with a workflow file."""
@@ -303,8 +547,11 @@ class WorkflowValidationError(ValueError):
     """A workflow file is invalid; ``problems`` lists everything found, by line."""
 
     def __init__(self, problems: Iterable[SpecProblem]) -> None:
-        # Problems without a line concern the whole file, so they come first.
-        self.problems = sorted(problems, key=lambda p: (p.line is not None, p.line or 0))
+        # Problems without a line concern the whole file, so they come first;
+        # an included file's problems follow those of the file including it.
+        problems = list(dict.fromkeys(problems))
+        files = {source: n for n, source in enumerate(dict.fromkeys(p.source for p in problems))}
+        self.problems = sorted(problems, key=lambda p: (files[p.source], p.line is not None, p.line or 0))
         super().__init__("\n".join(str(problem) for problem in self.problems))
 
     def __reduce__(self) -> tuple[type[WorkflowValidationError], tuple[Any, ...]]:
@@ -316,14 +563,44 @@ def parse_workflow(
     text: str,
     source: str = "<string>",
     known_tools: Collection[str] | None = None,
+    *,
+    base_dir: str | Path | None = None,
 ) -> WorkflowSpec:
     """Parse and validate workflow YAML.
 
     ``source`` names the text in problems (usually its file path). With
-    ``known_tools``, every tool an agent lists must be one of them. Raises
-    ``WorkflowValidationError`` listing every problem found.
+    ``known_tools``, every tool an agent lists must be one of them. Include
+    paths resolve against ``base_dir``, by default the folder of ``source``
+    when it names a file; an included file's problems are reported under its
+    own path. Raises ``WorkflowValidationError`` listing every problem found.
     """
+    source_file = Path(source)
+    is_file = source_file.is_file()
+    if base_dir is None and is_file:
+        base_dir = source_file.parent
+    folder = Path(base_dir).resolve() if base_dir is not None else None
+    context = _IncludeContext(
+        root=folder,
+        folder=folder,
+        source_folder=Path(base_dir) if base_dir is not None else None,
+        chain=(source_file.resolve(),) if is_file else (),
+        known_tools=known_tools,
+    )
+    return _parse(text, source, context)
 
+
+@dataclass(frozen=True)
+class _IncludeContext:
+    """Where include paths of the file being parsed resolve."""
+
+    root: Path | None  # the root workflow's folder: no include may leave it
+    folder: Path | None  # the folder of the file being parsed
+    source_folder: Path | None  # the same folder, as problems name it
+    chain: tuple[Path, ...]  # the files including this one, root first, and this file
+    known_tools: Collection[str] | None
+
+
+def _parse(text: str, source: str, context: _IncludeContext) -> WorkflowSpec:
     def problem(line: int | None, message: str) -> WorkflowValidationError:
         return WorkflowValidationError([SpecProblem(source, line, "", message)])
 
@@ -342,6 +619,8 @@ def parse_workflow(
     if not isinstance(data, dict):
         raise problem(1, f"a workflow must be a mapping of fields, not {_kind(data)}")
 
+    included, include_problems = _resolve_includes(data, source, lines, context)
+    known_tools = context.known_tools
     try:
         spec = WorkflowSpec.model_validate(data, context={_DEFER_CHECKS: True})
     except ValidationError as exc:
@@ -354,42 +633,172 @@ def parse_workflow(
             for loc, message in WorkflowSpec._problems(_lenient(data), known_tools)  # type: ignore[arg-type]
         ]
         raise WorkflowValidationError(
-            field_problems + [p for p in cross if (p.line, p.field) not in reported]
+            field_problems + [p for p in cross if (p.line, p.field) not in reported] + include_problems
         ) from None
+    for loc, sub in included.items():
+        _step_at(spec, loc).included = sub
+        # The included steps run their own agents: the run looks them up here.
+        for name, agent in sub.agents.items():
+            spec.agents.setdefault(name, agent)
     problems = [
         SpecProblem(source, line_for(lines, loc), _dotted(loc), message) for loc, message in spec._problems(known_tools)
     ]
-    if problems:
-        raise WorkflowValidationError(problems)
+    if problems or include_problems:
+        raise WorkflowValidationError(problems + include_problems)
     return spec
+
+
+def _resolve_includes(
+    data: dict[str, Any],
+    source: str,
+    lines: Mapping[Location, int],
+    context: _IncludeContext,
+) -> tuple[dict[Location, WorkflowSpec], list[SpecProblem]]:
+    """Parse every file the raw workflow includes: the parsed workflows by the
+    location of their include step, and the problems found on the way."""
+    found: dict[Location, WorkflowSpec] = {}
+    problems: list[SpecProblem] = []
+    for loc, path in _raw_includes(data.get("steps"), ("steps",)):
+        if include_path_problem(path) is not None:
+            continue  # reported with the other step problems
+
+        def report(message: str, loc: Location = loc) -> None:
+            where = (*loc, "include")
+            problems.append(SpecProblem(source, line_for(lines, where), _dotted(where), message))
+
+        if context.folder is None or context.root is None or context.source_folder is None:
+            report(f"cannot include {path!r}: the workflow was not read from a file, so it has no folder")
+            continue
+        target = (context.folder / path).resolve()
+        if not target.is_relative_to(context.root):
+            # A symbolic link can point out of the folder that '..' may not leave.
+            report(f"include path {path!r} leaves this workflow's folder")
+            continue
+        chain = [*context.chain, target]
+        names = " -> ".join(_relative(file, context.root) for file in chain)
+        if target in context.chain:
+            report(f"include cycle: {names}")
+            continue
+        if len(context.chain) > MAX_INCLUDE_DEPTH:
+            report(f"includes nest at most {MAX_INCLUDE_DEPTH} deep: {names}")
+            continue
+        sub_source = str(context.source_folder / path)
+        try:
+            text = target.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            report(f"included file not found: {path}")
+            continue
+        except UnicodeDecodeError:
+            report(f"the included file {path} is not UTF-8 text")
+            continue
+        except OSError as exc:
+            report(f"cannot read the included file {path}: {exc.strerror or exc}")
+            continue
+        sub_context = _IncludeContext(
+            root=context.root,
+            folder=target.parent,
+            source_folder=Path(sub_source).parent,
+            chain=tuple(chain),
+            known_tools=context.known_tools,
+        )
+        try:
+            found[loc] = _parse(text, sub_source, sub_context)
+        except WorkflowValidationError as exc:
+            count = _count(len(exc.problems), "problem")
+            report(f"the included workflow {path} is invalid ({count}, listed under {sub_source})")
+            problems.extend(exc.problems)
+    return found, problems
+
+
+def _raw_includes(steps: object, at: Location) -> Iterator[tuple[Location, str]]:
+    """The location of every include step in raw step data, and its path."""
+    if not isinstance(steps, list):
+        return
+    for i, step in enumerate(steps):
+        if not isinstance(step, dict):
+            continue
+        if isinstance(step.get("include"), str):
+            yield (*at, i), step["include"]
+        loop = step.get("loop")
+        if isinstance(loop, dict):
+            yield from _raw_includes(loop.get("steps"), (*at, i, "loop", "steps"))
+
+
+def _step_at(spec: WorkflowSpec, loc: Location) -> StepSpec:
+    """The step at a location such as ``("steps", 2, "loop", "steps", 0)``."""
+    node: Any = spec
+    for part in loc:
+        node = node[part] if isinstance(part, int) else getattr(node, part)
+    return node  # type: ignore[no-any-return]
+
+
+def _relative(path: Path, root: Path) -> str:
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+
+
+_BROKEN = object()
 
 
 def _lenient(data: dict[str, Any]) -> SimpleNamespace:
     """The well-typed parts of raw workflow data, shaped like a WorkflowSpec
-    for ``WorkflowSpec._problems``."""
-
-    def strings(value: object) -> list[str]:
-        return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+    for ``WorkflowSpec._problems``. Parts that field validation already
+    reported are marked ``broken`` and not checked again."""
 
     raw_agents = data.get("agents") if isinstance(data.get("agents"), dict) else {}
     agents = {
-        name: SimpleNamespace(tools=strings(agent.get("tools") if isinstance(agent, dict) else None))
+        name: SimpleNamespace(tools=_strings(agent.get("tools") if isinstance(agent, dict) else None))
         for name, agent in raw_agents.items()
     }
-    raw_steps = data.get("steps") if isinstance(data.get("steps"), list) else []
-    steps = [
-        SimpleNamespace(
-            id=step.get("id") if isinstance(step, dict) and isinstance(step.get("id"), str) else f"#{i}",
-            agent=step.get("agent") if isinstance(step, dict) and isinstance(step.get("agent"), str) else None,
-            depends_on=strings(step.get("dependsOn") if isinstance(step, dict) else None),
+    raw_inputs = data.get("inputs") if isinstance(data.get("inputs"), dict) else {}
+    inputs = {
+        name: SimpleNamespace(type=_input_type(declared), required=False, default=None)
+        for name, declared in raw_inputs.items()
+    }
+    return SimpleNamespace(steps=_lenient_steps(data.get("steps")), agents=agents, inputs=inputs)
+
+
+def _lenient_steps(raw_steps: object) -> list[SimpleNamespace]:
+    steps = []
+    for i, raw in enumerate(raw_steps if isinstance(raw_steps, list) else []):
+        step = raw if isinstance(raw, dict) else {}
+        agent = step.get("agent")
+        raw_loop = step.get("loop")
+        loop = None
+        if isinstance(raw_loop, dict):
+            loop = SimpleNamespace(
+                steps=_lenient_steps(raw_loop.get("steps")),
+                max_iterations=raw_loop.get("maxIterations"),
+                until=raw_loop.get("until"),
+                until_agent=raw_loop.get("untilAgent"),
+                for_each=raw_loop.get("forEach") if isinstance(raw_loop.get("forEach"), str) else None,
+                max_concurrency=raw_loop.get("maxConcurrency"),
+                kind="repeat" if raw_loop.get("forEach") is None else "forEach",
+            )
+        elif raw_loop is not None:
+            loop = SimpleNamespace(broken=True, steps=[], kind="repeat")
+        steps.append(
+            SimpleNamespace(
+                broken=not isinstance(raw, dict),
+                id=step.get("id") if isinstance(step.get("id"), str) else f"#{i}",
+                agent=agent if isinstance(agent, str) or agent is None else _BROKEN,
+                instructions=step.get("instructions") if isinstance(step.get("instructions"), str) else "",
+                depends_on=_strings(step.get("dependsOn")),
+                loop=loop,
+                include=step.get("include") if isinstance(step.get("include"), str) else None,
+                with_=step.get("with") if isinstance(step.get("with"), dict) else {},
+                included=None,
+            )
         )
-        for i, step in enumerate(raw_steps)
-    ]
-    # A step without a usable agent was already reported by field validation.
-    for step in steps:
-        if step.agent is None:
-            step.agent = next(iter(agents), "")
-    return SimpleNamespace(steps=steps, agents=agents)
+    return steps
+
+
+def _strings(value: object) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def _input_type(declared: object) -> str | None:
+    kind = declared.get("type", "string") if isinstance(declared, dict) else None
+    return kind if kind in _INPUT_TYPES else None
 
 
 def load_workflow(path: str | Path, known_tools: Collection[str] | None = None) -> WorkflowSpec:
@@ -457,8 +866,12 @@ def _allowed_fields(loc: Sequence[str | int]) -> str:
             model = next(arg for arg in get_args(model) if arg is not NoneType)
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
         return ""
-    allowed = sorted(f.alias or n for n, f in model.model_fields.items())
+    allowed = sorted(f.alias or n for n, f in model.model_fields.items() if n not in _LOADER_FIELDS)
     return _did_you_mean(str(loc[-1]), allowed) or f" (allowed: {', '.join(allowed)})"
+
+
+# Fields the loader fills in, which a workflow file does not write.
+_LOADER_FIELDS = {"included"}
 
 
 def _did_you_mean(word: str, choices: Iterable[str]) -> str:

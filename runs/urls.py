@@ -10,4 +10,5 @@ urlpatterns = [
     path("runs/start/", views.run_start, name="start"),
     path("runs/<int:run_id>/", views.run_detail, name="detail"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="cancel"),
+    path("api/runs/<int:run_id>/cancel", views.api_run_cancel, name="api-cancel"),
 ]

@@ -49,7 +49,9 @@ def do_coordinator_wake(run_id: int) -> None:
             if inbox and not _over_wake_cap(run):
                 _coordinator_rounds(run, "messages", inbox, steps)
             elif all_done(steps) and not _coordinator_has_unread(run_id):
-                _coordinator_rounds(run, "finish", [], steps)
+                # A coordinator that already called finalize has said its last word.
+                if not run.result:
+                    _coordinator_rounds(run, "finish", [], steps)
                 do_finish_run(run_id)
                 return
             if Run.objects.filter(pk=run_id, wake_requests=seen).update(coordinator_busy=False):

@@ -308,3 +308,14 @@ def test_it_drops_every_forward_after_cancel_as_workflow_cancelled_even_to_unkno
 
     assert result.text == "dropped: workflow-cancelled"
     assert [e.data["reason"] for e in sink.of_type("message_dropped")] == ["workflow-cancelled"]
+
+
+def test_it_drops_unread_messages_without_closing_the_mailbox():
+    router, store, sink = make_router("writer")
+    router.forward("writer", "one")
+
+    assert router.drop_unread("writer", DropReason.TARGET_TERMINAL) == 1
+
+    assert [e.data["reason"] for e in sink.of_type("message_dropped")] == ["target-terminal"]
+    assert store.unread("writer") == []
+    assert router.forward("writer", "two").text.startswith("queued:")

@@ -1,0 +1,499 @@
+"""Containers at run time: which steps exist, what they wait for, when a loop ends.
+
+Pure functions over a validated ``WorkflowSpec``; the Django side stores what
+they return and calls them again as the run moves on.
+
+- ``expand(spec, inputs)``: the steps that exist when a run starts. Plain steps
+  keep their id; an include's steps run as ``inc.inner``; a forEach loop runs
+  every iteration as ``loop[N].inner`` (iterations do not wait for each other);
+  a repeat-until loop starts with iteration 0 as ``loop.0.inner``.
+- ``next_iteration(...)``: after an iteration of a repeat-until loop ends,
+  whether the loop is done, a judge must be asked, or iteration N+1 runs.
+- ``ready(steps, status, max_running=...)``: the pending steps that may start.
+
+Dependencies are runtime ids. A dependency on a container is rewritten to the
+container's final steps (the inner steps nothing else in it depends on, in
+every iteration), except for a repeat-until loop: its last iteration is not
+known in advance, so dependents wait for the loop's own runtime id, which the
+caller marks ``completed`` when ``next_iteration`` says ``done``. Inner steps
+without inner dependencies wait for what the container waits for.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from string import Template
+from typing import Any, Literal
+
+from agents import ids
+from agents.spec import DEFAULT_FOR_EACH_CONCURRENCY, StepSpec, WorkflowSpec
+
+MAX_FOR_EACH_ITEMS = 100
+# The previous iteration's output handed to the next one, like a dependency's.
+MAX_PREVIOUS_OUTPUT = 8 * 1024
+TRUNCATED = "...[truncated for context limit]"
+TERMINAL = frozenset({"completed", "failed", "skipped", "cancelled"})
+_JUDGE_YES = frozenset({"yes", "true", "done", "approved"})
+
+
+class ExpansionError(ValueError):
+    """The inputs do not make a run: a forEach list that is not a list, or too long."""
+
+
+@dataclass(frozen=True)
+class RuntimeStep:
+    """One step of a run, under its runtime id.
+
+    ``instructions`` have the container's variables substituted (``$item`` and
+    ``$index`` in a forEach, ``$iteration`` and ``$previous_output`` in a
+    repeat-until loop, an included workflow's inputs); run inputs, ``$inbox``
+    and the like are left for the runner. ``variables`` holds those container
+    values for the scripted provider. ``container`` is the runtime id of the
+    innermost enclosing container ("" at top level) and ``iteration`` the
+    iteration of it (None in an include). ``group`` and ``max_concurrency`` name
+    the innermost forEach loop and its cap on running iterations; ``limits``
+    lists every enclosing forEach loop's (group, cap), outermost first.
+    """
+
+    runtime_id: str
+    agent: str
+    instructions: str
+    depends_on: tuple[str, ...] = ()
+    container: str = ""
+    kind: Literal["step"] = "step"
+    iteration: int | None = None
+    group: str = ""
+    max_concurrency: int | None = None
+    previous_output: str | None = None
+    variables: Mapping[str, str] = field(default_factory=dict, hash=False)
+    limits: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What follows an iteration of a repeat-until loop: ``done`` (``reason``
+    says why), ``judge`` (ask ``agent`` the ``prompt``, pass its answer to
+    ``judge_decision``, then call ``next_iteration`` again with the verdict), or
+    ``more`` (create ``steps``, the next iteration)."""
+
+    action: Literal["done", "judge", "more"]
+    reason: str = ""
+    agent: str = ""
+    prompt: str = ""
+    steps: tuple[RuntimeStep, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """Where a list of sibling steps runs."""
+
+    workflow: WorkflowSpec
+    values: Mapping[str, Any]  # input values of ``workflow``
+    variables: Mapping[str, str]  # container variables for instructions
+    namespace: str = ""  # "" at top level, else "refine.0", "deploy[1]", "staging"
+    container: str = ""
+    iteration: int | None = None
+    limits: tuple[tuple[str, int], ...] = ()
+    previous_output: str | None = None
+
+    def runtime_id(self, inner: str) -> str:
+        return f"{self.namespace}.{inner}" if self.namespace else inner
+
+
+@dataclass
+class _Expanded:
+    steps: list[RuntimeStep] = field(default_factory=list)
+    deps: dict[str, tuple[str, ...]] = field(default_factory=dict)  # resolved deps of each sibling
+    finals: dict[str, tuple[str, ...]] = field(default_factory=dict)  # what depending on a sibling waits for
+    containers: dict[str, tuple[str, ...]] = field(default_factory=dict)  # container runtime id -> finals
+
+
+def expand(spec: WorkflowSpec, inputs: Mapping[str, Any]) -> list[RuntimeStep]:
+    """The runtime steps that exist when a run starts, every step after its
+    dependencies (file order among equals).
+
+    ``inputs`` are the run's input values (missing ones take their declared
+    default). Raises ``ExpansionError`` when a forEach input is not a list.
+    """
+    return _expand_list(spec.steps, _root_scope(spec, inputs), ()).steps
+
+
+def container_ids(spec: WorkflowSpec) -> set[str]:
+    """Container ids for ``agents.ids.resolve``: the runtime id of every
+    container outside loops (``refine``, ``staging``, ``staging.inner``) and the
+    bare id of every container inside a loop (its runtime id changes with the
+    iteration)."""
+    return set(container_kinds(spec))
+
+
+def container_kinds(spec: WorkflowSpec) -> dict[str, ids.ContainerKind]:
+    """``container_ids`` with each container's kind, ``loop`` or ``include``,
+    for the text of ``rejected: ...``."""
+    found: dict[str, ids.ContainerKind] = {}
+
+    def walk(steps: Sequence[StepSpec], namespace: str | None) -> None:
+        # namespace: "" at top level, the include's runtime id inside one, None
+        # inside a loop, where runtime ids change with the iteration.
+        for step in steps:
+            if not step.is_container:
+                continue
+            kind: ids.ContainerKind = "loop" if step.loop is not None else "include"
+            runtime_id = ids.include_id(namespace, step.id) if namespace else step.id
+            if namespace is not None:
+                found.setdefault(runtime_id, kind)
+            found.setdefault(step.id, kind)
+            if step.loop is not None:
+                walk(step.loop.steps, None)
+            elif step.included is not None:
+                walk(step.included.steps, None if namespace is None else runtime_id)
+
+    walk(spec.steps, "")
+    return found
+
+
+def final_ids(spec: WorkflowSpec, container_id: str, inputs: Mapping[str, Any]) -> tuple[str, ...]:
+    """What a plain step that depends on the container ``container_id`` (a
+    runtime id outside loops, as in ``container_ids``) waits for: the final
+    steps of an include, of every forEach iteration, or the runtime id of a
+    repeat-until loop. Raises KeyError for an id that is not such a container."""
+    expanded = _expand_list(spec.steps, _root_scope(spec, inputs), ())
+    return expanded.containers[container_id]
+
+
+def next_iteration(
+    spec: WorkflowSpec,
+    loop_runtime_id: str,
+    finished_iteration: int,
+    outputs: Mapping[str, str],
+    *,
+    inputs: Mapping[str, Any] | None = None,
+    verdict: bool | None = None,
+) -> Decision:
+    """Decide what follows iteration ``finished_iteration`` of the repeat-until
+    loop ``loop_runtime_id``; ``outputs`` maps runtime ids to step outputs.
+
+    In order: ``done`` when the output of the loop's last inner step contains
+    the ``until`` text (case-sensitive), ``done`` after ``maxIterations``
+    iterations, and with ``untilAgent``: ``judge`` until a ``verdict`` is given,
+    then ``done`` for True. Otherwise ``more``: iteration N+1, whose steps get
+    the last output as ``previous_output`` (and in the instructions of its
+    first steps). ``inputs`` are the run's inputs, needed when a dependency of
+    the loop is a forEach loop.
+    """
+    step, scope, deps = _locate(spec, loop_runtime_id, inputs or {}, outputs)
+    loop = step.loop
+    if loop is None or loop.kind != "repeat":
+        raise ValueError(f"{loop_runtime_id!r} is not a repeat-until loop")
+    last_id = ids.repeat_id(loop_runtime_id, finished_iteration, loop.steps[-1].id)
+    output = outputs.get(last_id, "")
+    if loop.until is not None and loop.until in output:
+        return Decision("done", f"{last_id} said {loop.until!r}")
+    max_iterations = loop.max_iterations or 1
+    if finished_iteration + 1 >= max_iterations:
+        return Decision("done", f"maxIterations ({max_iterations}) reached")
+    if loop.until_agent is not None:
+        if verdict is None:
+            return Decision("judge", agent=loop.until_agent, prompt=judge_prompt(loop_runtime_id, last_id, output))
+        if verdict:
+            return Decision("done", f"{loop.until_agent} judged iteration {finished_iteration} done")
+    n = finished_iteration + 1
+    iteration = _repeat_scope(scope, step, loop_runtime_id, n, output)
+    return Decision("more", steps=tuple(_expand_list(loop.steps, iteration, deps).steps))
+
+
+def judge_prompt(loop_runtime_id: str, last_id: str, output: str) -> str:
+    """What the ``untilAgent`` judge is asked after an iteration."""
+    return (
+        f"Loop {loop_runtime_id} finished an iteration; its last step, {last_id}, answered:\n\n"
+        f"{_clip(output)}\n\n"
+        "Is the loop done? Answer yes or no first, then why."
+    )
+
+
+def judge_decision(answer: str) -> bool:
+    """Whether a judge's answer ends the loop: its first word is yes, true,
+    done or approved (any case, punctuation ignored)."""
+    words = answer.strip().split(maxsplit=1)
+    first = words[0].strip(".,;:!?\"'*()[]").lower() if words else ""
+    return first in _JUDGE_YES
+
+
+def ready(steps: Sequence[RuntimeStep], status: Mapping[str, str], *, max_running: int) -> list[RuntimeStep]:
+    """The pending steps that may start now, in order.
+
+    ``status`` maps runtime ids to step statuses (missing means pending) and
+    holds ``completed`` for each repeat-until loop that is done. A step may
+    start when every dependency completed, fewer than ``max_running`` steps
+    run, and in each enclosing forEach loop its iteration is already under way
+    or fewer than the loop's ``max_concurrency`` iterations are.
+    """
+    members: dict[str, list[str]] = {}
+    for step in steps:
+        for key in _iteration_keys(step):
+            members.setdefault(key, []).append(step.runtime_id)
+
+    def state(runtime_id: str) -> str:
+        return status.get(runtime_id, "pending")
+
+    active: set[str] = {
+        key
+        for key, runtime_ids in members.items()
+        if any(state(r) != "pending" for r in runtime_ids) and not all(state(r) in TERMINAL for r in runtime_ids)
+    }
+    room = max_running - sum(1 for step in steps if state(step.runtime_id) == "running")
+    chosen: list[RuntimeStep] = []
+    for step in steps:
+        if room <= 0:
+            break
+        if state(step.runtime_id) != "pending" or any(state(dep) != "completed" for dep in step.depends_on):
+            continue
+        keys = _iteration_keys(step)
+        caps = dict(step.limits)
+        if any(
+            key not in active and sum(1 for k in active if _group_of(k) == group) >= caps[group]
+            for key, group in zip(keys, caps, strict=True)
+        ):
+            continue
+        chosen.append(step)
+        active.update(keys)
+        room -= 1
+    return chosen
+
+
+# -- expansion ---------------------------------------------------------------------
+
+
+def _root_scope(spec: WorkflowSpec, inputs: Mapping[str, Any]) -> _Scope:
+    return _Scope(spec, _with_defaults(spec, inputs), {})
+
+
+def _with_defaults(spec: WorkflowSpec, values: Mapping[str, Any]) -> dict[str, Any]:
+    merged = {name: declared.default for name, declared in spec.inputs.items() if declared.default is not None}
+    merged.update(values)
+    return merged
+
+
+def _expand_list(steps: Sequence[StepSpec], scope: _Scope, entry_deps: tuple[str, ...]) -> _Expanded:
+    """Expand sibling steps. Steps without dependencies among their siblings
+    wait for ``entry_deps``, what the enclosing container waits for."""
+    result = _Expanded()
+    for step in _in_dependency_order(steps):
+        deps = entry_deps
+        if step.depends_on:
+            deps = _dedupe(dep for name in step.depends_on for dep in result.finals[name])
+        result.deps[step.id] = deps
+        runtime_id = scope.runtime_id(step.id)
+        if step.loop is not None and step.loop.kind == "repeat":
+            inner = _expand_list(step.loop.steps, _repeat_scope(scope, step, runtime_id, 0, None), deps)
+            finals: tuple[str, ...] = (runtime_id,)
+        elif step.loop is not None:
+            inner = _Expanded()
+            for n, item in enumerate(_items(step, scope)):
+                iteration = _each_scope(scope, step, runtime_id, n, item)
+                _merge(inner, _expand_list(step.loop.steps, iteration, deps))
+            finals = _dedupe(inner.finals.get("", ()))
+        elif step.included is not None:
+            inner = _expand_list(step.included.steps, _include_scope(scope, step, runtime_id), deps)
+            finals = _dedupe(inner.finals.get("", ()))
+        else:
+            result.steps.append(_plain(step, scope, runtime_id, deps, entry=not step.depends_on))
+            result.finals[step.id] = (runtime_id,)
+            continue
+        result.steps.extend(inner.steps)
+        result.containers.update(inner.containers)
+        # An empty container (a forEach over no items) is done as soon as what
+        # it waits for is: its dependents wait for that instead.
+        result.finals[step.id] = finals or deps
+        result.containers[runtime_id] = finals or deps
+    depended_on = {dep for step in steps for dep in step.depends_on}
+    result.finals[""] = _dedupe(dep for step in steps if step.id not in depended_on for dep in result.finals[step.id])
+    return result
+
+
+def _merge(into: _Expanded, part: _Expanded) -> None:
+    into.steps.extend(part.steps)
+    into.containers.update(part.containers)
+    into.finals[""] = into.finals.get("", ()) + part.finals[""]
+
+
+def _plain(step: StepSpec, scope: _Scope, runtime_id: str, deps: tuple[str, ...], *, entry: bool) -> RuntimeStep:
+    variables = dict(scope.variables)
+    instructions = Template(step.instructions).safe_substitute(variables)
+    if entry and scope.previous_output is not None and "previous_output" not in step.instructions:
+        instructions += f"\n\nOutput of the previous iteration:\n{scope.previous_output}"
+    innermost = scope.limits[-1] if scope.limits else ("", None)
+    return RuntimeStep(
+        runtime_id=runtime_id,
+        agent=step.agent or "",
+        instructions=instructions,
+        depends_on=deps,
+        container=scope.container,
+        iteration=scope.iteration,
+        group=innermost[0],
+        max_concurrency=innermost[1],
+        previous_output=scope.previous_output,
+        variables=variables,
+        limits=scope.limits,
+    )
+
+
+def _repeat_scope(scope: _Scope, step: StepSpec, runtime_id: str, n: int, previous: str | None) -> _Scope:
+    variables = dict(scope.variables, iteration=str(n))
+    previous = _clip(previous) if previous is not None else None
+    variables.pop("previous_output", None)
+    if previous is not None:
+        variables["previous_output"] = previous
+    return replace(
+        scope,
+        variables=variables,
+        namespace=f"{runtime_id}.{n}",
+        container=runtime_id,
+        iteration=n,
+        previous_output=previous,
+    )
+
+
+def _each_scope(scope: _Scope, step: StepSpec, runtime_id: str, n: int, item: str) -> _Scope:
+    assert step.loop is not None
+    cap = step.loop.max_concurrency or DEFAULT_FOR_EACH_CONCURRENCY
+    return replace(
+        scope,
+        variables=dict(scope.variables, item=item, index=str(n)),
+        namespace=f"{runtime_id}[{n}]",
+        container=runtime_id,
+        iteration=n,
+        limits=(*scope.limits, (runtime_id, cap)),
+        previous_output=None,
+    )
+
+
+def _include_scope(scope: _Scope, step: StepSpec, runtime_id: str) -> _Scope:
+    """An included workflow sees its own inputs only: ``with`` values, with
+    ``$name`` substituted from the including scope, over its defaults."""
+    assert step.included is not None
+    substitutions = {**{k: _text(v) for k, v in scope.values.items()}, **scope.variables}
+    given = {
+        name: Template(value).safe_substitute(substitutions) if isinstance(value, str) else value
+        for name, value in step.with_.items()
+    }
+    values = _with_defaults(step.included, given)
+    return replace(
+        scope,
+        workflow=step.included,
+        values=values,
+        variables={name: _text(value) for name, value in values.items()},
+        namespace=runtime_id,
+        container=runtime_id,
+        iteration=None,
+        previous_output=None,
+    )
+
+
+def _items(step: StepSpec, scope: _Scope) -> list[str]:
+    """The items of a forEach loop: its input as a list, a JSON list in a
+    string, or comma-separated values (blank ones dropped)."""
+    assert step.loop is not None and step.loop.for_each is not None
+    name = step.loop.for_each
+    value = scope.values.get(name)
+    if value is None:
+        items: list[Any] = []
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    elif isinstance(value, str) and value.strip().startswith("["):
+        try:
+            items = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ExpansionError(f"forEach input {name!r} is not a valid JSON list: {exc.msg}") from None
+        if not isinstance(items, list):
+            raise ExpansionError(f"forEach input {name!r} is not a list")
+    else:
+        items = [part.strip() for part in str(value).split(",") if part.strip()]
+    if len(items) > MAX_FOR_EACH_ITEMS:
+        raise ExpansionError(f"forEach input {name!r} has {len(items)} items; at most {MAX_FOR_EACH_ITEMS}")
+    return [_text(item) for item in items]
+
+
+def _locate(
+    spec: WorkflowSpec,
+    loop_runtime_id: str,
+    inputs: Mapping[str, Any],
+    outputs: Mapping[str, str],
+) -> tuple[StepSpec, _Scope, tuple[str, ...]]:
+    """The container step a runtime id names, the scope it runs in and what
+    it waits for, rebuilt the way ``expand`` built them."""
+    scope = _root_scope(spec, inputs)
+    steps: Sequence[StepSpec] = spec.steps
+    entry: tuple[str, ...] = ()
+    parts = ids.parse(loop_runtime_id)
+    for n, part in enumerate(parts):
+        step = next((s for s in steps if s.id == part.id), None)
+        if step is None:
+            raise ValueError(f"{loop_runtime_id!r}: no step {part.id!r} in {scope.namespace or 'the workflow'}")
+        deps = _expand_list(steps, scope, entry).deps[step.id]
+        runtime_id = scope.runtime_id(step.id)
+        if n == len(parts) - 1:
+            return step, scope, deps
+        if part.kind == "repeat" and step.loop is not None and step.loop.kind == "repeat":
+            assert part.index is not None
+            last = step.loop.steps[-1].id
+            previous = outputs.get(ids.repeat_id(runtime_id, part.index - 1, last)) if part.index else None
+            scope = _repeat_scope(scope, step, runtime_id, part.index, previous)
+            steps = step.loop.steps
+        elif part.kind == "each" and step.loop is not None and step.loop.kind == "forEach":
+            assert part.index is not None
+            items = _items(step, scope)
+            if part.index >= len(items):
+                raise ValueError(f"{loop_runtime_id!r}: {runtime_id} has no iteration {part.index}")
+            scope = _each_scope(scope, step, runtime_id, part.index, items[part.index])
+            steps = step.loop.steps
+        elif part.kind == "include" and step.included is not None:
+            scope = _include_scope(scope, step, runtime_id)
+            steps = step.included.steps
+        else:
+            raise ValueError(f"{loop_runtime_id!r}: {runtime_id} is not entered that way")
+        entry = deps
+    raise ValueError(f"{loop_runtime_id!r} is not a runtime id")
+
+
+def _in_dependency_order(steps: Sequence[StepSpec]) -> list[StepSpec]:
+    order: list[StepSpec] = []
+    done: set[str] = set()
+    remaining = list(steps)
+    while remaining:
+        step = next((s for s in remaining if all(d in done for d in s.depends_on)), None)
+        if step is None:
+            raise ValueError("the steps form a dependency cycle")
+        remaining.remove(step)
+        order.append(step)
+        done.add(step.id)
+    return order
+
+
+def _iteration_keys(step: RuntimeStep) -> list[str]:
+    """The forEach iteration namespaces the step runs in, outermost first:
+    ``deploy[1]`` for ``deploy[1].ship``."""
+    keys = []
+    for group, _cap in step.limits:
+        rest = step.runtime_id[len(group) :]
+        keys.append(group + rest[: rest.index("]") + 1])
+    return keys
+
+
+def _group_of(key: str) -> str:
+    return key[: key.rindex("[")]
+
+
+def _dedupe(values: Any) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(values))
+
+
+def _clip(text: str) -> str:
+    if len(text) <= MAX_PREVIOUS_OUTPUT:
+        return text
+    return text[:MAX_PREVIOUS_OUTPUT] + TRUNCATED
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
