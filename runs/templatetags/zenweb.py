@@ -48,13 +48,23 @@ def event_summary(event) -> str:
         case "error":
             return _short(data.get("error", ""))
         case "step_skipped":
-            return _short(data.get("reason", ""))
+            return _short(f"{data.get('status', 'skipped')}: {data.get('reason', '')}")
         case "workflow_start":
             return _short(f"{data.get('workflow')} v{data.get('version')}")
         case "workflow_end":
             return _short(data.get("status", ""))
         case "agent_wake":
             return _short(f"cycle {data.get('cycle')}: {data.get('reason')}")
+        case "max_wake_cycles_warning":
+            return _short(f"wake cycle {data.get('cycle')} of at most {data.get('max')}")
+        case "step_cancelled":
+            return _short(f"cancelled by {data.get('message_id')}: {data.get('reason', '')}")
+        case "resume_started":
+            return _short(f"resume {data.get('resume')} for {data.get('message_id')}")
+        case "resume_completed":
+            return _short(data.get("reply", ""))
+        case "resume_failed":
+            return _short(data.get("error", ""))
     return ""
 
 

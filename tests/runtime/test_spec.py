@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pickle
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -439,3 +440,514 @@ def test_it_refuses_aliases_that_expand_without_bound(tmp_path):
     path = write(tmp_path, "\n".join(levels) + "\n")
 
     assert problems(path) == [f"{path}:5: invalid YAML: the document expands to more than 100000 values"]
+
+
+# -- containers: loops and includes ----------------------------------------------------
+
+CONTAINERS = Path(__file__).parent.parent / "workflows" / "containers"
+
+
+def container_workflow(steps, inputs=""):
+    """A workflow with agents a1 and judge around the given ``steps:`` block
+    (lines 4 onwards, or later with ``inputs``)."""
+    return f"name: flow\nagents: {{a1: {{}}, judge: {{}}}}\n{inputs}steps:\n{textwrap.dedent(steps)}"
+
+
+def test_it_loads_a_repeat_until_loop():
+    spec = load_workflow(CONTAINERS / "loop.yaml")
+
+    refine = spec.step("refine")
+    assert refine.kind == "loop"
+    assert refine.agent is None
+    assert refine.depends_on == ["research"]
+    assert refine.loop.kind == "repeat"
+    assert refine.loop.max_iterations == 3
+    assert refine.loop.until == "APPROVED"
+    assert [s.id for s in refine.loop.steps] == ["draft", "review"]
+    assert refine.loop.steps[1].depends_on == ["draft"]
+    assert spec.step("publish").depends_on == ["refine"]
+    assert spec.summary() == "loop v1: 4 steps, 1 repeat loop, 3 agents"
+
+
+def test_it_loads_a_loop_judged_by_an_agent():
+    spec = load_workflow(CONTAINERS / "judged.yaml")
+
+    assert spec.step("polish").loop.until_agent == "judge"
+    assert spec.step("polish").loop.until is None
+
+
+def test_it_loads_a_for_each_loop():
+    spec = load_workflow(CONTAINERS / "foreach.yaml")
+
+    deploy = spec.step("deploy").loop
+    assert deploy.kind == "forEach"
+    assert deploy.for_each == "regions"
+    assert deploy.max_concurrency == 2
+    assert spec.summary() == "foreach v1: 4 steps, 1 forEach loop, 2 agents"
+
+
+def test_it_loads_an_include_and_merges_its_agents():
+    spec = load_workflow(CONTAINERS / "include.yaml")
+
+    staging = spec.step("staging")
+    assert staging.kind == "include"
+    assert staging.include == "sub/staging.yaml"
+    assert staging.with_ == {"target": "$env-1"}
+    assert staging.included.name == "staging"
+    assert [s.id for s in staging.included.steps] == ["build", "test"]
+    assert sorted(spec.agents) == ["announcer", "builder", "tester"]
+    assert spec.summary() == "include v1: 3 steps, 1 include, 3 agents"
+
+
+def test_it_round_trips_containers_through_to_data():
+    for name in ("loop", "judged", "foreach", "include"):
+        spec = load_workflow(CONTAINERS / f"{name}.yaml")
+
+        data = spec.to_data()
+
+        assert WorkflowSpec.model_validate(data) == spec
+    assert data["steps"][0]["with"] == {"target": "$env-1"}
+    assert data["steps"][0]["included"]["name"] == "staging"
+
+
+def test_it_keeps_plain_steps_as_they_were():
+    spec = parse_workflow(HUB_AND_SPOKE)
+
+    assert [(s.id, s.agent, s.kind) for s in spec.steps] == [
+        ("research", "researcher", "step"),
+        ("draft", "writer", "step"),
+        ("edit", "editor", "step"),
+    ]
+
+
+def test_it_requires_max_iterations_for_a_repeat_until_loop(tmp_path):
+    path = write(
+        tmp_path,
+        container_workflow(
+            """\
+            - id: refine
+              loop:
+                until: DONE
+                steps:
+                  - {id: draft, agent: a1}
+            """
+        ),
+    )
+
+    assert problems(path) == [
+        f"{path}:5: steps[0].loop.maxIterations: required field missing: "
+        "a repeat-until loop needs maxIterations (1 to 100)"
+    ]
+
+
+def test_it_caps_max_iterations_at_100(tmp_path):
+    path = write(
+        tmp_path,
+        container_workflow(
+            """\
+            - id: refine
+              loop:
+                maxIterations: 101
+                steps:
+                  - {id: draft, agent: a1}
+            """
+        ),
+    )
+
+    assert problems(path) == [
+        f"{path}:6: steps[0].loop.maxIterations: Input should be less than or equal to 100",
+    ]
+
+
+def test_it_rejects_until_together_with_until_agent(tmp_path):
+    path = write(
+        tmp_path,
+        container_workflow(
+            """\
+            - id: refine
+              loop:
+                maxIterations: 2
+                until: DONE
+                untilAgent: judge
+                steps:
+                  - {id: draft, agent: a1}
+            """
+        ),
+    )
+
+    assert problems(path) == [f"{path}:8: steps[0].loop.untilAgent: give until or untilAgent, not both"]
+
+
+def test_it_rejects_an_unknown_until_agent(tmp_path):
+    path = write(
+        tmp_path,
+        container_workflow(
+            """\
+            - id: refine
+              loop:
+                maxIterations: 2
+                untilAgent: jduge
+                steps:
+                  - {id: draft, agent: a1}
+            """
+        ),
+    )
+
+    assert problems(path) == [
+        f"{path}:7: steps[0].loop.untilAgent: unknown agent 'jduge'; defined agents: a1, judge"
+    ]
+
+
+def test_it_rejects_for_each_over_an_undeclared_input(tmp_path):
+    path = write(
+        tmp_path,
+        container_workflow(
+            """\
+            - id: deploy
+              loop:
+                forEach: region
+                steps:
+                  - {id: ship, agent: a1}
+            """,
+            inputs="inputs: {regions: {default: 'eu,us'}}\n",
+        ),
+    )
+
+    assert problems(path) == [
+        f"{path}:7: steps[0].loop.forEach: unknown input 'region' (did you mean 'regions'?); declared inputs: regions"
+    ]
+
+
+def test_it_wants_a_string_input_for_for_each(tmp_path):
+    path = write(
+        tmp_path,
+        container_workflow(
+            """\
+            - id: deploy
+              loop:
+                forEach: count
+                maxIterations: 3
+                steps:
+                  - {id: ship, agent: a1}
+            """,
+            inputs="inputs: {count: {type: integer}}\n",
+        ),
+    )
+
+    assert problems(path) == [
+        f"{path}:7: steps[0].loop.forEach: input 'count' is integer; forEach needs a string input "
+        "(a JSON list or comma-separated values)",
+        f"{path}:8: steps[0].loop.maxIterations: maxIterations belongs to repeat-until loops; "
+        "a forEach loop runs once per item",
+    ]
+
+
+def test_it_rejects_a_container_step_with_an_agent_or_instructions(tmp_path):
+    path = write(
+        tmp_path,
+        container_workflow(
+            """\
+            - id: refine
+              agent: a1
+              instructions: Do it again.
+              loop:
+                maxIterations: 2
+                steps:
+                  - {id: draft, agent: a1}
+            """
+        ),
+    )
+
+    assert problems(path) == [
+        f"{path}:5: steps[0].agent: a loop step has no agent; its inner steps name theirs",
+        f"{path}:6: steps[0].instructions: a loop step has no instructions; its inner steps carry them",
+    ]
+
+
+def test_it_rejects_a_step_with_both_loop_and_include(tmp_path):
+    path = write(
+        tmp_path,
+        container_workflow(
+            """\
+            - id: both
+              include: sub.yaml
+              loop:
+                maxIterations: 2
+                steps:
+                  - {id: draft, agent: a1}
+            """
+        ),
+    )
+    write(tmp_path, "name: sub\nagents: {a1: {}}\nsteps:\n  - {id: one, agent: a1}\n", "sub.yaml")
+
+    assert problems(path) == [f"{path}:5: steps[0].include: a step has either loop or include, not both"]
+
+
+def test_it_rejects_an_unknown_dependency_inside_a_loop(tmp_path):
+    path = write(
+        tmp_path,
+        container_workflow(
+            """\
+            - id: refine
+              loop:
+                maxIterations: 2
+                steps:
+                  - {id: draft, agent: a1}
+                  - {id: review, agent: a1, dependsOn: [drfat]}
+            """
+        ),
+    )
+
+    assert problems(path) == [
+        f"{path}:9: steps[0].loop.steps[1].dependsOn[0]: unknown step 'drfat' (did you mean 'draft'?)"
+    ]
+
+
+def test_it_keeps_inner_ids_local_to_their_loop(tmp_path):
+    path = write(
+        tmp_path,
+        container_workflow(
+            """\
+            - {id: draft, agent: a1}
+            - id: refine
+              dependsOn: [draft]
+              loop:
+                maxIterations: 2
+                steps:
+                  - {id: draft, agent: a1}
+                  - {id: review, agent: a1, dependsOn: [draft, refine]}
+            """
+        ),
+    )
+
+    # The inner draft may reuse a top-level id; the loop's own id is not a sibling.
+    assert problems(path) == [
+        f"{path}:11: steps[1].loop.steps[1].dependsOn[1]: unknown step 'refine' (did you mean 'review'?)"
+    ]
+
+
+def test_it_reports_a_cycle_inside_a_loop(tmp_path):
+    path = write(
+        tmp_path,
+        container_workflow(
+            """\
+            - id: refine
+              loop:
+                maxIterations: 2
+                steps:
+                  - {id: draft, agent: a1, dependsOn: [review]}
+                  - {id: review, agent: a1, dependsOn: [draft]}
+            """
+        ),
+    )
+
+    assert problems(path) == [
+        f"{path}:8: steps[0].loop.steps[0].dependsOn[0]: dependency cycle: draft -> review -> draft",
+        f"{path}:9: steps[0].loop.steps[1]: the last step of a repeat-until loop must be one no other "
+        "inner step depends on: its output ends the iteration",
+    ]
+
+
+def test_it_wants_a_repeat_until_loop_to_end_on_an_agent_step(tmp_path):
+    path = write(
+        tmp_path,
+        container_workflow(
+            """\
+            - id: outer
+              loop:
+                maxIterations: 2
+                steps:
+                  - id: inner
+                    loop:
+                      maxIterations: 2
+                      steps:
+                        - {id: draft, agent: a1}
+            """
+        ),
+    )
+
+    assert problems(path) == [
+        f"{path}:8: steps[0].loop.steps[0]: the last step of a repeat-until loop must run an agent: "
+        "its output ends the iteration"
+    ]
+
+
+def test_it_limits_loops_to_five_levels(tmp_path):
+    steps = "- id: l1\n"
+    indent = ""
+    for n in range(1, 7):
+        steps += f"{indent}  loop:\n{indent}    forEach: items\n{indent}    steps:\n"
+        indent += "      "
+        steps += f"{indent}- id: l{n + 1}\n" if n < 6 else f"{indent}- {{id: leaf, agent: a1}}\n"
+    path = write(tmp_path, container_workflow(steps, inputs="inputs: {items: {}}\n"))
+
+    assert problems(path) == [f"{path}:26: steps[0]{'.loop.steps[0]' * 5}.loop: containers nest at most 5 deep"]
+
+
+def test_it_rejects_an_include_that_leaves_the_folder(tmp_path):
+    (tmp_path / "flows").mkdir()
+    write(tmp_path, "name: outside\nagents: {a1: {}}\nsteps:\n  - {id: one, agent: a1}\n", "x.yaml")
+    path = write(
+        tmp_path,
+        container_workflow(
+            f"""\
+            - {{id: up, include: ../x.yaml}}
+            - {{id: absolute, include: {tmp_path / "x.yaml"}}}
+            - {{id: sneaky, include: "sub/../../x.yaml"}}
+            """
+        ),
+        "flows/flow.yaml",
+    )
+
+    assert problems(path) == [
+        f"{path}:4: steps[0].include: include path '../x.yaml' leaves this workflow's folder ('..' is not allowed)",
+        f"{path}:5: steps[1].include: include path '{tmp_path / 'x.yaml'}' is absolute; "
+        "give a path relative to this workflow's folder",
+        f"{path}:6: steps[2].include: include path 'sub/../../x.yaml' leaves this workflow's folder "
+        "('..' is not allowed)",
+    ]
+
+
+def test_it_rejects_an_include_through_a_link_out_of_the_folder(tmp_path):
+    (tmp_path / "flows").mkdir()
+    write(tmp_path, "name: outside\nagents: {a1: {}}\nsteps:\n  - {id: one, agent: a1}\n", "x.yaml")
+    (tmp_path / "flows" / "link.yaml").symlink_to(tmp_path / "x.yaml")
+    path = write(tmp_path, container_workflow("- {id: linked, include: link.yaml}\n"), "flows/flow.yaml")
+
+    assert problems(path) == [f"{path}:4: steps[0].include: include path 'link.yaml' leaves this workflow's folder"]
+
+
+def test_it_reports_a_missing_include_file(tmp_path):
+    path = write(tmp_path, container_workflow("- {id: staging, include: sub/staging.yaml}\n"))
+
+    assert problems(path) == [f"{path}:4: steps[0].include: included file not found: sub/staging.yaml"]
+
+
+def test_it_reports_an_include_cycle_with_its_chain(tmp_path):
+    write(tmp_path, container_workflow("- {id: to_b, include: b.yaml}\n"), "a.yaml")
+    write(tmp_path, container_workflow("- {id: to_a, include: a.yaml}\n"), "b.yaml")
+
+    assert problems(tmp_path / "a.yaml") == [
+        f"{tmp_path / 'a.yaml'}:4: steps[0].include: the included workflow b.yaml is invalid "
+        f"(1 problem, listed under {tmp_path / 'b.yaml'})",
+        f"{tmp_path / 'b.yaml'}:4: steps[0].include: include cycle: a.yaml -> b.yaml -> a.yaml",
+    ]
+
+
+def test_it_limits_includes_to_five_levels(tmp_path):
+    for level in range(6):
+        write(tmp_path, container_workflow(f"- {{id: down, include: level{level + 1}.yaml}}\n"), f"level{level}.yaml")
+    write(tmp_path, container_workflow("- {id: leaf, agent: a1}\n"), "level6.yaml")
+    chain = " -> ".join(f"level{n}.yaml" for n in range(7))
+
+    found = problems(tmp_path / "level0.yaml")
+
+    assert found[-1] == f"{tmp_path / 'level5.yaml'}:4: steps[0].include: includes nest at most 5 deep: {chain}"
+    assert len(found) == 6  # and each including file says its include is invalid
+    assert validate_workflow(tmp_path / "level1.yaml") == []
+
+
+def test_it_reports_problems_of_an_included_file_under_its_own_path(tmp_path):
+    (tmp_path / "sub").mkdir()
+    write(tmp_path, "name: sub\nagents: {b1: {}}\nsteps:\n  - {id: one, agent: nobody}\n", "sub/bad.yaml")
+    path = write(tmp_path, container_workflow("- {id: staging, include: sub/bad.yaml}\n"))
+
+    assert problems(path) == [
+        f"{path}:4: steps[0].include: the included workflow sub/bad.yaml is invalid "
+        f"(1 problem, listed under {tmp_path / 'sub' / 'bad.yaml'})",
+        f"{tmp_path / 'sub' / 'bad.yaml'}:4: steps[0].agent: unknown agent 'nobody'; defined agents: b1",
+    ]
+
+
+def test_it_checks_the_inputs_given_to_an_include(tmp_path):
+    (tmp_path / "sub").mkdir()
+    write(tmp_path, (CONTAINERS / "sub" / "staging.yaml").read_text(), "sub/staging.yaml")
+    path = write(
+        tmp_path,
+        container_workflow(
+            """\
+            - id: staging
+              include: sub/staging.yaml
+              with: {taget: x}
+            """
+        ),
+    )
+
+    assert problems(path) == [
+        f"{path}:5: steps[0].include: sub/staging.yaml needs input 'target': give it under with",
+        f"{path}:6: steps[0].with.taget: unknown input 'taget' of sub/staging.yaml (it takes: target)",
+    ]
+
+
+def test_it_rejects_an_included_agent_that_clashes(tmp_path):
+    write(tmp_path, "name: sub\nagents: {a1: {system: other}}\nsteps:\n  - {id: one, agent: a1}\n", "sub.yaml")
+    write(tmp_path, "name: same\nagents: {a1: {}}\nsteps:\n  - {id: one, agent: a1}\n", "same.yaml")
+    path = write(
+        tmp_path,
+        container_workflow("- {id: clash, include: sub.yaml}\n- {id: shared, include: same.yaml}\n"),
+    )
+
+    assert problems(path) == [
+        f"{path}:4: steps[0].include: agent 'a1' of sub.yaml differs from this workflow's agent 'a1'; "
+        "rename one of them"
+    ]
+
+
+def test_it_counts_included_steps_towards_the_limit(tmp_path):
+    steps = "".join(f"  - {{id: s{n}, agent: a1}}\n" for n in range(60))
+    write(tmp_path, workflow(steps), "sub.yaml")
+    path = write(tmp_path, workflow(steps + "  - {id: inc, include: sub.yaml}\n"))
+
+    assert problems(path) == [f"{path}:3: steps: 120 steps once loops and includes are counted; a workflow has at most 100"]
+
+
+def test_it_needs_a_folder_to_include_from():
+    with pytest.raises(WorkflowValidationError) as caught:
+        parse_workflow(container_workflow("- {id: staging, include: sub/staging.yaml}\n"))
+
+    assert str(caught.value) == (
+        "<string>:4: steps[0].include: cannot include 'sub/staging.yaml': "
+        "the workflow was not read from a file, so it has no folder"
+    )
+
+
+def test_it_includes_from_a_given_folder():
+    text = (CONTAINERS / "include.yaml").read_text()
+
+    spec = parse_workflow(text, "uploaded.yaml", base_dir=CONTAINERS)
+
+    assert spec.step("staging").included.name == "staging"
+
+
+def test_it_refuses_included_in_the_file(tmp_path):
+    path = write(
+        tmp_path,
+        container_workflow("- id: staging\n  include: sub.yaml\n  included: {name: x}\n"),
+    )
+    write(tmp_path, "name: sub\nagents: {a1: {}}\nsteps:\n  - {id: one, agent: a1}\n", "sub.yaml")
+
+    assert problems(path) == [
+        f"{path}:6: steps[0].included: unknown field 'included': the loader fills it in from include"
+    ]
+
+
+def test_it_reports_container_problems_alongside_field_errors(tmp_path):
+    path = write(
+        tmp_path,
+        container_workflow(
+            """\
+            - id: refine
+              loop:
+                maxConcurrency: 0
+                steps:
+                  - {id: draft, agent: ghost}
+            """
+        ),
+    )
+
+    assert problems(path) == [
+        f"{path}:5: steps[0].loop.maxIterations: required field missing: "
+        "a repeat-until loop needs maxIterations (1 to 100)",
+        f"{path}:6: steps[0].loop.maxConcurrency: Input should be greater than or equal to 1",
+        f"{path}:8: steps[0].loop.steps[0].agent: unknown agent 'ghost'; defined agents: a1, judge",
+    ]
