@@ -17,8 +17,8 @@ inner id (or any trailing part of a runtime id, such as ``staging.run`` for
 2. ``container``: the target is a container id the spec declares (its runtime
    id, or the bare id of a container nested in a loop) or the namespace of live
    steps (``refine``, ``refine.1``, ``deploy[0]``, ``staging``); the router
-   answers ``rejected: <target> is a loop|include container; forward to one
-   of its steps: [...]``. A container id wins over a step of the same id in
+   answers ``rejected: <target> is a loop container; forward to one of its
+   steps: [...]`` (``an include container`` for an include). A container id wins over a step of the same id in
    another container.
 3. ``bare``: the target ends one or more live runtime ids. One match is the
    answer. With several, the match in the sender's own container iteration
@@ -148,8 +148,9 @@ class Resolution:
     def rejection(self) -> str:
         """The tool result for a forward to a container."""
         steps = ", ".join(self.candidates) if self.candidates else "none is running"
-        kind = f"{self.container_kind} container" if self.container_kind else "container"
-        return f"rejected: {self.target} is a {kind}; forward to one of its steps: [{steps}]"
+        kinds = {"loop": "a loop container", "include": "an include container"}
+        kind = kinds.get(self.container_kind or "", "a container")
+        return f"rejected: {self.target} is {kind}; forward to one of its steps: [{steps}]"
 
 
 def resolve(

@@ -31,6 +31,8 @@ from agents import ids
 from agents.spec import DEFAULT_FOR_EACH_CONCURRENCY, StepSpec, WorkflowSpec
 
 MAX_FOR_EACH_ITEMS = 100
+# Runtime ids are stored in columns of this width (runs.models.Step.step_id).
+MAX_RUNTIME_ID = 200
 # The previous iteration's output handed to the next one, like a dependency's.
 MAX_PREVIOUS_OUTPUT = 8 * 1024
 TRUNCATED = "...[truncated for context limit]"
@@ -39,7 +41,8 @@ _JUDGE_YES = frozenset({"yes", "true", "done", "approved"})
 
 
 class ExpansionError(ValueError):
-    """The inputs do not make a run: a forEach list that is not a list, or too long."""
+    """The inputs do not make a run: a forEach input that is not a list or has
+    too many items, or containers nested so deep that a runtime id is too long."""
 
 
 @dataclass(frozen=True)
@@ -180,7 +183,8 @@ def next_iteration(
     then ``done`` for True. Otherwise ``more``: iteration N+1, whose steps get
     the last output as ``previous_output`` (and in the instructions of its
     first steps). ``inputs`` are the run's inputs, needed when a dependency of
-    the loop is a forEach loop.
+    the loop is a forEach loop. Call it once every step of the iteration
+    completed: a missing output counts as empty.
     """
     step, scope, deps = _locate(spec, loop_runtime_id, inputs or {}, outputs)
     loop = step.loop
@@ -319,6 +323,8 @@ def _merge(into: _Expanded, part: _Expanded) -> None:
 
 
 def _plain(step: StepSpec, scope: _Scope, runtime_id: str, deps: tuple[str, ...], *, entry: bool) -> RuntimeStep:
+    if len(runtime_id) > MAX_RUNTIME_ID:
+        raise ExpansionError(f"runtime id {runtime_id[:60]}... is longer than {MAX_RUNTIME_ID} characters")
     variables = dict(scope.variables)
     instructions = Template(step.instructions).safe_substitute(variables)
     if entry and scope.previous_output is not None and "previous_output" not in step.instructions:

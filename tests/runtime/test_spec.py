@@ -593,9 +593,7 @@ def test_it_rejects_an_unknown_until_agent(tmp_path):
         ),
     )
 
-    assert problems(path) == [
-        f"{path}:7: steps[0].loop.untilAgent: unknown agent 'jduge'; defined agents: a1, judge"
-    ]
+    assert problems(path) == [f"{path}:7: steps[0].loop.untilAgent: unknown agent 'jduge'; defined agents: a1, judge"]
 
 
 def test_it_rejects_for_each_over_an_undeclared_input(tmp_path):
@@ -898,7 +896,9 @@ def test_it_counts_included_steps_towards_the_limit(tmp_path):
     write(tmp_path, workflow(steps), "sub.yaml")
     path = write(tmp_path, workflow(steps + "  - {id: inc, include: sub.yaml}\n"))
 
-    assert problems(path) == [f"{path}:3: steps: 120 steps once loops and includes are counted; a workflow has at most 100"]
+    assert problems(path) == [
+        f"{path}:3: steps: 120 steps once loops and includes are counted; a workflow has at most 100"
+    ]
 
 
 def test_it_needs_a_folder_to_include_from():
