@@ -35,6 +35,10 @@ EventType = Literal[
     "resume_failed",
     # zenweb's own, in the same style
     "step_cancelled",
+    "loop_iteration",
+    "loop_judge",
+    "loop_judged",
+    "loop_end",
 ]
 
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)

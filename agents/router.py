@@ -14,6 +14,7 @@ run and see the same mailboxes.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal, Protocol
@@ -114,13 +115,27 @@ class Resumer(Protocol):
         stores it and emits resume_started), or say why it must drop."""
 
 
+@dataclass(frozen=True)
+class Rejection:
+    """A forward the router refuses outright: nothing is sent or dropped (the
+    target is a container, not a step). ``text`` is the model's tool result,
+    ``rejected: ...``."""
+
+    text: str
+
+
+# Turns a forward's target into a registered step id, rejects it, or says
+# it names nothing (None).
+Resolver = Callable[[str], "str | Rejection | None"]
+
+
 class DoubleDrainError(RuntimeError):
     """A drain found messages another drain had already delivered."""
 
 
 @dataclass(frozen=True)
 class SendResult:
-    status: Literal["queued", "dropped"]
+    status: Literal["queued", "dropped", "rejected"]
     message_id: str
     reason: DropReason | None = None
     detail: str = ""
@@ -130,6 +145,8 @@ class SendResult:
         """What the sending model sees as its tool result."""
         if self.status == "queued":
             return f"queued: {self.message_id}"
+        if self.status == "rejected":
+            return self.detail
         text = f"dropped: {self.reason}"
         return f"{text}. {self.detail}" if self.detail else text
 
@@ -144,11 +161,13 @@ class MessageRouter:
         *,
         max_mailbox_size: int = DEFAULT_MAX_MAILBOX_SIZE,
         resumer: Resumer | None = None,
+        resolver: Resolver | None = None,
     ) -> None:
         self.store = store
         self.sink = sink
         self.max_mailbox_size = max_mailbox_size
         self.resumer = resumer
+        self.resolver = resolver
 
     def register(self, step_id: str) -> None:
         self.store.register(step_id)
@@ -159,12 +178,21 @@ class MessageRouter:
         return self._deliver(message)
 
     def forward(self, target: str, text: str, kind: str | None = None) -> SendResult:
-        """The coordinator's ``forward_to_agent``: to one registered step."""
+        """The coordinator's ``forward_to_agent``: to one registered step.
+
+        Inside containers the target may be a bare step id; the resolver (if
+        any) turns it into a runtime id, or rejects a container's own id."""
+        registered = self.store.registered()
+        if target != COORDINATOR and target not in registered and self.resolver is not None:
+            resolved = self.resolver(target)
+            if isinstance(resolved, Rejection):
+                return SendResult("rejected", "", detail=resolved.text)
+            if resolved is not None:
+                target = resolved
         message = self._message("msg-fwd", COORDINATOR, target, MessageType.parse(kind), text)
         if self.store.is_cancelled():
             return self._drop(message, DropReason.WORKFLOW_CANCELLED)
-        if target == COORDINATOR or target not in self.store.registered():
-            registered = self.store.registered()
+        if target == COORDINATOR or target not in registered:
             detail = (
                 f"Registered steps: [{', '.join(registered)}]. Retry forward_to_agent "
                 "with one of these ids, or call narrate with the same content."

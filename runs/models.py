@@ -9,6 +9,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from agents import ids
+
 
 class Workflow(models.Model):
     """One version of a catalog entry, parsed from YAML. Runs keep the version
@@ -86,6 +88,9 @@ class Step(models.Model):
     class Kind(models.TextChoices):
         COORDINATOR = "coordinator"
         STEP = "step"
+        # A repeat-until loop: its row completes when the loop is done, and
+        # steps that depend on the loop wait for it.
+        LOOP = "loop"
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
     step_id = models.CharField(max_length=200, help_text="Runtime id, namespaced inside containers.")
@@ -95,6 +100,13 @@ class Step(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     depends_on = models.JSONField(default=list, blank=True)
     instructions = models.TextField(blank=True)
+    # Where the step runs: the innermost container's runtime id ("" at top
+    # level) and the iteration of it; the forEach caps that apply to it; the
+    # container's variables ($item, $iteration, ...).
+    container = models.CharField(max_length=200, blank=True)
+    iteration = models.PositiveIntegerField(null=True, blank=True)
+    limits = models.JSONField(default=list, blank=True)
+    variables = models.JSONField(default=dict, blank=True)
     transcript = models.JSONField(default=list, blank=True)
     output = models.TextField(blank=True)
     error = models.TextField(blank=True)
@@ -123,6 +135,11 @@ class Step(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in self.TERMINAL
+
+    @property
+    def depth(self) -> int:
+        """How many containers the step is inside, for indenting it."""
+        return len(ids.parse(self.step_id)) - 1
 
 
 class Message(models.Model):

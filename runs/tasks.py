@@ -46,3 +46,10 @@ def resume_step(step_pk: int) -> None:
     except Exception as exc:
         log.exception("resuming step %s failed", step_pk)
         actions.do_fail_resume(step_pk, f"internal error: {type(exc).__name__}: {exc}")
+
+
+@shared_task
+def judge_loop(loop_pk: int, iteration: int) -> None:
+    from runs.actions.containers import do_judge_loop
+
+    do_judge_loop(loop_pk, iteration)

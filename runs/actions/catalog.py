@@ -7,6 +7,7 @@ from pathlib import Path
 
 from django.db import transaction
 
+from agents import scheduler
 from agents.spec import WorkflowSpec, parse_workflow
 from runs.actions.common import REGISTRY
 from runs.models import Workflow
@@ -80,6 +81,10 @@ def check_inputs(spec: WorkflowSpec, raw: Mapping[str, object]) -> dict[str, obj
             problems.append(f"input {name!r} must be {declared.type}, got {raw[name]!r}")
     if problems:
         raise InputError("; ".join(problems))
+    try:
+        scheduler.expand(spec, values)
+    except scheduler.ExpansionError as exc:
+        raise InputError(str(exc)) from None
     return values
 
 

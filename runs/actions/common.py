@@ -10,8 +10,9 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
+from agents import ids, scheduler
 from agents.events import Event as RuntimeEvent
-from agents.router import DropReason, MessageRouter, RouterMessage
+from agents.router import DropReason, MessageRouter, Rejection, Resolver, RouterMessage
 from agents.runner import TurnResult
 from agents.tools import default_registry
 from runs.models import Run, Step, ToolCall
@@ -54,9 +55,11 @@ def warning_cycle(cap: int) -> int:
     return max(1, (cap * 8) // 10)
 
 
-def router_for(run_id: int, *, finishing: bool = False) -> MessageRouter:
+def router_for(run_id: int, *, finishing: bool = False, context_sender: str | None = None) -> MessageRouter:
     """The router of a run. ``finishing`` is set during the coordinator's last
-    wake: a forward to a finished step then drops as resume-shutdown."""
+    wake: a forward to a finished step then drops as resume-shutdown.
+    ``context_sender`` is the step whose message the coordinator is handling:
+    a bare target id that matches several iterations picks that step's."""
     run = Run.objects.select_related("workflow").get(pk=run_id)
     limits = Limits.of(run)
     return MessageRouter(
@@ -64,7 +67,22 @@ def router_for(run_id: int, *, finishing: bool = False) -> MessageRouter:
         DjangoEventSink(run_id),
         max_mailbox_size=limits.max_mailbox_size,
         resumer=Resumer(run, limits, finishing),
+        resolver=_resolver(run, context_sender),
     )
+
+
+def _resolver(run: Run, context_sender: str | None) -> Resolver:
+    from runs.actions.catalog import workflow_spec
+
+    def resolve(target: str) -> str | Rejection | None:
+        live = list(run.steps.filter(kind=Step.Kind.STEP).order_by("position").values_list("step_id", flat=True))
+        containers = scheduler.container_kinds(workflow_spec(run.workflow))
+        resolution = ids.resolve(target, live, context_sender, containers)
+        if resolution.kind == "container":
+            return Rejection(resolution.rejection())
+        return resolution.runtime_id if resolution.kind in ("exact", "bare") else None
+
+    return resolve
 
 
 class Resumer:

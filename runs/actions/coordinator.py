@@ -45,7 +45,7 @@ def do_coordinator_wake(run_id: int) -> None:
                 return
             seen = run.wake_requests
             inbox = DjangoMailboxStore(run_id).unread(COORDINATOR)
-            steps = list(run.steps.filter(kind=Step.Kind.STEP))
+            steps = list(run.steps.exclude(kind=Step.Kind.COORDINATOR))
             if inbox and not _over_wake_cap(run):
                 _coordinator_rounds(run, "messages", inbox, steps)
             elif all_done(steps) and not _coordinator_has_unread(run_id):
@@ -108,7 +108,7 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
     )
     tools = REGISTRY.for_role("coordinator", agent.tools)
     provider = build_provider(agent.provider, model=agent.model, script=agent.script)
-    router = router_for(run.pk, finishing=reason == "finish")
+    router = router_for(run.pk, finishing=reason == "finish", context_sender=inbox[-1].sender if inbox else None)
     for round_no in range(MAX_COORDINATOR_ROUNDS):
         shown = inbox if round_no == 0 else []
         request = build_request(turn, tools, shown, extra if round_no == 0 else "")

@@ -8,10 +8,12 @@ from collections.abc import Mapping
 from django.db import transaction
 from django.utils import timezone
 
+from agents import scheduler
 from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR, DropReason
 from runs.actions.catalog import check_inputs, workflow_spec
 from runs.actions.common import router_for
+from runs.actions.containers import as_runtime, create_steps
 from runs.models import Run, Step, Workflow
 from runs.stores import DjangoEventSink, request_coordinator_wake
 
@@ -45,15 +47,13 @@ def do_start_run(run_id: int) -> None:
             status=Step.Status.RUNNING,
             started=timezone.now(),
         )
-        for position, step in enumerate(spec.steps, start=1):
-            Step.objects.create(
-                run=run,
-                step_id=step.id,
-                agent=step.agent,
-                position=position,
-                depends_on=list(step.depends_on),
-                instructions=step.instructions,
-            )
+        try:
+            runtime = scheduler.expand(spec, run.inputs)
+        except scheduler.ExpansionError as exc:
+            error = f"could not start: {exc}"
+            transaction.on_commit(lambda: do_fail_run(run_id, error))
+            return
+        create_steps(run, runtime)
         DjangoEventSink(run.pk).emit(
             RuntimeEvent(
                 "workflow_start",
@@ -62,7 +62,7 @@ def do_start_run(run_id: int) -> None:
                     "workflow": spec.name,
                     "version": run.workflow.version,
                     "inputs": run.inputs,
-                    "steps": [step.id for step in spec.steps],
+                    "steps": [step.runtime_id for step in runtime],
                 },
             )
         )
@@ -80,18 +80,13 @@ def schedule(run_id: int) -> None:
         run = Run.objects.select_for_update().select_related("workflow").get(pk=run_id)
         if run.status != Run.Status.RUNNING or run.coordinator_busy or _coordinator_has_mail(run):
             return
-        steps = list(run.steps.filter(kind=Step.Kind.STEP))
+        steps = list(run.steps.exclude(kind=Step.Kind.COORDINATOR))
         status = {step.step_id: step.status for step in steps}
-        running = sum(1 for step in steps if step.status == Step.Status.RUNNING)
-        room = workflow_spec(run.workflow).options.max_concurrency - running
-        for step in steps:
-            if room <= 0:
-                break
-            if step.status == Step.Status.PENDING and all(
-                status.get(dep) == Step.Status.COMPLETED for dep in step.depends_on
-            ):
-                _start_step(run, step)
-                room -= 1
+        pending = [as_runtime(step) for step in steps if step.kind == Step.Kind.STEP]
+        by_id = {step.step_id: step for step in steps}
+        max_running = workflow_spec(run.workflow).options.max_concurrency
+        for runtime in scheduler.ready(pending, status, max_running=max_running):
+            _start_step(run, by_id[runtime.runtime_id])
         if all_done(steps):
             request_coordinator_wake(run.pk)
 
@@ -124,7 +119,7 @@ def do_finish_run(run_id: int) -> None:
         run = Run.objects.select_for_update().get(pk=run_id)
         if run.is_terminal:
             return
-        steps = list(run.steps.filter(kind=Step.Kind.STEP))
+        steps = list(run.steps.exclude(kind=Step.Kind.COORDINATOR))
         bad = [s for s in steps if s.status in (Step.Status.FAILED, Step.Status.CANCELLED)]
         completed = any(s.status == Step.Status.COMPLETED for s in steps)
         if not bad:

@@ -17,6 +17,7 @@ from agents.router import DropReason, MessageType, RouterMessage
 from agents.runner import AgentTurn, apply_completion, build_request, new_step_transcript, step_prompt
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import REGISTRY, Limits, router_for, save_turn, warning_cycle
+from runs.actions.containers import after_step_terminal
 from runs.models import Run, Step
 from runs.stores import DjangoEventSink, DjangoMailboxStore
 
@@ -116,6 +117,7 @@ def _dependency_outputs(step: Step) -> dict[str, str]:
 
 def _variables(run: Run, step: Step, inbox: list[RouterMessage]) -> dict[str, str]:
     variables = {name: str(value) for name, value in run.inputs.items()}
+    variables.update(step.variables)
     variables["step"] = step.step_id
     variables["inbox"] = inbox[-1].content if inbox else ""
     return variables
@@ -127,10 +129,11 @@ def _complete_step(step: Step, output: str) -> None:
         RuntimeEvent("step_end", step.step_id, {"status": Step.Status.COMPLETED, "output": output[:2000]})
     )
     router_for(step.run_id).close(step.step_id)
-    _schedule_after_commit(step.run_id)
+    after_step_terminal(step)
+    schedule_after_commit(step.run_id)
 
 
-def _schedule_after_commit(run_id: int) -> None:
+def schedule_after_commit(run_id: int) -> None:
     from runs.actions.lifecycle import schedule
 
     transaction.on_commit(lambda: schedule(run_id))
@@ -148,8 +151,9 @@ def do_fail_step(step_pk: int, error: str) -> None:
         step.save(update_fields=["status", "error", "finished"])
         DjangoEventSink(step.run_id).emit(RuntimeEvent("error", step.step_id, {"error": error}))
         router_for(step.run_id).close(step.step_id)
-        _apply_failure_policy(step, f"dependency {step.step_id} failed")
-        _schedule_after_commit(step.run_id)
+        apply_failure_policy(step, f"dependency {step.step_id} failed")
+        after_step_terminal(step)
+        schedule_after_commit(step.run_id)
 
 
 def _cancel_step(step: Step, inbox: list[RouterMessage]) -> None:
@@ -166,11 +170,12 @@ def _cancel_step(step: Step, inbox: list[RouterMessage]) -> None:
             RuntimeEvent("step_cancelled", step.step_id, {"message_id": cancel.message_id, "reason": cancel.content})
         )
         router.close(step.step_id)
-        _apply_failure_policy(step, f"dependency {step.step_id} was cancelled")
-        _schedule_after_commit(step.run_id)
+        apply_failure_policy(step, f"dependency {step.step_id} was cancelled")
+        after_step_terminal(step)
+        schedule_after_commit(step.run_id)
 
 
-def _apply_failure_policy(stopped: Step, reason: str) -> None:
+def apply_failure_policy(stopped: Step, reason: str) -> None:
     """onStepFailure: cascade (dependents are cancelled), skip-dependents
     (dependents are skipped), abort (every unfinished step is cancelled and
     every later message to them drops as workflow-cancelled)."""
@@ -178,7 +183,7 @@ def _apply_failure_policy(stopped: Step, reason: str) -> None:
     policy = workflow_spec(run.workflow).options.on_step_failure
     sink = DjangoEventSink(run.pk)
     router = router_for(run.pk)
-    steps = {s.step_id: s for s in Step.objects.filter(run=run, kind=Step.Kind.STEP)}
+    steps = {s.step_id: s for s in Step.objects.filter(run=run, kind__in=[Step.Kind.STEP, Step.Kind.LOOP])}
     if policy == "abort":
         affected = [s for s in steps.values() if not s.is_terminal]
         status, drop = Step.Status.CANCELLED, DropReason.WORKFLOW_CANCELLED
@@ -192,7 +197,11 @@ def _apply_failure_policy(stopped: Step, reason: str) -> None:
         step.finished = timezone.now()
         step.save(update_fields=["status", "finished"])
         sink.emit(RuntimeEvent("step_skipped", step.step_id, {"reason": reason, "status": status}))
-        router.close(step.step_id, drop)
+        if step.kind == Step.Kind.STEP:
+            router.close(step.step_id, drop)
+    for step in affected:
+        # A loop iteration that just lost its steps ends its loop.
+        after_step_terminal(step)
 
 
 def _dependents(step_id: str, steps: dict[str, Step]) -> list[Step]:
@@ -254,7 +263,7 @@ def do_resume_turn(step_pk: int) -> None:
         Step.objects.filter(pk=step.pk).update(resuming=False)
         # Messages forwarded while this resume ran have no turn to read them.
         router.drop_unread(step.step_id, DropReason.TARGET_TERMINAL)
-        _schedule_after_commit(run.pk)
+        schedule_after_commit(run.pk)
 
 
 def do_fail_resume(step_pk: int, error: str) -> None:
@@ -265,4 +274,4 @@ def do_fail_resume(step_pk: int, error: str) -> None:
             return
         DjangoEventSink(step.run_id).emit(RuntimeEvent("resume_failed", step.step_id, {"error": error}))
         router_for(step.run_id).drop_unread(step.step_id, DropReason.TARGET_TERMINAL)
-        _schedule_after_commit(step.run_id)
+        schedule_after_commit(step.run_id)
