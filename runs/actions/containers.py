@@ -118,7 +118,10 @@ def decide(run: Run, loop: Step, iteration: int, verdict: bool | None = None) ->
         sink.emit(RuntimeEvent("loop_judge", loop.step_id, {"iteration": iteration, "agent": decision.agent}))
         transaction.on_commit(lambda: tasks.judge_loop.delay(loop.pk, iteration))
     else:
+        from runs.actions.steps import schedule_after_commit
+
         create_steps(run, decision.steps)
+        schedule_after_commit(run.pk)
         sink.emit(
             RuntimeEvent(
                 "loop_iteration",

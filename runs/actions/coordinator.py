@@ -108,7 +108,11 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
     )
     tools = REGISTRY.for_role("coordinator", agent.tools)
     provider = build_provider(agent.provider, model=agent.model, script=agent.script)
-    router = router_for(run.pk, finishing=reason == "finish", context_sender=inbox[-1].sender if inbox else None)
+    # A bare target id picks the sender's iteration only when the inbox came
+    # from one step; with several senders it is unclear whom a forward answers.
+    senders = {message.sender for message in inbox}
+    context = senders.pop() if len(senders) == 1 else None
+    router = router_for(run.pk, finishing=reason == "finish", context_sender=context)
     for round_no in range(MAX_COORDINATOR_ROUNDS):
         shown = inbox if round_no == 0 else []
         request = build_request(turn, tools, shown, extra if round_no == 0 else "")
