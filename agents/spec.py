@@ -203,6 +203,11 @@ class WorkflowOptions(_Spec):
     on_step_failure: OnStepFailure = "cascade"
     timeout: float | None = Field(default=None, gt=0)
     step_timeout: float | None = Field(default=None, gt=0)
+    # Messaging caps; None takes zenweb's setting (see README, "Messages and drops").
+    max_mailbox_size: int | None = Field(default=None, ge=0)  # 0 = unbounded
+    max_wake_cycles: int | None = Field(default=None, ge=1)  # the coordinator's
+    step_max_wake_cycles: int | None = Field(default=None, ge=0)
+    hold_timeout: float | None = Field(default=None, ge=0)  # 0 = no limit
 
 
 class WorkflowSpec(_Spec):
@@ -337,6 +342,8 @@ def _steps_problems(steps: Sequence[Any], at: Location, workflow: Any, depth: in
     """Problems of one list of sibling steps (top-level, or a loop's inner steps)."""
     first_index: dict[str, int] = {}
     for i, step in enumerate(steps):
+        if step.id == "coordinator":
+            yield (*at, i, "id"), "step id 'coordinator' is reserved for the run's coordinator"
         if step.id in first_index:
             first = first_index[step.id]
             message = f"duplicate step id {step.id!r} (first used by {_dotted(at)}[{first}])"

@@ -164,3 +164,10 @@ def test_it_cancels_everything_unfinished_under_abort(celery_worker):
     assert run.status == Run.Status.FAILED
     assert "slow done" not in [s.output for s in run.steps.all()]
     assert event_types(run)[-1] == "workflow_end"
+
+
+def test_it_takes_the_mailbox_cap_from_the_workflow_options(celery_worker):
+    run = run_of("burst_capped")
+
+    assert results(run, "chatty") == ["queued: msg-send-1", "dropped: mailbox-full"]
+    assert [d["reason"] for d in drops(run)] == ["mailbox-full"]

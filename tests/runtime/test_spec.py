@@ -951,3 +951,14 @@ def test_it_reports_container_problems_alongside_field_errors(tmp_path):
         f"{path}:6: steps[0].loop.maxConcurrency: Input should be greater than or equal to 1",
         f"{path}:8: steps[0].loop.steps[0].agent: unknown agent 'ghost'; defined agents: a1, judge",
     ]
+
+
+def test_it_reserves_the_coordinator_step_id(tmp_path):
+    path = tmp_path / "reserved.yaml"
+    path.write_text("name: reserved\nagents: {a: {}}\nsteps:\n  - id: coordinator\n    agent: a\n")
+
+    problems = validate_workflow(path)
+
+    assert [str(p) for p in problems] == [
+        f"{path}:4: steps[0].id: step id 'coordinator' is reserved for the run's coordinator"
+    ]
