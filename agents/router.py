@@ -129,6 +129,11 @@ class Rejection:
 Resolver = Callable[[str], "str | Rejection | None"]
 
 
+class MailboxStoreError(RuntimeError):
+    """A store could not keep a message; the router drops it as resolver-error
+    (zenflow's reason for a failing store) instead of losing it."""
+
+
 class DoubleDrainError(RuntimeError):
     """A drain found messages another drain had already delivered."""
 
@@ -184,7 +189,11 @@ class MessageRouter:
         any) turns it into a runtime id, or rejects a container's own id."""
         registered = self.store.registered()
         if target != COORDINATOR and target not in registered and self.resolver is not None:
-            resolved = self.resolver(target)
+            try:
+                resolved = self.resolver(target)
+            except Exception as exc:  # a broken resolver must not lose the message
+                message = self._message("msg-fwd", COORDINATOR, target, MessageType.parse(kind), text)
+                return self._drop(message, DropReason.RESOLVER_ERROR, f"cannot resolve {target!r}: {exc}")
             if isinstance(resolved, Rejection):
                 return SendResult("rejected", "", detail=resolved.text)
             if resolved is not None:
@@ -275,7 +284,10 @@ class MessageRouter:
             return self._drop(message, closed)
         if self.max_mailbox_size and self.store.unread_count(message.recipient) >= self.max_mailbox_size:
             return self._drop(message, DropReason.MAILBOX_FULL)
-        self.store.append(message)
+        try:
+            self.store.append(message)
+        except MailboxStoreError as exc:
+            return self._drop(message, DropReason.RESOLVER_ERROR, f"the mailbox store failed: {exc}")
         self.sink.emit(
             Event(
                 "message_sent",

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
-from agents.router import COORDINATOR, DropReason, MessageType, RouterMessage
+from agents.router import COORDINATOR, DropReason, MailboxStoreError, MessageType, RouterMessage
 from runs.models import Event, Message, Run, Step
 
 
@@ -81,7 +81,11 @@ class DjangoMailboxStore:
         return f"{prefix}-{_bump(self.run_id, 'last_message_no')}"
 
     def append(self, message: RouterMessage) -> None:
-        self._save(message)
+        try:
+            with transaction.atomic():  # a savepoint: the drop can still be recorded
+                self._save(message)
+        except DatabaseError as exc:
+            raise MailboxStoreError(f"{type(exc).__name__}: {exc}") from exc
         if message.recipient == COORDINATOR:
             request_coordinator_wake(self.run_id)
 

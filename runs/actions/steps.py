@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from agents.llm import ProviderError, build_provider
-from agents.router import DropReason, MessageType, RouterMessage
+from agents.router import DoubleDrainError, DropReason, MessageType, RouterMessage
 from agents.runner import AgentTurn, apply_completion, build_request, new_step_transcript, step_prompt
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import REGISTRY, Limits, router_for, save_turn, warning_cycle
@@ -66,9 +66,15 @@ def do_step_turn(step_pk: int, turn: int) -> None:
             return
         router = router_for(run.pk)
         sink = DjangoEventSink(run.pk)
-        result = apply_completion(
-            agent_turn, request, completion, inbox, router=router, sink=sink, registry=REGISTRY, tools=tools
-        )
+        try:
+            result = apply_completion(
+                agent_turn, request, completion, inbox, router=router, sink=sink, registry=REGISTRY, tools=tools
+            )
+        except DoubleDrainError:
+            # Another worker already delivered these messages: this turn is a
+            # duplicate, and rolling it back keeps each message read once.
+            transaction.set_rollback(True)
+            return
         save_turn(step, result)
         if result.status == "continue" or _wakes_for_late_messages(step, run, store, sink, router):
             _next_turn(step.pk, turn + 1)

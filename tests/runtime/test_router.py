@@ -12,6 +12,7 @@ from agents.router import (
     DoubleDrainError,
     DropReason,
     InMemoryMailboxStore,
+    MailboxStoreError,
     MessageRouter,
     MessageType,
 )
@@ -319,3 +320,33 @@ def test_it_drops_unread_messages_without_closing_the_mailbox():
     assert [e.data["reason"] for e in sink.of_type("message_dropped")] == ["target-terminal"]
     assert store.unread("writer") == []
     assert router.forward("writer", "two").text.startswith("queued:")
+
+
+class FailingStore(InMemoryMailboxStore):
+    def append(self, message):
+        raise MailboxStoreError("disk full")
+
+
+def test_it_drops_as_resolver_error_when_the_store_fails():
+    store, sink = FailingStore(), ListSink()
+    router = MessageRouter(store, sink)
+    router.register("writer")
+
+    result = router.forward("writer", "hello")
+
+    assert result.text == "dropped: resolver-error. the mailbox store failed: disk full"
+    assert [e.data["reason"] for e in sink.of_type("message_dropped")] == ["resolver-error"]
+    assert [reason for _, reason in store.drops] == [DropReason.RESOLVER_ERROR]
+
+
+def test_it_drops_as_resolver_error_when_the_resolver_raises():
+    def broken(target):
+        raise LookupError("catalog unavailable")
+
+    store, sink = InMemoryMailboxStore(), ListSink()
+    router = MessageRouter(store, sink, resolver=broken)
+
+    result = router.forward("draft", "hello")
+
+    assert result.text == "dropped: resolver-error. cannot resolve 'draft': catalog unavailable"
+    assert len(sink.of_type("message_dropped")) == 1
