@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from django.template.loader import render_to_string
 
-from runs.models import Event, Run
+from agents import ids
+from runs.models import Event, Run, Step
 
 BATCH = 500
 
@@ -15,7 +16,7 @@ def events_after(run_id: int, after: int, limit: int = BATCH) -> list[Event]:
 
 
 def run_context(run: Run) -> dict:
-    steps = list(run.steps.all())
+    steps = in_display_order(list(run.steps.all()))
     work = [s for s in steps if s.kind == "step"]
     done = sum(1 for s in work if s.is_terminal)
     last_wake = (
@@ -32,6 +33,16 @@ def run_context(run: Run) -> dict:
         "steps_total": len(work),
         "progress": int(100 * done / len(work)) if work else 0,
     }
+
+
+def in_display_order(steps: list[Step]) -> list[Step]:
+    """Steps under their top-level container: a loop's later iterations are
+    created after the steps that follow the loop, but show inside it."""
+    first: dict[str, int] = {}
+    for step in steps:
+        top = ids.parse(step.step_id)[0].id
+        first[top] = min(first.get(top, step.position), step.position)
+    return sorted(steps, key=lambda s: (first[ids.parse(s.step_id)[0].id], s.position))
 
 
 def render_update(run_id: int, after: int) -> tuple[str, int]:

@@ -65,6 +65,15 @@ def event_summary(event) -> str:
             return _short(data.get("reply", ""))
         case "resume_failed":
             return _short(data.get("error", ""))
+        case "loop_iteration":
+            return _short(f"iteration {data.get('iteration')}: {', '.join(data.get('steps') or [])}")
+        case "loop_judge":
+            return _short(f"asking {data.get('agent')} about iteration {data.get('iteration')}")
+        case "loop_judged":
+            verdict = "done" if data.get("done") else "not done"
+            return _short(f"iteration {data.get('iteration')} {verdict}: {data.get('answer', '')}")
+        case "loop_end":
+            return _short(f"{data.get('status')}: {data.get('reason', '')}")
     return ""
 
 

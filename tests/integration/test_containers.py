@@ -132,3 +132,5 @@ def test_it_shows_namespaced_steps_on_the_run_page(celery_worker, client, owner)
         assert f'id="step-{step_id}"' in page
     assert 'class="kind-loop depth-0"' in page
     assert 'class="kind-step depth-1"' in page
+    # Later iterations show inside their loop, before the steps after it.
+    assert page.index('id="step-refine.1.review"') < page.index('id="step-publish"')
