@@ -188,7 +188,10 @@ class MessageRouter:
         Inside containers the target may be a bare step id; the resolver (if
         any) turns it into a runtime id, or rejects a container's own id."""
         registered = self.store.registered()
-        if target != COORDINATOR and target not in registered and self.resolver is not None:
+        # After a cancel every forward drops as workflow-cancelled, below,
+        # whatever its target would have resolved to.
+        cancelled = self.store.is_cancelled()
+        if target != COORDINATOR and target not in registered and self.resolver is not None and not cancelled:
             try:
                 resolved = self.resolver(target)
             except Exception as exc:  # a broken resolver must not lose the message
@@ -276,13 +279,21 @@ class MessageRouter:
         if closed is not None:
             # A finished step may be resumed for one more turn; a reply that
             # a resume produced never resumes anything in turn.
-            if closed == DropReason.TARGET_TERMINAL and self.resumer and message.type != MessageType.RESUME_REPLY:
+            if (
+                closed == DropReason.TARGET_TERMINAL
+                and self.resumer
+                and message.recipient != COORDINATOR
+                and message.type != MessageType.RESUME_REPLY
+            ):
+                # The resumer stores what it accepts: the cap holds for a resumed mailbox too.
+                if self._full(message.recipient):
+                    return self._drop(message, DropReason.MAILBOX_FULL)
                 refused = self.resumer(message)
                 if refused is None:
                     return SendResult("queued", message.message_id)
                 return self._drop(message, refused)
             return self._drop(message, closed)
-        if self.max_mailbox_size and self.store.unread_count(message.recipient) >= self.max_mailbox_size:
+        if self._full(message.recipient):
             return self._drop(message, DropReason.MAILBOX_FULL)
         try:
             self.store.append(message)
@@ -302,6 +313,9 @@ class MessageRouter:
             )
         )
         return SendResult("queued", message.message_id)
+
+    def _full(self, mailbox: str) -> bool:
+        return bool(self.max_mailbox_size) and self.store.unread_count(mailbox) >= self.max_mailbox_size
 
     def _drop(self, message: RouterMessage, reason: DropReason, detail: str = "") -> SendResult:
         self.store.record_drop(message, reason)
@@ -366,7 +380,10 @@ class InMemoryMailboxStore:
 
     def mark_read(self, mailbox: str, message_ids: list[str]) -> list[str]:
         already = [mid for mid in message_ids if mid in self._read]
-        self._read.update(message_ids)
+        # All or nothing: the router then refuses the whole drain, and with no
+        # transaction to roll back, the fresh messages must stay unread.
+        if not already:
+            self._read.update(message_ids)
         return already
 
     def close(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:

@@ -97,25 +97,39 @@ class DjangoMailboxStore:
         return [_to_router(row) for row in rows.order_by("id")]
 
     def mark_read(self, mailbox: str, message_ids: list[str]) -> list[str]:
-        rows = Message.objects.filter(run_id=self.run_id, recipient=mailbox, message_id__in=message_ids)
-        already = sorted(rows.exclude(drained=None).values_list("message_id", flat=True))
-        rows.filter(drained=None).update(drained=timezone.now())
-        return already
+        with transaction.atomic():
+            self._lock_run()
+            rows = Message.objects.filter(run_id=self.run_id, recipient=mailbox, message_id__in=message_ids)
+            # A dropped message counts as read, as in the in-memory store.
+            already = sorted(rows.exclude(drained=None, drop_reason="").values_list("message_id", flat=True))
+            rows.filter(drained=None, drop_reason="").update(drained=timezone.now())
+            return already
 
     def close(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
-        closed = Step.objects.filter(run_id=self.run_id, step_id=mailbox, mailbox_closed_reason="").update(
-            mailbox_closed_reason=str(reason)
-        )
-        if not closed:
-            return []
-        return self.drop_unread(mailbox, reason)
+        with transaction.atomic():
+            self._lock_run()
+            closed = Step.objects.filter(run_id=self.run_id, step_id=mailbox, mailbox_closed_reason="").update(
+                mailbox_closed_reason=str(reason)
+            )
+            if not closed:
+                return []
+            return self.drop_unread(mailbox, reason)
 
     def drop_unread(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
-        dropped = self.unread(mailbox)
-        Message.objects.filter(run_id=self.run_id, message_id__in=[m.message_id for m in dropped]).update(
-            drop_reason=str(reason)
-        )
-        return dropped
+        with transaction.atomic():
+            self._lock_run()
+            dropped = self.unread(mailbox)
+            Message.objects.filter(run_id=self.run_id, message_id__in=[m.message_id for m in dropped]).update(
+                drop_reason=str(reason)
+            )
+            return dropped
+
+    def _lock_run(self) -> None:
+        # Sends take the run row's lock first (their message number): taking
+        # it here too makes a drain or close wait for them and for each other,
+        # then read what they committed, so no message is both drained and
+        # dropped, drained twice, or left unread in a closed mailbox.
+        Run.objects.select_for_update().filter(pk=self.run_id).values_list("pk", flat=True).first()
 
     def _save(self, message: RouterMessage, drop_reason: str = "") -> None:
         Message.objects.create(

@@ -15,7 +15,7 @@ from django.db.models import F
 
 from agents.events import Event as RuntimeEvent
 from agents.llm import ProviderError, build_provider
-from agents.router import COORDINATOR, DropReason, RouterMessage
+from agents.router import COORDINATOR, DoubleDrainError, DropReason, RouterMessage
 from agents.runner import AgentTurn, apply_completion, build_request, coordinator_system_prompt
 from agents.spec import AgentSpec
 from runs.actions.catalog import workflow_spec
@@ -57,6 +57,10 @@ def do_coordinator_wake(run_id: int) -> None:
             if Run.objects.filter(pk=run_id, wake_requests=seen).update(coordinator_busy=False):
                 schedule(run_id)
                 return
+    except DoubleDrainError:
+        # The run was cancelled or ended while this wake read its inbox; the
+        # messages were dropped with their events. Nothing is left to do.
+        Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(coordinator_busy=False)
     except ProviderError as exc:
         do_fail_run(run_id, f"coordinator: {exc}")
     except Exception as exc:
