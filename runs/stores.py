@@ -28,6 +28,13 @@ def _bump(run_id: int, counter: str) -> int:
     return Run.objects.filter(pk=run_id).values_list(counter, flat=True).get()
 
 
+def lock_run(run_id: int) -> None:
+    """Take the run row's lock first in every transaction that changes a
+    run's steps or mailboxes: the same order everywhere (run, then steps) so
+    two writers never deadlock, and event numbers follow commit order."""
+    Run.objects.select_for_update().filter(pk=run_id).values_list("pk", flat=True).first()
+
+
 def broadcast(run_id: int, seq: int) -> None:
     """Tell open dashboards that event ``seq`` exists. Only the number travels:
     consumers read the event itself from the database, so a lost notification
@@ -129,7 +136,7 @@ class DjangoMailboxStore:
         # it here too makes a drain or close wait for them and for each other,
         # then read what they committed, so no message is both drained and
         # dropped, drained twice, or left unread in a closed mailbox.
-        Run.objects.select_for_update().filter(pk=self.run_id).values_list("pk", flat=True).first()
+        lock_run(self.run_id)
 
     def _save(self, message: RouterMessage, drop_reason: str = "") -> None:
         Message.objects.create(

@@ -20,7 +20,7 @@ from agents.llm import ProviderError, build_provider
 from agents.llm.base import CompletionRequest
 from runs.actions.catalog import workflow_spec
 from runs.models import Run, Step
-from runs.stores import DjangoEventSink
+from runs.stores import DjangoEventSink, lock_run
 
 
 def create_steps(run: Run, runtime_steps: Iterable[scheduler.RuntimeStep]) -> list[Step]:
@@ -155,10 +155,12 @@ def do_judge_loop(loop_pk: int, iteration: int) -> None:
         answer = build_provider(agent.provider, model=agent.model, script=agent.script).complete(request).content or ""
     except ProviderError as exc:
         with transaction.atomic():
+            lock_run(run.pk)
             _end_loop(run, Step.objects.select_for_update().get(pk=loop_pk), Step.Status.FAILED, f"judge: {exc}")
         return
     verdict = scheduler.judge_decision(answer)
     with transaction.atomic():
+        lock_run(run.pk)
         loop = Step.objects.select_for_update().get(pk=loop_pk)
         if loop.is_terminal:
             return

@@ -22,7 +22,7 @@ from runs.actions.catalog import workflow_spec
 from runs.actions.common import REGISTRY, Limits, router_for, save_turn, warning_cycle
 from runs.actions.lifecycle import all_done, do_fail_run, do_finish_run, schedule
 from runs.models import Run, Step
-from runs.stores import DjangoEventSink, DjangoMailboxStore
+from runs.stores import DjangoEventSink, DjangoMailboxStore, lock_run
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,7 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
     agent = spec.agents.get(COORDINATOR) or AgentSpec()
     sink = DjangoEventSink(run.pk)
     with transaction.atomic():
+        lock_run(run.pk)
         Step.objects.filter(pk=coordinator.pk).update(turns=F("turns") + 1)
         coordinator.refresh_from_db(fields=["turns"])
         data = {"reason": reason, "cycle": coordinator.turns, "messages": len(inbox)}
@@ -122,6 +123,7 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
         request = build_request(turn, tools, shown, extra if round_no == 0 else "")
         completion = provider.complete(request)
         with transaction.atomic():
+            lock_run(run.pk)
             result = apply_completion(
                 turn, request, completion, shown, router=router, sink=sink, registry=REGISTRY, tools=tools
             )

@@ -19,7 +19,7 @@ from runs.actions.catalog import workflow_spec
 from runs.actions.common import REGISTRY, Limits, router_for, save_turn, warning_cycle
 from runs.actions.containers import after_step_terminal
 from runs.models import Run, Step
-from runs.stores import DjangoEventSink, DjangoMailboxStore
+from runs.stores import DjangoEventSink, DjangoMailboxStore, lock_run
 
 
 def do_step_turn(step_pk: int, turn: int) -> None:
@@ -61,6 +61,7 @@ def do_step_turn(step_pk: int, turn: int) -> None:
         do_fail_step(step.pk, str(exc))
         return
     with transaction.atomic():
+        lock_run(run.pk)
         # Claim the turn: if another worker recorded it first, this one yields.
         if not Step.objects.filter(pk=step.pk, status=Step.Status.RUNNING, turns=turn - 1).update(turns=turn):
             return
@@ -148,6 +149,7 @@ def schedule_after_commit(run_id: int) -> None:
 def do_fail_step(step_pk: int, error: str) -> None:
     """Record why a step failed; its dependents follow the run's failure policy."""
     with transaction.atomic():
+        lock_run(_run_of(step_pk))
         step = Step.objects.select_for_update().get(pk=step_pk)
         if step.is_terminal:
             return
@@ -165,6 +167,7 @@ def do_fail_step(step_pk: int, error: str) -> None:
 def _cancel_step(step: Step, inbox: list[RouterMessage]) -> None:
     """A forward of kind cancel stops the step at this turn boundary."""
     with transaction.atomic():
+        lock_run(step.run_id)
         if not Step.objects.filter(pk=step.pk, status=Step.Status.RUNNING).update(
             status=Step.Status.CANCELLED, finished=timezone.now()
         ):
@@ -256,6 +259,7 @@ def do_resume_turn(step_pk: int) -> None:
         do_fail_resume(step.pk, str(exc))
         return
     with transaction.atomic():
+        lock_run(run.pk)
         if not Step.objects.filter(pk=step.pk, resuming=True, turns=step.turns).update(turns=F("turns") + 1):
             return
         router = router_for(run.pk)
@@ -275,9 +279,14 @@ def do_resume_turn(step_pk: int) -> None:
 def do_fail_resume(step_pk: int, error: str) -> None:
     """A resume that could not answer: say why, drop what it was given."""
     with transaction.atomic():
+        lock_run(_run_of(step_pk))
         step = Step.objects.get(pk=step_pk)
         if not Step.objects.filter(pk=step.pk, resuming=True).update(resuming=False):
             return
         DjangoEventSink(step.run_id).emit(RuntimeEvent("resume_failed", step.step_id, {"error": error}))
         router_for(step.run_id).drop_unread(step.step_id, DropReason.TARGET_TERMINAL)
         schedule_after_commit(step.run_id)
+
+
+def _run_of(step_pk: int) -> int:
+    return Step.objects.values_list("run_id", flat=True).get(pk=step_pk)
