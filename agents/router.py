@@ -112,7 +112,8 @@ class Resumer(Protocol):
 
     def __call__(self, message: RouterMessage) -> DropReason | None:
         """Accept ``message`` for a resumed turn (return None; the resumer
-        stores it and emits resume_started), or say why it must drop."""
+        stores it, the router then emits message_sent), or say why it must
+        drop."""
 
 
 @dataclass(frozen=True)
@@ -290,6 +291,7 @@ class MessageRouter:
                     return self._drop(message, DropReason.MAILBOX_FULL)
                 refused = self.resumer(message)
                 if refused is None:
+                    self._emit_sent(message)
                     return SendResult("queued", message.message_id)
                 return self._drop(message, refused)
             return self._drop(message, closed)
@@ -299,6 +301,10 @@ class MessageRouter:
             self.store.append(message)
         except MailboxStoreError as exc:
             return self._drop(message, DropReason.RESOLVER_ERROR, f"the mailbox store failed: {exc}")
+        self._emit_sent(message)
+        return SendResult("queued", message.message_id)
+
+    def _emit_sent(self, message: RouterMessage) -> None:
         self.sink.emit(
             Event(
                 "message_sent",
@@ -312,7 +318,6 @@ class MessageRouter:
                 },
             )
         )
-        return SendResult("queued", message.message_id)
 
     def _full(self, mailbox: str) -> bool:
         return bool(self.max_mailbox_size) and self.store.unread_count(mailbox) >= self.max_mailbox_size

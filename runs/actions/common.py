@@ -108,22 +108,8 @@ class Resumer:
             return DropReason.TRANSCRIPT_TOO_LARGE
         if step.resumes >= self.limits.step_wake_cycles:
             return DropReason.MAX_WAKE_CYCLES
-        store = DjangoMailboxStore(self.run.pk)
-        store.append(message)
+        DjangoMailboxStore(self.run.pk).append(message)
         sink = DjangoEventSink(self.run.pk)
-        sink.emit(
-            RuntimeEvent(
-                "message_sent",
-                message.sender,
-                {
-                    "message_id": message.message_id,
-                    "from": message.sender,
-                    "to": message.recipient,
-                    "msg_type": str(message.type),
-                    "content": message.content,
-                },
-            )
-        )
         already = step.resuming
         Step.objects.filter(pk=step.pk).update(resuming=True, resumes=F("resumes") + (0 if already else 1))
         if not already:

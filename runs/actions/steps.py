@@ -15,6 +15,7 @@ from agents.events import Event as RuntimeEvent
 from agents.llm import ProviderError, build_provider
 from agents.router import DoubleDrainError, DropReason, MessageType, RouterMessage
 from agents.runner import AgentTurn, apply_completion, build_request, new_step_transcript, step_prompt
+from agents.spec import AgentSpec
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import REGISTRY, Limits, router_for, save_turn, warning_cycle
 from runs.actions.containers import after_step_terminal
@@ -44,15 +45,7 @@ def do_step_turn(step_pk: int, turn: int) -> None:
         instructions = Template(step.instructions).safe_substitute(variables)
         prompt = step_prompt(instructions, _dependency_outputs(step))
         step.transcript = new_step_transcript(step.step_id, agent, prompt)
-    agent_turn = AgentTurn(
-        run_id=str(run.pk),
-        step_id=step.step_id,
-        agent_name=step.agent,
-        agent=agent,
-        role="step",
-        transcript=step.transcript,
-        variables=variables,
-    )
+    agent_turn = _agent_turn(run, step, agent, variables)
     tools = REGISTRY.for_role("step", agent.tools)
     request = build_request(agent_turn, tools, inbox)
     try:
@@ -81,6 +74,18 @@ def do_step_turn(step_pk: int, turn: int) -> None:
             _next_turn(step.pk, turn + 1)
         else:
             _complete_step(step, result.output)
+
+
+def _agent_turn(run: Run, step: Step, agent: AgentSpec, variables: dict[str, str]) -> AgentTurn:
+    return AgentTurn(
+        run_id=str(run.pk),
+        step_id=step.step_id,
+        agent_name=step.agent,
+        agent=agent,
+        role="step",
+        transcript=step.transcript,
+        variables=variables,
+    )
 
 
 def _next_turn(step_pk: int, turn: int) -> None:
@@ -241,15 +246,7 @@ def do_resume_turn(step_pk: int) -> None:
     store = DjangoMailboxStore(run.pk)
     inbox = store.unread(step.step_id)
     agent = workflow_spec(run.workflow).agents[step.agent]
-    agent_turn = AgentTurn(
-        run_id=str(run.pk),
-        step_id=step.step_id,
-        agent_name=step.agent,
-        agent=agent,
-        role="step",
-        transcript=step.transcript,
-        variables=_variables(run, step, inbox),
-    )
+    agent_turn = _agent_turn(run, step, agent, _variables(run, step, inbox))
     # One answer, no tools: a resumed step replies; it does not start work.
     request = build_request(agent_turn, [], inbox)
     sink = DjangoEventSink(run.pk)

@@ -9,18 +9,13 @@ set); under CI=true a missing service is a failure, never a skip.
 
 from __future__ import annotations
 
-import os
 import random
 import re
-import subprocess
-import sys
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.db import connection, transaction
 
 from agents.router import COORDINATOR, DoubleDrainError, DropReason, RouterMessage
@@ -33,23 +28,6 @@ from tests.conftest import register, wait_for_run
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
 DRAIN_EVENTS = ("agent_inbox_drain", "coordinator_inbox_message")
-
-
-@pytest.fixture(autouse=True)
-def services_required():
-    missing = [
-        what
-        for what, ok in (
-            ("DATABASE_URL (PostgreSQL)", connection.vendor == "postgresql"),
-            ("REDIS_URL", settings.REDIS_URL.startswith("redis://")),
-        )
-        if not ok
-    ]
-    if missing:
-        message = f"services tests need {', '.join(missing)}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
 
 
 def assert_every_message_in_one_place(run: Run, *, unread_allowed: bool) -> dict[str, int]:
@@ -295,62 +273,6 @@ def test_it_refuses_to_drain_what_a_close_dropped_after_the_model_saw_it(crowded
 
 
 # -- two worker processes, several runs ----------------------------------
-
-
-def start_worker(name: str, log: Path) -> subprocess.Popen:
-    """`celery -A zenweb worker` in its own process, on the test database."""
-    env = dict(os.environ)
-    db = connection.settings_dict
-    env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
-    with open(log, "w") as out:
-        return subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "zenweb",
-                "worker",
-                "--pool",
-                "threads",
-                "-c",
-                "4",
-                "-l",
-                "INFO",
-                "-n",
-                f"{name}@%h",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-
-
-@pytest.fixture
-def two_workers(tmp_path):
-    from zenweb.celery import app
-
-    app.control.purge()  # tasks a killed earlier run may have left on the broker
-    logs = [tmp_path / "worker-a.log", tmp_path / "worker-b.log"]
-    processes = [start_worker(f"routing-{n}-{os.getpid()}", log) for n, log in zip("ab", logs, strict=True)]
-    try:
-        deadline = time.monotonic() + 30
-        for process, log in zip(processes, logs, strict=True):
-            while "ready." not in log.read_text():
-                if process.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"a worker did not start:\n{log.read_text()}")
-                time.sleep(0.2)
-        yield logs
-    finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-        app.control.purge()
 
 
 TURN_DONE = re.compile(r"Task runs\.tasks\.run_step_turn\[[0-9a-f-]+\] succeeded")

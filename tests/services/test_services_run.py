@@ -6,15 +6,9 @@ set; under CI=true a missing service is a failure, never a skip.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
-from django.conf import settings
-from django.db import connection
 
 from runs.actions import do_create_run
 from runs.models import Run
@@ -22,55 +16,6 @@ from tests.conftest import RELAY_SECOND_EVENTS, event_types, register, wait_for_
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(autouse=True)
-def services_required():
-    missing = [
-        what
-        for what, ok in (
-            ("DATABASE_URL (PostgreSQL)", connection.vendor == "postgresql"),
-            ("REDIS_URL", settings.REDIS_URL.startswith("redis://")),
-        )
-        if not ok
-    ]
-    if missing:
-        message = f"services tests need {', '.join(missing)}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-
-
-@pytest.fixture
-def worker_process(tmp_path):
-    """`celery -A zenweb worker` in its own process, on the test database."""
-    env = dict(os.environ)
-    db = connection.settings_dict
-    env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
-    from zenweb.celery import app
-
-    app.control.purge()  # tasks a killed earlier run may have left on the broker
-    log = tmp_path / "worker.log"
-    with open(log, "w") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "zenweb", "worker", "--pool", "threads", "-c", "4", "-l", "INFO"],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    deadline = time.monotonic() + 30
-    while "ready." not in log.read_text():
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            pytest.fail(f"the worker did not start:\n{log.read_text()}")
-        time.sleep(0.2)
-    yield process
-    process.terminate()
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
 
 
 def test_it_runs_the_relay_on_a_separate_worker_with_postgres_and_redis(worker_process):

@@ -1,0 +1,83 @@
+"""Fixtures for the services tests: PostgreSQL and Redis must be there (under
+CI=true their absence fails the run), and real `celery -A zenweb worker`
+processes run on the test database."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def services_required():
+    missing = [
+        what
+        for what, ok in (
+            ("DATABASE_URL (PostgreSQL)", connection.vendor == "postgresql"),
+            ("REDIS_URL", settings.REDIS_URL.startswith("redis://")),
+        )
+        if not ok
+    ]
+    if missing:
+        message = f"services tests need {', '.join(missing)}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@contextlib.contextmanager
+def workers(tmp_path: Path, *names: str):
+    """Start one worker process per name on the test database (broker purged
+    before and after), wait until each is ready, yield their log files."""
+    from zenweb.celery import app
+
+    env = dict(os.environ)
+    db = connection.settings_dict
+    env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    app.control.purge()  # tasks a killed earlier run may have left on the broker
+    logs = [tmp_path / f"{name}.log" for name in names]
+    processes = []
+    for name, log in zip(names, logs, strict=True):
+        command = [sys.executable, "-m", "celery", "-A", "zenweb", "worker", "--pool", "threads", "-c", "4"]
+        command += ["-l", "INFO", "-n", f"{name}-{os.getpid()}@%h"]
+        with open(log, "w") as out:
+            processes.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT))
+    try:
+        deadline = time.monotonic() + 30
+        for process, log in zip(processes, logs, strict=True):
+            while "ready." not in log.read_text():
+                if process.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"a worker did not start:\n{log.read_text()}")
+                time.sleep(0.2)
+        yield logs
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        app.control.purge()
+
+
+@pytest.fixture
+def worker_process(tmp_path):
+    with workers(tmp_path, "worker") as logs:
+        yield logs[0]
+
+
+@pytest.fixture
+def two_workers(tmp_path):
+    with workers(tmp_path, "routing-a", "routing-b") as logs:
+        yield logs
