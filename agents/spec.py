@@ -208,6 +208,11 @@ class WorkflowOptions(_Spec):
     max_wake_cycles: int | None = Field(default=None, ge=1)  # the coordinator's
     step_max_wake_cycles: int | None = Field(default=None, ge=0)
     hold_timeout: float | None = Field(default=None, ge=0)  # 0 = no limit
+    # The run policy: tool calls a step may make, in a row that may fail,
+    # and tool calls the whole run may make. Past a cap the step fails.
+    max_tool_calls: int = Field(default=200, ge=1)
+    max_consecutive_tool_failures: int = Field(default=5, ge=1)
+    max_run_tool_calls: int = Field(default=2000, ge=1)
 
 
 class WorkflowSpec(_Spec):

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from agents.events import EventSink
 from agents.router import MessageRouter
+from agents.tools.errors import RetryHint, example_input, failure_text
 
 Role = Literal["coordinator", "step"]
 
@@ -93,6 +94,8 @@ class ToolRegistry:
         return chosen
 
     def call(self, ctx: ToolContext, name: str, raw_arguments: str, allowed: list[Tool]) -> ToolOutcome:
+        """Run one tool call. Every failure comes back as a ToolOutcome whose
+        text carries a retry hint; nothing here raises into the step."""
         # Both the agent's tool list and the tool's own roles must allow it,
         # so a caller passing the wrong list still cannot cross roles.
         tool = next((t for t in allowed if t.name == name and ctx.role in t.roles), None)
@@ -100,26 +103,37 @@ class ToolRegistry:
             known = self._tools.get(name)
             why = f"tool {name!r} is not available to the {ctx.role}" if known else f"unknown tool {name!r}"
             available = ", ".join(t.name for t in allowed)
-            return ToolOutcome(f"error: {why}. Available tools: [{available}]", ok=False)
+            hint = RetryHint("invalid_call", "replan", question=f"Which of these tools fits: {available}?")
+            return ToolOutcome(failure_text(f"{why}. Available tools: [{available}]", hint), ok=False)
         try:
             data = json.loads(raw_arguments or "{}")
         except json.JSONDecodeError as exc:
-            return ToolOutcome(f"error: arguments for {name} are not valid JSON: {exc}", ok=False)
+            hint = RetryHint(
+                "invalid_call", "correct_call", prior_input=raw_arguments, example_input=example_input(tool.args_model)
+            )
+            return ToolOutcome(failure_text(f"arguments for {name} are not valid JSON: {exc}", hint), ok=False)
         try:
             args = tool.args_model.model_validate(data)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}" for err in exc.errors()
+            errors = exc.errors()
+            problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}" for err in errors)
+            hint = RetryHint(
+                "invalid_call",
+                "correct_call",
+                fields=sorted({".".join(str(p) for p in err["loc"]) for err in errors if err["loc"]}),
+                prior_input=data,
+                example_input=example_input(tool.args_model),
             )
             return ToolOutcome(
-                f"error: invalid arguments for {name}: {problems}",
+                failure_text(f"invalid arguments for {name}: {problems}", hint),
                 ok=False,
                 arguments=data if isinstance(data, dict) else None,
             )
         try:
             return ToolOutcome(tool.run(ctx, args), ok=True, arguments=args.model_dump())
         except ToolError as exc:
-            return ToolOutcome(f"error: {exc}", ok=False, arguments=args.model_dump())
+            hint = RetryHint("domain_rejection", "replan", prior_input=args.model_dump())
+            return ToolOutcome(failure_text(str(exc), hint), ok=False, arguments=args.model_dump())
 
 
 # Tools every agent of a role gets without asking for them.

@@ -15,11 +15,11 @@ from agents.events import Event as RuntimeEvent
 from agents.llm import ProviderError, build_provider
 from agents.router import DoubleDrainError, DropReason, MessageType, RouterMessage
 from agents.runner import AgentTurn, apply_completion, build_request, new_step_transcript, step_prompt
-from agents.spec import AgentSpec
+from agents.spec import AgentSpec, WorkflowOptions
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import REGISTRY, Limits, router_for, save_turn, warning_cycle
 from runs.actions.containers import after_step_terminal
-from runs.models import Run, Step
+from runs.models import Run, Step, ToolCall
 from runs.stores import DjangoEventSink, DjangoMailboxStore, lock_run
 
 
@@ -70,7 +70,10 @@ def do_step_turn(step_pk: int, turn: int) -> None:
             transaction.set_rollback(True)
             return
         save_turn(step, result)
-        if result.status == "continue" or _wakes_for_late_messages(step, run, store, sink, router):
+        broken_policy = _tool_policy_breach(step, spec.options) if result.tool_calls else None
+        if broken_policy:
+            do_fail_step(step.pk, broken_policy)
+        elif result.status == "continue" or _wakes_for_late_messages(step, run, store, sink, router):
             _next_turn(step.pk, turn + 1)
         else:
             _complete_step(step, result.output)
@@ -86,6 +89,21 @@ def _agent_turn(run: Run, step: Step, agent: AgentSpec, variables: dict[str, str
         transcript=step.transcript,
         variables=variables,
     )
+
+
+def _tool_policy_breach(step: Step, options: WorkflowOptions) -> str | None:
+    """Why the step must stop after this turn's tool calls, if it must: too
+    many calls for the step or the run, or too many failures in a row."""
+    calls = ToolCall.objects.filter(step=step)
+    if calls.count() > options.max_tool_calls:
+        return f"step {step.step_id} made more than {options.max_tool_calls} tool calls (maxToolCalls)"
+    if ToolCall.objects.filter(run_id=step.run_id).count() > options.max_run_tool_calls:
+        return f"the run made more than {options.max_run_tool_calls} tool calls (maxRunToolCalls)"
+    cap = options.max_consecutive_tool_failures
+    recent = list(calls.order_by("-id").values_list("ok", flat=True)[:cap])
+    if len(recent) == cap and not any(recent):
+        return f"step {step.step_id}'s last {cap} tool calls all failed (maxConsecutiveToolFailures)"
+    return None
 
 
 def _next_turn(step_pk: int, turn: int) -> None:

@@ -114,7 +114,8 @@ def test_it_lists_the_allowed_fields_when_nothing_is_close(tmp_path):
     assert problems(path) == [
         (
             f"{path}:5: options.colour: unknown field 'colour' (allowed: holdTimeout, maxConcurrency, "
-            "maxMailboxSize, maxTurns, maxWakeCycles, onStepFailure, stepMaxWakeCycles, stepTimeout, timeout)"
+            "maxConsecutiveToolFailures, maxMailboxSize, maxRunToolCalls, maxToolCalls, maxTurns, "
+            "maxWakeCycles, onStepFailure, stepMaxWakeCycles, stepTimeout, timeout)"
         )
     ]
 

@@ -148,7 +148,13 @@ def test_it_lists_the_available_tools_for_an_unknown_tool():
     outcome = run.call(COORDINATOR, "spawn_agent", {"name": "helper"})
 
     assert outcome.ok is False
-    assert outcome.text == "error: unknown tool 'spawn_agent'. Available tools: [forward_to_agent, narrate, finalize]"
+    first, hint = outcome.text.split("\n")
+    assert first == "error: unknown tool 'spawn_agent'. Available tools: [forward_to_agent, narrate, finalize]"
+    assert json.loads(hint.removeprefix("retry_hint: ")) == {
+        "kind": "invalid_call",
+        "action": "replan",
+        "question": "Which of these tools fits: forward_to_agent, narrate, finalize?",
+    }
     assert run.nothing_happened("writer")
 
 
@@ -281,3 +287,37 @@ def test_it_refuses_a_tool_outside_the_role_even_when_the_caller_lists_it():
     assert not outcome.ok
     assert "not available to the step" in outcome.text
     assert run.nothing_happened("a")
+
+
+def hint_of(outcome) -> dict:
+    line = outcome.text.splitlines()[-1]
+    assert line.startswith("retry_hint: ")
+    return json.loads(line.removeprefix("retry_hint: "))
+
+
+def test_it_hints_how_to_correct_invalid_arguments():
+    run = Run("writer")
+
+    outcome = run.call(COORDINATOR, "forward_to_agent", {"target_step_id": "writer", "txt": "hi"})
+
+    assert outcome.text.startswith("error: invalid arguments for forward_to_agent: text: Field required")
+    assert hint_of(outcome) == {
+        "kind": "invalid_call",
+        "action": "correct_call",
+        "fields": ["text", "txt"],
+        "prior_input": {"target_step_id": "writer", "txt": "hi"},
+        "example_input": {"target_step_id": "...", "text": "..."},
+    }
+
+
+def test_it_hints_with_the_raw_input_when_the_arguments_are_not_json():
+    run = Run("writer")
+
+    outcome = run.call("writer", "send_message", '{"text": "unterminated')
+
+    assert hint_of(outcome) == {
+        "kind": "invalid_call",
+        "action": "correct_call",
+        "prior_input": '{"text": "unterminated',
+        "example_input": {"text": "..."},
+    }

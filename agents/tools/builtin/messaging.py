@@ -3,7 +3,7 @@ finalize for the coordinator. Result texts match zenflow's."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from agents.events import Event
 from agents.router import COORDINATOR, DropReason
@@ -12,11 +12,16 @@ from agents.tools.base import Tool, ToolContext
 MAX_MESSAGE_CHARS = 32_000
 
 
-class SendMessageArgs(BaseModel):
+class _Args(BaseModel):
+    # An argument the tool does not take is a mistake worth telling the model.
+    model_config = ConfigDict(extra="forbid")
+
+
+class SendMessageArgs(_Args):
     text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS, description="What to tell the coordinator.")
 
 
-class ForwardArgs(BaseModel):
+class ForwardArgs(_Args):
     target_step_id: str = Field(description="The step id (from the workflow, not the agent name).")
     text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
     kind: str = Field(
@@ -25,11 +30,11 @@ class ForwardArgs(BaseModel):
     )
 
 
-class NarrateArgs(BaseModel):
+class NarrateArgs(_Args):
     text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS, description="A note for the people watching the run.")
 
 
-class FinalizeArgs(BaseModel):
+class FinalizeArgs(_Args):
     summary: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS, description="The run's final summary.")
 
 
