@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
@@ -98,3 +100,16 @@ def api_run_cancel(request: HttpRequest, run_id: int) -> JsonResponse:
     if not cancelled:
         body["error"] = f"run {run.pk} already ended {run.status}"
     return JsonResponse(body, status=200 if cancelled else 409)
+
+
+@require_GET
+def catalog(request: HttpRequest) -> HttpResponse:
+    """The workflows people can start and the tools agents can call."""
+    latest: dict[str, Workflow] = {}
+    for workflow in Workflow.objects.order_by("name", "-version"):
+        latest.setdefault(workflow.name, workflow)
+    tools = [
+        entry | {"schema_json": json.dumps(entry["payload"]["schema"], indent=2, sort_keys=True)}
+        for entry in actions.REGISTRY.catalog()["tools"]
+    ]
+    return render(request, "runs/catalog.html", {"workflows": latest.values(), "tools": tools})

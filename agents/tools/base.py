@@ -46,6 +46,29 @@ class Tool:
     args_model: type[BaseModel]
     roles: frozenset[Role]
     run: Callable[[ToolContext, Any], str]
+    toolset: str = "builtin"
+    service: str = "zenweb"
+    tags: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> str:
+        """``<service>.<toolset>.<tool>``, as in Goa-AI's tool catalogs."""
+        return f"{self.service}.{self.toolset}.{self.name}"
+
+    def catalog_entry(self) -> dict[str, Any]:
+        """This tool in tool_schemas.json's shape. Every tool returns text to
+        the model for now, so the result schema is a string."""
+        return {
+            "id": self.id,
+            "service": self.service,
+            "toolset": self.toolset,
+            "title": self.name.replace("_", " ").capitalize(),
+            "description": self.description,
+            "tags": list(self.tags),
+            "payload": {"name": self.args_model.__name__, "schema": self.args_model.model_json_schema()},
+            "result": {"name": "Text", "schema": {"type": "string"}},
+            "server_data": [],
+        }
 
     def schema(self) -> dict[str, Any]:
         """The function-tool schema sent to the model."""
@@ -81,6 +104,10 @@ class ToolRegistry:
 
     def names(self) -> list[str]:
         return sorted(self._tools)
+
+    def catalog(self) -> dict[str, Any]:
+        """Every tool, grouped as tool_schemas.json expects: ``{"tools": [...]}``."""
+        return {"tools": [tool.catalog_entry() for tool in sorted(self._tools.values(), key=lambda t: t.id)]}
 
     def for_role(self, role: Role, requested: Iterable[str] = ()) -> list[Tool]:
         """The tools an agent of ``role`` gets: the role's defaults plus the

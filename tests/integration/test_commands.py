@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -114,3 +115,14 @@ def test_it_names_a_missing_required_input(data_dir):
     assert result.returncode == 2
     assert "missing required input 'subject'" in result.stderr
     assert run_count(data_dir) == before
+
+
+def test_it_exports_the_tool_schemas(data_dir, tmp_path):
+    output = tmp_path / "tool_schemas.json"
+
+    result = manage(data_dir, "export_tool_schemas", "--output", str(output))
+
+    assert result.returncode == 0, result.stderr
+    tools = json.loads(output.read_text())["tools"]
+    assert [tool["id"] for tool in tools][-1] == "zenweb.messaging.send_message"
+    assert tools[-1]["payload"]["schema"]["properties"]["text"]["maxLength"] == 32000

@@ -82,3 +82,15 @@ def test_it_starts_a_run_from_the_form_and_reports_bad_inputs(client, owner):
     run = Run.objects.get()
     assert response["Location"] == f"/runs/{run.pk}/"
     assert (run.inputs, run.created_by) == ({"subject": "tides"}, owner)
+
+
+def test_it_shows_the_catalog_of_workflows_and_tools(client, owner):
+    register("relay")
+    client.force_login(owner)
+
+    page = client.get("/catalog/").content.decode()
+
+    assert 'id="workflow-relay"' in page
+    for tool in ("finalize", "forward_to_agent", "narrate", "send_message"):
+        assert f'id="tool-zenweb.messaging.{tool}"' in page
+    assert "SendMessageArgs" in page

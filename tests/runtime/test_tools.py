@@ -321,3 +321,19 @@ def test_it_hints_with_the_raw_input_when_the_arguments_are_not_json():
         "prior_input": '{"text": "unterminated',
         "example_input": {"text": "..."},
     }
+
+
+def test_it_lists_every_tool_in_the_catalog_shape():
+    catalog = default_registry().catalog()
+
+    ids = [tool["id"] for tool in catalog["tools"]]
+    assert ids == [
+        "zenweb.messaging.finalize",
+        "zenweb.messaging.forward_to_agent",
+        "zenweb.messaging.narrate",
+        "zenweb.messaging.send_message",
+    ]
+    send = catalog["tools"][-1]
+    assert set(send) == {"id", "service", "toolset", "title", "description", "tags", "payload", "result", "server_data"}
+    assert send["payload"]["name"] == "SendMessageArgs"
+    assert send["payload"]["schema"]["required"] == ["text"]

@@ -76,6 +76,8 @@ MESSAGING_TOOLS = (
         SendMessageArgs,
         frozenset({"step"}),
         _send_message,
+        toolset="messaging",
+        tags=("bookkeeping",),
     ),
     Tool(
         "forward_to_agent",
@@ -83,6 +85,8 @@ MESSAGING_TOOLS = (
         ForwardArgs,
         frozenset({"coordinator"}),
         _forward,
+        toolset="messaging",
+        tags=("bookkeeping",),
     ),
     Tool(
         "narrate",
@@ -90,6 +94,8 @@ MESSAGING_TOOLS = (
         NarrateArgs,
         frozenset({"coordinator"}),
         _narrate,
+        toolset="messaging",
+        tags=("bookkeeping",),
     ),
     Tool(
         "finalize",
@@ -97,5 +103,7 @@ MESSAGING_TOOLS = (
         FinalizeArgs,
         frozenset({"coordinator"}),
         _finalize,
+        toolset="messaging",
+        tags=("bookkeeping", "terminal"),
     ),
 )

@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from django.core.management.base import BaseCommand
+
+from runs.actions import REGISTRY
+
+
+class Command(BaseCommand):
+    help = "Write every tool's id, description and JSON schemas to tool_schemas.json (Goa-AI's catalog shape)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--output", default="tool_schemas.json", help="file to write, or - for stdout")
+
+    def handle(self, *args, output: str, **options):
+        text = json.dumps(REGISTRY.catalog(), indent=2, sort_keys=True) + "\n"
+        if output == "-":
+            self.stdout.write(text, ending="")
+            return
+        Path(output).write_text(text)
+        self.stdout.write(f"wrote {len(REGISTRY.names())} tools to {output}")
