@@ -85,3 +85,9 @@ def event_types(run, *, step_id: str | None = None) -> list[str]:
     if step_id is not None:
         events = events.filter(step_id=step_id)
     return list(events.values_list("type", flat=True))
+
+
+def assert_gapless(run) -> None:
+    """Event seqs of ``run`` are exactly 1..N."""
+    seqs = list(run.events.order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, len(seqs) + 1))

@@ -12,8 +12,10 @@ from django.db.models import F
 
 from agents import ids, scheduler
 from agents.events import Event as RuntimeEvent
+from agents.llm import Provider, build_provider
 from agents.router import DropReason, MessageRouter, Rejection, Resolver, RouterMessage
 from agents.runner import TurnResult
+from agents.spec import AgentSpec
 from agents.tools import default_registry
 from runs.models import Run, Step, ToolCall
 from runs.stores import DjangoEventSink, DjangoMailboxStore
@@ -120,6 +122,11 @@ class Resumer:
             )
             transaction.on_commit(lambda: tasks.resume_step.delay(step.pk))
         return None
+
+
+def provider_for(agent: AgentSpec) -> Provider:
+    """The model provider an agent is configured for (scripted unless told)."""
+    return build_provider(agent.provider, model=agent.model, script=agent.script)
 
 
 def save_turn(step: Step, result: TurnResult) -> None:

@@ -16,9 +16,10 @@ from django.utils import timezone
 
 from agents import ids, scheduler
 from agents.events import Event as RuntimeEvent
-from agents.llm import ProviderError, build_provider
+from agents.llm import ProviderError
 from agents.llm.base import CompletionRequest
 from runs.actions.catalog import workflow_spec
+from runs.actions.common import provider_for
 from runs.models import Run, Step
 from runs.stores import DjangoEventSink, lock_run
 
@@ -152,7 +153,7 @@ def do_judge_loop(loop_pk: int, iteration: int) -> None:
         variables={"iteration": str(iteration)},
     )
     try:
-        answer = build_provider(agent.provider, model=agent.model, script=agent.script).complete(request).content or ""
+        answer = provider_for(agent).complete(request).content or ""
     except ProviderError as exc:
         with transaction.atomic():
             lock_run(run.pk)

@@ -14,13 +14,13 @@ from django.db import transaction
 from django.db.models import F
 
 from agents.events import Event as RuntimeEvent
-from agents.llm import ProviderError, build_provider
+from agents.llm import ProviderError
 from agents.router import COORDINATOR, DoubleDrainError, DropReason, RouterMessage
 from agents.runner import AgentTurn, apply_completion, build_request, coordinator_system_prompt
 from agents.spec import AgentSpec
 from runs.actions.catalog import workflow_spec
-from runs.actions.common import REGISTRY, Limits, router_for, save_turn, warning_cycle
-from runs.actions.lifecycle import all_done, do_fail_run, do_finish_run, schedule
+from runs.actions.common import REGISTRY, Limits, provider_for, router_for, save_turn, warning_cycle
+from runs.actions.lifecycle import all_done, coordinator_has_mail, do_fail_run, do_finish_run, schedule
 from runs.models import Run, Step
 from runs.stores import DjangoEventSink, DjangoMailboxStore, lock_run
 
@@ -48,7 +48,7 @@ def do_coordinator_wake(run_id: int) -> None:
             steps = list(run.steps.exclude(kind=Step.Kind.COORDINATOR))
             if inbox and not _over_wake_cap(run):
                 _coordinator_rounds(run, "messages", inbox, steps)
-            elif all_done(steps) and not _coordinator_has_unread(run_id):
+            elif all_done(steps) and not coordinator_has_mail(run_id):
                 # A coordinator that already called finalize has said its last word.
                 if not run.result:
                     _coordinator_rounds(run, "finish", [], steps)
@@ -112,7 +112,7 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
         },
     )
     tools = REGISTRY.for_role("coordinator", agent.tools)
-    provider = build_provider(agent.provider, model=agent.model, script=agent.script)
+    provider = provider_for(agent)
     # A bare target id picks the sender's iteration only when the inbox came
     # from one step; with several senders it is unclear whom a forward answers.
     senders = {message.sender for message in inbox}
@@ -146,7 +146,3 @@ def _over_wake_cap(run: Run) -> bool:
     with transaction.atomic():
         router_for(run.pk).close(COORDINATOR, DropReason.MAX_WAKE_CYCLES)
     return True
-
-
-def _coordinator_has_unread(run_id: int) -> bool:
-    return DjangoMailboxStore(run_id).unread_count(COORDINATOR) > 0

@@ -15,7 +15,7 @@ from runs.actions.catalog import check_inputs, workflow_spec
 from runs.actions.common import router_for
 from runs.actions.containers import as_runtime, create_steps
 from runs.models import Run, Step, Workflow
-from runs.stores import DjangoEventSink, request_coordinator_wake
+from runs.stores import DjangoEventSink, DjangoMailboxStore, request_coordinator_wake
 
 
 def do_create_run(workflow: Workflow, inputs: Mapping[str, object], *, user=None, command: str = "") -> Run:
@@ -78,7 +78,7 @@ def schedule(run_id: int) -> None:
     """
     with transaction.atomic():
         run = Run.objects.select_for_update().select_related("workflow").get(pk=run_id)
-        if run.status != Run.Status.RUNNING or run.coordinator_busy or _coordinator_has_mail(run):
+        if run.status != Run.Status.RUNNING or run.coordinator_busy or coordinator_has_mail(run.pk):
             return
         steps = list(run.steps.exclude(kind=Step.Kind.COORDINATOR))
         status = {step.step_id: step.status for step in steps}
@@ -107,8 +107,9 @@ def _start_step(run: Run, step: Step) -> None:
     transaction.on_commit(lambda: tasks.run_step_turn.delay(step.pk, 1))
 
 
-def _coordinator_has_mail(run: Run) -> bool:
-    return run.messages.filter(recipient=COORDINATOR, drained=None, drop_reason="").exists()
+def coordinator_has_mail(run_id: int) -> bool:
+    """Messages wait, unread, in the coordinator's inbox."""
+    return DjangoMailboxStore(run_id).unread_count(COORDINATOR) > 0
 
 
 def do_finish_run(run_id: int) -> None:

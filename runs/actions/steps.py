@@ -12,12 +12,12 @@ from django.db.models import F
 from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
-from agents.llm import ProviderError, build_provider
+from agents.llm import ProviderError
 from agents.router import DoubleDrainError, DropReason, MessageType, RouterMessage
 from agents.runner import AgentTurn, apply_completion, build_request, new_step_transcript, step_prompt
 from agents.spec import AgentSpec, WorkflowOptions
 from runs.actions.catalog import workflow_spec
-from runs.actions.common import REGISTRY, Limits, router_for, save_turn, warning_cycle
+from runs.actions.common import REGISTRY, Limits, provider_for, router_for, save_turn, warning_cycle
 from runs.actions.containers import after_step_terminal
 from runs.models import Run, Step, ToolCall
 from runs.stores import DjangoEventSink, DjangoMailboxStore, lock_run
@@ -49,7 +49,7 @@ def do_step_turn(step_pk: int, turn: int) -> None:
     tools = REGISTRY.for_role("step", agent.tools)
     request = build_request(agent_turn, tools, inbox)
     try:
-        completion = build_provider(agent.provider, model=agent.model, script=agent.script).complete(request)
+        completion = provider_for(agent).complete(request)
     except ProviderError as exc:
         do_fail_step(step.pk, str(exc))
         return
@@ -269,7 +269,7 @@ def do_resume_turn(step_pk: int) -> None:
     request = build_request(agent_turn, [], inbox)
     sink = DjangoEventSink(run.pk)
     try:
-        completion = build_provider(agent.provider, model=agent.model, script=agent.script).complete(request)
+        completion = provider_for(agent).complete(request)
     except ProviderError as exc:
         do_fail_resume(step.pk, str(exc))
         return
