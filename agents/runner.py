@@ -10,15 +10,18 @@ crashed before committing is simply asked again.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from agents.events import Event, EventSink
 from agents.llm.base import Completion, CompletionRequest
 from agents.router import COORDINATOR, MessageRouter, RouterMessage
 from agents.spec import AgentSpec
-from agents.tools.base import Role, Tool, ToolContext, ToolRegistry
+from agents.tools.base import INJECTED, Role, Tool, ToolCallMeta, ToolContext, ToolHost
+from agents.tools.registry import ToolOutcome, ToolRegistry
 
 TRUNCATION_MARKER = "...[truncated for context limit]"
 MAX_DEPENDENCY_CHARS = 8 * 1024
@@ -37,6 +40,7 @@ class AgentTurn:
     role: Role
     transcript: list[dict[str, Any]]
     variables: dict[str, str] = field(default_factory=dict)
+    env: ToolEnv | None = None
 
     @property
     def turn(self) -> int:
@@ -44,19 +48,46 @@ class AgentTurn:
         return sum(1 for m in self.transcript if m.get("role") == "assistant") + 1
 
 
+@dataclass
+class ToolEnv:
+    """What a turn's tools get besides the router: the run store (for
+    spawn_worker and child runs), the run's workspace, the values of injected
+    argument fields, and whether destructive work was approved."""
+
+    host: ToolHost | None = None
+    workspace: Path | None = None
+    injected: dict[str, Any] = field(default_factory=dict)
+    destructive_approved: bool = False
+    parent_tool_call_id: str = ""
+
+
 @dataclass(frozen=True)
 class ToolCallRecord:
-    tool_call_id: str
+    meta: ToolCallMeta
     name: str
+    # The model's raw argument text, injected fields masked.
     arguments: str
-    result: str
-    ok: bool
+    outcome: ToolOutcome
     duration_ms: int
+
+    @property
+    def tool_call_id(self) -> str:
+        return self.meta.tool_call_id
+
+    @property
+    def result(self) -> str:
+        return self.outcome.text
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome.ok
 
 
 @dataclass
 class TurnResult:
-    status: Literal["continue", "completed"]
+    """``waiting`` means a tool call's result comes later (a child run)."""
+
+    status: Literal["continue", "completed", "waiting"]
     transcript: list[dict[str, Any]]
     output: str = ""
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
@@ -160,43 +191,66 @@ def apply_completion(
         prompt_tokens=usage.prompt_tokens if usage else 0,
         completion_tokens=usage.completion_tokens if usage else 0,
     )
+    env = turn.env or ToolEnv()
     for call in completion.tool_calls:
-        ctx = ToolContext(
+        meta = ToolCallMeta(
             run_id=turn.run_id,
+            session_id=f"{turn.run_id}/{turn.step_id}",
+            turn_id=f"{turn.step_id}/{turn.turn}",
+            tool_call_id=call.id,
+            parent_tool_call_id=env.parent_tool_call_id,
+        )
+        ctx = ToolContext(
+            meta=meta,
             step_id=turn.step_id,
             role=turn.role,
-            tool_call_id=call.id,
             router=router,
             sink=sink,
+            host=env.host,
+            workspace=env.workspace,
+            injected={**env.injected, "run_id": turn.run_id},
+            destructive_approved=env.destructive_approved,
         )
-        sink.emit(
-            Event(
-                "tool_call",
-                turn.step_id,
-                {"phase": "start", "tool_call_id": call.id, "name": call.name, "arguments": call.arguments},
-            )
-        )
-        started = time.monotonic()
-        outcome = registry.call(ctx, call.name, call.arguments, tools)
-        duration_ms = int((time.monotonic() - started) * 1000)
+        raw_arguments = _redacted_raw(call.arguments, registry.get(call.name))
         sink.emit(
             Event(
                 "tool_call",
                 turn.step_id,
                 {
-                    "phase": "end",
+                    "phase": "start",
                     "tool_call_id": call.id,
                     "name": call.name,
-                    "ok": outcome.ok,
-                    "result": _cap(outcome.text, PREVIEW_CHARS),
-                    "duration_ms": duration_ms,
+                    "arguments": _cap(raw_arguments, PREVIEW_CHARS),
+                    "meta": meta.as_data(),
                 },
             )
         )
+        started = time.monotonic()
+        outcome = registry.call(ctx, call.name, call.arguments, tools)
+        duration_ms = int((time.monotonic() - started) * 1000)
+        end: dict[str, Any] = {
+            "phase": "end",
+            "tool_call_id": call.id,
+            "name": call.name,
+            "ok": outcome.ok,
+            "result": _cap(outcome.text, PREVIEW_CHARS),
+            "duration_ms": duration_ms,
+        }
+        if outcome.error_kind:
+            end["error_kind"] = outcome.error_kind
+        if outcome.bounds is not None:
+            end["bounds"] = outcome.bounds.as_data()
+        if outcome.omitted:
+            end["omitted"] = True
+        if outcome.artifacts:
+            end["artifacts"] = [{"kind": a.kind, "title": a.title} for a in outcome.artifacts]
+        if outcome.pending:
+            end["pending"] = True
+            end["child_run_id"] = outcome.child_run_id
+            result.status = "waiting"
+        sink.emit(Event("tool_call", turn.step_id, end))
         transcript.append({"role": "tool", "tool_call_id": call.id, "content": outcome.text})
-        result.tool_calls.append(
-            ToolCallRecord(call.id, call.name, call.arguments, outcome.text, outcome.ok, duration_ms)
-        )
+        result.tool_calls.append(ToolCallRecord(meta, call.name, raw_arguments, outcome, duration_ms))
         if ctx.finalized:
             result.finalized = ctx.finalized[-1]
     return result
@@ -209,6 +263,19 @@ def new_step_transcript(step_id: str, agent: AgentSpec, prompt: str) -> list[dic
     ]
 
 
+def _redacted_raw(arguments: str, tool: Tool | None) -> str:
+    """The raw arguments for an event, with any injected field masked."""
+    if tool is None or not tool.injected:
+        return arguments
+    try:
+        data = json.loads(arguments or "{}")
+    except json.JSONDecodeError:
+        return arguments
+    if isinstance(data, dict):
+        data = {key: (INJECTED if key in tool.injected else value) for key, value in data.items()}
+    return json.dumps(data)
+
+
 def _cap(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
@@ -219,6 +286,7 @@ __all__ = [
     "COORDINATOR",
     "AgentTurn",
     "ToolCallRecord",
+    "ToolEnv",
     "TurnResult",
     "apply_completion",
     "build_request",

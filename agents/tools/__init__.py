@@ -1,12 +1,30 @@
 from __future__ import annotations
 
-from agents.tools.base import Role, Tool, ToolContext, ToolError, ToolOutcome, ToolRegistry
+from agents.tools.base import INJECTED, Role, Tool, ToolCallMeta, ToolContext, ToolError, ToolHost
 from agents.tools.builtin.messaging import MESSAGING_TOOLS
+from agents.tools.registry import ToolOutcome, ToolRegistry
+from agents.tools.results import Artifact, Bounds, ToolResult
+from agents.tools.spawn import SPAWN_WORKER, WorkerRequest
 
 
 def default_registry() -> ToolRegistry:
     """Every builtin tool zenweb ships."""
-    return ToolRegistry(MESSAGING_TOOLS)
+    return ToolRegistry([*MESSAGING_TOOLS, SPAWN_WORKER])
 
 
-__all__ = ["Role", "Tool", "ToolContext", "ToolError", "ToolOutcome", "ToolRegistry", "default_registry"]
+__all__ = [
+    "INJECTED",
+    "Artifact",
+    "Bounds",
+    "Role",
+    "Tool",
+    "ToolCallMeta",
+    "ToolContext",
+    "ToolError",
+    "ToolHost",
+    "ToolOutcome",
+    "ToolRegistry",
+    "ToolResult",
+    "WorkerRequest",
+    "default_registry",
+]

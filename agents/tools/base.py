@@ -1,63 +1,192 @@
 """Tools: declared once with a pydantic argument model, gated by role.
 
-The registry, not the prompt, decides who may call what: a coordinator that
-asks for a worker tool (or the reverse) gets an error result and nothing runs.
-Bad arguments come back to the model as an error result it can repair; they
-never raise out of the step.
+From one ``Tool`` declaration come the JSON schema the model sees, argument
+validation, and the catalog entry (``tool_schemas.json``). The registry
+(``agents.tools.registry``), not the prompt, decides who may call what.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from agents.events import EventSink
 from agents.router import MessageRouter
-from agents.tools.errors import RetryHint, example_input, failure_text
+from agents.tools.errors import FailureKind, RecoveryAction
+from agents.tools.results import ARTIFACT_SCHEMAS, Audience, ToolResult
+
+if TYPE_CHECKING:
+    from agents.tools.spawn import WorkerRequest
 
 Role = Literal["coordinator", "step"]
 
+# What a redacted injected value looks like in stored arguments, events and the UI.
+INJECTED = "[injected]"
+
 
 class ToolError(Exception):
-    """A tool refused the call; the message goes back to the model."""
+    """A tool refused the call; the message goes back to the model with a
+    retry hint of ``kind`` and ``action``."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: FailureKind = "domain_rejection",
+        action: RecoveryAction = "replan",
+        fields: list[str] | None = None,
+        question: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.action = action
+        self.fields = fields or []
+        self.question = question
+
+
+@dataclass(frozen=True)
+class ToolCallMeta:
+    """Who is calling, passed explicitly to every executor (Goa-AI's names).
+
+    ``session_id`` is the agent's conversation (``<run>/<step>``), ``turn_id``
+    one model turn of it, ``parent_tool_call_id`` the call this agent works
+    for: the spawn_worker call of a spawned worker, or the tool call that
+    started a child run."""
+
+    run_id: str
+    session_id: str
+    turn_id: str
+    tool_call_id: str
+    parent_tool_call_id: str = ""
+
+    def as_data(self) -> dict[str, str]:
+        return {
+            "run_id": self.run_id,
+            "session_id": self.session_id,
+            "turn_id": self.turn_id,
+            "tool_call_id": self.tool_call_id,
+            "parent_tool_call_id": self.parent_tool_call_id,
+        }
+
+
+class ToolHost(Protocol):
+    """What the runtime asks of whoever stores runs (zenweb's ``runs`` app):
+    tools that change the shape of a run go through it."""
+
+    def spawn_worker(self, ctx: ToolContext, request: WorkerRequest) -> str:
+        """Add a worker step to the run; return its step id or raise ToolError."""
+        ...
+
+    def start_child_run(self, ctx: ToolContext, workflow: str, inputs: dict[str, Any]) -> str:
+        """Start a run of ``workflow`` for this call; return its id or raise ToolError."""
+        ...
+
+    def isolated(self) -> AbstractContextManager[Any]:
+        """A scope whose writes are undone if the tool raises (a savepoint)."""
+        ...
 
 
 @dataclass
 class ToolContext:
-    """What an executing tool may touch. ``finalized`` collects finalize()."""
+    """What an executing tool may touch. ``finalized`` collects finalize();
+    ``injected`` holds the values of injected argument fields (run_id, user,
+    workspace, ...), filled in before validation and never shown to the model."""
 
-    run_id: str
+    meta: ToolCallMeta
     step_id: str
     role: Role
-    tool_call_id: str
     router: MessageRouter
     sink: EventSink
+    host: ToolHost | None = None
+    workspace: Path | None = None
+    injected: dict[str, Any] = field(default_factory=dict)
+    # The run was approved for destructive work (shell commands that delete, force-push, ...).
+    destructive_approved: bool = False
     finalized: list[str] = field(default_factory=list)
+
+    @property
+    def run_id(self) -> str:
+        return self.meta.run_id
+
+    def isolated(self) -> AbstractContextManager[Any]:
+        return self.host.isolated() if self.host else nullcontext()
+
+    def require_host(self) -> ToolHost:
+        if self.host is None:
+            raise ToolError("this tool needs a run store and none is attached", kind="unavailable", action="finish")
+        return self.host
 
 
 @dataclass(frozen=True)
 class Tool:
+    """One tool. ``run`` gets the context and the validated arguments and
+    returns text or a ToolResult; it raises ToolError to refuse.
+
+    ``injected`` names argument fields the model never sees: they are removed
+    from the schema and filled from ``ToolContext.injected``. ``bounded`` tools
+    return lists and must give Bounds. Tools tagged ``bookkeeping`` (messaging)
+    do not count against the run policy's tool-call caps."""
+
     name: str
     description: str
     args_model: type[BaseModel]
     roles: frozenset[Role]
-    run: Callable[[ToolContext, Any], str]
+    run: Callable[[ToolContext, Any], str | ToolResult]
     toolset: str = "builtin"
     service: str = "zenweb"
     tags: tuple[str, ...] = ()
+    result_model: type[BaseModel] | None = None
+    injected: tuple[str, ...] = ()
+    bounded: bool = False
+    # Artifacts this tool may attach: (kind, audience) pairs, for the catalog.
+    server_data: tuple[tuple[str, Audience], ...] = ()
 
     @property
     def id(self) -> str:
         """``<service>.<toolset>.<tool>``, as in Goa-AI's tool catalogs."""
         return f"{self.service}.{self.toolset}.{self.name}"
 
+    @property
+    def bookkeeping(self) -> bool:
+        return "bookkeeping" in self.tags
+
+    def parameters(self) -> dict[str, Any]:
+        """The argument JSON schema the model sees: injected fields removed."""
+        schema = self.args_model.model_json_schema()
+        schema.pop("title", None)
+        if self.injected:
+            properties = schema.get("properties", {})
+            for name in self.injected:
+                properties.pop(name, None)
+            required = [name for name in schema.get("required", []) if name not in self.injected]
+            if required:
+                schema["required"] = required
+            else:
+                schema.pop("required", None)
+        return schema
+
+    def schema(self) -> dict[str, Any]:
+        """The function-tool schema sent to the model."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters()},
+        }
+
     def catalog_entry(self) -> dict[str, Any]:
-        """This tool in tool_schemas.json's shape. Every tool returns text to
-        the model for now, so the result schema is a string."""
+        """This tool in tool_schemas.json's shape (Goa-AI's)."""
+        if self.result_model is not None:
+            result = {"name": self.result_model.__name__, "schema": self.result_model.model_json_schema()}
+        else:
+            result = {"name": "Text", "schema": {"type": "string"}}
+        server_data = []
+        for kind, audience in self.server_data:
+            model = ARTIFACT_SCHEMAS.get(kind)
+            server_data.append({"kind": kind, "audience": audience, "schema": model.model_json_schema() if model else {}})
         return {
             "id": self.id,
             "service": self.service,
@@ -65,106 +194,7 @@ class Tool:
             "title": self.name.replace("_", " ").capitalize(),
             "description": self.description,
             "tags": list(self.tags),
-            "payload": {"name": self.args_model.__name__, "schema": self.args_model.model_json_schema()},
-            "result": {"name": "Text", "schema": {"type": "string"}},
-            "server_data": [],
+            "payload": {"name": self.args_model.__name__, "schema": self.parameters()},
+            "result": result,
+            "server_data": server_data,
         }
-
-    def schema(self) -> dict[str, Any]:
-        """The function-tool schema sent to the model."""
-        parameters = self.args_model.model_json_schema()
-        parameters.pop("title", None)
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": parameters,
-            },
-        }
-
-
-@dataclass(frozen=True)
-class ToolOutcome:
-    text: str
-    ok: bool
-    arguments: dict[str, Any] | None = None
-
-
-class ToolRegistry:
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
-        self._tools: dict[str, Tool] = {}
-        for tool in tools:
-            self.add(tool)
-
-    def add(self, tool: Tool) -> None:
-        if tool.name in self._tools:
-            raise ValueError(f"tool {tool.name!r} is registered twice")
-        self._tools[tool.name] = tool
-
-    def names(self) -> list[str]:
-        return sorted(self._tools)
-
-    def catalog(self) -> dict[str, Any]:
-        """Every tool, grouped as tool_schemas.json expects: ``{"tools": [...]}``."""
-        return {"tools": [tool.catalog_entry() for tool in sorted(self._tools.values(), key=lambda t: t.id)]}
-
-    def for_role(self, role: Role, requested: Iterable[str] = ()) -> list[Tool]:
-        """The tools an agent of ``role`` gets: the role's defaults plus the
-        requested ones the role may use. A step agent gets ``send_message``
-        unless it declares a tool of that name itself."""
-        chosen = [t for t in self._tools.values() if role in t.roles and t.name in DEFAULTS[role]]
-        for name in requested:
-            tool = self._tools.get(name)
-            if tool and role in tool.roles and tool not in chosen:
-                chosen.append(tool)
-        return chosen
-
-    def call(self, ctx: ToolContext, name: str, raw_arguments: str, allowed: list[Tool]) -> ToolOutcome:
-        """Run one tool call. Every failure comes back as a ToolOutcome whose
-        text carries a retry hint; nothing here raises into the step."""
-        # Both the agent's tool list and the tool's own roles must allow it,
-        # so a caller passing the wrong list still cannot cross roles.
-        tool = next((t for t in allowed if t.name == name and ctx.role in t.roles), None)
-        if tool is None:
-            known = self._tools.get(name)
-            why = f"tool {name!r} is not available to the {ctx.role}" if known else f"unknown tool {name!r}"
-            available = ", ".join(t.name for t in allowed)
-            hint = RetryHint("invalid_call", "replan", question=f"Which of these tools fits: {available}?")
-            return ToolOutcome(failure_text(f"{why}. Available tools: [{available}]", hint), ok=False)
-        try:
-            data = json.loads(raw_arguments or "{}")
-        except json.JSONDecodeError as exc:
-            hint = RetryHint(
-                "invalid_call", "correct_call", prior_input=raw_arguments, example_input=example_input(tool.args_model)
-            )
-            return ToolOutcome(failure_text(f"arguments for {name} are not valid JSON: {exc}", hint), ok=False)
-        try:
-            args = tool.args_model.model_validate(data)
-        except ValidationError as exc:
-            errors = exc.errors()
-            problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}" for err in errors)
-            hint = RetryHint(
-                "invalid_call",
-                "correct_call",
-                fields=sorted({".".join(str(p) for p in err["loc"]) for err in errors if err["loc"]}),
-                prior_input=data,
-                example_input=example_input(tool.args_model),
-            )
-            return ToolOutcome(
-                failure_text(f"invalid arguments for {name}: {problems}", hint),
-                ok=False,
-                arguments=data if isinstance(data, dict) else None,
-            )
-        try:
-            return ToolOutcome(tool.run(ctx, args), ok=True, arguments=args.model_dump())
-        except ToolError as exc:
-            hint = RetryHint("domain_rejection", "replan", prior_input=args.model_dump())
-            return ToolOutcome(failure_text(str(exc), hint), ok=False, arguments=args.model_dump())
-
-
-# Tools every agent of a role gets without asking for them.
-DEFAULTS: dict[Role, frozenset[str]] = {
-    "coordinator": frozenset({"forward_to_agent", "narrate", "finalize"}),
-    "step": frozenset({"send_message"}),
-}

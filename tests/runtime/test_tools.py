@@ -11,7 +11,7 @@ from agents.llm.base import Completion, CompletionRequest, ToolCallRequest
 from agents.router import COORDINATOR, InMemoryMailboxStore, MessageRouter
 from agents.runner import AgentTurn, apply_completion
 from agents.spec import AgentSpec
-from agents.tools import ToolContext, default_registry
+from agents.tools import ToolCallMeta, ToolContext, default_registry
 
 
 class Run:
@@ -27,7 +27,8 @@ class Run:
 
     def context(self, step_id: str) -> ToolContext:
         role = "coordinator" if step_id == COORDINATOR else "step"
-        return ToolContext("run-1", step_id, role, "call-1", self.router, self.sink)
+        meta = ToolCallMeta("run-1", f"run-1/{step_id}", f"{step_id}/1", "call-1")
+        return ToolContext(meta, step_id, role, self.router, self.sink)
 
     def call(self, step_id: str, name: str, arguments: str | dict):
         ctx = self.context(step_id)
@@ -327,13 +328,15 @@ def test_it_lists_every_tool_in_the_catalog_shape():
     catalog = default_registry().catalog()
 
     ids = [tool["id"] for tool in catalog["tools"]]
-    assert ids == [
+    assert ids == sorted(ids)
+    assert {
         "zenweb.messaging.finalize",
         "zenweb.messaging.forward_to_agent",
         "zenweb.messaging.narrate",
         "zenweb.messaging.send_message",
-    ]
-    send = catalog["tools"][-1]
+        "zenweb.orchestration.spawn_worker",
+    } <= set(ids)
+    [send] = [tool for tool in catalog["tools"] if tool["id"] == "zenweb.messaging.send_message"]
     assert set(send) == {"id", "service", "toolset", "title", "description", "tags", "payload", "result", "server_data"}
     assert send["payload"]["name"] == "SendMessageArgs"
     assert send["payload"]["schema"]["required"] == ["text"]

@@ -1,0 +1,191 @@
+"""The tool registry: who may call what, and one tool call from raw model
+arguments to the outcome the model and the run page see.
+
+Every failure (an unknown or forbidden tool, arguments that are not JSON or
+do not validate, a ToolError, a result that breaks the bounds contract, an
+unexpected exception) comes back as a failed ToolOutcome whose text carries a
+retry hint. Nothing here raises into the step.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from agents.tools.base import INJECTED, Role, Tool, ToolContext, ToolError
+from agents.tools.errors import FailureKind, RetryHint, example_input, failure_text
+from agents.tools.results import MAX_RESULT_CHARS, Artifact, Bounds, ToolResult
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """What became of one call. ``text`` is what the model sees; ``arguments``
+    are the validated arguments with injected values redacted; ``artifacts``
+    are for people only."""
+
+    text: str
+    ok: bool
+    arguments: dict[str, Any] | None = None
+    error_kind: FailureKind | None = None
+    bounds: Bounds | None = None
+    artifacts: list[Artifact] = field(default_factory=list)
+    omitted: bool = False
+    pending: bool = False
+    child_run_id: str | None = None
+    counted: bool = True
+
+
+class ToolRegistry:
+    def __init__(self, tools: Iterable[Tool] = (), *, max_result_chars: int = MAX_RESULT_CHARS) -> None:
+        self._tools: dict[str, Tool] = {}
+        self.max_result_chars = max_result_chars
+        for tool in tools:
+            self.add(tool)
+
+    def add(self, tool: Tool) -> None:
+        if tool.name in self._tools:
+            raise ValueError(f"tool {tool.name!r} is registered twice")
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def tools(self) -> list[Tool]:
+        return sorted(self._tools.values(), key=lambda t: t.id)
+
+    def catalog(self) -> dict[str, Any]:
+        """Every tool, as tool_schemas.json has them: ``{"tools": [...]}``."""
+        return {"tools": [tool.catalog_entry() for tool in self.tools()]}
+
+    def for_role(self, role: Role, requested: Iterable[str] = ()) -> list[Tool]:
+        """The tools an agent of ``role`` gets: the role's defaults plus the
+        requested ones the role may use."""
+        chosen = [t for t in self._tools.values() if role in t.roles and t.name in DEFAULTS[role]]
+        for name in requested:
+            tool = self._tools.get(name)
+            if tool and role in tool.roles and tool not in chosen:
+                chosen.append(tool)
+        return chosen
+
+    def call(self, ctx: ToolContext, name: str, raw_arguments: str, allowed: list[Tool]) -> ToolOutcome:
+        """Run one tool call; every failure is an outcome with a retry hint."""
+        # Both the agent's tool list and the tool's own roles must allow it,
+        # so a caller passing the wrong list still cannot cross roles.
+        tool = next((t for t in allowed if t.name == name and ctx.role in t.roles), None)
+        if tool is None:
+            known = self._tools.get(name)
+            why = f"tool {name!r} is not available to the {ctx.role}" if known else f"unknown tool {name!r}"
+            available = ", ".join(t.name for t in allowed)
+            hint = RetryHint("invalid_call", "replan", question=f"Which of these tools fits: {available}?")
+            return _failed(f"{why}. Available tools: [{available}]", hint, counted=not (known and known.bookkeeping))
+        counted = not tool.bookkeeping
+        try:
+            data = json.loads(raw_arguments or "{}")
+        except json.JSONDecodeError as exc:
+            hint = RetryHint("invalid_call", "correct_call", prior_input=raw_arguments, example_input=_example(tool))
+            return _failed(f"arguments for {name} are not valid JSON: {exc}", hint, counted=counted)
+        if not isinstance(data, dict):
+            hint = RetryHint("invalid_call", "correct_call", prior_input=data, example_input=_example(tool))
+            kind = type(data).__name__
+            return _failed(f"invalid arguments for {name}: (root): Input should be an object, not {kind}", hint, counted=counted)
+        spoofed = sorted(set(data) & set(tool.injected))
+        # Interceptors: injected fields come from the context, whatever the model sent.
+        data = {**data, **{key: ctx.injected.get(key) for key in tool.injected}}
+        shown = _redact(data, tool)
+        try:
+            args = tool.args_model.model_validate(data)
+        except ValidationError as exc:
+            errors = [e for e in exc.errors() if not (e["loc"] and e["loc"][0] in tool.injected)]
+            if not errors:
+                # Only injected fields failed: the host did not supply them; not the model's fault.
+                missing = ", ".join(tool.injected)
+                hint = RetryHint("unavailable", "finish")
+                return _failed(f"{name} cannot run here: {missing} not available", hint, shown, counted=counted)
+            problems = "; ".join(f"{_dotted(err['loc'])}: {err['msg']}" for err in errors)
+            hint = RetryHint(
+                "invalid_call",
+                "correct_call",
+                fields=sorted({_dotted(err["loc"]) for err in errors if err["loc"]}),
+                prior_input=_visible(data, tool),
+                example_input=_example(tool),
+            )
+            return _failed(f"invalid arguments for {name}: {problems}", hint, shown, counted=counted)
+        if spoofed:
+            log.info("tool %s: ignored model-supplied injected fields %s", name, spoofed)
+        try:
+            with ctx.isolated():
+                returned = tool.run(ctx, args)
+        except ToolError as exc:
+            hint = RetryHint(exc.kind, exc.action, fields=exc.fields, prior_input=_visible(data, tool), question=exc.question)
+            return _failed(str(exc), hint, shown, counted=counted)
+        except Exception as exc:  # noqa: BLE001 - a broken tool must not kill the step
+            log.exception("tool %s raised", name)
+            hint = RetryHint("internal", "replan", prior_input=_visible(data, tool))
+            return _failed(f"{name} failed unexpectedly: {type(exc).__name__}: {str(exc)[:500]}", hint, shown, counted=counted)
+        return self._success(tool, returned, shown, counted)
+
+    def _success(self, tool: Tool, returned: str | ToolResult, shown: dict[str, Any], counted: bool) -> ToolOutcome:
+        result = returned if isinstance(returned, ToolResult) else ToolResult(returned)
+        if result.pending:
+            return ToolOutcome(
+                str(result.content), ok=True, arguments=shown, pending=True, child_run_id=result.child_run_id, counted=counted
+            )
+        # Goa-AI's contract: a bounded tool's success carries bounds; others never do.
+        problem = None
+        if tool.bounded and result.bounds is None:
+            problem = f"{tool.name} is bounded but returned no bounds"
+        elif not tool.bounded and result.bounds is not None:
+            problem = f"{tool.name} is not bounded but returned bounds"
+        artifacts: list[Artifact] = []
+        for artifact in result.artifacts:
+            try:
+                artifacts.append(Artifact(**{**artifact.__dict__, "source_tool": tool.id}).checked())
+            except (ValueError, ValidationError) as exc:
+                problem = f"{tool.name} returned a malformed {artifact.kind} artifact: {exc}"
+        if problem:
+            log.error("tool contract broken: %s", problem)
+            return _failed(problem, RetryHint("malformed_result", "replan"), shown, counted=counted)
+        text, omitted = result.model_text(self.max_result_chars)
+        return ToolOutcome(
+            text, ok=True, arguments=shown, bounds=result.bounds, artifacts=artifacts, omitted=omitted, counted=counted
+        )
+
+
+def _failed(
+    message: str, hint: RetryHint, arguments: dict[str, Any] | None = None, *, counted: bool = True
+) -> ToolOutcome:
+    return ToolOutcome(failure_text(message, hint), ok=False, arguments=arguments, error_kind=hint.kind, counted=counted)
+
+
+def _redact(data: dict[str, Any], tool: Tool) -> dict[str, Any]:
+    return {key: (INJECTED if key in tool.injected else value) for key, value in data.items()}
+
+
+def _visible(data: dict[str, Any], tool: Tool) -> dict[str, Any]:
+    """The arguments as the model wrote them: injected fields left out."""
+    return {key: value for key, value in data.items() if key not in tool.injected}
+
+
+def _example(tool: Tool) -> dict[str, Any]:
+    return {key: value for key, value in example_input(tool.args_model).items() if key not in tool.injected}
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "(root)"
+
+
+# Tools every agent of a role gets without asking for them.
+DEFAULTS: dict[Role, frozenset[str]] = {
+    "coordinator": frozenset({"forward_to_agent", "narrate", "finalize"}),
+    "step": frozenset({"send_message"}),
+}

@@ -1,0 +1,49 @@
+"""spawn_worker: the coordinator splits work into fresh worker steps (seed 002).
+
+A worker starts with a clean context: its task text and the outputs of the
+steps it depends on, nothing of the coordinator's conversation. Independent
+workers run in parallel; a worker waits for the steps in ``depends_on``.
+Workers never get spawn_worker (it is a coordinator-only tool), so the
+hierarchy is exactly two levels. Write conflicts are refused at spawn time:
+two unfinished workers may not declare the same write target unless one
+depends on the other (the host checks this, naming the conflicting step).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agents.tools.base import Tool, ToolContext
+
+MAX_TASK_CHARS = 8_000
+
+
+class WorkerRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    task: str = Field(min_length=1, max_length=MAX_TASK_CHARS, description="What the worker must do, in full.")
+    tools: list[str] = Field(default_factory=list, description="Worker tools it may use (execution tools only).")
+    depends_on: list[str] = Field(default_factory=list, description="Step ids whose output it needs first.")
+    writes: list[str] = Field(
+        default_factory=list,
+        description="What it will write (file paths, records); two unfinished workers may not share one.",
+    )
+    agent: str | None = Field(default=None, description="The workflow agent to run it as (default: the worker agent).")
+
+
+def _spawn(ctx: ToolContext, args: WorkerRequest) -> str:
+    step_id = ctx.require_host().spawn_worker(ctx, args)
+    waits = f"; it starts after {', '.join(args.depends_on)}" if args.depends_on else ""
+    return f"spawned: {step_id}{waits}"
+
+
+SPAWN_WORKER = Tool(
+    "spawn_worker",
+    "Add a worker step to this run with a fresh context: only its task and the outputs of the steps it "
+    "depends on. Independent workers run in parallel. Returns the new step id.",
+    WorkerRequest,
+    frozenset({"coordinator"}),
+    _spawn,
+    toolset="orchestration",
+    tags=("management",),
+)
