@@ -186,7 +186,9 @@ class Tool:
         server_data = []
         for kind, audience in self.server_data:
             model = ARTIFACT_SCHEMAS.get(kind)
-            server_data.append({"kind": kind, "audience": audience, "schema": model.model_json_schema() if model else {}})
+            server_data.append(
+                {"kind": kind, "audience": audience, "schema": model.model_json_schema() if model else {}}
+            )
         return {
             "id": self.id,
             "service": self.service,

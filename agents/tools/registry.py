@@ -97,7 +97,9 @@ class ToolRegistry:
         if not isinstance(data, dict):
             hint = RetryHint("invalid_call", "correct_call", prior_input=data, example_input=_example(tool))
             kind = type(data).__name__
-            return _failed(f"invalid arguments for {name}: (root): Input should be an object, not {kind}", hint, counted=counted)
+            return _failed(
+                f"invalid arguments for {name}: (root): Input should be an object, not {kind}", hint, counted=counted
+            )
         spoofed = sorted(set(data) & set(tool.injected))
         # Interceptors: injected fields come from the context, whatever the model sent.
         data = {**data, **{key: ctx.injected.get(key) for key in tool.injected}}
@@ -126,19 +128,28 @@ class ToolRegistry:
             with ctx.isolated():
                 returned = tool.run(ctx, args)
         except ToolError as exc:
-            hint = RetryHint(exc.kind, exc.action, fields=exc.fields, prior_input=_visible(data, tool), question=exc.question)
+            hint = RetryHint(
+                exc.kind, exc.action, fields=exc.fields, prior_input=_visible(data, tool), question=exc.question
+            )
             return _failed(str(exc), hint, shown, counted=counted)
         except Exception as exc:  # noqa: BLE001 - a broken tool must not kill the step
             log.exception("tool %s raised", name)
             hint = RetryHint("internal", "replan", prior_input=_visible(data, tool))
-            return _failed(f"{name} failed unexpectedly: {type(exc).__name__}: {str(exc)[:500]}", hint, shown, counted=counted)
+            return _failed(
+                f"{name} failed unexpectedly: {type(exc).__name__}: {str(exc)[:500]}", hint, shown, counted=counted
+            )
         return self._success(tool, returned, shown, counted)
 
     def _success(self, tool: Tool, returned: str | ToolResult, shown: dict[str, Any], counted: bool) -> ToolOutcome:
         result = returned if isinstance(returned, ToolResult) else ToolResult(returned)
         if result.pending:
             return ToolOutcome(
-                str(result.content), ok=True, arguments=shown, pending=True, child_run_id=result.child_run_id, counted=counted
+                str(result.content),
+                ok=True,
+                arguments=shown,
+                pending=True,
+                child_run_id=result.child_run_id,
+                counted=counted,
             )
         # Goa-AI's contract: a bounded tool's success carries bounds; others never do.
         problem = None
@@ -164,7 +175,9 @@ class ToolRegistry:
 def _failed(
     message: str, hint: RetryHint, arguments: dict[str, Any] | None = None, *, counted: bool = True
 ) -> ToolOutcome:
-    return ToolOutcome(failure_text(message, hint), ok=False, arguments=arguments, error_kind=hint.kind, counted=counted)
+    return ToolOutcome(
+        failure_text(message, hint), ok=False, arguments=arguments, error_kind=hint.kind, counted=counted
+    )
 
 
 def _redact(data: dict[str, Any], tool: Tool) -> dict[str, Any]:
