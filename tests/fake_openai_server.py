@@ -138,8 +138,12 @@ class FakeOpenAIServer:
         *,
         error_type: str = "server_error",
         code: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
-        """Answer with an HTTP error status and an OpenAI-style error body."""
+        """Answer with an HTTP error status and an OpenAI-style error body.
+
+        ``headers`` are sent as well: ``{"retry-after-ms": "10"}`` makes the SDK
+        retry a 429 or 5xx after 10 ms instead of its half-second backoff."""
         body = {
             "error": {
                 "message": message,
@@ -148,7 +152,7 @@ class FakeOpenAIServer:
                 "code": code,
             }
         }
-        self.push(CannedResponse(status, body))
+        self.push(CannedResponse(status, body, headers=dict(headers or {})))
 
     def push_body(self, body: dict[str, Any], *, status: int = 200) -> None:
         """Answer with an arbitrary JSON body, e.g. a completion without choices."""

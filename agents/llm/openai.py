@@ -23,6 +23,8 @@ from agents.llm.base import (
 )
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_MAX_RETRIES = 2
 
 # Server error texts are shown to users; an HTML error page should not flood the UI.
 _MAX_SERVER_MESSAGE = 500
@@ -32,8 +34,12 @@ class OpenAIProvider:
     """Calls ``chat.completions.create`` through the official openai SDK.
 
     ``base_url`` selects an OpenAI-compatible server (vLLM, Ollama, LiteLLM, ...);
-    ``None`` means OpenAI itself. ``max_retries`` is the SDK's own retry budget for
-    connection errors, 408/409/429 and 5xx responses.
+    ``None`` means OpenAI itself. ``timeout`` bounds each attempt, in seconds.
+    ``max_retries`` is the SDK's own retry budget: it retries connection errors,
+    timeouts, 408/409/429 and 5xx responses with exponential backoff (0.5 s
+    doubling, at most 8 s, with jitter), or after the delay a ``retry-after-ms``
+    or ``Retry-After`` header asks for (up to two minutes; a longer one is not
+    retried). ``0`` turns retries off.
     """
 
     name = "openai"
@@ -44,13 +50,16 @@ class OpenAIProvider:
         base_url: str | None,
         api_key: str,
         model: str,
-        timeout: float = 60.0,
-        max_retries: int = 2,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> None:
         if not api_key:
             raise ProviderError("openai provider: the API key is empty")
         if not model:
             raise ProviderError("openai provider: no model given")
+        # The SDK raises a bare TypeError/ValueError for these; say it our way.
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ProviderError(f"openai provider: max_retries must be an integer >= 0, got {max_retries!r}")
         # Pass the default URL explicitly: given None, the SDK would read
         # OPENAI_BASE_URL from os.environ and ignore the environ we were built from.
         self.base_url = base_url or DEFAULT_BASE_URL
@@ -79,9 +88,11 @@ class OpenAIProvider:
     ) -> OpenAIProvider:
         """Build a provider from environment variables.
 
-        ``OPENAI_API_KEY`` is required. ``OPENAI_BASE_URL`` (default: OpenAI) and
-        ``ZENWEB_LLM_TIMEOUT`` (seconds, default 60) are optional. The model is the
-        ``model`` argument, else ``ZENWEB_MODEL``; one of them is required.
+        ``OPENAI_API_KEY`` is required. ``OPENAI_BASE_URL`` (default: OpenAI),
+        ``ZENWEB_LLM_TIMEOUT`` (seconds per attempt, default 60) and
+        ``ZENWEB_LLM_MAX_RETRIES`` (retries after a failed attempt, default 2)
+        are optional. The model is the ``model`` argument, else ``ZENWEB_MODEL``;
+        one of them is required.
         """
         api_key = environ.get("OPENAI_API_KEY", "").strip()
         if not api_key:
@@ -93,7 +104,7 @@ class OpenAIProvider:
         if not model:
             raise ProviderError("no model for the openai provider: set ZENWEB_MODEL (e.g. ZENWEB_MODEL=gpt-4o-mini)")
         base_url = environ.get("OPENAI_BASE_URL", "").strip() or None
-        timeout = 60.0
+        timeout = DEFAULT_TIMEOUT
         raw_timeout = environ.get("ZENWEB_LLM_TIMEOUT", "").strip()
         if raw_timeout:
             try:
@@ -102,7 +113,18 @@ class OpenAIProvider:
                 timeout = float("nan")
             if not timeout > 0:
                 raise ProviderError(f"ZENWEB_LLM_TIMEOUT must be a positive number of seconds, got {raw_timeout!r}")
-        return cls(base_url=base_url, api_key=api_key, model=model, timeout=timeout)
+        max_retries = DEFAULT_MAX_RETRIES
+        raw_retries = environ.get("ZENWEB_LLM_MAX_RETRIES", "").strip()
+        if raw_retries:
+            try:
+                max_retries = int(raw_retries)
+            except ValueError:
+                max_retries = -1
+            if max_retries < 0:
+                raise ProviderError(
+                    f"ZENWEB_LLM_MAX_RETRIES must be a whole number of retries, 0 or more, got {raw_retries!r}"
+                )
+        return cls(base_url=base_url, api_key=api_key, model=model, timeout=timeout, max_retries=max_retries)
 
     def complete(self, request: CompletionRequest) -> Completion:
         """Ask the model for the next turn of ``request.messages``."""
@@ -112,6 +134,10 @@ class OpenAIProvider:
         # all (reasoning models), so only send what the request actually sets.
         if request.tools:
             kwargs["tools"] = request.tools
+            # Let the model ask for several calls in one turn; the runner runs
+            # them in the order given. Without tools the field is meaningless
+            # and some servers reject it.
+            kwargs["parallel_tool_calls"] = True
         if request.temperature is not None:
             kwargs["temperature"] = request.temperature
         try:
@@ -139,9 +165,10 @@ class OpenAIProvider:
             )
         usage = None
         if response.usage is not None:
+            # Compatible servers sometimes leave a count out (null); count it as 0.
             usage = Usage(
-                prompt_tokens=response.usage.prompt_tokens,
-                completion_tokens=response.usage.completion_tokens,
+                prompt_tokens=response.usage.prompt_tokens or 0,
+                completion_tokens=response.usage.completion_tokens or 0,
             )
         # A refusal arrives with content None; keep its text so the transcript says why.
         content = message.content if message.content is not None else message.refusal

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -53,6 +54,7 @@ def _no_ambient_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
         "ZENWEB_LLM",
         "ZENWEB_MODEL",
         "ZENWEB_LLM_TIMEOUT",
+        "ZENWEB_LLM_MAX_RETRIES",
     ):
         monkeypatch.delenv(name, raising=False)
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
@@ -66,15 +68,19 @@ def server() -> Iterator[FakeOpenAIServer]:
         yield server
 
 
-def make_provider(server: FakeOpenAIServer, *, timeout: float = 60.0) -> OpenAIProvider:
-    # No SDK retries: each test queues exactly the responses it expects to be asked for.
+def make_provider(server: FakeOpenAIServer, *, timeout: float = 60.0, max_retries: int = 0) -> OpenAIProvider:
+    # No SDK retries unless asked: each test queues exactly the responses it expects to be asked for.
     return OpenAIProvider(
         base_url=server.base_url,
         api_key=KEY,
         model="default-model",
         timeout=timeout,
-        max_retries=0,
+        max_retries=max_retries,
     )
+
+
+# Tells the SDK to retry after 10 ms instead of its 0.5 s first backoff.
+RETRY_SOON = {"retry-after-ms": "10"}
 
 
 def test_it_returns_a_text_answer_with_usage(server: FakeOpenAIServer) -> None:
@@ -118,6 +124,7 @@ def test_it_turns_tool_calls_into_requests_and_sends_the_request_as_given(
     [seen] = server.requests
     assert seen.body["messages"] == MESSAGES
     assert seen.body["tools"] == [WEATHER_TOOL]
+    assert seen.body["parallel_tool_calls"] is True
     assert seen.body["temperature"] == 0.4
     assert seen.body["model"] == "tool-model"
 
@@ -131,6 +138,7 @@ def test_it_omits_tools_and_temperature_the_request_does_not_set(
 
     [seen] = server.requests
     assert "tools" not in seen.body
+    assert "parallel_tool_calls" not in seen.body
     assert "temperature" not in seen.body
 
 
@@ -332,3 +340,104 @@ def test_it_sends_messages_as_json_the_server_can_replay(
     make_provider(server).complete(CompletionRequest(agent="a", messages=transcript))
 
     assert server.requests[0].body["messages"] == transcript
+
+
+def test_it_retries_a_rate_limit_after_the_delay_the_server_asks_for(
+    server: FakeOpenAIServer,
+) -> None:
+    server.push_error(429, "Rate limit reached for requests.", error_type="requests", headers=RETRY_SOON)
+    server.push_text("Sunny after all.", prompt_tokens=12, completion_tokens=3)
+
+    started = time.monotonic()
+    completion = make_provider(server, max_retries=2).complete(CompletionRequest(agent="a", messages=MESSAGES))
+    elapsed = time.monotonic() - started
+
+    assert completion.content == "Sunny after all."
+    assert completion.usage == Usage(prompt_tokens=12, completion_tokens=3)
+    assert len(server.requests) == 2
+    assert server.requests[0].body == server.requests[1].body
+    # The SDK's own backoff would have waited at least 0.375 s.
+    assert elapsed < 0.35
+
+
+def test_it_retries_a_server_error(server: FakeOpenAIServer) -> None:
+    server.push_error(500, "The server had an error while processing your request.", headers=RETRY_SOON)
+    server.push_text("Recovered.")
+
+    completion = make_provider(server, max_retries=2).complete(CompletionRequest(agent="a", messages=MESSAGES))
+
+    assert completion.content == "Recovered."
+    assert len(server.requests) == 2
+
+
+def test_it_gives_up_when_the_retries_are_spent(server: FakeOpenAIServer) -> None:
+    for _ in range(3):
+        server.push_error(429, "Rate limit reached for requests.", error_type="requests", headers=RETRY_SOON)
+    server.push_text("never asked for")
+
+    with pytest.raises(ProviderError) as caught:
+        make_provider(server, max_retries=2).complete(CompletionRequest(agent="a", messages=MESSAGES))
+
+    assert "rate limited (429)" in str(caught.value)
+    assert len(server.requests) == 3
+
+
+def test_it_does_not_retry_a_bad_request(server: FakeOpenAIServer) -> None:
+    server.push_error(400, "Invalid 'messages'.", error_type="invalid_request_error", headers=RETRY_SOON)
+    server.push_text("never asked for")
+
+    with pytest.raises(ProviderError) as caught:
+        make_provider(server, max_retries=2).complete(CompletionRequest(agent="a", messages=MESSAGES))
+
+    assert "HTTP 400" in str(caught.value)
+    assert "Invalid 'messages'." in str(caught.value)
+    assert len(server.requests) == 1
+
+
+def test_it_reads_the_retry_budget_from_the_environment(server: FakeOpenAIServer) -> None:
+    environ = {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": server.base_url, "ZENWEB_MODEL": "m"}
+    server.push_error(429, "Rate limit reached for requests.", error_type="requests", headers=RETRY_SOON)
+
+    default = OpenAIProvider.from_env(environ)
+    provider = OpenAIProvider.from_env({**environ, "ZENWEB_LLM_MAX_RETRIES": " 0 "})
+    with pytest.raises(ProviderError) as caught:
+        provider.complete(CompletionRequest(agent="a", messages=MESSAGES))
+
+    assert default.max_retries == 2
+    assert provider.max_retries == 0
+    assert "rate limited (429)" in str(caught.value)
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("raw", ["two", "-1", "1.5"])
+def test_it_rejects_a_retry_budget_that_is_not_a_whole_number(raw: str) -> None:
+    with pytest.raises(ProviderError) as caught:
+        OpenAIProvider.from_env({"OPENAI_API_KEY": KEY, "ZENWEB_MODEL": "m", "ZENWEB_LLM_MAX_RETRIES": raw})
+
+    assert "ZENWEB_LLM_MAX_RETRIES" in str(caught.value)
+    assert repr(raw) in str(caught.value)
+    assert KEY not in str(caught.value)
+
+
+def test_it_rejects_a_negative_max_retries() -> None:
+    with pytest.raises(ProviderError) as caught:
+        OpenAIProvider(base_url=None, api_key=KEY, model="m", max_retries=-1)
+
+    assert "max_retries" in str(caught.value)
+
+
+def test_it_returns_no_usage_when_the_server_reports_none(server: FakeOpenAIServer) -> None:
+    server.push_body(
+        {
+            "id": "x",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "m",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+        }
+    )
+
+    completion = make_provider(server).complete(CompletionRequest(agent="a", messages=MESSAGES))
+
+    assert completion.content == "hi"
+    assert completion.usage is None
