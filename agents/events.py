@@ -39,6 +39,9 @@ EventType = Literal[
     "loop_judge",
     "loop_judged",
     "loop_end",
+    "worker_spawned",
+    "child_run_linked",
+    "child_run_result",
 ]
 
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)

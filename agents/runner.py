@@ -208,7 +208,11 @@ def apply_completion(
             sink=sink,
             host=env.host,
             workspace=env.workspace,
-            injected={**env.injected, "run_id": turn.run_id},
+            injected={
+                **env.injected,
+                "run_id": turn.run_id,
+                **({"workspace": str(env.workspace)} if env.workspace else {}),
+            },
             destructive_approved=env.destructive_approved,
         )
         raw_arguments = _redacted_raw(call.arguments, registry.get(call.name))

@@ -213,18 +213,35 @@ class WorkflowOptions(_Spec):
     max_tool_calls: int = Field(default=200, ge=1)
     max_consecutive_tool_failures: int = Field(default=5, ge=1)
     max_run_tool_calls: int = Field(default=2000, ge=1)
+    # Workers the coordinator may add with spawn_worker, and the agent they
+    # run as when spawn_worker names none.
+    max_workers: int = Field(default=8, ge=0, le=MAX_STEPS)
+    worker_agent: str = "worker"
+
+
+class ToolExposure(_Spec):
+    """Offer this workflow to other workflows' agents as a tool (agent-as-tool):
+    calling it starts a child run whose result is the tool's result. The
+    tool's arguments are the workflow's inputs."""
+
+    name: Name
+    description: str = Field(default="", max_length=MAX_DESCRIPTION)
 
 
 class WorkflowSpec(_Spec):
-    """A validated workflow. Build one with ``parse_workflow`` or ``load_workflow``."""
+    """A validated workflow. Build one with ``parse_workflow`` or ``load_workflow``.
+
+    ``steps`` may be empty when the coordinator plans the work itself (its
+    agent lists spawn_worker)."""
 
     name: Name
     version: int = Field(default=1, ge=1)
     description: str = Field(default="", max_length=MAX_DESCRIPTION)
     inputs: dict[InputName, InputSpec] = Field(default_factory=dict)
     agents: dict[Name, AgentSpec] = Field(min_length=1)
-    steps: list[StepSpec] = Field(min_length=1, max_length=MAX_STEPS)
+    steps: list[StepSpec] = Field(default_factory=list, max_length=MAX_STEPS)
     options: WorkflowOptions = Field(default_factory=WorkflowOptions)
+    tool: ToolExposure | None = None
 
     @model_validator(mode="after")
     def _check_references(self, info: ValidationInfo) -> WorkflowSpec:
@@ -296,6 +313,9 @@ class WorkflowSpec(_Spec):
         """Problems that span fields: references between steps, agents, inputs,
         containers and tools. ``self`` may be a lenient stand-in (``_lenient``)."""
         yield from _steps_problems(self.steps, ("steps",), self, depth=0)
+        coordinator = self.agents.get("coordinator")
+        if not self.steps and "spawn_worker" not in (coordinator.tools if coordinator else []):
+            yield ("steps",), "a workflow needs at least one step, unless its coordinator agent plans with spawn_worker"
         total = _count_steps(self.steps)
         if total > MAX_STEPS and len(self.steps) <= MAX_STEPS:
             yield (

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.template.loader import render_to_string
 
 from agents import ids
-from runs.models import Event, Run, Step
+from runs.models import Event, Run, Step, ToolCall
 
 BATCH = 500
 
@@ -35,6 +35,22 @@ def run_context(run: Run) -> dict:
     }
 
 
+# Events after which the tool-call table is drawn again.
+TOOL_EVENTS = {"tool_call", "child_run_result", "child_run_linked"}
+TOOL_CALLS_SHOWN = 200
+
+
+def tool_calls_context(run: Run) -> dict:
+    """The latest tool calls with their artifacts and child runs, oldest first."""
+    calls = (
+        ToolCall.objects.filter(run=run)
+        .select_related("step")
+        .prefetch_related("artifacts", "child_runs")
+        .order_by("-id")[:TOOL_CALLS_SHOWN]
+    )
+    return {"tool_calls": list(calls)[::-1], "tool_calls_total": run.tool_calls.count()}
+
+
 def in_display_order(steps: list[Step]) -> list[Step]:
     """Steps under their top-level container: a loop's later iterations are
     created after the steps that follow the loop, but show inside it."""
@@ -53,4 +69,6 @@ def render_update(run_id: int, after: int) -> tuple[str, int]:
         return "", after
     run = Run.objects.select_related("workflow", "created_by").get(pk=run_id)
     context = run_context(run) | {"events": events, "last_seq": events[-1].seq, "oob": True}
+    if any(event.type in TOOL_EVENTS for event in events):
+        context |= tool_calls_context(run) | {"tool_calls_changed": True}
     return render_to_string("runs/partials/live_update.html", context), events[-1].seq

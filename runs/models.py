@@ -22,6 +22,8 @@ class Workflow(models.Model):
     source = models.CharField(max_length=500, blank=True, help_text="File the entry was loaded from.")
     yaml_text = models.TextField()
     spec = models.JSONField(help_text="The validated workflow, as agents.spec.WorkflowSpec data.")
+    # The tool name this workflow is offered under to other agents (agent-as-tool), if any.
+    tool_name = models.CharField(max_length=64, blank=True, db_index=True)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -62,6 +64,14 @@ class Run(models.Model):
     # bumps wake_requests; a wake may only go idle if none arrived meanwhile.
     coordinator_busy = models.BooleanField(default=False)
     wake_requests = models.PositiveBigIntegerField(default=0)
+    # Shell commands that delete or force-push are refused unless this is set
+    # (by an approver; see the approvals flow).
+    destructive_approved = models.BooleanField(default=False)
+    # A run started by another run's tool call (agent-as-tool): its result
+    # becomes that call's result.
+    parent_tool_call = models.ForeignKey(
+        "ToolCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="child_runs"
+    )
 
     class Meta:
         ordering = ["-created"]
@@ -122,6 +132,11 @@ class Step(models.Model):
     # A completed step can be resumed for one more turn by a forward.
     resumes = models.PositiveIntegerField(default=0)
     resuming = models.BooleanField(default=False)
+    # A worker the coordinator spawned: the spawn_worker call, the tools it
+    # was granted, and what it declared it would write.
+    spawned_by = models.CharField(max_length=100, blank=True)
+    tools = models.JSONField(default=list, blank=True)
+    writes = models.JSONField(default=list, blank=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
 
@@ -182,13 +197,32 @@ class Event(models.Model):
 
 
 class ToolCall(models.Model):
+    """One tool call with the metadata its executor got (Goa-AI's names).
+
+    ``arguments`` has injected fields masked; ``result`` is exactly what the
+    model saw. ``waiting`` calls get their result later, from a child run."""
+
+    class Status(models.TextChoices):
+        DONE = "done"
+        FAILED = "failed"
+        WAITING = "waiting"
+
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls")
     step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="tool_calls")
     tool_call_id = models.CharField(max_length=100)
+    session_id = models.CharField(max_length=240, blank=True)
+    turn_id = models.CharField(max_length=240, blank=True)
+    parent_tool_call_id = models.CharField(max_length=100, blank=True)
     name = models.CharField(max_length=100)
     arguments = models.TextField(blank=True)
     result = models.TextField(blank=True)
     ok = models.BooleanField(default=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.DONE)
+    error_kind = models.CharField(max_length=30, blank=True)
+    bounds = models.JSONField(null=True, blank=True)
+    omitted = models.BooleanField(default=False, help_text="The result was too large and the model got a preview.")
+    # Bookkeeping calls (messaging) do not count against the run policy's caps.
+    counted = models.BooleanField(default=True)
     duration_ms = models.PositiveIntegerField(default=0)
     created = models.DateTimeField(auto_now_add=True)
 
@@ -198,3 +232,39 @@ class ToolCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.tool_call_id})"
+
+    @property
+    def bounds_label(self) -> str:
+        """``50 of 1,234, truncated``: what the model got of the whole."""
+        if not self.bounds:
+            return ""
+        returned = self.bounds.get("returned", 0)
+        total = self.bounds.get("total")
+        label = f"{returned:,} of {total:,}" if total is not None else f"{returned:,}"
+        return f"{label}, truncated" if self.bounds.get("truncated") else label
+
+
+class Artifact(models.Model):
+    """Data a tool produced for people (a table, a chart, JSON): stored and
+    shown on the run page, never sent to the model."""
+
+    class Kind(models.TextChoices):
+        TABLE = "table"
+        TIMESERIES = "timeseries"
+        JSON = "json"
+        GRAPH = "graph"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="artifacts")
+    tool_call = models.ForeignKey(ToolCall, on_delete=models.CASCADE, related_name="artifacts")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    title = models.CharField(max_length=200, blank=True)
+    audience = models.CharField(max_length=16, default="evidence")
+    source_tool = models.CharField(max_length=200)
+    data = models.JSONField()
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.title}".strip()

@@ -53,3 +53,10 @@ def judge_loop(loop_pk: int, iteration: int) -> None:
     from runs.actions.containers import do_judge_loop
 
     do_judge_loop(loop_pk, iteration)
+
+
+@shared_task
+def deliver_child_result(child_run_id: int) -> None:
+    from runs.actions.children import do_deliver_child_result
+
+    do_deliver_child_result(child_run_id)

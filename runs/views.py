@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from runs import actions, live
+from runs.actions.tooling import catalog_registry
 from runs.models import Run, Step, Workflow
 
 EVENTS_ON_PAGE = 1000
@@ -53,12 +54,15 @@ def run_list(request: HttpRequest) -> HttpResponse:
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _get_run_for_user(request, run_id)
     events = list(run.events.order_by("-seq")[:EVENTS_ON_PAGE])[::-1]
-    context = live.run_context(run) | {
-        "events": events,
-        "last_seq": events[-1].seq if events else 0,
-        "hidden_events": max(0, run.last_event_seq - len(events)),
-        "tool_calls": run.tool_calls.select_related("step")[:500],
-    }
+    context = (
+        live.run_context(run)
+        | live.tool_calls_context(run)
+        | {
+            "events": events,
+            "last_seq": events[-1].seq if events else 0,
+            "hidden_events": max(0, run.last_event_seq - len(events)),
+        }
+    )
     return render(request, "runs/detail.html", context)
 
 
@@ -108,8 +112,9 @@ def catalog(request: HttpRequest) -> HttpResponse:
     latest: dict[str, Workflow] = {}
     for workflow in Workflow.objects.order_by("name", "-version"):
         latest.setdefault(workflow.name, workflow)
-    tools = [
-        entry | {"schema_json": json.dumps(entry["payload"]["schema"], indent=2, sort_keys=True)}
-        for entry in actions.REGISTRY.catalog()["tools"]
-    ]
-    return render(request, "runs/catalog.html", {"workflows": latest.values(), "tools": tools})
+    toolsets: dict[str, list[dict]] = {}
+    for entry in catalog_registry().catalog()["tools"]:
+        entry["schema_json"] = json.dumps(entry["payload"]["schema"], indent=2, sort_keys=True)
+        entry["result_json"] = json.dumps(entry["result"]["schema"], indent=2, sort_keys=True)
+        toolsets.setdefault(f"{entry['service']}.{entry['toolset']}", []).append(entry)
+    return render(request, "runs/catalog.html", {"workflows": latest.values(), "toolsets": sorted(toolsets.items())})

@@ -162,6 +162,10 @@ ZENWEB_COORDINATOR_WAKE_CYCLES = env_int("ZENWEB_COORDINATOR_WAKE_CYCLES", 100)
 ZENWEB_STEP_WAKE_CYCLES = env_int("ZENWEB_STEP_WAKE_CYCLES", 10)
 ZENWEB_HOLD_TIMEOUT = env_float("ZENWEB_HOLD_TIMEOUT", 30.0)
 ZENWEB_MAX_TRANSCRIPT_BYTES = env_int("ZENWEB_MAX_TRANSCRIPT_BYTES", 1_000_000)
+# Tools: each run's files and shell commands live in <workspaces>/run-<id>;
+# a result longer than this reaches the model as an "omitted" preview.
+ZENWEB_WORKSPACES = Path(env_str("ZENWEB_WORKSPACES", str(DATA_DIR / "workspaces")))
+ZENWEB_MAX_TOOL_RESULT_CHARS = env_int("ZENWEB_MAX_TOOL_RESULT_CHARS", 16_000)
 
 LOGGING = {
     "version": 1,

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+import yaml
 from django.db import transaction
 
 from agents import scheduler
@@ -17,13 +18,23 @@ class InputError(ValueError):
     """Run inputs that do not match the workflow's declared inputs."""
 
 
-def do_register_workflow(yaml_text: str, source: str = "<string>") -> tuple[Workflow, bool]:
+def known_tool_names(extra: Iterable[str] = ()) -> list[str]:
+    """Every tool name an agent may list: builtins, catalog workflows offered
+    as tools, and ``extra`` (tools declared by files being loaded together)."""
+    offered = Workflow.objects.exclude(tool_name="").values_list("tool_name", flat=True)
+    return sorted({*REGISTRY.names(), *offered, *extra})
+
+
+def do_register_workflow(
+    yaml_text: str, source: str = "<string>", *, also_offered: Iterable[str] = ()
+) -> tuple[Workflow, bool]:
     """Validate a workflow and store it as the next version of its name.
 
     Registering text identical to the latest version changes nothing.
     Raises agents.spec.WorkflowValidationError with every problem found.
+    ``also_offered`` names workflow tools registered in the same batch.
     """
-    spec = parse_workflow(yaml_text, source, known_tools=REGISTRY.names())
+    spec = parse_workflow(yaml_text, source, known_tools=known_tool_names(also_offered))
     with transaction.atomic():
         latest = Workflow.objects.filter(name=spec.name).order_by("-version").first()
         if latest and latest.yaml_text == yaml_text:
@@ -36,13 +47,28 @@ def do_register_workflow(yaml_text: str, source: str = "<string>") -> tuple[Work
             source=source,
             yaml_text=yaml_text,
             spec=spec.to_data(),
+            tool_name=spec.tool.name if spec.tool else "",
         )
     return workflow, True
 
 
 def do_load_catalog(directory: Path) -> list[tuple[Workflow, bool]]:
-    """Register every ``*.yaml`` in ``directory`` (sorted, for stable versions)."""
-    return [do_register_workflow(path.read_text(), str(path)) for path in sorted(directory.glob("*.yaml"))]
+    """Register every ``*.yaml`` in ``directory`` (sorted, for stable versions).
+    A workflow may use a tool another file in the batch offers."""
+    paths = sorted(directory.glob("*.yaml"))
+    offered = [name for path in paths if (name := offered_tool_name(path.read_text()))]
+    return [do_register_workflow(path.read_text(), str(path), also_offered=offered) for path in paths]
+
+
+def offered_tool_name(yaml_text: str) -> str | None:
+    """The tool name a workflow file offers itself under, read without validating."""
+    try:
+        data = yaml.safe_load(yaml_text)
+    except yaml.YAMLError:
+        return None
+    tool = data.get("tool") if isinstance(data, dict) else None
+    name = tool.get("name") if isinstance(tool, dict) else None
+    return name if isinstance(name, str) else None
 
 
 _SPECS: dict[tuple[int, object], WorkflowSpec] = {}

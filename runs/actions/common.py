@@ -17,7 +17,7 @@ from agents.router import DropReason, MessageRouter, Rejection, Resolver, Router
 from agents.runner import TurnResult
 from agents.spec import AgentSpec
 from agents.tools import default_registry
-from runs.models import Run, Step, ToolCall
+from runs.models import Artifact, Run, Step, ToolCall
 from runs.stores import DjangoEventSink, DjangoMailboxStore
 
 REGISTRY = default_registry()
@@ -130,22 +130,48 @@ def provider_for(agent: AgentSpec) -> Provider:
 
 
 def save_turn(step: Step, result: TurnResult) -> None:
-    """Store a turn's transcript, token counts and tool calls."""
+    """Store a turn's transcript, token counts, tool calls and their artifacts,
+    and link the child runs its calls started."""
     step.transcript = result.transcript
     step.prompt_tokens = F("prompt_tokens") + result.prompt_tokens
     step.completion_tokens = F("completion_tokens") + result.completion_tokens
     step.save(update_fields=["transcript", "prompt_tokens", "completion_tokens"])
     step.refresh_from_db(fields=["prompt_tokens", "completion_tokens", "turns"])
-    ToolCall.objects.bulk_create(
-        ToolCall(
+    for call in result.tool_calls:
+        outcome = call.outcome
+        if outcome.pending:
+            status = ToolCall.Status.WAITING
+        else:
+            status = ToolCall.Status.DONE if outcome.ok else ToolCall.Status.FAILED
+        row = ToolCall.objects.create(
             run_id=step.run_id,
             step=step,
-            tool_call_id=call.tool_call_id,
+            tool_call_id=call.meta.tool_call_id,
+            session_id=call.meta.session_id,
+            turn_id=call.meta.turn_id,
+            parent_tool_call_id=call.meta.parent_tool_call_id,
             name=call.name,
-            arguments=call.arguments,
-            result=call.result,
-            ok=call.ok,
+            arguments=json.dumps(outcome.arguments) if outcome.arguments is not None else call.arguments,
+            result=outcome.text,
+            ok=outcome.ok,
+            status=status,
+            error_kind=outcome.error_kind or "",
+            bounds=outcome.bounds.as_data() if outcome.bounds else None,
+            omitted=outcome.omitted,
+            counted=outcome.counted,
             duration_ms=call.duration_ms,
         )
-        for call in result.tool_calls
-    )
+        Artifact.objects.bulk_create(
+            Artifact(
+                run_id=step.run_id,
+                tool_call=row,
+                kind=artifact.kind,
+                title=artifact.title[:200],
+                audience=artifact.audience,
+                source_tool=artifact.source_tool,
+                data=artifact.data,
+            )
+            for artifact in outcome.artifacts
+        )
+        if outcome.child_run_id:
+            Run.objects.filter(pk=int(outcome.child_run_id)).update(parent_tool_call=row)

@@ -19,8 +19,9 @@ from agents.router import COORDINATOR, DoubleDrainError, DropReason, RouterMessa
 from agents.runner import AgentTurn, apply_completion, build_request, coordinator_system_prompt
 from agents.spec import AgentSpec
 from runs.actions.catalog import workflow_spec
-from runs.actions.common import REGISTRY, Limits, provider_for, router_for, save_turn, warning_cycle
+from runs.actions.common import Limits, provider_for, router_for, save_turn, warning_cycle
 from runs.actions.lifecycle import all_done, coordinator_has_mail, do_fail_run, do_finish_run, schedule
+from runs.actions.tooling import tool_env, tools_for
 from runs.models import Run, Step
 from runs.stores import DjangoEventSink, DjangoMailboxStore, lock_run
 
@@ -46,7 +47,9 @@ def do_coordinator_wake(run_id: int) -> None:
             seen = run.wake_requests
             inbox = DjangoMailboxStore(run_id).unread(COORDINATOR)
             steps = list(run.steps.exclude(kind=Step.Kind.COORDINATOR))
-            if inbox and not _over_wake_cap(run):
+            if _plans(run):
+                _coordinator_rounds(run, "plan", [], steps)
+            elif inbox and not _over_wake_cap(run):
                 _coordinator_rounds(run, "messages", inbox, steps)
             elif all_done(steps) and not coordinator_has_mail(run_id):
                 # A coordinator that already called finalize has said its last word.
@@ -92,7 +95,14 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
     ]
     outputs = {s.step_id: s.output if s.status == Step.Status.COMPLETED else f"({s.status}) {s.error}" for s in steps}
     extra = ""
-    if reason == "finish":
+    if reason == "plan":
+        task = run.command or json.dumps(run.inputs) or spec.description
+        extra = (
+            f"Plan the work for: {task}\n"
+            "Split it into workers with spawn_worker(task, tools, depends_on, writes): each starts with only "
+            "its task and the outputs of the steps it depends on. Independent workers run in parallel."
+        )
+    elif reason == "finish":
         extra = (
             "Every step has finished. Their results:\n"
             + "\n".join(f"- {step_id}: {text[:2000]}" for step_id, text in outputs.items())
@@ -111,7 +121,8 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
             "outputs_json": json.dumps(outputs),
         },
     )
-    tools = REGISTRY.for_role("coordinator", agent.tools)
+    registry, tools = tools_for(spec, "coordinator", agent.tools)
+    turn.env = tool_env(run, coordinator)
     provider = provider_for(agent)
     # A bare target id picks the sender's iteration only when the inbox came
     # from one step; with several senders it is unclear whom a forward answers.
@@ -125,7 +136,7 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
         with transaction.atomic():
             lock_run(run.pk)
             result = apply_completion(
-                turn, request, completion, shown, router=router, sink=sink, registry=REGISTRY, tools=tools
+                turn, request, completion, shown, router=router, sink=sink, registry=registry, tools=tools
             )
             save_turn(coordinator, result)
             if result.finalized is not None:
@@ -135,6 +146,14 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
             break
     with transaction.atomic():
         sink.emit(RuntimeEvent("agent_idle", COORDINATOR, {"cycle": coordinator.turns}))
+
+
+def _plans(run: Run) -> bool:
+    """The first wake of a coordinator that can spawn workers is for planning."""
+    agent = workflow_spec(run.workflow).agents.get(COORDINATOR)
+    if agent is None or "spawn_worker" not in agent.tools:
+        return False
+    return Step.objects.filter(run=run, step_id=COORDINATOR, turns=0).exists()
 
 
 def _over_wake_cap(run: Run) -> bool:

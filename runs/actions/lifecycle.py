@@ -12,6 +12,7 @@ from agents import scheduler
 from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR, DropReason
 from runs.actions.catalog import check_inputs, workflow_spec
+from runs.actions.children import cancel_children_after_commit
 from runs.actions.common import router_for
 from runs.actions.containers import as_runtime, create_steps
 from runs.models import Run, Step, Workflow
@@ -63,10 +64,18 @@ def do_start_run(run_id: int) -> None:
                     "version": run.workflow.version,
                     "inputs": run.inputs,
                     "steps": [step.runtime_id for step in runtime],
+                    **_parent_of(run),
                 },
             )
         )
         schedule(run.pk)
+
+
+def _parent_of(run: Run) -> dict[str, object]:
+    call = run.parent_tool_call
+    if call is None:
+        return {}
+    return {"parent_run_id": call.run_id, "parent_tool_call_id": call.tool_call_id}
 
 
 def schedule(run_id: int) -> None:
@@ -87,8 +96,16 @@ def schedule(run_id: int) -> None:
         max_running = workflow_spec(run.workflow).options.max_concurrency
         for runtime in scheduler.ready(pending, status, max_running=max_running):
             _start_step(run, by_id[runtime.runtime_id])
-        if all_done(steps):
+        if all_done(steps) or _needs_plan(run):
             request_coordinator_wake(run.pk)
+
+
+def _needs_plan(run: Run) -> bool:
+    """A coordinator that spawns workers plans before anything else."""
+    agent = workflow_spec(run.workflow).agents.get(COORDINATOR)
+    return bool(agent and "spawn_worker" in agent.tools) and run.steps.filter(
+        step_id=COORDINATOR, turns=0
+    ).exists()
 
 
 def all_done(steps: list[Step]) -> bool:
@@ -191,3 +208,8 @@ def _end_run(run: Run) -> None:
     DjangoEventSink(run.pk).emit(
         RuntimeEvent("workflow_end", "", {"status": run.status, "result": run.result, "error": run.error})
     )
+    cancel_children_after_commit(run)
+    if run.parent_tool_call_id:
+        from runs import tasks
+
+        transaction.on_commit(lambda: tasks.deliver_child_result.delay(run.pk))

@@ -19,6 +19,7 @@ from agents.spec import AgentSpec, WorkflowOptions
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import REGISTRY, Limits, provider_for, router_for, save_turn, warning_cycle
 from runs.actions.containers import after_step_terminal
+from runs.actions.tooling import tool_env, tools_for
 from runs.models import Run, Step, ToolCall
 from runs.stores import DjangoEventSink, DjangoMailboxStore, lock_run
 
@@ -46,7 +47,7 @@ def do_step_turn(step_pk: int, turn: int) -> None:
         prompt = step_prompt(instructions, _dependency_outputs(step))
         step.transcript = new_step_transcript(step.step_id, agent, prompt)
     agent_turn = _agent_turn(run, step, agent, variables)
-    tools = REGISTRY.for_role("step", agent.tools)
+    registry, tools = tools_for(spec, "step", [*agent.tools, *step.tools])
     request = build_request(agent_turn, tools, inbox)
     try:
         completion = provider_for(agent).complete(request)
@@ -62,7 +63,7 @@ def do_step_turn(step_pk: int, turn: int) -> None:
         sink = DjangoEventSink(run.pk)
         try:
             result = apply_completion(
-                agent_turn, request, completion, inbox, router=router, sink=sink, registry=REGISTRY, tools=tools
+                agent_turn, request, completion, inbox, router=router, sink=sink, registry=registry, tools=tools
             )
         except DoubleDrainError:
             # Another worker already delivered these messages: this turn is a
@@ -73,6 +74,8 @@ def do_step_turn(step_pk: int, turn: int) -> None:
         broken_policy = _tool_policy_breach(step, spec.options) if result.tool_calls else None
         if broken_policy:
             do_fail_step(step.pk, broken_policy)
+        elif result.status == "waiting":
+            pass  # a child run answers one of its calls; its end takes the next turn
         elif result.status == "continue" or _wakes_for_late_messages(step, run, store, sink, router):
             _next_turn(step.pk, turn + 1)
         else:
@@ -88,19 +91,23 @@ def _agent_turn(run: Run, step: Step, agent: AgentSpec, variables: dict[str, str
         role="step",
         transcript=step.transcript,
         variables=variables,
+        env=tool_env(run, step),
     )
 
 
 def _tool_policy_breach(step: Step, options: WorkflowOptions) -> str | None:
     """Why the step must stop after this turn's tool calls, if it must: too
     many calls for the step or the run, or too many failures in a row."""
-    calls = ToolCall.objects.filter(step=step)
+    # Bookkeeping calls (messaging) do not count against the caps.
+    calls = ToolCall.objects.filter(step=step, counted=True)
     if calls.count() > options.max_tool_calls:
         return f"step {step.step_id} made more than {options.max_tool_calls} tool calls (maxToolCalls)"
-    if ToolCall.objects.filter(run_id=step.run_id).count() > options.max_run_tool_calls:
+    if ToolCall.objects.filter(run_id=step.run_id, counted=True).count() > options.max_run_tool_calls:
         return f"the run made more than {options.max_run_tool_calls} tool calls (maxRunToolCalls)"
     cap = options.max_consecutive_tool_failures
-    recent = list(calls.order_by("-id").values_list("ok", flat=True)[:cap])
+    # A model stuck on a failing call is stuck whatever the tool: every call counts here.
+    every = ToolCall.objects.filter(step=step).exclude(status=ToolCall.Status.WAITING)
+    recent = list(every.order_by("-id").values_list("ok", flat=True)[:cap])
     if len(recent) == cap and not any(recent):
         return f"step {step.step_id}'s last {cap} tool calls all failed (maxConsecutiveToolFailures)"
     return None

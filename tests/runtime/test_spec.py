@@ -115,7 +115,7 @@ def test_it_lists_the_allowed_fields_when_nothing_is_close(tmp_path):
         (
             f"{path}:5: options.colour: unknown field 'colour' (allowed: holdTimeout, maxConcurrency, "
             "maxConsecutiveToolFailures, maxMailboxSize, maxRunToolCalls, maxToolCalls, maxTurns, "
-            "maxWakeCycles, onStepFailure, stepMaxWakeCycles, stepTimeout, timeout)"
+            "maxWakeCycles, maxWorkers, onStepFailure, stepMaxWakeCycles, stepTimeout, timeout, workerAgent)"
         )
     ]
 
@@ -963,3 +963,14 @@ def test_it_reserves_the_coordinator_step_id(tmp_path):
     assert [str(p) for p in problems] == [
         f"{path}:4: steps[0].id: step id 'coordinator' is reserved for the run's coordinator"
     ]
+
+
+def test_it_requires_steps_unless_the_coordinator_plans_them(tmp_path):
+    empty = write(tmp_path, "name: flow\nagents: {a1: {}}\nsteps: []\n")
+    planned = tmp_path / "planned.yaml"
+    planned.write_text("name: flow\nagents: {coordinator: {tools: [spawn_worker]}, worker: {}}\nsteps: []\n")
+
+    assert problems(empty) == [
+        f"{empty}:3: steps: a workflow needs at least one step, unless its coordinator agent plans with spawn_worker"
+    ]
+    assert problems(planned) == []

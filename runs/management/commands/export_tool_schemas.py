@@ -5,7 +5,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand
 
-from runs.actions import REGISTRY
+from runs.actions.tooling import catalog_registry
 
 
 class Command(BaseCommand):
@@ -15,9 +15,10 @@ class Command(BaseCommand):
         parser.add_argument("--output", default="tool_schemas.json", help="file to write, or - for stdout")
 
     def handle(self, *args, output: str, **options):
-        text = json.dumps(REGISTRY.catalog(), indent=2, sort_keys=True) + "\n"
+        registry = catalog_registry()
+        text = json.dumps(registry.catalog(), indent=2, sort_keys=True) + "\n"
         if output == "-":
             self.stdout.write(text, ending="")
             return
         Path(output).write_text(text)
-        self.stdout.write(f"wrote {len(REGISTRY.names())} tools to {output}")
+        self.stdout.write(f"wrote {len(registry.names())} tools to {output}")

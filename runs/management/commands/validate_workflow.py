@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 from django.core.management.base import BaseCommand, CommandError
 
 from agents.spec import load_workflow, validate_workflow
-from runs.actions import REGISTRY
+from runs.actions.catalog import known_tool_names, offered_tool_name
 
 
 class Command(BaseCommand):
@@ -14,14 +16,24 @@ class Command(BaseCommand):
 
     def handle(self, *args, paths: list[str], **options):
         failed = 0
+        # Files checked together may use the tools the others offer.
+        offered = [name for path in paths if (name := _offered(path))]
+        known = known_tool_names(offered)
         for path in paths:
-            problems = validate_workflow(path, known_tools=REGISTRY.names())
+            problems = validate_workflow(path, known_tools=known)
             if problems:
                 failed += 1
                 for problem in problems:
                     self.stderr.write(str(problem))
             else:
-                spec = load_workflow(path, known_tools=REGISTRY.names())
+                spec = load_workflow(path, known_tools=known)
                 self.stdout.write(f"{path}: ok: {spec.summary()}")
         if failed:
             raise CommandError(f"{failed} of {len(paths)} workflow file(s) are invalid")
+
+
+def _offered(path: str) -> str | None:
+    try:
+        return offered_tool_name(Path(path).read_text())
+    except OSError:
+        return None

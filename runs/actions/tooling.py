@@ -1,0 +1,201 @@
+"""Tools as a run sees them: the registry of a workflow's agents (builtins
+plus catalog workflows offered as tools), the environment a turn's tools get,
+and the run store behind spawn_worker and child runs (agent-as-tool)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Max
+
+from agents.events import Event as RuntimeEvent
+from agents.router import COORDINATOR
+from agents.runner import ToolEnv
+from agents.spec import WorkflowSpec
+from agents.tools import Tool, ToolContext, ToolError, ToolRegistry, WorkerRequest
+from agents.tools.workflows import workflow_tool
+from runs.actions.catalog import InputError, check_inputs, workflow_spec
+from runs.actions.common import REGISTRY
+from runs.models import Run, Step, Workflow
+from runs.stores import DjangoEventSink
+
+
+def tools_for(spec: WorkflowSpec, role: str, requested: Iterable[str]) -> tuple[ToolRegistry, list[Tool]]:
+    """The registry to call through and the tools an agent of ``role`` gets:
+    builtins, plus catalog workflows offered as tools that it asks for."""
+    requested = list(requested)
+    registry = ToolRegistry(REGISTRY.tools(), max_result_chars=settings.ZENWEB_MAX_TOOL_RESULT_CHARS)
+    for name in requested:
+        if registry.get(name) is None:
+            tool = _workflow_tool(name)
+            if tool is not None:
+                registry.add(tool)
+    return registry, registry.for_role(role, requested)  # type: ignore[arg-type]
+
+
+def catalog_registry() -> ToolRegistry:
+    """Every tool an agent could be given: builtins and every catalog
+    workflow offered as a tool (its latest version)."""
+    registry = ToolRegistry(REGISTRY.tools())
+    for name in sorted(set(Workflow.objects.exclude(tool_name="").values_list("tool_name", flat=True))):
+        tool = _workflow_tool(name)
+        if tool is not None and registry.get(name) is None:
+            registry.add(tool)
+    return registry
+
+
+def _workflow_tool(name: str) -> Tool | None:
+    workflow = Workflow.objects.filter(tool_name=name).order_by("-created", "-version").first()
+    return workflow_tool(workflow_spec(workflow)) if workflow else None
+
+
+def workspace_of(run_id: int) -> Path:
+    return Path(settings.ZENWEB_WORKSPACES) / f"run-{run_id}"
+
+
+def tool_env(run: Run, step: Step) -> ToolEnv:
+    """What the tools of ``step``'s turn get: the run store, the workspace,
+    injected values, the destructive-work approval and the call it works for."""
+    parent = step.spawned_by
+    if not parent and run.parent_tool_call_id:
+        parent = run.parent_tool_call.tool_call_id
+    return ToolEnv(
+        host=DjangoToolHost(run.pk),
+        workspace=workspace_of(run.pk),
+        injected={"user": run.created_by.get_username() if run.created_by else ""},
+        destructive_approved=run.destructive_approved,
+        parent_tool_call_id=parent,
+    )
+
+
+class DjangoToolHost:
+    """The run store for tools that change a run's shape. Called inside the
+    transaction that records the turn, with the run row locked."""
+
+    def __init__(self, run_id: int) -> None:
+        self.run_id = run_id
+
+    def isolated(self):
+        # A savepoint: a tool that raises leaves no half-written rows behind
+        # and the turn's transaction goes on.
+        return transaction.atomic()
+
+    def spawn_worker(self, ctx: ToolContext, request: WorkerRequest) -> str:
+        run = Run.objects.select_related("workflow").get(pk=self.run_id)
+        spec = workflow_spec(run.workflow)
+        steps = {s.step_id: s for s in run.steps.exclude(kind=Step.Kind.COORDINATOR)}
+        workers = [s for s in steps.values() if s.spawned_by]
+        if len(workers) >= spec.options.max_workers:
+            raise ToolError(
+                f"this run already has {len(workers)} workers; the cap is {spec.options.max_workers} (maxWorkers)",
+                action="finish",
+            )
+        agent = request.agent or spec.options.worker_agent
+        if agent not in spec.agents or agent == COORDINATOR:
+            agents = ", ".join(sorted(a for a in spec.agents if a != COORDINATOR))
+            raise ToolError(
+                f"no agent {agent!r} to run the worker; agents: {agents}", kind="invalid_call", fields=["agent"]
+            )
+        _, granted = tools_for(spec, "step", request.tools)
+        refused = [name for name in request.tools if name not in {t.name for t in granted}]
+        if refused:
+            raise ToolError(
+                f"workers cannot use {', '.join(refused)}: not a worker tool",
+                kind="invalid_call",
+                action="correct_call",
+                fields=["tools"],
+            )
+        unknown = [dep for dep in request.depends_on if dep not in steps]
+        if unknown:
+            raise ToolError(
+                f"depends_on names unknown steps {unknown}; steps: {sorted(steps)}",
+                kind="invalid_call",
+                action="correct_call",
+                fields=["depends_on"],
+            )
+        before = _upstream(request.depends_on, steps)
+        for other in workers:
+            clash = sorted(set(request.writes) & set(other.writes))
+            if clash and not other.is_terminal and other.step_id not in before:
+                raise ToolError(
+                    f"write conflict: {other.step_id} already writes {', '.join(clash)}; "
+                    f"make this worker depend on {other.step_id} or choose another target",
+                    fields=["writes"],
+                )
+        step_id = f"worker-{len(workers) + 1}"
+        position = (run.steps.aggregate(last=Max("position"))["last"] or 0) + 1
+        Step.objects.create(
+            run=run,
+            step_id=step_id,
+            agent=agent,
+            position=position,
+            depends_on=list(request.depends_on),
+            instructions=request.task,
+            spawned_by=ctx.meta.tool_call_id,
+            tools=list(request.tools),
+            writes=list(request.writes),
+        )
+        DjangoEventSink(run.pk).emit(
+            RuntimeEvent(
+                "worker_spawned",
+                step_id,
+                {
+                    "agent": agent,
+                    "task": request.task[:2000],
+                    "tools": request.tools,
+                    "depends_on": request.depends_on,
+                    "writes": request.writes,
+                    "tool_call_id": ctx.meta.tool_call_id,
+                },
+            )
+        )
+        return step_id
+
+    def start_child_run(self, ctx: ToolContext, workflow: str, inputs: dict[str, Any]) -> str:
+        from runs import tasks
+
+        parent = Run.objects.select_related("created_by").get(pk=self.run_id)
+        version = Workflow.objects.filter(name=workflow).order_by("-version").first()
+        if version is None:
+            raise ToolError(f"Unknown workflow {workflow!r}", kind="unavailable", action="replan")
+        try:
+            values = check_inputs(workflow_spec(version), inputs)
+        except InputError as exc:
+            raise ToolError(str(exc), kind="invalid_call", action="correct_call") from None
+        child = Run.objects.create(
+            workflow=version,
+            inputs=values,
+            created_by=parent.created_by,
+            command=f"tool call {ctx.meta.tool_call_id} of run {parent.pk} (step {ctx.step_id})",
+        )
+        # The ToolCall row is written with the turn, after this; save_turn links it.
+        DjangoEventSink(parent.pk).emit(
+            RuntimeEvent(
+                "child_run_linked",
+                ctx.step_id,
+                {
+                    "run_id": child.pk,
+                    "agent_id": workflow,
+                    "parent_run_id": parent.pk,
+                    "parent_tool_call_id": ctx.meta.tool_call_id,
+                },
+            )
+        )
+        transaction.on_commit(lambda: tasks.start_run.delay(child.pk))
+        return str(child.pk)
+
+
+def _upstream(depends_on: Iterable[str], steps: dict[str, Step]) -> set[str]:
+    """``depends_on`` and everything those steps depend on."""
+    found: set[str] = set()
+    todo = list(depends_on)
+    while todo:
+        step_id = todo.pop()
+        if step_id not in found and step_id in steps:
+            found.add(step_id)
+            todo.extend(steps[step_id].depends_on)
+    return found

@@ -1,0 +1,81 @@
+"""Agent-as-tool: a step calls another catalog workflow as a tool; the child
+run's result comes back as the tool result."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from runs.actions import do_cancel_run, do_create_run
+from runs.models import Run
+from tests.conftest import assert_gapless, register, wait_for_run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_it_returns_a_child_runs_result_as_the_tool_result(celery_worker):
+    register("tools/summarize_topic")
+    register("tools/failing_topic")
+    run = wait_for_run(do_create_run(register("tools/delegating"), {}))
+
+    call = run.tool_calls.get(name="summarize_topic")
+    [child] = call.child_runs.all()
+    assert child.status == Run.Status.COMPLETED
+    assert child.inputs == {"topic": "laptops"}
+    assert (call.status, call.ok, call.result) == ("done", True, child.result)
+    assert "summary of laptops" in call.result
+    caller = run.steps.get(step_id="caller")
+    assert {"role": "tool", "tool_call_id": call.tool_call_id, "content": call.result} in caller.transcript
+    assert run.status == Run.Status.COMPLETED
+    assert caller.output == "caller done"
+
+
+def test_it_links_parent_and_child_both_ways(celery_worker):
+    register("tools/summarize_topic")
+    register("tools/failing_topic")
+    run = wait_for_run(do_create_run(register("tools/delegating"), {}))
+
+    call = run.tool_calls.get(name="summarize_topic")
+    child = call.child_runs.get()
+    linked = run.events.get(type="child_run_linked", data__parent_tool_call_id=call.tool_call_id)
+    assert linked.data == {
+        "run_id": child.pk,
+        "agent_id": "summarize_topic",
+        "parent_run_id": run.pk,
+        "parent_tool_call_id": call.tool_call_id,
+    }
+    start = child.events.get(type="workflow_start")
+    assert (start.data["parent_run_id"], start.data["parent_tool_call_id"]) == (run.pk, call.tool_call_id)
+    # The child's own tool calls know whom they work for.
+    assert run.events.filter(type="child_run_result", data__run_id=child.pk).exists()
+    assert_gapless(run)
+    assert_gapless(child)
+
+
+def test_it_gives_the_caller_an_error_result_when_the_child_run_fails(celery_worker):
+    register("tools/summarize_topic")
+    register("tools/failing_topic")
+    run = wait_for_run(do_create_run(register("tools/delegating"), {}))
+
+    call = run.tool_calls.get(name="failing_topic")
+    assert (call.status, call.ok, call.error_kind) == ("failed", False, "unavailable")
+    assert call.result.startswith(f"error: run {call.child_runs.get().pk} of failing_topic ended failed")
+    assert "the summarizer is down" in call.result
+    # The caller read the error and went on.
+    assert run.steps.get(step_id="caller").output == "caller done"
+
+
+def test_it_cancels_the_child_run_with_its_parent(celery_worker):
+    register("tools/slow_topic")
+    run = do_create_run(register("tools/waiting"), {})
+    deadline = time.monotonic() + 20
+    while not Run.objects.filter(parent_tool_call__run=run).exists():
+        assert time.monotonic() < deadline, "the child run never started"
+        time.sleep(0.05)
+
+    do_cancel_run(run.pk, "stop")
+
+    child = wait_for_run(Run.objects.get(parent_tool_call__run=run))
+    assert child.status == Run.Status.CANCELLED
+    assert child.error == f"parent run {run.pk} ended cancelled"
