@@ -300,7 +300,8 @@ class WorkflowSpec(_Spec):
         and included workflows in full; containers are counted by kind.
         """
         kinds = Counter(_container_kinds(self.steps))
-        parts = [_count(_count_steps(self.steps), "step")]
+        steps = _count_steps(self.steps)
+        parts = [_count(steps, "step") if steps else "steps planned by the coordinator"]
         parts += [_count(kinds[kind], noun) for kind, noun in _CONTAINER_NOUNS.items() if kinds[kind]]
         parts.append(_count(len(self.agents), "agent"))
         return f"{self.name} v{self.version}: {', '.join(parts)}"

@@ -40,10 +40,13 @@ def staff(django_user_model):
 
 
 @pytest.fixture
-def celery_worker(transactional_db):
+def celery_worker(transactional_db, settings, tmp_path):
     """A real Celery worker (threads pool) consuming the memory broker: tasks
-    go through the broker exactly as in production, not eagerly."""
+    go through the broker exactly as in production, not eagerly. Run
+    workspaces go to the test's temporary directory."""
     from celery.contrib.testing.worker import start_worker
+
+    settings.ZENWEB_WORKSPACES = tmp_path / "workspaces"
 
     from zenweb.celery import app
 

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 from agents.tools.base import INJECTED, Role, Tool, ToolCallMeta, ToolContext, ToolError, ToolHost
+from agents.tools.builtin.files import FILE_TOOLS
 from agents.tools.builtin.messaging import MESSAGING_TOOLS
+from agents.tools.builtin.research import RESEARCH_TOOLS
+from agents.tools.builtin.shell import SHELL_TOOLS
 from agents.tools.registry import ToolOutcome, ToolRegistry
 from agents.tools.results import Artifact, Bounds, ToolResult
 from agents.tools.spawn import SPAWN_WORKER, WorkerRequest
@@ -9,7 +12,7 @@ from agents.tools.spawn import SPAWN_WORKER, WorkerRequest
 
 def default_registry() -> ToolRegistry:
     """Every builtin tool zenweb ships."""
-    return ToolRegistry([*MESSAGING_TOOLS, SPAWN_WORKER])
+    return ToolRegistry([*MESSAGING_TOOLS, SPAWN_WORKER, *FILE_TOOLS, *SHELL_TOOLS, *RESEARCH_TOOLS])
 
 
 __all__ = [

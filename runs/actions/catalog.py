@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import yaml
-from django.db import transaction
+from django.db import DatabaseError, transaction
 
 from agents import scheduler
 from agents.spec import WorkflowSpec, parse_workflow
@@ -21,7 +21,12 @@ class InputError(ValueError):
 def known_tool_names(extra: Iterable[str] = ()) -> list[str]:
     """Every tool name an agent may list: builtins, catalog workflows offered
     as tools, and ``extra`` (tools declared by files being loaded together)."""
-    offered = Workflow.objects.exclude(tool_name="").values_list("tool_name", flat=True)
+    try:
+        offered = list(Workflow.objects.exclude(tool_name="").values_list("tool_name", flat=True))
+    except DatabaseError:
+        # validate_workflow works before the database is set up; the files
+        # checked together still see each other's tools through ``extra``.
+        offered = []
     return sorted({*REGISTRY.names(), *offered, *extra})
 
 

@@ -116,6 +116,7 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
         role="coordinator",
         transcript=transcript,
         variables={
+            **{name: str(value) for name, value in run.inputs.items()},
             "wake_reason": reason,
             "inbox_json": json.dumps([{"from": m.sender, "content": m.content, "type": str(m.type)} for m in inbox]),
             "outputs_json": json.dumps(outputs),

@@ -123,6 +123,8 @@ def test_it_exports_the_tool_schemas(data_dir, tmp_path):
     result = manage(data_dir, "export_tool_schemas", "--output", str(output))
 
     assert result.returncode == 0, result.stderr
-    tools = json.loads(output.read_text())["tools"]
-    assert [tool["id"] for tool in tools][-1] == "zenweb.messaging.send_message"
-    assert tools[-1]["payload"]["schema"]["properties"]["text"]["maxLength"] == 32000
+    tools = {tool["id"]: tool for tool in json.loads(output.read_text())["tools"]}
+    assert tools["zenweb.messaging.send_message"]["payload"]["schema"]["properties"]["text"]["maxLength"] == 32000
+    # The schema is the one the model sees: the injected workspace path is not in it.
+    assert set(tools["zenweb.files.write_file"]["payload"]["schema"]["properties"]) == {"path", "content"}
+    assert tools["zenweb.research.search"]["server_data"][0]["kind"] == "table"

@@ -9,7 +9,9 @@ from django.core.management.base import BaseCommand
 from runs import actions
 from runs.models import Workflow
 
-DEMO_WORKFLOW = "hub_and_spoke"
+# Started on every `make run`: messaging through the hub, and workers the
+# coordinator plans with real tools (bounded search, a price chart, files).
+DEMO_WORKFLOWS = ("hub_and_spoke", "research_brief")
 
 
 class Command(BaseCommand):
@@ -18,7 +20,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
-        parser.add_argument("--no-demo", action="store_true", help="do not start the demo run")
+        parser.add_argument("--no-demo", action="store_true", help="do not start the demo runs")
 
     def handle(self, *args, host: str, port: int, no_demo: bool, **options):
         from zenweb import embedded
@@ -35,11 +37,11 @@ class Command(BaseCommand):
         base = f"http://{host}:{port}"
         self.stdout.write(self.style.SUCCESS(f"zenweb is at {base}/"))
         self.stdout.write(f"log in as {admin.username!r} with password {password!r}")
-        if not no_demo:
-            workflow = Workflow.objects.filter(name=DEMO_WORKFLOW).order_by("-version").first()
+        for name in () if no_demo else DEMO_WORKFLOWS:
+            workflow = Workflow.objects.filter(name=name).order_by("-version").first()
             if workflow:
-                run = actions.do_create_run(workflow, {}, user=admin, command="demo run")
-                self.stdout.write(f"demo run: {base}/runs/{run.pk}/")
+                run = actions.do_create_run(workflow, {}, user=admin, command=f"demo run of {name}")
+                self.stdout.write(f"demo run: {base}/runs/{run.pk}/ ({name})")
         embedded.serve(host, port)
 
     def _admin(self):
