@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.db import transaction
 from pydantic import BaseModel, ConfigDict
 
 from agents.events import Event
 from agents.tools import Artifact, Bounds, Tool, ToolResult
+from runs import live
 from runs.actions import REGISTRY, do_create_run
 from runs.models import Run
 from tests.conftest import assert_gapless, register, wait_for_run
@@ -161,3 +163,26 @@ def test_it_draws_bounds_and_artifacts_on_the_run_page_as_text(run, client, owne
     assert "omitted: size limit" in html
     assert XSS not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_it_sends_the_tool_calls_again_when_they_change(run):
+    html, _ = live.render_update(run.pk, 0)
+
+    assert '<section class="card" id="tool-calls" hx-swap-oob="true">' in html
+    assert "50 of 1,234, truncated" in html
+
+
+@pytest.mark.parametrize("approved", [False, True])
+def test_it_refuses_destructive_shell_commands_unless_the_run_is_approved(celery_worker, approved):
+    with transaction.atomic():
+        created = do_create_run(register("tools/cleanup"), {})
+        Run.objects.filter(pk=created.pk).update(destructive_approved=approved)
+    run = wait_for_run(created)
+
+    call = run.tool_calls.get(name="run_shell")
+    if approved:
+        assert call.ok and "cleaned" in call.result
+    else:
+        assert (call.ok, call.error_kind) == (False, "domain_rejection")
+        assert "recursive delete (rm -r)" in call.result
+    assert run.status == Run.Status.COMPLETED
