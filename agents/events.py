@@ -42,6 +42,11 @@ EventType = Literal[
     "worker_spawned",
     "child_run_linked",
     "child_run_result",
+    "claim_recorded",
+    "approval_requested",
+    "approval_decided",
+    "approval_lapsed",
+    "tool_result",
 ]
 
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)

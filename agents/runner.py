@@ -59,6 +59,7 @@ class ToolEnv:
     injected: dict[str, Any] = field(default_factory=dict)
     destructive_approved: bool = False
     parent_tool_call_id: str = ""
+    gated: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -214,6 +215,7 @@ def apply_completion(
                 **({"workspace": str(env.workspace)} if env.workspace else {}),
             },
             destructive_approved=env.destructive_approved,
+            gated=env.gated,
         )
         raw_arguments = _redacted_raw(call.arguments, registry.get(call.name))
         sink.emit(
@@ -250,7 +252,10 @@ def apply_completion(
             end["artifacts"] = [{"kind": a.kind, "title": a.title} for a in outcome.artifacts]
         if outcome.pending:
             end["pending"] = True
-            end["child_run_id"] = outcome.child_run_id
+            if outcome.child_run_id:
+                end["child_run_id"] = outcome.child_run_id
+            if outcome.approval_id:
+                end["approval_id"] = outcome.approval_id
             result.status = "waiting"
         sink.emit(Event("tool_call", turn.step_id, end))
         transcript.append({"role": "tool", "tool_call_id": call.id, "content": outcome.text})

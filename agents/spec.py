@@ -58,6 +58,7 @@ InputName = Annotated[str, StringConstraints(pattern=INPUT_NAME_PATTERN)]
 InputType = Literal["string", "integer", "number", "boolean"]
 Provider = Literal["scripted", "openai"]
 OnStepFailure = Literal["cascade", "skip-dependents", "abort"]
+Mode = Literal["chat", "code"]
 
 _INPUT_TYPES: dict[str, type | tuple[type, ...]] = {
     "string": str,
@@ -228,6 +229,15 @@ class ToolExposure(_Spec):
     description: str = Field(default="", max_length=MAX_DESCRIPTION)
 
 
+class ApprovalPolicy(_Spec):
+    """Who must approve destructive work, and for how long a request stands.
+    With ``approvers: 2`` two different people must approve, and nobody
+    approves their own request."""
+
+    approvers: int = Field(default=1, ge=1, le=2)
+    expires_after: float | None = Field(default=None, gt=0, description="seconds until a pending request lapses")
+
+
 class WorkflowSpec(_Spec):
     """A validated workflow. Build one with ``parse_workflow`` or ``load_workflow``.
 
@@ -242,6 +252,16 @@ class WorkflowSpec(_Spec):
     steps: list[StepSpec] = Field(default_factory=list, max_length=MAX_STEPS)
     options: WorkflowOptions = Field(default_factory=WorkflowOptions)
     tool: ToolExposure | None = None
+    # The catalog entry (seed 004): what a command must say to select this
+    # workflow, what it returns, how to tell it worked, the mode it needs,
+    # and which work waits for a person's approval.
+    triggers: list[str] = Field(default_factory=list)
+    outputs: list[str] = Field(default_factory=list)
+    success_criteria: list[str] = Field(default_factory=list)
+    mode: Mode = "chat"
+    destructive: bool = False
+    approvals: list[str] = Field(default_factory=list, description="tools whose every call needs approval")
+    approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
 
     @model_validator(mode="after")
     def _check_references(self, info: ValidationInfo) -> WorkflowSpec:
@@ -333,6 +353,9 @@ class WorkflowSpec(_Spec):
                             ("agents", name, "tools", j),
                             f"unknown tool {tool!r}; known tools: {known}",
                         )
+            for j, tool in enumerate(getattr(self, "approvals", None) or []):
+                if tool not in known_tools:
+                    yield ("approvals", j), f"unknown tool {tool!r}; known tools: {known}"
 
 
 _CONTAINER_NOUNS = {"repeat": "repeat loop", "forEach": "forEach loop", "include": "include"}

@@ -36,17 +36,26 @@ class Workflow(models.Model):
 
 class Run(models.Model):
     class Status(models.TextChoices):
+        # A destructive workflow waits for a person before it starts; a
+        # rejected (or lapsed) request ends the run blocked.
+        AWAITING_APPROVAL = "awaiting_approval"
         PENDING = "pending"
         RUNNING = "running"
         COMPLETED = "completed"
         PARTIAL = "partial"
         FAILED = "failed"
         CANCELLED = "cancelled"
+        BLOCKED = "blocked"
 
-    TERMINAL = (Status.COMPLETED, Status.PARTIAL, Status.FAILED, Status.CANCELLED)
+    class Mode(models.TextChoices):
+        CHAT = "chat"
+        CODE = "code"
+
+    TERMINAL = (Status.COMPLETED, Status.PARTIAL, Status.FAILED, Status.CANCELLED, Status.BLOCKED)
 
     workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="runs")
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
+    mode = models.CharField(max_length=8, choices=Mode.choices, default=Mode.CHAT)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING, db_index=True)
     inputs = models.JSONField(default=dict, blank=True)
     command = models.TextField(blank=True)
     created_by = models.ForeignKey(
@@ -205,7 +214,10 @@ class ToolCall(models.Model):
     class Status(models.TextChoices):
         DONE = "done"
         FAILED = "failed"
+        # Its result comes later: from a child run, or once a person decides.
         WAITING = "waiting"
+        # A person rejected the call.
+        BLOCKED = "blocked"
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls")
     step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="tool_calls")
@@ -268,3 +280,140 @@ class Artifact(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.title}".strip()
+
+
+class Claim(models.Model):
+    """A statement a run produced, with the source that backs it (seed 004)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="claims")
+    step_id = models.CharField(max_length=200, blank=True)
+    tool_call = models.ForeignKey(ToolCall, null=True, blank=True, on_delete=models.SET_NULL, related_name="claims")
+    claim = models.TextField()
+    confidence = models.FloatField()
+    source_name = models.CharField(max_length=200, blank=True)
+    source_domain = models.CharField(max_length=200, blank=True)
+    url = models.TextField(blank=True)
+    title = models.CharField(max_length=500, blank=True)
+    source_type = models.CharField(max_length=40, blank=True)
+    source_ref = models.CharField(max_length=500, blank=True)
+    ttl = models.CharField(max_length=20, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.claim[:80]
+
+    @property
+    def is_expired(self) -> bool:
+        from django.utils import timezone
+
+        return self.expires_at is not None and self.expires_at <= timezone.now()
+
+    @property
+    def link(self) -> str:
+        """The source URL when it is http(s); anything else is never a link."""
+        return self.url if self.url.lower().startswith(("http://", "https://")) else ""
+
+
+class Command(models.Model):
+    """A free-text command and the coordinator's answer (COORDINATOR_RESULT).
+    A command that selected a workflow has a run; others (unknown workflow,
+    missing inputs, ambiguous, blocked by mode) have only the answer."""
+
+    text = models.TextField()
+    mode = models.CharField(max_length=8, choices=Run.Mode.choices, default=Run.Mode.CHAT)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="commands"
+    )
+    selection = models.JSONField(null=True, blank=True, help_text="The COORDINATOR_SELECTION the model answered.")
+    result = models.JSONField(null=True, blank=True, help_text="The COORDINATOR_RESULT, final once the run ends.")
+    status = models.CharField(max_length=24, blank=True)
+    compact_catalog = models.BooleanField(default=False, help_text="The catalog was too big and was sent compact.")
+    run = models.OneToOneField(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="command_record")
+    created = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return self.text[:80]
+
+
+class Approval(models.Model):
+    """A request for a person to allow destructive work: a whole workflow run,
+    or one tool call on the workflow's approval list. The decision covers
+    exactly ``arguments`` (by hash): changed arguments need a new approval."""
+
+    class Kind(models.TextChoices):
+        WORKFLOW = "workflow"
+        TOOL = "tool"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        REJECTED = "rejected"
+        LAPSED = "lapsed"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    step_id = models.CharField(max_length=200, blank=True)
+    tool_call = models.OneToOneField(ToolCall, null=True, blank=True, on_delete=models.CASCADE, related_name="approval")
+    what = models.TextField()
+    why = models.TextField()
+    arguments = models.JSONField(default=dict)
+    arguments_hash = models.CharField(max_length=64)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="approval_requests"
+    )
+    required_approvals = models.PositiveSmallIntegerField(default=1)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING, db_index=True)
+    reason = models.TextField(blank=True, help_text="Why it was rejected or lapsed.")
+    expires_at = models.DateTimeField(null=True, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    # Set once, by whoever claims the approved work: it never runs twice.
+    executed = models.BooleanField(default=False)
+    created = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created"]
+        permissions = [("decide_approval", "Can approve or reject destructive work")]
+
+    def __str__(self) -> str:
+        return f"approval {self.pk}: {self.what[:60]}"
+
+
+class ApprovalDecision(models.Model):
+    """One person's decision on an approval, with the arguments they saw."""
+
+    class Decision(models.TextChoices):
+        APPROVE = "approve"
+        REJECT = "reject"
+
+    approval = models.ForeignKey(Approval, on_delete=models.CASCADE, related_name="decisions")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="approval_decisions")
+    decision = models.CharField(max_length=8, choices=Decision.choices)
+    reason = models.TextField()
+    arguments_hash = models.CharField(max_length=64)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["approval", "user"], name="one_decision_per_person")]
+        ordering = ["id"]
+
+
+class ApiToken(models.Model):
+    """A token for scripts calling the JSON API (``Authorization: Token <key>``).
+    Only a hash of the key is stored; the key is shown once, when created."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=8)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created = models.DateTimeField(auto_now_add=True)
+    last_used = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user})"

@@ -60,3 +60,10 @@ def deliver_child_result(child_run_id: int) -> None:
     from runs.actions.children import do_deliver_child_result
 
     do_deliver_child_result(child_run_id)
+
+
+@shared_task
+def execute_approved_call(approval_id: int) -> None:
+    from runs.actions.approvals import do_execute_approved_call
+
+    do_execute_approved_call(approval_id)

@@ -39,6 +39,27 @@ def staff(django_user_model):
     return django_user_model.objects.create_user("staff", password="staff-pass", is_staff=True)
 
 
+def _approver(django_user_model, username: str):
+    """A user in the approvers group, which holds the approve permission."""
+    from django.contrib.auth.models import Group, Permission
+
+    group, _ = Group.objects.get_or_create(name="approvers")
+    group.permissions.add(Permission.objects.get(codename="decide_approval"))
+    user = django_user_model.objects.create_user(username, password=f"{username}-pass")
+    user.groups.add(group)
+    return user
+
+
+@pytest.fixture
+def approver(django_user_model):
+    return _approver(django_user_model, "approver")
+
+
+@pytest.fixture
+def second_approver(django_user_model):
+    return _approver(django_user_model, "approver2")
+
+
 @pytest.fixture
 def celery_worker(transactional_db, settings, tmp_path):
     """A real Celery worker (threads pool) consuming the memory broker: tasks

@@ -6,7 +6,9 @@ conversation, so any worker can pick up where another stopped). Without a
 script a step answers once with a fixed sentence. The coordinator, unless it
 has a script, follows a rule policy: a message that starts with ``for <step>:``
 or ``@<step>:`` is forwarded to that step, any other message is narrated, and
-when every step has finished it finalizes with their outputs.
+when every step has finished it finalizes with their outputs. The workflow
+handler (``agents.handler``), unless it has a script, picks a workflow by the
+triggers and names the command mentions (``_workflow_handler_policy``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ class ScriptedProvider:
             return self._play(request, self.script[turn], turn)
         if request.agent == "coordinator":
             return _coordinator_policy(request)
+        if request.agent == "workflow_handler" and not self.script:
+            return _workflow_handler_policy(request)
         if self.script:
             raise ProviderError(
                 f"scripted provider: the script of agent {request.agent!r} has "
@@ -84,6 +88,83 @@ def _coordinator_policy(request: CompletionRequest) -> Completion:
     if not calls:
         return _answer("nothing to do", request)
     return _calls(request, calls)
+
+
+def _workflow_handler_policy(request: CompletionRequest) -> Completion:
+    """A COORDINATOR_SELECTION for ``$command``: the catalog entry whose name and
+    triggers the command mentions most; a tie, or no mention, asks which one."""
+    variables = request.variables
+    command = variables.get("command", "")
+    catalog: list[dict[str, Any]] = json.loads(variables.get("catalog_json") or "[]")
+    scores = [_mention_score(entry, command) for entry in catalog]
+    best = max(scores, default=0)
+    winners = [entry for entry, score in zip(catalog, scores, strict=True) if best and score == best]
+    selection: dict[str, Any] = {
+        "_type": "COORDINATOR_SELECTION",
+        "command_received": command,
+        "workflow_selected": None,
+        "workflow_args": {},
+    }
+    if len(winners) == 1:
+        entry = winners[0]
+        selection["workflow_selected"] = entry["name"]
+        selection["workflow_args"] = _command_args(command, entry.get("inputs", {}))
+        if entry.get("mode") == "code" and variables.get("mode") != "code":
+            selection["status"] = "blocked"
+            selection["error"] = f"{entry['name']} workflow requires code mode - currently in chat mode"
+        else:
+            selection["status"] = "selected"
+    else:
+        selection["status"] = "needs_clarification"
+        selection["message"] = "Which workflow do you mean?"
+        selection["clarification_options"] = [
+            {"interpretation": entry.get("description") or entry["name"], "would_select": entry["name"]}
+            for entry in winners or catalog[:5]
+        ]
+    return _answer(json.dumps(selection), request)
+
+
+def _mention_score(entry: dict[str, Any], command: str) -> int:
+    # Naming the workflow outweighs any number of trigger words.
+    name = entry["name"]
+    named = any(_mentions(command, n) for n in {name, name.replace("_", " ").replace("-", " ")})
+    return sum(1 for trigger in entry.get("triggers", []) if _mentions(command, trigger)) + (100 if named else 0)
+
+
+def _mentions(text: str, phrase: str) -> bool:
+    words = phrase.split()
+    if not words:
+        return False
+    pattern = r"\s+".join(re.escape(word) for word in words)
+    return re.search(rf"(?<!\w){pattern}(?!\w)", text, re.I) is not None
+
+
+_ARG_VALUE = r"\s*[=:]\s*(?:\"([^\"]*)\"|'([^']*)'|([^\s,;]+))"
+_FREE_TEXT_INPUTS = ("query", "topic", "subject")
+
+
+def _command_args(command: str, inputs: dict[str, Any]) -> dict[str, str]:
+    """``name=value`` and ``name: value`` pairs for declared inputs, and the text
+    after " for " for the input that takes free text. Values stay strings: the
+    handler types them."""
+    args: dict[str, str] = {}
+    rest = command
+    for name in inputs:
+        pair = re.search(rf"(?<![\w-]){re.escape(name)}{_ARG_VALUE}", command, re.I)
+        if pair:
+            args[name] = next(group for group in pair.groups() if group is not None)
+            rest = rest.replace(pair.group(0), " ")
+    strings = [name for name, spec in inputs.items() if spec.get("type", "string") == "string"]
+    free = next((name for name in strings if name in _FREE_TEXT_INPUTS), None)
+    required = [name for name in strings if inputs[name].get("required")]
+    if free is None and len(required) == 1:
+        free = required[0]
+    tail = re.search(r"\sfor\s+(.*)$", rest, re.I | re.S)
+    if free is not None and free not in args and tail:
+        text = " ".join(tail.group(1).split()).strip("\"'“”‘’ ")
+        if text:
+            args[free] = text
+    return args
 
 
 def _calls(request: CompletionRequest, calls: list[tuple[str, dict[str, Any]]]) -> Completion:

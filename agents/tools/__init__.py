@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from agents.tools.base import INJECTED, Role, Tool, ToolCallMeta, ToolContext, ToolError, ToolHost
+from agents.tools.builtin.claims import RECORD_CLAIM
 from agents.tools.builtin.files import FILE_TOOLS
 from agents.tools.builtin.messaging import MESSAGING_TOOLS
 from agents.tools.builtin.research import RESEARCH_TOOLS
@@ -12,7 +13,7 @@ from agents.tools.spawn import SPAWN_WORKER, WorkerRequest
 
 def default_registry() -> ToolRegistry:
     """Every builtin tool zenweb ships."""
-    return ToolRegistry([*MESSAGING_TOOLS, SPAWN_WORKER, *FILE_TOOLS, *SHELL_TOOLS, *RESEARCH_TOOLS])
+    return ToolRegistry([*MESSAGING_TOOLS, SPAWN_WORKER, *FILE_TOOLS, *SHELL_TOOLS, *RESEARCH_TOOLS, RECORD_CLAIM])
 
 
 __all__ = [

@@ -90,6 +90,14 @@ class ToolHost(Protocol):
         """A scope whose writes are undone if the tool raises (a savepoint)."""
         ...
 
+    def record_claim(self, ctx: ToolContext, claim: dict[str, Any]) -> str:
+        """Store a claim the agent makes with its source; return its id."""
+        ...
+
+    def request_approval(self, ctx: ToolContext, tool: str, arguments: dict[str, Any]) -> str:
+        """Ask a person to allow this call; return the approval id."""
+        ...
+
 
 @dataclass
 class ToolContext:
@@ -107,6 +115,8 @@ class ToolContext:
     injected: dict[str, Any] = field(default_factory=dict)
     # The run was approved for destructive work (shell commands that delete, force-push, ...).
     destructive_approved: bool = False
+    # Tools whose every call waits for a person's approval (the workflow's approval list).
+    gated: frozenset[str] = frozenset()
     finalized: list[str] = field(default_factory=list)
 
     @property

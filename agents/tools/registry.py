@@ -39,6 +39,7 @@ class ToolOutcome:
     omitted: bool = False
     pending: bool = False
     child_run_id: str | None = None
+    approval_id: str | None = None
     counted: bool = True
 
 
@@ -124,6 +125,16 @@ class ToolRegistry:
             return _failed(f"invalid arguments for {name}: {problems}", hint, shown, counted=counted)
         if spoofed:
             log.info("tool %s: ignored model-supplied injected fields %s", name, spoofed)
+        if tool.name in ctx.gated:
+            # Nothing runs yet: a person decides on exactly these arguments.
+            try:
+                # The validated arguments, defaults filled in: what runs is what was shown.
+                approved = _visible(args.model_dump(mode="json"), tool)
+                approval = ctx.require_host().request_approval(ctx, tool.name, approved)
+            except ToolError as exc:
+                return _failed(str(exc), RetryHint(exc.kind, exc.action), shown, counted=counted)
+            text = f"waiting for approval {approval}: a person must allow this {tool.name} call"
+            return ToolOutcome(text, ok=True, arguments=shown, pending=True, approval_id=approval, counted=counted)
         try:
             with ctx.isolated():
                 returned = tool.run(ctx, args)

@@ -13,58 +13,39 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import transaction
 
-from agents.events import Event as RuntimeEvent
 from agents.tools.errors import RetryHint, failure_text
 from agents.tools.results import ToolResult
-from runs.models import Run, Step, ToolCall
-from runs.stores import DjangoEventSink, lock_run
+from runs.actions.pending import deliver_result
+from runs.models import Run, ToolCall
+from runs.stores import lock_run
 
 
 def do_deliver_child_result(child_id: int) -> None:
     """Hand a finished child run's result to the tool call that started it."""
-    from runs import tasks
-
     child = Run.objects.select_related("parent_tool_call__step").get(pk=child_id)
     call = child.parent_tool_call
     if call is None or not child.is_terminal:
         return
     with transaction.atomic():
         lock_run(call.run_id)
-        if not ToolCall.objects.filter(pk=call.pk, status=ToolCall.Status.WAITING).exists():
-            return  # delivered already
-        ok = child.status == Run.Status.COMPLETED
-        if ok:
+        if child.status == Run.Status.COMPLETED:
             text, omitted = ToolResult(child.result or "(the run finished without a summary)").model_text(
                 settings.ZENWEB_MAX_TOOL_RESULT_CHARS
             )
+            status, error_kind = ToolCall.Status.DONE, ""
         else:
             why = child.error or child.status
             text = failure_text(f"run {child.pk} of {child.workflow.name} ended {child.status}: {why}", _hint())
-            omitted = False
-        ToolCall.objects.filter(pk=call.pk).update(
-            status=ToolCall.Status.DONE if ok else ToolCall.Status.FAILED,
-            ok=ok,
-            result=text,
+            status, error_kind, omitted = ToolCall.Status.FAILED, "unavailable", False
+        deliver_result(
+            call,
+            text,
+            status=status,
+            error_kind=error_kind,
             omitted=omitted,
-            error_kind="" if ok else "unavailable",
+            event="child_run_result",
+            event_data={"run_id": child.pk, "status": child.status},
         )
-        step = Step.objects.select_for_update().get(pk=call.step_id)
-        for message in step.transcript:
-            if message.get("role") == "tool" and message.get("tool_call_id") == call.tool_call_id:
-                message["content"] = text
-        step.save(update_fields=["transcript"])
-        DjangoEventSink(call.run_id).emit(
-            RuntimeEvent(
-                "child_run_result",
-                step.step_id,
-                {"tool_call_id": call.tool_call_id, "run_id": child.pk, "status": child.status, "result": text[:2000]},
-            )
-        )
-        run = Run.objects.get(pk=call.run_id)
-        still_waiting = ToolCall.objects.filter(step=step, status=ToolCall.Status.WAITING).exists()
-        if run.status == Run.Status.RUNNING and step.status == Step.Status.RUNNING and not still_waiting:
-            turn = step.turns + 1
-            transaction.on_commit(lambda: tasks.run_step_turn.delay(step.pk, turn))
 
 
 def cancel_children_after_commit(run: Run) -> None:

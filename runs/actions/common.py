@@ -17,7 +17,7 @@ from agents.router import DropReason, MessageRouter, Rejection, Resolver, Router
 from agents.runner import TurnResult
 from agents.spec import AgentSpec
 from agents.tools import default_registry
-from runs.models import Artifact, Run, Step, ToolCall
+from runs.models import Approval, Artifact, Run, Step, ToolCall
 from runs.stores import DjangoEventSink, DjangoMailboxStore
 
 REGISTRY = default_registry()
@@ -175,3 +175,5 @@ def save_turn(step: Step, result: TurnResult) -> None:
         )
         if outcome.child_run_id:
             Run.objects.filter(pk=int(outcome.child_run_id)).update(parent_tool_call=row)
+        if outcome.approval_id:
+            Approval.objects.filter(pk=int(outcome.approval_id)).update(tool_call=row)

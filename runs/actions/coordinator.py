@@ -20,7 +20,14 @@ from agents.runner import AgentTurn, apply_completion, build_request, coordinato
 from agents.spec import AgentSpec
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import Limits, provider_for, router_for, save_turn, warning_cycle
-from runs.actions.lifecycle import all_done, coordinator_has_mail, do_fail_run, do_finish_run, schedule
+from runs.actions.lifecycle import (
+    all_done,
+    coordinator_has_mail,
+    do_fail_run,
+    do_finish_run,
+    plans_first,
+    schedule,
+)
 from runs.actions.tooling import tool_env, tools_for
 from runs.models import Run, Step
 from runs.stores import DjangoEventSink, DjangoMailboxStore, lock_run
@@ -47,7 +54,7 @@ def do_coordinator_wake(run_id: int) -> None:
             seen = run.wake_requests
             inbox = DjangoMailboxStore(run_id).unread(COORDINATOR)
             steps = list(run.steps.exclude(kind=Step.Kind.COORDINATOR))
-            if _plans(run):
+            if plans_first(run):
                 _coordinator_rounds(run, "plan", [], steps)
             elif inbox and not _over_wake_cap(run):
                 _coordinator_rounds(run, "messages", inbox, steps)
@@ -147,14 +154,6 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
             break
     with transaction.atomic():
         sink.emit(RuntimeEvent("agent_idle", COORDINATOR, {"cycle": coordinator.turns}))
-
-
-def _plans(run: Run) -> bool:
-    """The first wake of a coordinator that can spawn workers is for planning."""
-    agent = workflow_spec(run.workflow).agents.get(COORDINATOR)
-    if agent is None or "spawn_worker" not in agent.tools:
-        return False
-    return Step.objects.filter(run=run, step_id=COORDINATOR, turns=0).exists()
 
 
 def _over_wake_cap(run: Run) -> bool:

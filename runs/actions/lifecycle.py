@@ -13,21 +13,44 @@ from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR, DropReason
 from runs.actions.catalog import check_inputs, workflow_spec
 from runs.actions.children import cancel_children_after_commit
+from runs.actions.commands import finish_command
 from runs.actions.common import router_for
 from runs.actions.containers import as_runtime, create_steps
-from runs.models import Run, Step, Workflow
+from runs.models import Approval, Run, Step, Workflow
 from runs.stores import DjangoEventSink, DjangoMailboxStore, request_coordinator_wake
 
 
-def do_create_run(workflow: Workflow, inputs: Mapping[str, object], *, user=None, command: str = "") -> Run:
-    """Create a pending run and have a worker start it after commit."""
+def do_create_run(
+    workflow: Workflow, inputs: Mapping[str, object], *, user=None, command: str = "", mode: str = "chat"
+) -> Run:
+    """Create a pending run and have a worker start it after commit. A
+    destructive workflow waits for approval first (``awaiting_approval``)."""
     from runs import tasks
+    from runs.actions.approvals import request_workflow_approval
 
-    values = check_inputs(workflow_spec(workflow), inputs)
+    spec = workflow_spec(workflow)
+    values = check_inputs(spec, inputs)
     with transaction.atomic():
-        run = Run.objects.create(workflow=workflow, inputs=values, created_by=user, command=command)
-        transaction.on_commit(lambda: tasks.start_run.delay(run.pk))
+        run = Run.objects.create(workflow=workflow, inputs=values, created_by=user, command=command, mode=mode)
+        if spec.destructive:
+            Run.objects.filter(pk=run.pk).update(status=Run.Status.AWAITING_APPROVAL)
+            run.status = Run.Status.AWAITING_APPROVAL
+            request_workflow_approval(run)
+        else:
+            transaction.on_commit(lambda: tasks.start_run.delay(run.pk))
     return run
+
+
+def do_block_run(run_id: int, reason: str) -> None:
+    """End a run whose destructive work was rejected or lapsed: ``blocked``."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        if run.is_terminal:
+            return
+        run.status = Run.Status.BLOCKED
+        run.error = reason
+        _stop_unfinished_steps(run, DropReason.WORKFLOW_CANCELLED)
+        _end_run(run)
 
 
 def do_start_run(run_id: int) -> None:
@@ -96,16 +119,17 @@ def schedule(run_id: int) -> None:
         max_running = workflow_spec(run.workflow).options.max_concurrency
         for runtime in scheduler.ready(pending, status, max_running=max_running):
             _start_step(run, by_id[runtime.runtime_id])
-        if all_done(steps) or _needs_plan(run):
+        if all_done(steps) or plans_first(run):
             request_coordinator_wake(run.pk)
 
 
-def _needs_plan(run: Run) -> bool:
-    """A coordinator that spawns workers plans before anything else."""
+def plans_first(run: Run) -> bool:
+    """A coordinator that can spawn workers takes a plan wake before anything
+    else; this is true until it has."""
     agent = workflow_spec(run.workflow).agents.get(COORDINATOR)
-    return bool(agent and "spawn_worker" in agent.tools) and run.steps.filter(
-        step_id=COORDINATOR, turns=0
-    ).exists()
+    if agent is None or "spawn_worker" not in agent.tools:
+        return False
+    return run.steps.filter(step_id=COORDINATOR, turns=0).exists()
 
 
 def all_done(steps: list[Step]) -> bool:
@@ -189,6 +213,7 @@ def _stop_unfinished_steps(run: Run, reason: DropReason) -> None:
 
 
 _COORDINATOR_END = {
+    Run.Status.BLOCKED: Step.Status.CANCELLED,
     Run.Status.COMPLETED: Step.Status.COMPLETED,
     Run.Status.PARTIAL: Step.Status.COMPLETED,
     Run.Status.FAILED: Step.Status.FAILED,
@@ -209,6 +234,11 @@ def _end_run(run: Run) -> None:
         RuntimeEvent("workflow_end", "", {"status": run.status, "result": run.result, "error": run.error})
     )
     cancel_children_after_commit(run)
+    # Work that ended needs no decision any more.
+    run.approvals.filter(status=Approval.Status.PENDING).update(
+        status=Approval.Status.LAPSED, reason=f"the run ended {run.status}", decided_at=run.finished
+    )
+    finish_command(run)
     if run.parent_tool_call_id:
         from runs import tasks
 

@@ -4,13 +4,16 @@ and the run store behind spawn_worker and child runs (agent-as-tool)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
+from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR
@@ -20,7 +23,7 @@ from agents.tools import Tool, ToolContext, ToolError, ToolRegistry, WorkerReque
 from agents.tools.workflows import workflow_tool
 from runs.actions.catalog import InputError, check_inputs, workflow_spec
 from runs.actions.common import REGISTRY
-from runs.models import Run, Step, Workflow
+from runs.models import Approval, Claim, Run, Step, Workflow
 from runs.stores import DjangoEventSink
 
 
@@ -69,6 +72,7 @@ def tool_env(run: Run, step: Step) -> ToolEnv:
         injected={"user": run.created_by.get_username() if run.created_by else ""},
         destructive_approved=run.destructive_approved,
         parent_tool_call_id=parent,
+        gated=frozenset(workflow_spec(run.workflow).approvals),
     )
 
 
@@ -83,6 +87,46 @@ class DjangoToolHost:
         # A savepoint: a tool that raises leaves no half-written rows behind
         # and the turn's transaction goes on.
         return transaction.atomic()
+
+    def record_claim(self, ctx: ToolContext, claim: dict[str, Any]) -> str:
+        ttl = claim.get("ttl") or ""
+        row = Claim.objects.create(
+            run_id=self.run_id,
+            step_id=ctx.step_id,
+            claim=claim["claim"],
+            confidence=claim["confidence"],
+            source_name=claim.get("source_name") or "",
+            source_domain=claim.get("source_domain") or "",
+            url=claim.get("url") or "",
+            title=claim.get("title") or "",
+            source_type=claim.get("source_type") or "",
+            source_ref=claim.get("source_ref") or "",
+            ttl=ttl,
+            expires_at=timezone.now() + ttl_delta(ttl) if ttl else None,
+        )
+        DjangoEventSink(self.run_id).emit(
+            RuntimeEvent(
+                "claim_recorded",
+                ctx.step_id,
+                {"claim_id": row.pk, "claim": row.claim[:500], "confidence": row.confidence, "url": row.url[:500]},
+            )
+        )
+        return str(row.pk)
+
+    def request_approval(self, ctx: ToolContext, tool: str, arguments: dict[str, Any]) -> str:
+        from runs.actions.approvals import request_approval
+
+        run = Run.objects.select_related("workflow", "created_by").get(pk=self.run_id)
+        approval = request_approval(
+            run,
+            kind=Approval.Kind.TOOL,
+            what=f"{tool} in step {ctx.step_id}",
+            why=f"{tool} is on the approval list of {run.workflow.name}",
+            subject={"tool": tool, "arguments": arguments},
+            arguments=arguments,
+            step_id=ctx.step_id,
+        )
+        return str(approval.pk)
 
     def spawn_worker(self, ctx: ToolContext, request: WorkerRequest) -> str:
         run = Run.objects.select_related("workflow").get(pk=self.run_id)
@@ -199,3 +243,16 @@ def _upstream(depends_on: Iterable[str], steps: dict[str, Step]) -> set[str]:
             found.add(step_id)
             todo.extend(steps[step_id].depends_on)
     return found
+
+
+_TTL = re.compile(r"^(\d+)([smhd]?)$")
+
+
+def ttl_delta(ttl: str) -> timedelta:
+    """``30m``, ``24h``, ``7d`` or plain seconds; raises ToolError otherwise."""
+    match = _TTL.match(ttl.strip().lower())
+    if not match:
+        problem = f"ttl {ttl!r} is not like 30m, 24h, 7d or a number of seconds"
+        raise ToolError(problem, kind="invalid_call", action="correct_call", fields=["ttl"])
+    number, unit = int(match.group(1)), match.group(2) or "s"
+    return timedelta(seconds=number * {"s": 1, "m": 60, "h": 3600, "d": 86400}[unit])

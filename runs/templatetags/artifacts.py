@@ -149,4 +149,3 @@ def _graph(data: dict) -> SafeString:
     return format_html(
         "<p class='muted'>{} nodes, {} edges</p><ul class='artifact-graph'>{}</ul>", len(nodes), len(edges), items
     )
-

@@ -1,0 +1,259 @@
+"""Approvals: the gate in front of destructive work.
+
+A destructive workflow waits as ``awaiting_approval`` before it starts; a
+call to a tool on the workflow's approval list waits (only its step does)
+until a person decides. Deciding needs the ``runs.decide_approval``
+permission and a reason, and covers exactly the arguments shown (by hash).
+With ``approval: {approvers: 2}`` two different people must approve and
+nobody approves their own request; with ``expiresAfter`` a request lapses.
+Approved work is claimed once (``executed``), so approving twice or a
+redelivered task never runs it twice. A rejected or lapsed workflow ends
+``blocked`` with the reason; a rejected tool call tells the model why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents.events import Event as RuntimeEvent
+from agents.tools import ToolCallMeta, ToolContext
+from agents.tools.errors import RetryHint, failure_text
+from runs.actions.catalog import workflow_spec
+from runs.actions.pending import deliver_result
+from runs.models import Approval, ApprovalDecision, Artifact, Run, Step, ToolCall
+from runs.stores import DjangoEventSink, lock_run
+
+PERMISSION = "runs.decide_approval"
+
+
+class ApprovalError(Exception):
+    """A decision that cannot be taken; the message says why."""
+
+
+def arguments_hash(subject: dict[str, Any]) -> str:
+    """A stable hash of what is approved: the workflow or tool, and its arguments."""
+    text = json.dumps(subject, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def request_approval(
+    run: Run, *, kind: str, what: str, why: str, subject: dict[str, Any], arguments: dict[str, Any], step_id: str = ""
+) -> Approval:
+    """Create a pending approval and say so in the run's events. Call inside
+    the transaction that pauses the work."""
+    policy = workflow_spec(run.workflow).approval
+    approval = Approval.objects.create(
+        run=run,
+        kind=kind,
+        step_id=step_id,
+        what=what,
+        why=why,
+        arguments=arguments,
+        arguments_hash=arguments_hash(subject),
+        requested_by=run.created_by,
+        required_approvals=policy.approvers,
+        expires_at=timezone.now() + timedelta(seconds=policy.expires_after) if policy.expires_after else None,
+    )
+    DjangoEventSink(run.pk).emit(
+        RuntimeEvent(
+            "approval_requested",
+            step_id,
+            {"approval_id": approval.pk, "kind": kind, "what": what, "why": why, "arguments": arguments},
+        )
+    )
+    return approval
+
+
+def request_workflow_approval(run: Run) -> Approval:
+    spec = workflow_spec(run.workflow)
+    return request_approval(
+        run,
+        kind=Approval.Kind.WORKFLOW,
+        what=f"run workflow {spec.name} v{run.workflow.version}",
+        why=f"{spec.name} is marked destructive",
+        subject={"workflow": spec.name, "version": run.workflow.version, "inputs": run.inputs},
+        arguments=dict(run.inputs),
+    )
+
+
+def do_decide(approval_id: int, user, decision: str, reason: str, seen_hash: str | None = None) -> Approval:
+    """Record one person's decision; raise ApprovalError saying why not."""
+    if not user.has_perm(PERMISSION):
+        raise ApprovalError("deciding approvals needs the approve permission (runs.decide_approval)")
+    reason = (reason or "").strip()
+    if not reason:
+        raise ApprovalError("a reason is required")
+    if decision not in ApprovalDecision.Decision.values:
+        raise ApprovalError(f"decision must be approve or reject, not {decision!r}")
+    run_id = Approval.objects.values_list("run_id", flat=True).get(pk=approval_id)
+    # A lapse is recorded in its own transaction: the refusal below must not undo it.
+    _lapse_if_expired(approval_id, run_id)
+    with transaction.atomic():
+        lock_run(run_id)
+        approval = Approval.objects.select_for_update().select_related("run__workflow").get(pk=approval_id)
+        if approval.status != Approval.Status.PENDING:
+            raise ApprovalError(f"approval {approval.pk} is already {approval.status}")
+        if seen_hash and seen_hash != approval.arguments_hash:
+            raise ApprovalError("the arguments changed since you looked at them: review them again")
+        if approval.decisions.filter(user=user).exists():
+            raise ApprovalError("you already decided on this approval")
+        two_person = approval.required_approvals > 1
+        if decision == "approve" and two_person and approval.requested_by_id == user.pk:
+            raise ApprovalError("with the two-person rule nobody approves their own request")
+        ApprovalDecision.objects.create(
+            approval=approval, user=user, decision=decision, reason=reason, arguments_hash=approval.arguments_hash
+        )
+        approvals = approval.decisions.filter(decision="approve").count()
+        DjangoEventSink(run_id).emit(
+            RuntimeEvent(
+                "approval_decided",
+                approval.step_id,
+                {
+                    "approval_id": approval.pk,
+                    "by": user.get_username(),
+                    "decision": decision,
+                    "reason": reason,
+                    "approvals": approvals,
+                    "required": approval.required_approvals,
+                },
+            )
+        )
+        if decision == "reject":
+            _close(approval, Approval.Status.REJECTED, f"rejected by {user.get_username()}: {reason}")
+        elif approvals >= approval.required_approvals:
+            _approve(approval)
+    return approval
+
+
+def do_lapse_expired() -> int:
+    """Lapse every pending approval past its expiry; returns how many."""
+    expired = Approval.objects.filter(status=Approval.Status.PENDING, expires_at__lte=timezone.now())
+    return sum(_lapse_if_expired(pk, run_id) for pk, run_id in expired.values_list("pk", "run_id"))
+
+
+def _lapse_if_expired(approval_id: int, run_id: int) -> bool:
+    with transaction.atomic():
+        lock_run(run_id)
+        approval = Approval.objects.select_for_update().select_related("run__workflow").get(pk=approval_id)
+        if approval.status != Approval.Status.PENDING or not _expired(approval):
+            return False
+        _close(approval, Approval.Status.LAPSED, _lapse_reason(approval))
+        return True
+
+
+def _lapse_reason(approval: Approval) -> str:
+    return f"lapsed: no decision before {approval.expires_at:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def _expired(approval: Approval) -> bool:
+    return approval.expires_at is not None and approval.expires_at <= timezone.now()
+
+
+def _approve(approval: Approval) -> None:
+    from runs import tasks
+
+    approval.status = Approval.Status.APPROVED
+    approval.decided_at = timezone.now()
+    approval.save(update_fields=["status", "decided_at"])
+    if approval.kind == Approval.Kind.WORKFLOW:
+        # Claimed here, once: the run leaves awaiting_approval exactly one time.
+        if Run.objects.filter(pk=approval.run_id, status=Run.Status.AWAITING_APPROVAL).update(
+            status=Run.Status.PENDING, destructive_approved=True
+        ):
+            Approval.objects.filter(pk=approval.pk).update(executed=True)
+            run_id = approval.run_id
+            transaction.on_commit(lambda: tasks.start_run.delay(run_id))
+    else:
+        approval_id = approval.pk
+        transaction.on_commit(lambda: tasks.execute_approved_call.delay(approval_id))
+
+
+def _close(approval: Approval, status: str, reason: str) -> None:
+    """Reject or lapse: the workflow ends blocked, or the call is refused."""
+    from runs.actions.lifecycle import do_block_run
+
+    approval.status = status
+    approval.reason = reason
+    approval.decided_at = timezone.now()
+    approval.save(update_fields=["status", "reason", "decided_at"])
+    if status == Approval.Status.LAPSED:
+        DjangoEventSink(approval.run_id).emit(
+            RuntimeEvent("approval_lapsed", approval.step_id, {"approval_id": approval.pk, "reason": reason})
+        )
+    if approval.kind == Approval.Kind.WORKFLOW:
+        do_block_run(approval.run_id, reason)
+    elif approval.tool_call_id:
+        text = failure_text(reason, RetryHint("domain_rejection", "replan", question="Is there a safer way?"))
+        deliver_result(
+            approval.tool_call,
+            text,
+            status=ToolCall.Status.BLOCKED,
+            error_kind="domain_rejection",
+            event="tool_result",
+            event_data={"approval_id": approval.pk, "status": status},
+        )
+
+
+def do_execute_approved_call(approval_id: int) -> None:
+    """Run an approved tool call with exactly the approved arguments, once."""
+    from runs.actions.common import router_for
+    from runs.actions.tooling import tool_env, tools_for
+
+    approval = Approval.objects.select_related("run__workflow", "tool_call__step").get(pk=approval_id)
+    call = approval.tool_call
+    if approval.kind != Approval.Kind.TOOL or call is None:
+        return
+    with transaction.atomic():
+        lock_run(approval.run_id)
+        if not Approval.objects.filter(pk=approval.pk, status=Approval.Status.APPROVED, executed=False).update(
+            executed=True
+        ):
+            return
+        run = Run.objects.select_related("workflow", "created_by").get(pk=approval.run_id)
+        step: Step = call.step
+        if arguments_hash({"tool": call.name, "arguments": approval.arguments}) != approval.arguments_hash:
+            raise ApprovalError(f"approval {approval.pk}: the stored arguments do not match what was approved")
+        spec = workflow_spec(run.workflow)
+        agent = spec.agents[step.agent]
+        registry, tools = tools_for(spec, "step", [*agent.tools, *step.tools])
+        env = tool_env(run, step)
+        ctx = ToolContext(
+            meta=ToolCallMeta(str(run.pk), call.session_id, call.turn_id, call.tool_call_id, call.parent_tool_call_id),
+            step_id=step.step_id,
+            role="step",
+            router=router_for(run.pk),
+            sink=DjangoEventSink(run.pk),
+            host=env.host,
+            workspace=env.workspace,
+            injected={**env.injected, "run_id": str(run.pk), "workspace": str(env.workspace)},
+            destructive_approved=True,
+        )
+        outcome = registry.call(ctx, call.name, json.dumps(approval.arguments), tools)
+        ToolCall.objects.filter(pk=call.pk).update(bounds=outcome.bounds.as_data() if outcome.bounds else None)
+        Artifact.objects.bulk_create(
+            Artifact(
+                run_id=run.pk,
+                tool_call=call,
+                kind=a.kind,
+                title=a.title[:200],
+                audience=a.audience,
+                source_tool=a.source_tool,
+                data=a.data,
+            )
+            for a in outcome.artifacts
+        )
+        deliver_result(
+            call,
+            outcome.text,
+            status=ToolCall.Status.DONE if outcome.ok else ToolCall.Status.FAILED,
+            error_kind=outcome.error_kind or "",
+            omitted=outcome.omitted,
+            event="tool_result",
+            event_data={"approval_id": approval.pk, "status": "approved", "ok": outcome.ok},
+        )

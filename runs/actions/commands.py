@@ -1,0 +1,150 @@
+"""Commands: free text -> the coordinator's workflow selection -> a run, and
+the COORDINATOR_RESULT that answers it (seed 004).
+
+The coordinator (the workflow handler) sees the catalog and the command and
+answers a COORDINATOR_SELECTION; ``agents.handler.decide`` checks it (unknown
+workflow, mode, inputs). Anything but a clean selection is answered at once
+and starts nothing. A selected workflow starts a run (or waits for approval
+when destructive); its result is filled in when the run ends. The handler
+never retries a failed workflow: it reports it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+
+from agents.handler import (
+    CatalogEntry,
+    CoordinatorResult,
+    SelectionError,
+    ToolRun,
+    claims_problem,
+    decide,
+    error_for_run,
+    parse_selection,
+    selection_request,
+)
+from agents.handler import Claim as ClaimData
+from agents.llm import ProviderError, build_provider
+from runs.actions.catalog import workflow_spec
+from runs.models import Command, Run, Workflow
+
+log = logging.getLogger(__name__)
+
+# The seed's text for a destructive workflow waiting on a person.
+NEEDS_APPROVAL = "Destructive operation requires explicit user approval"
+
+
+def latest_workflows() -> dict[str, Workflow]:
+    latest: dict[str, Workflow] = {}
+    for workflow in Workflow.objects.order_by("name", "-version"):
+        latest.setdefault(workflow.name, workflow)
+    return latest
+
+
+def do_command(text: str, *, user=None, mode: str = "chat") -> Command:
+    """Answer a command: select a workflow, check it, start it. Never raises
+    for a bad command; the answer says what was wrong."""
+    from runs.actions.lifecycle import do_create_run
+
+    text = text.strip()
+    workflows = latest_workflows()
+    entries = [CatalogEntry.of(workflow_spec(w)) for w in workflows.values()]
+    request, compact = selection_request(text, entries, mode)
+    command = Command(text=text, mode=mode, created_by=user, compact_catalog=compact)
+    try:
+        completion = build_provider(None).complete(request)
+        selection = parse_selection(completion.content, text)
+    except ProviderError as exc:
+        return _answer(command, CoordinatorResult(command_received=text, status="error", error=f"Network error: {exc}"))
+    except SelectionError as exc:
+        return _answer(command, CoordinatorResult(command_received=text, status="error", error=str(exc)))
+    command.selection = selection.model_dump(mode="json", by_alias=True, exclude_none=True)
+    decision = decide(selection, entries, mode)
+    if decision.result is not None:
+        return _answer(command, decision.result)
+    workflow = workflows[decision.entry.name]
+    with transaction.atomic():
+        run = do_create_run(workflow, decision.args, user=user, command=text, mode=mode)
+        command.run = run
+        result = _pending_result(command, run)
+        command.result = result.model_dump(mode="json", by_alias=True)
+        command.status = result.status
+        command.save()
+    return command
+
+
+def _answer(command: Command, result: CoordinatorResult) -> Command:
+    command.result = result.model_dump(mode="json", by_alias=True)
+    command.status = result.status
+    command.save()
+    return command
+
+
+def _pending_result(command: Command, run: Run) -> CoordinatorResult:
+    waiting = run.status == Run.Status.AWAITING_APPROVAL
+    return CoordinatorResult(
+        command_received=command.text,
+        workflow_selected=run.workflow.name,
+        workflow_args=run.inputs,
+        status="blocked" if waiting else "success",
+        error=NEEDS_APPROVAL if waiting else None,
+        requires_approval=waiting,
+        result=None,
+    )
+
+
+def coordinator_result(run: Run, text: str | None = None) -> CoordinatorResult:
+    """The COORDINATOR_RESULT of a run as it stands."""
+    text = text if text is not None else run.command
+    claims = [
+        ClaimData(
+            claim=c.claim,
+            confidence=c.confidence,
+            source_name=c.source_name,
+            source_domain=c.source_domain,
+            url=c.url or None,
+            title=c.title or None,
+            source_type=c.source_type or "web",
+            source_ref=c.source_ref or None,
+            ttl=c.ttl or None,
+        )
+        for c in run.claims.all()
+    ]
+    tool_runs = [
+        ToolRun(tool=name, status="success" if ok else "error", duration_ms=ms)
+        for name, ok, ms in run.tool_calls.filter(counted=True).values_list("name", "ok", "duration_ms")
+    ]
+    base = {
+        "command_received": text,
+        "workflow_selected": run.workflow.name,
+        "workflow_args": run.inputs,
+        "claims": claims,
+        "tool_runs": tool_runs,
+    }
+    if run.status == Run.Status.AWAITING_APPROVAL:
+        return CoordinatorResult(**base, status="blocked", error=NEEDS_APPROVAL, requires_approval=True)
+    if run.status == Run.Status.BLOCKED:
+        return CoordinatorResult(**base, status="blocked", error=run.error, requires_approval=True)
+    if run.status == Run.Status.COMPLETED:
+        problem = claims_problem(claims)
+        if problem:
+            return CoordinatorResult(**base, status="blocked", error=problem, requires_retry=True, result=run.result)
+        return CoordinatorResult(**base, status="success", result=run.result)
+    if run.is_terminal:
+        return CoordinatorResult(**base, status="error", error=error_for_run(run.status, run.error), result=run.result)
+    return CoordinatorResult(**base, status="success", result=None)
+
+
+def finish_command(run: Run) -> None:
+    """Store the final COORDINATOR_RESULT on the run's command, if it has one.
+    Called in the transaction that ends the run."""
+    command = Command.objects.filter(run=run).first()
+    if command is None:
+        return
+    result = coordinator_result(run, command.text)
+    command.result = result.model_dump(mode="json", by_alias=True)
+    command.status = result.status
+    command.save(update_fields=["result", "status"])

@@ -1,0 +1,52 @@
+"""Tool calls whose result comes later: from a child run, or once a person
+decided on an approval. The call was stored ``waiting`` with a placeholder
+in the step's transcript; delivering its result replaces the placeholder,
+and once no call of the step waits any more, the step takes its next turn."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from agents.events import Event as RuntimeEvent
+from runs.models import Run, Step, ToolCall
+from runs.stores import DjangoEventSink
+
+
+def deliver_result(
+    call: ToolCall,
+    text: str,
+    *,
+    status: str,
+    event: str,
+    event_data: dict[str, Any],
+    error_kind: str = "",
+    omitted: bool = False,
+) -> bool:
+    """Store the late result of ``call``. Call with the run row locked.
+    Returns False if the call was not waiting (delivered already)."""
+    from runs import tasks
+
+    if not ToolCall.objects.filter(pk=call.pk, status=ToolCall.Status.WAITING).update(
+        status=status,
+        ok=status == ToolCall.Status.DONE,
+        result=text,
+        error_kind=error_kind,
+        omitted=omitted,
+    ):
+        return False
+    step = Step.objects.select_for_update().get(pk=call.step_id)
+    for message in step.transcript:
+        if message.get("role") == "tool" and message.get("tool_call_id") == call.tool_call_id:
+            message["content"] = text
+    step.save(update_fields=["transcript"])
+    DjangoEventSink(call.run_id).emit(
+        RuntimeEvent(event, step.step_id, {"tool_call_id": call.tool_call_id, **event_data, "result": text[:2000]})
+    )
+    run = Run.objects.get(pk=call.run_id)
+    still_waiting = ToolCall.objects.filter(step=step, status=ToolCall.Status.WAITING).exists()
+    if run.status == Run.Status.RUNNING and step.status == Step.Status.RUNNING and not still_waiting:
+        turn = step.turns + 1
+        transaction.on_commit(lambda: tasks.run_step_turn.delay(step.pk, turn))
+    return True
