@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.template.loader import render_to_string
 
 from agents import ids
-from runs.models import Event, Run, Step, ToolCall
+from runs.models import Approval, Command, Event, Run, Step, ToolCall
 
 BATCH = 500
 
@@ -51,6 +51,22 @@ def tool_calls_context(run: Run) -> dict:
     return {"tool_calls": list(calls)[::-1], "tool_calls_total": run.tool_calls.count()}
 
 
+# Events after which the approvals, claims and coordinator result are drawn again.
+GOVERNANCE_EVENTS = {"approval_requested", "approval_decided", "approval_lapsed", "claim_recorded", "workflow_end"}
+
+
+def governance_context(run: Run) -> dict:
+    """What people decide and read: pending approvals, claims, the result."""
+    from runs.actions.commands import coordinator_result
+
+    has_command = Command.objects.filter(run=run).exists()
+    return {
+        "pending_approvals": list(run.approvals.filter(status=Approval.Status.PENDING)),
+        "claims": list(run.claims.all()),
+        "coordinator_result": coordinator_result(run) if has_command or run.is_terminal else None,
+    }
+
+
 def in_display_order(steps: list[Step]) -> list[Step]:
     """Steps under their top-level container: a loop's later iterations are
     created after the steps that follow the loop, but show inside it."""
@@ -71,4 +87,6 @@ def render_update(run_id: int, after: int) -> tuple[str, int]:
     context = run_context(run) | {"events": events, "last_seq": events[-1].seq, "oob": True}
     if any(event.type in TOOL_EVENTS for event in events):
         context |= tool_calls_context(run) | {"tool_calls_changed": True}
+    if any(event.type in GOVERNANCE_EVENTS for event in events):
+        context |= governance_context(run) | {"governance_changed": True}
     return render_to_string("runs/partials/live_update.html", context), events[-1].seq

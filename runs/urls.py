@@ -12,4 +12,10 @@ urlpatterns = [
     path("runs/<int:run_id>/", views.run_detail, name="detail"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="cancel"),
     path("api/runs/<int:run_id>/cancel", views.api_run_cancel, name="api-cancel"),
+    path("commands/", views.command_create, name="command-create"),
+    path("commands/<int:command_id>/", views.command_detail, name="command"),
+    path("catalog/register/", views.workflow_register, name="register"),
+    path("approvals/", views.approval_list, name="approvals"),
+    path("approvals/<int:approval_id>/decide/", views.approval_decide, name="decide"),
+    path("claims/", views.claim_list, name="claims"),
 ]

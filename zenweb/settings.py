@@ -8,6 +8,7 @@ channel layer, and any number of `celery -A zenweb worker` processes.
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 
@@ -102,8 +103,14 @@ else:
                 "timeout": 30,
                 "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
             },
-            # A file, not :memory:, so worker threads in tests share it.
-            "TEST": {"NAME": str(DATA_DIR / "test-zenweb.sqlite3")},
+            # A file, not :memory:, so worker threads in tests share it; one per
+            # test process (children inherit the name through the environment),
+            # so two test runs in one checkout never share a database.
+            "TEST": {
+                "NAME": os.environ.setdefault(
+                    "ZENWEB_TEST_DB", str(DATA_DIR / f"test-zenweb-{os.getpid()}.sqlite3")
+                )
+            },
         }
     }
 

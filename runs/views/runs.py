@@ -57,6 +57,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     context = (
         live.run_context(run)
         | live.tool_calls_context(run)
+        | live.governance_context(run)
         | {
             "events": events,
             "last_seq": events[-1].seq if events else 0,

@@ -1,0 +1,23 @@
+"""Dashboard pages, one module per area; urls.py names them from here."""
+
+from __future__ import annotations
+
+from runs.views.approvals import approval_decide, approval_list
+from runs.views.claims import claim_list
+from runs.views.commands import command_create, command_detail, workflow_register
+from runs.views.runs import api_run_cancel, catalog, run_cancel, run_detail, run_list, run_start
+
+__all__ = [
+    "api_run_cancel",
+    "approval_decide",
+    "approval_list",
+    "catalog",
+    "claim_list",
+    "command_create",
+    "command_detail",
+    "run_cancel",
+    "run_detail",
+    "run_list",
+    "run_start",
+    "workflow_register",
+]

@@ -1,0 +1,80 @@
+"""The command box, a command's answer, and registering workflows."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from agents.handler import CoordinatorResult
+from agents.spec import WorkflowValidationError
+from runs.actions.catalog import do_register_workflow
+from runs.actions.commands import coordinator_result, do_command
+from runs.models import Command, Run
+
+MAX_COMMAND_CHARS = 4000
+MAX_YAML_CHARS = 200_000
+
+
+@require_POST
+def command_create(request: HttpRequest) -> HttpResponse:
+    """Answer a command from the command box: a run page when it started one,
+    else the coordinator's answer (unknown workflow, missing inputs, ...)."""
+    text = request.POST.get("command", "").strip()
+    mode = request.POST.get("mode", Run.Mode.CHAT)
+    if not text or len(text) > MAX_COMMAND_CHARS:
+        messages.error(request, f"command: say what to do, in at most {MAX_COMMAND_CHARS} characters")
+        return redirect("runs:list")
+    if mode not in Run.Mode.values:
+        messages.error(request, f"mode: must be chat or code, not {mode!r}")
+        return redirect("runs:list")
+    command = do_command(text, user=request.user, mode=mode)
+    if command.run_id:
+        return redirect("runs:detail", run_id=command.run_id)
+    return redirect("runs:command", command_id=command.pk)
+
+
+@require_GET
+def command_detail(request: HttpRequest, command_id: int) -> HttpResponse:
+    command = _get_command_for_user(request, command_id)
+    result = coordinator_result(command.run, command.text) if command.run else CoordinatorResult(**command.result)
+    iteration = Command.objects.filter(created_by=command.created_by, created__lte=command.created).count()
+    return render(
+        request,
+        "runs/command.html",
+        {"command": command, "result": result, "markdown": result.to_markdown(iteration)},
+    )
+
+
+@require_http_methods(["GET", "POST"])
+def workflow_register(request: HttpRequest) -> HttpResponse:
+    """Register a workflow from pasted YAML: every problem is listed with its
+    line; a valid one becomes the next version of its name."""
+    problems = []
+    yaml_text = request.POST.get("yaml", "")
+    if request.method == "POST":
+        if not request.user.is_staff:
+            messages.error(request, "registering workflows is for staff")
+        elif not yaml_text.strip() or len(yaml_text) > MAX_YAML_CHARS:
+            messages.error(request, f"yaml: paste a workflow of at most {MAX_YAML_CHARS:,} characters")
+        else:
+            try:
+                workflow, created = do_register_workflow(yaml_text, "<dashboard>")
+            except WorkflowValidationError as exc:
+                problems = exc.problems
+            else:
+                what = f"registered {workflow}" if created else f"{workflow} is unchanged"
+                messages.success(request, what)
+                return redirect("runs:catalog")
+    return render(request, "runs/register.html", {"yaml": yaml_text, "problems": problems})
+
+
+def _get_command_for_user(request: HttpRequest, command_id: int) -> Command:
+    commands = Command.objects.select_related("run__workflow")
+    if not request.user.is_staff:
+        commands = commands.filter(created_by=request.user)
+    try:
+        return commands.get(pk=command_id)
+    except Command.DoesNotExist:
+        raise Http404("No such command") from None
