@@ -128,3 +128,27 @@ def test_it_exports_the_tool_schemas(data_dir, tmp_path):
     # The schema is the one the model sees: the injected workspace path is not in it.
     assert set(tools["zenweb.files.write_file"]["payload"]["schema"]["properties"]) == {"path", "content"}
     assert tools["zenweb.research.search"]["server_data"][0]["kind"] == "table"
+
+
+def test_it_registers_a_workflow_file_as_the_next_version(data_dir, tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text("name: mine\nagents: {a: {}}\nsteps:\n  - {id: s, agent: a}\n")
+
+    first = manage(data_dir, "register_workflow", str(path))
+    path.write_text(path.read_text() + "description: second\n")
+    second = manage(data_dir, "register_workflow", str(path))
+
+    assert (first.returncode, first.stdout.strip()) == (0, "registered mine v1")
+    assert (second.returncode, second.stdout.strip()) == (0, "registered mine v2")
+
+
+def test_it_refuses_to_register_an_invalid_workflow_listing_every_problem(data_dir, tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("name: broken\nmode: sideways\nagents: {a: {}}\nsteps:\n  - {id: s, agent: ghost}\n")
+
+    result = manage(data_dir, "register_workflow", str(path))
+
+    assert result.returncode == 1
+    assert "2 problem(s)" in result.stderr
+    assert f"{path}:2: mode:" in result.stderr
+    assert f"{path}:5: steps[0].agent:" in result.stderr
