@@ -5,10 +5,9 @@ from __future__ import annotations
 from runs.views.approvals import approval_decide, approval_list
 from runs.views.claims import claim_list
 from runs.views.commands import command_create, command_detail, workflow_register
-from runs.views.runs import api_run_cancel, catalog, run_cancel, run_detail, run_list, run_start
+from runs.views.runs import catalog, run_cancel, run_detail, run_list, run_start
 
 __all__ = [
-    "api_run_cancel",
     "approval_decide",
     "approval_list",
     "catalog",

@@ -7,7 +7,7 @@ import json
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
@@ -92,19 +92,6 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _get_run_for_user(request, run_id)
     actions.do_cancel_run(run.pk, f"cancelled by {request.user.get_username()}")
     return redirect("runs:detail", run_id=run.pk)
-
-
-@require_POST
-def api_run_cancel(request: HttpRequest, run_id: int) -> JsonResponse:
-    """POST /api/runs/<id>/cancel: 200 with the run's status, 409 if it had
-    already ended, 404 if the caller may not see it."""
-    run = _get_run_for_user(request, run_id)
-    cancelled = actions.do_cancel_run(run.pk, f"cancelled by {request.user.get_username()}")
-    run.refresh_from_db()
-    body = {"id": run.pk, "status": run.status, "cancelled": cancelled}
-    if not cancelled:
-        body["error"] = f"run {run.pk} already ended {run.status}"
-    return JsonResponse(body, status=200 if cancelled else 409)
 
 
 @require_GET

@@ -1,18 +1,12 @@
-"""Browser-test plumbing: when a browser test fails, its report carries the
-zenweb server's output and the page's console, not just the assertion."""
+"""Browser-test plumbing: the shared fixtures (chromium, a zenweb server per
+module, fresh pages) live in harness.py; when a browser test fails, its
+report carries the zenweb server's output and the page's console."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
-# (title, text producer) pairs a test's fixtures register for its failure report.
-REPORT_SECTIONS = pytest.StashKey[list[tuple[str, Callable[[], str]]]]()
-
-
-def add_report_section(item: pytest.Item, title: str, produce: Callable[[], str]) -> None:
-    item.stash.setdefault(REPORT_SECTIONS, []).append((title, produce))
+from tests.browser.harness import REPORT_SECTIONS, browser, open_page, server  # noqa: F401 - fixtures
 
 
 @pytest.hookimpl(wrapper=True)

@@ -1,0 +1,305 @@
+"""Every body the API reads or writes, as pydantic models.
+
+Requests and query strings are parsed with these models, so a bad field is
+reported by name; responses are built with them, so the OpenAPI document
+(openapi.py) describes exactly what is sent.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated, Any, Literal, TypeVar
+
+from django.http import HttpRequest, JsonResponse
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from agents.handler import CoordinatorResult
+from runs.models import Approval, Run
+
+MAX_COMMAND_CHARS = 4000
+MAX_YAML_CHARS = 200_000
+MAX_REASON_CHARS = 4000
+DEFAULT_PAGE = 50
+MAX_PAGE = 200
+MAX_EVENTS = 500
+
+# Built from the models' choices, so a new status is accepted without an edit here.
+RunStatus = Literal[tuple(Run.Status.values)]  # type: ignore[valid-type]
+ApprovalStatus = Literal[tuple(Approval.Status.values)]  # type: ignore[valid-type]
+Mode = Literal["chat", "code"]
+M = TypeVar("M", bound=BaseModel)
+
+
+class ApiError(Exception):
+    """Stops a view with a JSON error answer."""
+
+    def __init__(self, status: int, error: str, problems: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(error)
+        self.status = status
+        self.body: dict[str, Any] = {"error": error}
+        if problems is not None:
+            self.body["problems"] = problems
+
+    def response(self) -> JsonResponse:
+        return JsonResponse(self.body, status=self.status)
+
+
+class _Request(BaseModel):
+    # A misspelt field is an error, not silently ignored.
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Query(BaseModel):
+    # Query strings may carry things meant for others (cache busters, ...).
+    model_config = ConfigDict(extra="ignore")
+
+
+class _Response(BaseModel):
+    pass
+
+
+# Requests
+
+
+class CommandRequest(_Request):
+    """A command in plain words for the workflow handler."""
+
+    command: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_COMMAND_CHARS)]
+    mode: Mode = "chat"
+
+
+class DecideRequest(_Request):
+    """One person's decision on an approval. `arguments_hash` is the hash the
+    caller reviewed: if the arguments changed since, the decision is refused."""
+
+    decision: Literal["approve", "reject"]
+    reason: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_REASON_CHARS)]
+    arguments_hash: str | None = None
+
+
+class WorkflowRequest(_Request):
+    """Workflow YAML to register as the next version of its name."""
+
+    yaml: Annotated[str, Field(min_length=1, max_length=MAX_YAML_CHARS)]
+    source: Annotated[str, Field(max_length=500)] = "<api>"
+
+
+# Query strings
+
+
+class FormatQuery(_Query):
+    format: Literal["json", "markdown"] | None = None
+
+
+class RunListQuery(_Query):
+    status: RunStatus | None = None
+    workflow: str | None = None
+    limit: Annotated[int, Field(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE
+    before: int | None = Field(default=None, ge=1, description="Only runs with a smaller id (the next page).")
+
+
+class RunDetailQuery(_Query):
+    after: int = Field(default=0, ge=0, description="Only events with a larger seq.")
+
+
+class ApprovalListQuery(_Query):
+    status: ApprovalStatus = "pending"
+
+
+# Responses
+
+
+class Error(_Response):
+    error: str
+
+
+class FieldProblem(_Response):
+    field: str
+    message: str
+
+
+class InvalidRequest(_Response):
+    error: Literal["invalid request"] = "invalid request"
+    problems: list[FieldProblem]
+
+
+class WorkflowProblem(_Response):
+    file: str
+    line: int | None
+    field: str
+    message: str
+
+
+class InvalidWorkflow(_Response):
+    error: Literal["invalid workflow"] = "invalid workflow"
+    problems: list[WorkflowProblem]
+
+
+class RunLink(_Response):
+    id: int
+    status: str
+    url: str
+
+
+class CommandOut(_Response):
+    id: int
+    text: str
+    mode: str
+    status: str
+    created: datetime
+    result: CoordinatorResult
+    run: RunLink | None
+
+
+class RunSummary(_Response):
+    id: int
+    url: str
+    workflow: str
+    version: int
+    status: str
+    mode: str
+    created_by: str | None
+    created: datetime
+    started: datetime | None
+    finished: datetime | None
+    error: str
+    result: str
+
+
+class RunPage(_Response):
+    runs: list[RunSummary]
+    next: str | None = Field(description="The next (older) page, if there is one.")
+
+
+class StepOut(_Response):
+    step_id: str
+    kind: str
+    agent: str
+    status: str
+    turns: int
+    output: str
+    error: str
+
+
+class ClaimOut(_Response):
+    id: int
+    step_id: str
+    claim: str
+    confidence: float
+    source_name: str
+    source_domain: str
+    url: str
+    title: str
+    source_type: str
+    source_ref: str
+    ttl: str
+    expires_at: datetime | None
+
+
+class ApprovalBrief(_Response):
+    id: int
+    status: str
+    kind: str
+    step_id: str
+    what: str
+
+
+class EventOut(_Response):
+    seq: int
+    type: str
+    step_id: str
+    data: dict[str, Any]
+    created: datetime
+
+
+class RunDetail(RunSummary):
+    inputs: dict[str, Any]
+    command: str
+    steps: list[StepOut]
+    claims: list[ClaimOut]
+    approvals: list[ApprovalBrief]
+    coordinator_result: CoordinatorResult
+    events: list[EventOut] = Field(description=f"Events after `after`, at most {MAX_EVENTS}.")
+    next_after: int = Field(description="Pass as `after` to get the events that follow.")
+    more: bool = Field(description="More events follow `next_after` already.")
+
+
+class CancelOut(_Response):
+    id: int
+    status: str
+    cancelled: bool
+    error: str | None = Field(default=None, description="Why nothing was cancelled (with 409).")
+
+
+class DecisionOut(_Response):
+    user: str
+    decision: str
+    reason: str
+    created: datetime
+
+
+class ApprovalOut(_Response):
+    id: int
+    run: int
+    workflow: str
+    status: str
+    kind: str
+    step_id: str
+    what: str
+    why: str
+    arguments: dict[str, Any]
+    arguments_hash: str
+    requested_by: str | None
+    created: datetime
+    expires_at: datetime | None
+    decided_at: datetime | None
+    reason: str
+    required_approvals: int
+    approvals: int = Field(description="How many people approved so far.")
+    decisions: list[DecisionOut]
+
+
+class ApprovalList(_Response):
+    approvals: list[ApprovalOut]
+
+
+class WorkflowOut(_Response):
+    name: str
+    version: int
+    created: bool = Field(description="False when the YAML equals the latest version, which is kept.")
+
+
+# Parsing
+
+
+def parse_body(request: HttpRequest, model: type[M]) -> M:
+    try:
+        data = json.loads(request.body or b"")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"invalid JSON: {exc}") from None
+    return _validate(model, data)
+
+
+def parse_query(request: HttpRequest, model: type[M]) -> M:
+    return _validate(model, {key: request.GET[key] for key in request.GET})
+
+
+def _validate(model: type[M], data: object) -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ApiError(400, "invalid request", problems(exc)) from None
+
+
+def problems(exc: ValidationError) -> list[dict[str, str]]:
+    """Each error with the dotted field it concerns (`body` for the whole body)."""
+    return [
+        {"field": ".".join(str(part) for part in error["loc"]) or "body", "message": error["msg"]}
+        for error in exc.errors(include_url=False)
+    ]
+
+
+def dump(model: BaseModel, **options: Any) -> dict[str, Any]:
+    # by_alias keeps the seed's "_type" on COORDINATOR_RESULTs.
+    return model.model_dump(mode="json", by_alias=True, **options)

@@ -1,0 +1,270 @@
+"""The JSON API views: parse with a schema, call an action, answer with a schema.
+
+Access rules are the dashboard's: runs and commands are seen by their owner
+and staff, approvals by people with the approve permission, registering
+workflows is for staff.
+"""
+
+from __future__ import annotations
+
+from django.db.models import Count, Q
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import reverse
+from django.utils.http import urlencode
+
+from agents.handler import CoordinatorResult
+from agents.spec import WorkflowValidationError
+from runs.actions import access_run, do_cancel_run, do_register_workflow, visible_runs
+from runs.actions.approvals import PERMISSION, ApprovalError, do_decide, do_lapse_expired
+from runs.actions.commands import coordinator_result, do_command
+from runs.api import schemas as s
+from runs.api.auth import api_view
+from runs.api.schemas import ApiError, dump, parse_body, parse_query
+from runs.models import Approval, ApprovalDecision, Command, Run
+
+
+@api_view("POST")
+def command_create(request: HttpRequest) -> HttpResponse:
+    """Answer a command: 201 with the COORDINATOR_RESULT and the run it started, if any."""
+    as_markdown = _wants_markdown(request)
+    body = parse_body(request, s.CommandRequest)
+    command = do_command(body.command, user=request.user, mode=body.mode)
+    return _command_response(request, command, status=201, as_markdown=as_markdown)
+
+
+@api_view("GET")
+def command_detail(request: HttpRequest, command_id: int) -> HttpResponse:
+    """A command with its result as it stands now (its run may have moved on)."""
+    as_markdown = _wants_markdown(request)
+    commands = Command.objects.select_related("run__workflow")
+    if not request.user.is_staff:
+        commands = commands.filter(created_by=request.user)
+    command = commands.filter(pk=command_id).first()
+    if command is None:
+        raise ApiError(404, f"command {command_id} not found")
+    return _command_response(request, command, status=200, as_markdown=as_markdown)
+
+
+@api_view("GET")
+def run_list(request: HttpRequest) -> JsonResponse:
+    """Visible runs, newest first, a page at a time (``before`` the last id seen)."""
+    query = parse_query(request, s.RunListQuery)
+    runs = visible_runs(request.user).order_by("-pk")
+    if query.status:
+        runs = runs.filter(status=query.status)
+    if query.workflow:
+        runs = runs.filter(workflow__name=query.workflow)
+    if query.before:
+        runs = runs.filter(pk__lt=query.before)
+    page = list(runs[: query.limit + 1])
+    next_url = None
+    if len(page) > query.limit:
+        page = page[: query.limit]
+        params = {key: request.GET[key] for key in request.GET} | {"before": page[-1].pk}
+        next_url = request.build_absolute_uri(f"{request.path}?{urlencode(params)}")
+    body = s.RunPage(runs=[_run_summary(request, run) for run in page], next=next_url)
+    return JsonResponse(dump(body))
+
+
+@api_view("GET")
+def run_detail(request: HttpRequest, run_id: int) -> JsonResponse:
+    """A run with its steps, claims, approvals, result, and its events after ``after``."""
+    query = parse_query(request, s.RunDetailQuery)
+    run = _get_run_for_user(request, run_id)
+    # One more than a page, to tell whether more follow.
+    events = list(run.events.filter(seq__gt=query.after).order_by("seq")[: s.MAX_EVENTS + 1])
+    more = len(events) > s.MAX_EVENTS
+    events = events[: s.MAX_EVENTS]
+    body = s.RunDetail(
+        **_run_summary(request, run).model_dump(),
+        inputs=run.inputs,
+        command=run.command,
+        steps=[
+            s.StepOut(
+                step_id=step.step_id,
+                kind=step.kind,
+                agent=step.agent,
+                status=step.status,
+                turns=step.turns,
+                output=step.output,
+                error=step.error,
+            )
+            for step in run.steps.order_by("position", "pk")
+        ],
+        claims=[
+            s.ClaimOut(
+                id=c.pk,
+                step_id=c.step_id,
+                claim=c.claim,
+                confidence=c.confidence,
+                source_name=c.source_name,
+                source_domain=c.source_domain,
+                url=c.url,
+                title=c.title,
+                source_type=c.source_type,
+                source_ref=c.source_ref,
+                ttl=c.ttl,
+                expires_at=c.expires_at,
+            )
+            for c in run.claims.all()
+        ],
+        approvals=[
+            s.ApprovalBrief(id=a.pk, status=a.status, kind=a.kind, step_id=a.step_id, what=a.what)
+            for a in run.approvals.order_by("created", "pk")
+        ],
+        coordinator_result=coordinator_result(run),
+        events=[s.EventOut(seq=e.seq, type=e.type, step_id=e.step_id, data=e.data, created=e.created) for e in events],
+        next_after=events[-1].seq if events else query.after,
+        more=more,
+    )
+    return JsonResponse(dump(body))
+
+
+@api_view("POST")
+def run_cancel(request: HttpRequest, run_id: int) -> JsonResponse:
+    """Cancel a run: 200 with its status, 409 if it had already ended."""
+    run = _get_run_for_user(request, run_id)
+    cancelled = do_cancel_run(run.pk, f"cancelled by {request.user.get_username()}")
+    run.refresh_from_db()
+    body = s.CancelOut(id=run.pk, status=run.status, cancelled=cancelled)
+    if not cancelled:
+        body.error = f"run {run.pk} already ended {run.status}"
+    return JsonResponse(dump(body, exclude_none=True), status=200 if cancelled else 409)
+
+
+@api_view("GET")
+def approval_list(request: HttpRequest) -> JsonResponse:
+    """Approvals with a status (pending by default): pending oldest first, others latest decided first."""
+    _check_approver(request, "the approvals queue needs the approve permission")
+    query = parse_query(request, s.ApprovalListQuery)
+    do_lapse_expired()
+    approvals = _approvals().filter(status=query.status)
+    approvals = (
+        approvals.order_by("created", "pk") if query.status == "pending" else approvals.order_by("-decided_at", "-pk")
+    )
+    body = s.ApprovalList(approvals=[_approval(a) for a in approvals[: s.MAX_PAGE]])
+    return JsonResponse(dump(body))
+
+
+@api_view("POST")
+def approval_decide(request: HttpRequest, approval_id: int) -> JsonResponse:
+    """Approve or reject, with a reason: 200 with the approval's new state, 409 if refused."""
+    _check_approver(request, "deciding approvals needs the approve permission (runs.decide_approval)")
+    body = parse_body(request, s.DecideRequest)
+    try:
+        do_decide(approval_id, request.user, body.decision, body.reason, body.arguments_hash)
+    except Approval.DoesNotExist:
+        raise ApiError(404, f"approval {approval_id} not found") from None
+    except ApprovalError as exc:
+        raise ApiError(409, str(exc)) from None
+    return JsonResponse(dump(_approval(_approvals().get(pk=approval_id))))
+
+
+@api_view("POST")
+def workflow_register(request: HttpRequest) -> JsonResponse:
+    """Register workflow YAML as the next version of its name; 400 lists every problem."""
+    if not request.user.is_staff:
+        raise ApiError(403, "registering workflows is for staff")
+    body = parse_body(request, s.WorkflowRequest)
+    try:
+        workflow, created = do_register_workflow(body.yaml, body.source)
+    except WorkflowValidationError as exc:
+        problems = [
+            s.WorkflowProblem(file=p.source, line=p.line, field=p.field, message=p.message) for p in exc.problems
+        ]
+        return JsonResponse(dump(s.InvalidWorkflow(problems=problems)), status=400)
+    answer = s.WorkflowOut(name=workflow.name, version=workflow.version, created=created)
+    return JsonResponse(dump(answer), status=201)
+
+
+def _wants_markdown(request: HttpRequest) -> bool:
+    """``?format=markdown``, or ``Accept: text/markdown`` when no format is given."""
+    query = parse_query(request, s.FormatQuery)
+    if query.format is not None:
+        return query.format == "markdown"
+    return "text/markdown" in request.headers.get("Accept", "")
+
+
+def _command_response(request: HttpRequest, command: Command, *, status: int, as_markdown: bool) -> HttpResponse:
+    run = command.run
+    result = coordinator_result(run, command.text) if run else CoordinatorResult.model_validate(command.result)
+    if as_markdown:
+        iteration = Command.objects.filter(created_by=command.created_by, created__lte=command.created).count()
+        return HttpResponse(result.to_markdown(iteration), status=status, content_type="text/markdown; charset=utf-8")
+    body = s.CommandOut(
+        id=command.pk,
+        text=command.text,
+        mode=command.mode,
+        status=result.status,
+        created=command.created,
+        result=result,
+        run=s.RunLink(id=run.pk, status=run.status, url=_run_url(request, run)) if run else None,
+    )
+    return JsonResponse(dump(body), status=status)
+
+
+def _get_run_for_user(request: HttpRequest, run_id: int) -> Run:
+    try:
+        return access_run(request.user, run_id)
+    except Run.DoesNotExist:
+        raise ApiError(404, f"run {run_id} not found") from None
+
+
+def _run_url(request: HttpRequest, run: Run) -> str:
+    return request.build_absolute_uri(reverse("runs:detail", args=[run.pk]))
+
+
+def _run_summary(request: HttpRequest, run: Run) -> s.RunSummary:
+    return s.RunSummary(
+        id=run.pk,
+        url=_run_url(request, run),
+        workflow=run.workflow.name,
+        version=run.workflow.version,
+        status=run.status,
+        mode=run.mode,
+        created_by=run.created_by.get_username() if run.created_by else None,
+        created=run.created,
+        started=run.started,
+        finished=run.finished,
+        error=run.error,
+        result=run.result,
+    )
+
+
+def _check_approver(request: HttpRequest, message: str) -> None:
+    if not request.user.has_perm(PERMISSION):
+        raise ApiError(403, message)
+
+
+def _approvals():
+    return (
+        Approval.objects.select_related("run__workflow", "requested_by")
+        .prefetch_related("decisions__user")
+        .annotate(approved=Count("decisions", filter=Q(decisions__decision=ApprovalDecision.Decision.APPROVE)))
+    )
+
+
+def _approval(approval: Approval) -> s.ApprovalOut:
+    return s.ApprovalOut(
+        id=approval.pk,
+        run=approval.run_id,
+        workflow=approval.run.workflow.name,
+        status=approval.status,
+        kind=approval.kind,
+        step_id=approval.step_id,
+        what=approval.what,
+        why=approval.why,
+        arguments=approval.arguments,
+        arguments_hash=approval.arguments_hash,
+        requested_by=approval.requested_by.get_username() if approval.requested_by else None,
+        created=approval.created,
+        expires_at=approval.expires_at,
+        decided_at=approval.decided_at,
+        reason=approval.reason,
+        required_approvals=approval.required_approvals,
+        approvals=approval.approved,
+        decisions=[
+            s.DecisionOut(user=d.user.get_username(), decision=d.decision, reason=d.reason, created=d.created)
+            for d in approval.decisions.all()
+        ],
+    )

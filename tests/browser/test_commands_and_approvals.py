@@ -1,0 +1,78 @@
+"""Governance in a real browser: a command typed into the command box runs
+live, its tool call's artifact opens, its claims link to their sources; a
+destructive command waits until an approver approves it, and someone without
+the permission is refused. Screenshots go to test-output/screenshots/."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.browser.harness import log_in, screenshot, status, wait_until_finished
+
+pytestmark = pytest.mark.browser
+
+
+def send_command(page, server, text: str, mode: str = "chat") -> None:
+    page.goto(f"{server.base_url}/")
+    page.fill("form.command-form input[name=command]", text)
+    page.select_option("form.command-form select[name=mode]", mode)
+    page.click("form.command-form button[type=submit]")
+
+
+def test_it_runs_a_command_and_opens_a_tool_calls_artifact(open_page, server):
+    page = open_page()
+    log_in(page, server)
+
+    send_command(page, server, "Run research workflow for laptops under $1000")
+    page.wait_for_url(re.compile(r".*/runs/\d+/$"))
+    wait_until_finished(page)
+
+    artifact = page.locator("#tool-calls details.artifact").first
+    artifact.locator("summary").click()
+    table = artifact.locator("table.artifact-table")
+    assert table.is_visible()
+    assert "Aster Swift 14" in table.inner_text()
+    badge = page.locator("#tool-calls .bounds .badge").first.inner_text()
+    assert re.fullmatch(r"\d+ of \d+(, truncated)?", badge), badge
+    source = page.locator("#run-governance table.claims a").first
+    assert source.get_attribute("href").startswith("https://")
+    assert page.locator("#run-governance .status").first.inner_text().strip() == "success"
+    screenshot(page, "run-with-artifact-and-claims")
+
+
+def test_it_refuses_the_approvals_queue_to_someone_without_the_permission(open_page, server):
+    page = open_page()
+    log_in(page, server, user="viewer")
+
+    response = page.goto(f"{server.base_url}/approvals/")
+
+    assert response.status == 403
+    page.goto(f"{server.base_url}/")
+    assert page.locator("header nav a", has_text="Approvals").count() == 0
+
+
+def test_it_runs_a_destructive_command_only_after_an_approver_approves(open_page, server):
+    asker = open_page()
+    log_in(asker, server, user="viewer")
+    send_command(asker, server, "Run cleanup workspace workflow")
+    asker.wait_for_url(re.compile(r".*/runs/\d+/$"))
+    assert status(asker) == "awaiting_approval"
+    assert "Waiting for approval" in asker.locator("#run-governance").inner_text()
+    run_path = asker.url.removeprefix(server.base_url)
+
+    approver = open_page()
+    log_in(approver, server, next_path="/approvals/", user="approver")
+    request = approver.locator("article.approval", has_text="cleanup_workspace").first
+    request.wait_for()
+    screenshot(approver, "approvals-queue")
+    request.locator("input[name=reason]").fill("only build output")
+    request.locator("button[value=approve]").click()
+    approver.wait_for_url(re.compile(r".*/approvals/$"))
+    assert "approved" in approver.locator(".flash").first.inner_text()
+
+    # The asker's page moves on by itself: no reload.
+    wait_until_finished(asker)
+    assert asker.url.endswith(run_path)
+    assert "deleted build" in asker.locator("#tool-calls").inner_text()
