@@ -3,10 +3,11 @@ page renders first. Fragment ids match the DOM ids they replace."""
 
 from __future__ import annotations
 
+from django.db.models import Count
 from django.template.loader import render_to_string
 
 from agents import ids
-from runs.models import Approval, Command, Event, Run, Step, ToolCall
+from runs.models import Approval, Command, Event, Message, Run, Step, ToolCall
 
 BATCH = 500
 
@@ -17,6 +18,16 @@ def events_after(run_id: int, after: int, limit: int = BATCH) -> list[Event]:
 
 def run_context(run: Run) -> dict:
     steps = in_display_order(list(run.steps.all()))
+    unread = dict(
+        Message.objects.filter(run=run, drained=None, drop_reason="")
+        .values_list("recipient")
+        .annotate(n=Count("id"))
+        .values_list("recipient", "n")
+    )
+    for step in steps:
+        step.unread = unread.get(step.step_id, 0)
+    tokens = sum(s.prompt_tokens + s.completion_tokens for s in steps)
+    coordinator_tokens = sum(s.prompt_tokens + s.completion_tokens for s in steps if s.kind == "coordinator")
     work = [s for s in steps if s.kind == "step"]
     done = sum(1 for s in work if s.is_terminal)
     last_wake = (
@@ -32,6 +43,9 @@ def run_context(run: Run) -> dict:
         "steps_done": done,
         "steps_total": len(work),
         "progress": int(100 * done / len(work)) if work else 0,
+        "tokens": tokens,
+        # Seed 002 reports 10-15% as typical for the coordinator's share.
+        "coordination_share": round(100 * coordinator_tokens / tokens) if tokens else None,
     }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from runs.views.approvals import approval_decide, approval_list
 from runs.views.claims import claim_list
 from runs.views.commands import command_create, command_detail, workflow_register
-from runs.views.runs import catalog, run_cancel, run_detail, run_list, run_start
+from runs.views.runs import catalog, run_cancel, run_detail, run_list, run_start, step_transcript
 
 __all__ = [
     "approval_decide",
@@ -18,5 +18,6 @@ __all__ = [
     "run_detail",
     "run_list",
     "run_start",
+    "step_transcript",
     "workflow_register",
 ]

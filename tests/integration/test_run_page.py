@@ -1,0 +1,58 @@
+"""The run page's steps: inbox depth, transcripts on demand, token counts."""
+
+from __future__ import annotations
+
+import pytest
+
+from runs.actions import do_create_run
+from runs.models import Message, Run
+from tests.conftest import register, wait_for_run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def run(celery_worker, owner) -> Run:
+    return wait_for_run(do_create_run(register("relay"), {"subject": "tea"}, user=owner))
+
+
+def test_it_loads_a_steps_transcript_when_opened(run, client, owner):
+    client.force_login(owner)
+    step = run.steps.exclude(kind="coordinator").first()
+
+    html = client.get(f"/runs/{run.pk}/").content.decode()
+    transcript = client.get(f"/runs/{run.pk}/steps/{step.pk}/transcript/").content.decode()
+
+    assert f'hx-get="/runs/{run.pk}/steps/{step.pk}/transcript/"' in html
+    assert 'class="role">system' in transcript and 'class="role">assistant' in transcript
+
+
+def test_it_keeps_transcripts_to_those_who_may_see_the_run(run, client, teammate):
+    client.force_login(teammate)
+    step = run.steps.first()
+
+    assert client.get(f"/runs/{run.pk}/steps/{step.pk}/transcript/").status_code == 404
+
+
+def test_it_escapes_what_agents_said_in_a_transcript(run, client, owner):
+    step = run.steps.exclude(kind="coordinator").first()
+    step.transcript = [{"role": "assistant", "content": "<img src=x onerror=alert(1)>"}]
+    step.save()
+    client.force_login(owner)
+
+    transcript = client.get(f"/runs/{run.pk}/steps/{step.pk}/transcript/").content.decode()
+
+    assert "<img" not in transcript and "&lt;img src=x onerror=alert(1)&gt;" in transcript
+
+
+def test_it_shows_inbox_depth_and_tokens(run, client, owner):
+    step = run.steps.exclude(kind="coordinator").first()
+    Message.objects.create(
+        run=run, message_id="msg-x-1", sender="coordinator", recipient=step.step_id, type="info", content="hi"
+    )
+    client.force_login(owner)
+
+    html = client.get(f"/runs/{run.pk}/").content.decode()
+
+    assert '<td class="inbox">1</td>' in html
+    assert "tokens, coordination overhead" in html
