@@ -106,3 +106,12 @@ def catalog(request: HttpRequest) -> HttpResponse:
         entry["result_json"] = json.dumps(entry["result"]["schema"], indent=2, sort_keys=True)
         toolsets.setdefault(f"{entry['service']}.{entry['toolset']}", []).append(entry)
     return render(request, "runs/catalog.html", {"workflows": latest.values(), "toolsets": sorted(toolsets.items())})
+
+
+@require_GET
+def step_transcript(request: HttpRequest, run_id: int, step_pk: int) -> HttpResponse:
+    """A step's conversation, loaded when someone opens it (htmx), since
+    transcripts are too big to send with every live update."""
+    run = _get_run_for_user(request, run_id)
+    step = get_object_or_404(Step, run=run, pk=step_pk)
+    return render(request, "runs/partials/transcript.html", {"transcript": step.transcript})
