@@ -47,6 +47,7 @@ EventType = Literal[
     "approval_decided",
     "approval_lapsed",
     "tool_result",
+    "run_resumed",
 ]
 
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)

@@ -11,6 +11,7 @@ urlpatterns = [
     path("catalog/", views.catalog, name="catalog"),
     path("runs/<int:run_id>/", views.run_detail, name="detail"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="cancel"),
+    path("runs/<int:run_id>/resume/", views.run_resume, name="resume"),
     path("runs/<int:run_id>/steps/<int:step_pk>/transcript/", views.step_transcript, name="transcript"),
     path("commands/", views.command_create, name="command-create"),
     path("commands/<int:command_id>/", views.command_detail, name="command"),

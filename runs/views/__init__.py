@@ -5,6 +5,7 @@ from __future__ import annotations
 from runs.views.approvals import approval_decide, approval_list
 from runs.views.claims import claim_list
 from runs.views.commands import command_create, command_detail, workflow_register
+from runs.views.control import run_resume
 from runs.views.runs import catalog, run_cancel, run_detail, run_list, run_start, step_transcript
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "run_cancel",
     "run_detail",
     "run_list",
+    "run_resume",
     "run_start",
     "step_transcript",
     "workflow_register",

@@ -1,0 +1,47 @@
+"""Getting a running run moving again when its work was lost (a worker died
+holding a turn, a task was dropped): re-enqueue what should be in flight.
+
+Every task this sends is safe to run twice: turns are claimed by a
+conditional UPDATE on the step's turn counter, the coordinator's wake by its
+busy flag, so a duplicate of work that was not lost finds nothing to do (at
+worst a model is asked twice and one answer is thrown away).
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from agents.events import Event as RuntimeEvent
+from runs.models import Run, Step, ToolCall
+from runs.stores import DjangoEventSink, lock_run, request_coordinator_wake
+
+
+def do_resume_run(run_id: int, reason: str) -> list[str]:
+    """Re-enqueue the next turn of every running step that is not waiting on a
+    tool call, and wake the coordinator. Returns the step ids nudged; a run
+    that is not running is left alone."""
+    from runs import tasks
+
+    with transaction.atomic():
+        lock_run(run_id)
+        run = Run.objects.get(pk=run_id)
+        if run.status != Run.Status.RUNNING:
+            return []
+        waiting = set(
+            ToolCall.objects.filter(run=run, status=ToolCall.Status.WAITING).values_list("step_id", flat=True)
+        )
+        nudged = []
+        for step in run.steps.filter(kind=Step.Kind.STEP, status=Step.Status.RUNNING):
+            if step.pk in waiting:
+                continue
+            nudged.append(step.step_id)
+            transaction.on_commit(lambda pk=step.pk, turn=step.turns + 1: tasks.run_step_turn.delay(pk, turn))
+        for step in run.steps.filter(resuming=True):
+            nudged.append(step.step_id)
+            transaction.on_commit(lambda pk=step.pk: tasks.resume_step.delay(pk))
+        # A wake that died with its worker left the flag set; the next wake
+        # takes over (a double drain is caught and rolled back).
+        Run.objects.filter(pk=run_id).update(coordinator_busy=False)
+        request_coordinator_wake(run_id)
+        DjangoEventSink(run_id).emit(RuntimeEvent("run_resumed", "", {"reason": reason, "steps": nudged}))
+    return nudged

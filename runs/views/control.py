@@ -1,0 +1,26 @@
+"""Run controls besides cancel: resume a running run whose work was lost."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
+
+from runs import actions
+from runs.actions.recovery import do_resume_run
+from runs.models import Run
+
+
+@require_POST
+def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
+    try:
+        run = actions.access_run(request.user, run_id)
+    except Run.DoesNotExist:
+        raise Http404("No such run") from None
+    nudged = do_resume_run(run.pk, f"resumed by {request.user.get_username()}")
+    if run.status == Run.Status.RUNNING:
+        messages.success(request, f"resumed: {', '.join(nudged) or 'the coordinator'} asked to go on")
+    else:
+        messages.error(request, f"run {run.pk} is {run.status}: only a running run can be resumed")
+    return redirect("runs:detail", run_id=run.pk)
