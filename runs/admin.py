@@ -1,7 +1,13 @@
 from __future__ import annotations
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
+from django.utils.html import format_html
 
+from runs.actions import do_cancel_run
+from runs.export import export_run
 from runs.models import (
     ApiToken,
     Approval,
@@ -15,6 +21,7 @@ from runs.models import (
     ToolCall,
     Workflow,
 )
+from runs.views.export import json_attachment
 
 
 @admin.register(Workflow)
@@ -24,52 +31,106 @@ class WorkflowAdmin(admin.ModelAdmin):
     readonly_fields = ["name", "version", "source", "yaml_text", "spec", "created"]
 
 
-class StepInline(admin.TabularInline):
+class ReadOnlyInline(admin.TabularInline):
+    """Run parts change only through actions: the admin shows them."""
+
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+class StepInline(ReadOnlyInline):
     model = Step
     fields = ["step_id", "kind", "agent", "status", "turns", "error"]
     readonly_fields = fields
-    extra = 0
-    can_delete = False
 
 
-class ToolCallInline(admin.TabularInline):
+class ToolCallInline(ReadOnlyInline):
     model = ToolCall
     fields = ["step", "name", "tool_call_id", "ok", "duration_ms", "result"]
     readonly_fields = fields
-    extra = 0
-    can_delete = False
 
 
-class ApprovalInline(admin.TabularInline):
+class ApprovalInline(ReadOnlyInline):
     model = Approval
     fields = ["kind", "what", "status", "requested_by", "created", "decided_at", "reason"]
     readonly_fields = fields
-    extra = 0
-    can_delete = False
 
 
-class ClaimInline(admin.TabularInline):
+class ClaimInline(ReadOnlyInline):
     model = Claim
     fields = ["claim", "confidence", "url", "source_ref", "expires_at"]
     readonly_fields = fields
-    extra = 0
-    can_delete = False
 
 
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
-    list_display = ["id", "workflow", "status", "created_by", "created", "finished"]
-    list_filter = ["status", "workflow__name", "created"]
-    search_fields = ["command", "error", "result"]
+    list_display = ["id", "workflow", "status", "created_by", "created", "finished", "events_link"]
+    list_filter = [
+        "status",
+        "workflow__name",
+        "created",
+        ("created_by", admin.RelatedOnlyFieldListFilter),
+    ]
+    # id__exact compares the id as text, so any search term is safe.
+    search_fields = ["id__exact", "command", "error", "result"]
+    list_select_related = ["workflow", "created_by"]
     readonly_fields = [f.name for f in Run._meta.fields]
     inlines = [StepInline, ToolCallInline, ApprovalInline, ClaimInline]
+    actions = ["cancel_runs", "export_runs"]
+
+    @admin.display(description="events")
+    def events_link(self, run: Run) -> str:
+        url = reverse("admin:runs_event_changelist")
+        return format_html('<a href="{}?run={}">events</a>', url, run.pk)
+
+    @admin.action(description="Cancel selected runs", permissions=["change"])
+    def cancel_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+        reason = f"cancelled by {request.user.get_username()} (admin)"
+        live = queryset.exclude(status__in=Run.TERMINAL).values_list("pk", flat=True)
+        # A run may end between the query and its cancel: do_cancel_run says so.
+        cancelled = sum(do_cancel_run(pk, reason) for pk in live)
+        ended = queryset.count() - cancelled
+        self.message_user(
+            request,
+            f"Cancelled {cancelled} run(s); {ended} had already ended.",
+            messages.SUCCESS if cancelled else messages.WARNING,
+        )
+
+    @admin.action(description="Export selected runs as JSON", permissions=["view"])
+    def export_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> HttpResponse:
+        runs = queryset.select_related("workflow", "created_by").order_by("pk")
+        return json_attachment({"runs": [export_run(run) for run in runs]}, "runs.json")
+
+
+class EventRunFilter(admin.SimpleListFilter):
+    """Events of one run: ``?run=<id>`` (RunAdmin links here). Offers the
+    latest runs; a choice of every run would be thousands long."""
+
+    title = "run"
+    parameter_name = "run"
+
+    def lookups(self, request, model_admin):
+        return [(str(run.pk), str(run)) for run in Run.objects.select_related("workflow").order_by("-pk")[:20]]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        return queryset.filter(run_id=int(value)) if value and value.isdigit() else queryset
 
 
 @admin.register(Event)
 class EventAdmin(admin.ModelAdmin):
     list_display = ["run", "seq", "type", "step_id", "created"]
-    list_filter = ["type"]
+    list_filter = [EventRunFilter, "type"]
+    list_select_related = ["run__workflow"]
     search_fields = ["step_id"]
+    # Counting every event of every run on each page view is the slow part.
+    show_full_result_count = False
 
     def has_add_permission(self, request):
         return False

@@ -84,6 +84,11 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["-created"]
+        # The runs list filters by who started a run or by workflow, newest first.
+        indexes = [
+            models.Index(fields=["created_by", "-created"], name="run_created_by_created"),
+            models.Index(fields=["workflow", "-created"], name="run_workflow_created"),
+        ]
 
     def __str__(self) -> str:
         return f"run {self.pk} ({self.workflow.name})"

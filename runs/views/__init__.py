@@ -6,6 +6,8 @@ from runs.views.approvals import approval_decide, approval_list
 from runs.views.claims import claim_list
 from runs.views.commands import command_create, command_detail, workflow_register
 from runs.views.control import run_resume
+from runs.views.events import run_events
+from runs.views.export import run_export
 from runs.views.runs import catalog, run_cancel, run_detail, run_list, run_start, step_transcript
 
 __all__ = [
@@ -17,6 +19,8 @@ __all__ = [
     "command_detail",
     "run_cancel",
     "run_detail",
+    "run_events",
+    "run_export",
     "run_list",
     "run_resume",
     "run_start",

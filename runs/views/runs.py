@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, time, timedelta
 
 from django.contrib import messages
+from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
-from django.db.models import Count, Q
+from django.db.models import Count, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.utils.cache import patch_vary_headers
+from django.utils.dateparse import parse_date
 from django.views.decorators.http import require_GET, require_POST
 
 from runs import actions, live
@@ -25,39 +30,97 @@ def _get_run_for_user(request: HttpRequest, run_id: int) -> Run:
         raise Http404("No such run") from None
 
 
+RUNS_ON_PAGE = 50
+RUN_FILTERS = ("status", "workflow", "user", "from", "to", "q")
+
+
+def _day_start(value: str, *, days: int = 0) -> datetime | None:
+    """The aware start of the day ``value`` (YYYY-MM-DD) names, plus ``days``;
+    None when it names no day. A range on ``created`` keeps its index usable,
+    where ``created__date`` would not."""
+    try:
+        day = parse_date(value)
+    except ValueError:
+        return None
+    if day is None:
+        return None
+    return timezone.make_aware(datetime.combine(day + timedelta(days=days), time.min))
+
+
+def _filter_runs(runs: QuerySet[Run], filters: dict[str, str], *, staff: bool) -> QuerySet[Run]:
+    if filters["status"]:
+        runs = runs.filter(status=filters["status"])
+    if filters["workflow"]:
+        runs = runs.filter(workflow__name=filters["workflow"])
+    # Others see only their own runs anyway: the choice is staff's.
+    if staff and filters["user"]:
+        runs = runs.filter(created_by__username=filters["user"])
+    if since := _day_start(filters["from"]):
+        runs = runs.filter(created__gte=since)
+    if until := _day_start(filters["to"], days=1):
+        runs = runs.filter(created__lt=until)
+    if query := filters["q"]:
+        match = Q(command__icontains=query) | Q(result__icontains=query) | Q(error__icontains=query)
+        number = query.removeprefix("#")
+        if number.isdigit():
+            match |= Q(pk=int(number))
+        runs = runs.filter(match)
+    return runs
+
+
+def _with_progress(runs: list[Run]) -> list[Run]:
+    """Set steps_total and steps_done on each run, in one query for the page
+    (annotating the paginated queryset would make its COUNT group by run)."""
+    counts = (
+        Step.objects.filter(run__in=[run.pk for run in runs], kind=Step.Kind.STEP)
+        .values("run")
+        .annotate(total=Count("pk"), done=Count("pk", filter=Q(status__in=Step.TERMINAL)))
+        .order_by()
+    )
+    progress = {row["run"]: row for row in counts}
+    for run in runs:
+        row = progress.get(run.pk, {})
+        run.steps_total, run.steps_done = row.get("total", 0), row.get("done", 0)
+    return runs
+
+
 @require_GET
 def run_list(request: HttpRequest) -> HttpResponse:
-    runs = (
-        actions.visible_runs(request.user)
-        .annotate(
-            steps_total=Count("steps", filter=Q(steps__kind=Step.Kind.STEP)),
-            steps_done=Count("steps", filter=Q(steps__kind=Step.Kind.STEP, steps__status__in=Step.TERMINAL)),
-        )
-        .order_by("-created", "-pk")
-    )
-    status = request.GET.get("status", "")
-    if status:
-        runs = runs.filter(status=status)
-    page = Paginator(runs, 50).get_page(request.GET.get("page"))
-    workflows = Workflow.objects.order_by("name", "-version").distinct()
-    latest = {}
-    for workflow in workflows:
-        latest.setdefault(workflow.name, workflow)
-    return render(
-        request,
-        "runs/list.html",
-        {"page": page, "status": status, "statuses": Run.Status.choices, "workflows": latest.values()},
-    )
+    """Runs, filtered from the querystring. htmx polls the same URL for the
+    table body, so statuses move without a reload."""
+    filters = {name: request.GET.get(name, "").strip() for name in RUN_FILTERS}
+    runs = _filter_runs(actions.visible_runs(request.user), filters, staff=request.user.is_staff)
+    page = Paginator(runs.order_by("-created", "-pk"), RUNS_ON_PAGE).get_page(request.GET.get("page"))
+    page.object_list = _with_progress(list(page.object_list))
+    context = {"page": page, "filters": filters, "filtered": any(filters.values())}
+    if request.htmx:
+        response = render(request, "runs/partials/run_rows.html", context)
+    else:
+        latest: dict[str, Workflow] = {}
+        for workflow in Workflow.objects.order_by("name", "-version"):
+            latest.setdefault(workflow.name, workflow)
+        users = get_user_model().objects.order_by("username").values_list("username", flat=True)
+        context |= {
+            "statuses": Run.Status.choices,
+            "workflows": latest.values(),
+            "usernames": list(users) if request.user.is_staff else [],
+        }
+        response = render(request, "runs/list.html", context)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
 
 
 @require_GET
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    from runs.views.events import event_filter_context  # events.py uses this module's access helper
+
     run = _get_run_for_user(request, run_id)
     events = list(run.events.order_by("-seq")[:EVENTS_ON_PAGE])[::-1]
     context = (
         live.run_context(run)
         | live.tool_calls_context(run)
         | live.governance_context(run)
+        | event_filter_context(run)
         | {
             "events": events,
             "last_seq": events[-1].seq if events else 0,

@@ -1,0 +1,114 @@
+"""A run as one JSON document: what it was asked, every step with its
+transcript, messages, events, tool calls, artifacts, claims, approvals and
+the command's answer. For archiving and bug reports; the run page's export
+link and the admin's export action both build it here.
+
+Tool call arguments go out as stored, with injected fields already masked.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import models
+from django.db.models import QuerySet
+
+from runs.models import Approval, ApprovalDecision, Artifact, Claim, Command, Event, Message, Run, Step, ToolCall
+
+FORMAT = "zenweb.run/1"
+# Events can number tens of thousands: read them in chunks, never all at once.
+EVENT_CHUNK = 2000
+EVENT_FIELDS = ("seq", "type", "step_id", "data", "created")
+
+
+def _fields(model: type[models.Model], *exclude: str) -> list[str]:
+    """The model's columns by field name (a foreign key gives the related pk)."""
+    return [field.name for field in model._meta.concrete_fields if field.name not in exclude]
+
+
+def _plain(row: dict[str, Any]) -> dict[str, Any]:
+    return {key: value.isoformat() if isinstance(value, datetime) else value for key, value in row.items()}
+
+
+def _rows(queryset: QuerySet, *fields: str, chunk: int | None = None) -> list[dict[str, Any]]:
+    values = queryset.values(*fields)
+    return [_plain(row) for row in (values.iterator(chunk_size=chunk) if chunk else values)]
+
+
+def _renamed(rows: list[dict[str, Any]], **names: str) -> list[dict[str, Any]]:
+    """Rows with ``old=new`` keys renamed (``requested_by__username`` → ``requested_by``)."""
+    for row in rows:
+        for old, new in names.items():
+            row[new] = row.pop(old)
+    return rows
+
+
+def _run(run: Run) -> dict[str, Any]:
+    return _plain(
+        {
+            "id": run.pk,
+            "workflow": {"id": run.workflow_id, "name": run.workflow.name, "version": run.workflow.version},
+            "mode": run.mode,
+            "status": run.status,
+            "inputs": run.inputs,
+            "command": run.command,
+            "created_by": run.created_by.get_username() if run.created_by else None,
+            "result": run.result,
+            "error": run.error,
+            "created": run.created,
+            "started": run.started,
+            "finished": run.finished,
+            "last_event_seq": run.last_event_seq,
+            "destructive_approved": run.destructive_approved,
+            "parent_tool_call": run.parent_tool_call_id,
+        }
+    )
+
+
+def _approvals(run: Run) -> list[dict[str, Any]]:
+    approvals = _renamed(
+        _rows(
+            Approval.objects.filter(run=run).order_by("id"),
+            *_fields(Approval, "run", "requested_by"),
+            "requested_by__username",
+        ),
+        requested_by__username="requested_by",
+    )
+    decisions: dict[int, list[dict[str, Any]]] = {}
+    rows = _rows(
+        ApprovalDecision.objects.filter(approval__run=run).order_by("id"),
+        *_fields(ApprovalDecision, "user"),
+        "user__username",
+    )
+    for decision in _renamed(rows, user__username="user"):
+        decisions.setdefault(decision.pop("approval"), []).append(decision)
+    for approval in approvals:
+        approval["decisions"] = decisions.get(approval["id"], [])
+    return approvals
+
+
+def _command(run: Run) -> dict[str, Any] | None:
+    fields = [*_fields(Command, "run", "created_by"), "created_by__username"]
+    rows = _renamed(_rows(Command.objects.filter(run=run), *fields), created_by__username="created_by")
+    return rows[0] if rows else None
+
+
+def export_run(run: Run) -> dict[str, Any]:
+    """Everything zenweb stored about ``run``, as JSON-ready data."""
+    return {
+        "format": FORMAT,
+        "run": _run(run),
+        "steps": _rows(Step.objects.filter(run=run).order_by("position", "id"), *_fields(Step, "run")),
+        "messages": _rows(Message.objects.filter(run=run).order_by("id"), *_fields(Message, "run")),
+        "events": _rows(Event.objects.filter(run=run).order_by("seq"), *EVENT_FIELDS, chunk=EVENT_CHUNK),
+        # "step" is the step row's pk; "step_id" its runtime id, as in events and claims.
+        "tool_calls": _renamed(
+            _rows(ToolCall.objects.filter(run=run).order_by("id"), *_fields(ToolCall, "run"), "step__step_id"),
+            step__step_id="step_id",
+        ),
+        "artifacts": _rows(Artifact.objects.filter(run=run).order_by("id"), *_fields(Artifact, "run")),
+        "claims": _rows(Claim.objects.filter(run=run).order_by("id"), *_fields(Claim, "run")),
+        "approvals": _approvals(run),
+        "command": _command(run),
+    }

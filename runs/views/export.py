@@ -1,0 +1,28 @@
+"""A run as a JSON file (runs/export.py builds the document)."""
+
+from __future__ import annotations
+
+import json
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
+
+from runs.export import export_run
+from runs.views.runs import _get_run_for_user
+
+
+def json_attachment(document: object, filename: str) -> HttpResponse:
+    response = HttpResponse(
+        json.dumps(document, cls=DjangoJSONEncoder, ensure_ascii=False, indent=1),
+        content_type="application/json; charset=utf-8",
+    )
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@require_GET
+def run_export(request: HttpRequest, run_id: int) -> HttpResponse:
+    """GET /runs/<id>/export.json: the whole run, 404 for a run the user may not see."""
+    run = _get_run_for_user(request, run_id)
+    return json_attachment(export_run(run), f"run-{run.pk}.json")

@@ -1,0 +1,181 @@
+"""A run's event stream, a page at a time: keyset paging by seq, filters,
+escaping, access."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from agents.events import EVENT_TYPES
+from runs.models import Event, Run, Step
+from tests.conftest import register
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HX-Request": "true"}
+# Every third event is a step's turn, the others tool calls, alternating steps.
+TYPES = ["agent_turn", "tool_call", "tool_call"]
+
+
+def make_run(owner, events: int) -> Run:
+    run = Run.objects.create(workflow=register("relay"), created_by=owner, status=Run.Status.RUNNING)
+    Step.objects.create(run=run, step_id="first", agent="a", position=1)
+    Step.objects.create(run=run, step_id="second", agent="a", position=2)
+    Event.objects.bulk_create(
+        [
+            Event(run=run, seq=seq, type=TYPES[seq % 3], step_id="first" if seq % 2 else "second", data={"n": seq})
+            for seq in range(1, events + 1)
+        ],
+        batch_size=5000,
+    )
+    Run.objects.filter(pk=run.pk).update(last_event_seq=events)
+    return run
+
+
+def seqs(html: str) -> list[int]:
+    return [int(seq) for seq in re.findall(r'<details class="event [^"]*" id="event-(\d+)"', html)]
+
+
+def get(client, run, headers=None, **params):
+    response = client.get(f"/runs/{run.pk}/events/", params, headers=headers)
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+@pytest.fixture
+def run(owner):
+    return make_run(owner, 450)
+
+
+def test_it_shows_the_newest_page_by_default(client, owner, run):
+    client.force_login(owner)
+
+    page = get(client, run)
+
+    assert seqs(page) == list(range(251, 451))
+    assert f'hx-get="/runs/{run.pk}/events/?before=251"' in page
+    assert "Load newer events" not in page
+
+
+def test_it_pages_backward_with_before(client, owner, run):
+    client.force_login(owner)
+
+    assert seqs(get(client, run, before=251)) == list(range(51, 251))
+    last = get(client, run, before=51)
+    assert seqs(last) == list(range(1, 51))
+    assert "Load older events" not in last
+    # A whole page also offers the way back to newer events.
+    assert f'hx-get="/runs/{run.pk}/events/?after=50"' in last
+
+
+def test_it_pages_forward_with_after(client, owner, run):
+    client.force_login(owner)
+
+    assert seqs(get(client, run, after=100)) == list(range(101, 301))
+    tail = get(client, run, after=300)
+    assert seqs(tail) == list(range(301, 451))
+    assert "Load newer events" not in tail
+    assert seqs(get(client, run, after=450)) == []
+    assert seqs(get(client, run, after=100, before=106)) == [101, 102, 103, 104, 105]
+
+
+def test_an_htmx_page_goes_on_only_the_way_it_was_read(client, owner, run):
+    client.force_login(owner)
+
+    older = get(client, run, HTMX, before=251)
+    newer = get(client, run, HTMX, after=100)
+
+    assert f'hx-get="/runs/{run.pk}/events/?before=51"' in older
+    assert "Load newer events" not in older
+    assert f'hx-get="/runs/{run.pk}/events/?after=300"' in newer
+    assert "Load older events" not in newer
+    for partial in (older, newer):
+        assert "<html" not in partial and 'id="event-filters"' not in partial
+
+
+def test_it_filters_by_types_and_step(client, owner, run):
+    client.force_login(owner)
+
+    turns = get(client, run, type="agent_turn")
+    assert seqs(turns) == [seq for seq in range(1, 451) if seq % 3 == 0][-200:]
+    assert "before=" not in turns
+
+    second_turns = get(client, run, type=["agent_turn", "error"], step="second")
+    assert seqs(second_turns) == [seq for seq in range(1, 451) if seq % 6 == 0]
+
+    first = get(client, run, HTMX, step="first", before=400)
+    assert seqs(first) == list(range(1, 400, 2))
+    assert "Load older events" not in first
+    assert seqs(get(client, run, type="no_such_type")) == []
+    assert "No events match these filters." in get(client, run, type="no_such_type")
+
+
+def test_the_next_page_keeps_the_filters(client, owner, run):
+    client.force_login(owner)
+
+    by_type = get(client, run, HTMX, type=["tool_call", "error"])
+    by_step = get(client, run, HTMX, step="first")
+
+    assert seqs(by_type) == [seq for seq in range(1, 451) if seq % 3][-200:]
+    assert f'hx-get="/runs/{run.pk}/events/?type=tool_call&amp;type=error&amp;before=151"' in by_type
+    assert seqs(by_step) == list(range(51, 451, 2))
+    assert f'hx-get="/runs/{run.pk}/events/?step=first&amp;before=51"' in by_step
+
+
+def test_it_shows_the_data_of_each_event_escaped(client, owner):
+    run = make_run(owner, 0)
+    Event.objects.create(
+        run=run, seq=1, type="coordinator_narration", data={"text": "<script>window.__pwned=1</script>"}
+    )
+    client.force_login(owner)
+
+    for page in (get(client, run), get(client, run, HTMX)):
+        assert "<script>window.__pwned" not in page
+        assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in page
+        details = re.search(r'<details class="event type-coordinator_narration".*?</details>', page, re.S).group(0)
+        assert "<pre>{\n  &quot;text&quot;: &quot;&lt;script&gt;" in details
+
+
+def test_its_filter_form_offers_every_event_type_and_the_runs_steps(client, owner, run):
+    client.force_login(owner)
+
+    page = get(client, run, type="tool_call", step="second")
+
+    form = re.search(r'<form id="event-filters".*?</form>', page, re.S).group(0)
+    assert f'hx-get="/runs/{run.pk}/events/" hx-target="#event-list"' in form
+    for event_type in EVENT_TYPES:
+        assert f'<option value="{event_type}"' in form
+    assert '<option value="tool_call" selected>' in form
+    assert '<option value="second" selected>' in form
+    assert '<option value="first" >' in form
+
+
+def test_it_is_404_for_a_run_the_user_may_not_see(client, owner, teammate, run):
+    client.force_login(teammate)
+
+    assert client.get(f"/runs/{run.pk}/events/").status_code == 404
+    assert client.get(f"/runs/{run.pk}/events/", headers=HTMX).status_code == 404
+    assert client.get("/runs/999999/events/").status_code == 404
+
+
+def test_staff_may_read_anyones_events(client, staff, run):
+    client.force_login(staff)
+
+    assert len(seqs(get(client, run))) == 200
+
+
+def test_a_page_of_a_big_run_counts_nothing(client, owner):
+    run = make_run(owner, 50_000)
+    client.force_login(owner)
+
+    for params in ({}, {"before": 25_000}, {"after": 25_000}, {"type": "agent_turn", "before": 30_000}):
+        with CaptureQueriesContext(connection) as queries:
+            page = get(client, run, HTMX, **params)
+        assert len(seqs(page)) == 200
+        sql = [query["sql"] for query in queries.captured_queries]
+        assert len(sql) <= 6
+        assert not any("COUNT(" in statement.upper() for statement in sql)
+        assert any("LIMIT 201" in statement for statement in sql)
