@@ -48,6 +48,8 @@ EventType = Literal[
     "approval_lapsed",
     "tool_result",
     "run_resumed",
+    "lease_expired",
+    "run_stuck",
 ]
 
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)

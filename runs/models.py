@@ -73,6 +73,8 @@ class Run(models.Model):
     # bumps wake_requests; a wake may only go idle if none arrived meanwhile.
     coordinator_busy = models.BooleanField(default=False)
     wake_requests = models.PositiveBigIntegerField(default=0)
+    # Set by the reaper when the run made no progress for too long.
+    stuck_reason = models.CharField(max_length=300, blank=True)
     # Shell commands that delete or force-push are refused unless this is set
     # (by an approver; see the approvals flow).
     destructive_approved = models.BooleanField(default=False)
@@ -146,6 +148,11 @@ class Step(models.Model):
     # A completed step can be resumed for one more turn by a forward.
     resumes = models.PositiveIntegerField(default=0)
     resuming = models.BooleanField(default=False)
+    # The lease on the step's current turn: which worker is taking it, and
+    # until when (renewed while the model thinks). An expired lease means
+    # the worker died; the sweeper hands the turn to another.
+    lease_owner = models.CharField(max_length=200, blank=True)
+    lease_expires = models.DateTimeField(null=True, blank=True, db_index=True)
     # A worker the coordinator spawned: the spawn_worker call, the tools it
     # was granted, and what it declared it would write.
     spawned_by = models.CharField(max_length=100, blank=True)

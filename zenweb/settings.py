@@ -173,6 +173,11 @@ ZENWEB_MAX_TRANSCRIPT_BYTES = env_int("ZENWEB_MAX_TRANSCRIPT_BYTES", 1_000_000)
 # a result longer than this reaches the model as an "omitted" preview.
 ZENWEB_WORKSPACES = Path(env_str("ZENWEB_WORKSPACES", str(DATA_DIR / "workspaces")))
 ZENWEB_MAX_TOOL_RESULT_CHARS = env_int("ZENWEB_MAX_TOOL_RESULT_CHARS", 16_000)
+# Durability: a step turn's lease (renewed while the model thinks), how often
+# each worker sweeps for expired leases, and when a silent run counts as stuck.
+ZENWEB_LEASE_SECONDS = env_float("ZENWEB_LEASE_SECONDS", 60.0)
+ZENWEB_SWEEP_SECONDS = env_float("ZENWEB_SWEEP_SECONDS", 10.0)
+ZENWEB_STUCK_AFTER = env_float("ZENWEB_STUCK_AFTER", 900.0)
 
 LOGGING = {
     "version": 1,

@@ -16,6 +16,7 @@ from agents.llm import ProviderError
 from agents.router import DoubleDrainError, DropReason, MessageType, RouterMessage
 from agents.runner import AgentTurn, apply_completion, build_request, new_step_transcript, step_prompt
 from agents.spec import AgentSpec, WorkflowOptions
+from runs import leases
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import REGISTRY, Limits, provider_for, router_for, save_turn, warning_cycle
 from runs.actions.containers import after_step_terminal
@@ -49,15 +50,24 @@ def do_step_turn(step_pk: int, turn: int) -> None:
     agent_turn = _agent_turn(run, step, agent, variables)
     registry, tools = tools_for(spec, "step", [*agent.tools, *step.tools])
     request = build_request(agent_turn, tools, inbox)
+    # One worker per turn: a redelivered task, or a sweep racing a slow but
+    # live worker, finds the lease taken and leaves.
+    owner = leases.worker_identity()
+    if not leases.claim(step.pk, turn, owner):
+        return
     try:
-        completion = provider_for(agent).complete(request)
+        with leases.renewing(step.pk, owner):
+            completion = provider_for(agent).complete(request)
     except ProviderError as exc:
         do_fail_step(step.pk, str(exc))
         return
     with transaction.atomic():
         lock_run(run.pk)
-        # Claim the turn: if another worker recorded it first, this one yields.
-        if not Step.objects.filter(pk=step.pk, status=Step.Status.RUNNING, turns=turn - 1).update(turns=turn):
+        # Record the turn: if another worker recorded it first (our lease had
+        # expired and the turn was handed on), this one yields.
+        if not Step.objects.filter(pk=step.pk, status=Step.Status.RUNNING, turns=turn - 1).update(
+            turns=turn, lease_owner="", lease_expires=None
+        ):
             return
         router = router_for(run.pk)
         sink = DjangoEventSink(run.pk)

@@ -1,0 +1,141 @@
+"""Leases on step turns: one worker takes a turn at a time, and a turn whose
+worker died is handed to another.
+
+A worker claims a turn with a conditional UPDATE (the step is running, the
+turn is the next one, and nobody holds an unexpired lease), renews the lease
+from a small thread while its model thinks, and clears it in the transaction
+that records the turn. The sweeper (``do_sweep``, run by every worker every
+``ZENWEB_SWEEP_SECONDS``) re-enqueues turns whose lease expired and marks runs
+that made no progress for ``ZENWEB_STUCK_AFTER`` seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import close_old_connections, connection, transaction
+from django.db.models import Max, Q
+from django.utils import timezone
+
+from agents.events import Event as RuntimeEvent
+from runs.models import Event, Run, Step
+from runs.stores import DjangoEventSink, lock_run
+
+log = logging.getLogger(__name__)
+
+
+def worker_identity() -> str:
+    """Which worker (host, process, thread) holds a lease: shown on the run page."""
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}"
+
+
+def claim(step_pk: int, turn: int, owner: str) -> bool:
+    """Take the lease on turn ``turn`` of a step; False if another worker holds
+    it (or the turn was taken already)."""
+    now = timezone.now()
+    free = Q(lease_expires__isnull=True) | Q(lease_expires__lt=now) | Q(lease_owner=owner)
+    return bool(
+        Step.objects.filter(free, pk=step_pk, status=Step.Status.RUNNING, turns=turn - 1).update(
+            lease_owner=owner, lease_expires=now + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS)
+        )
+    )
+
+
+@contextmanager
+def renewing(step_pk: int, owner: str) -> Iterator[None]:
+    """Keep the lease alive while the body runs (a model call can take long)."""
+    stop = threading.Event()
+    every = max(0.05, settings.ZENWEB_LEASE_SECONDS / 3)
+
+    def renew() -> None:
+        try:
+            while not stop.wait(every):
+                expires = timezone.now() + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS)
+                Step.objects.filter(pk=step_pk, lease_owner=owner).update(lease_expires=expires)
+        except Exception:  # noqa: BLE001 - a failed renewal only risks a duplicate turn
+            log.exception("renewing the lease of step %s failed", step_pk)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=renew, name=f"lease-{step_pk}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def do_sweep() -> dict[str, int]:
+    """Hand expired turns to other workers and mark stuck runs. Safe to run
+    in many workers at once: every change is a conditional UPDATE."""
+    from runs import tasks
+
+    now = timezone.now()
+    expired = 0
+    for step in Step.objects.filter(status=Step.Status.RUNNING, lease_expires__lt=now).exclude(lease_owner=""):
+        with transaction.atomic():
+            lock_run(step.run_id)
+            if not Step.objects.filter(pk=step.pk, lease_owner=step.lease_owner, lease_expires__lt=now).update(
+                lease_owner="", lease_expires=None
+            ):
+                continue
+            DjangoEventSink(step.run_id).emit(
+                RuntimeEvent("lease_expired", step.step_id, {"owner": step.lease_owner, "turn": step.turns + 1})
+            )
+            transaction.on_commit(lambda pk=step.pk, turn=step.turns + 1: tasks.run_step_turn.delay(pk, turn))
+            expired += 1
+    return {"expired": expired, "stuck": _mark_stuck(now)}
+
+
+def _mark_stuck(now) -> int:
+    """Running runs whose last event is older than ZENWEB_STUCK_AFTER get a
+    stuck_reason (and an event) once; it clears when they move again."""
+    limit = now - timedelta(seconds=settings.ZENWEB_STUCK_AFTER)
+    running = Run.objects.filter(status=Run.Status.RUNNING, stuck_reason="").annotate(last=Max("events__created"))
+    stuck = 0
+    for run in running.filter(last__lt=limit):
+        reason = f"no progress since {run.last:%Y-%m-%d %H:%M:%S} UTC"
+        with transaction.atomic():
+            lock_run(run.pk)
+            if Run.objects.filter(pk=run.pk, stuck_reason="").update(stuck_reason=reason):
+                DjangoEventSink(run.pk).emit(RuntimeEvent("run_stuck", "", {"reason": reason}))
+                stuck += 1
+    # A stuck run that moved again (someone pressed Resume, a worker came back).
+    for run in Run.objects.exclude(stuck_reason="").filter(status=Run.Status.RUNNING):
+        if Event.objects.filter(run=run, created__gt=limit).exclude(type="run_stuck").exists():
+            Run.objects.filter(pk=run.pk).update(stuck_reason="")
+    return stuck
+
+
+class Sweeper:
+    """A daemon thread that runs ``do_sweep`` every ZENWEB_SWEEP_SECONDS while
+    its worker runs. Every worker has one; they do not get in each other's way."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="zenweb-sweeper", daemon=True)
+
+    def start(self) -> Sweeper:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(settings.ZENWEB_SWEEP_SECONDS):
+            try:
+                close_old_connections()
+                do_sweep()
+            except Exception:  # noqa: BLE001 - keep sweeping; the next round may succeed
+                log.exception("lease sweep failed")
+        connection.close()

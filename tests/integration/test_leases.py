@@ -1,0 +1,92 @@
+"""Leases: one worker per turn, and a turn whose worker died is handed on;
+runs that stop moving are marked stuck."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from runs import leases
+from runs.models import Event, Run, Step
+from tests.conftest import register, wait_for_run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def orphaned_run(owner, *, lease_owner: str = "dead-host:1:worker", expires_in: float = -1) -> Run:
+    """A run whose first step's turn was claimed by a worker that then died."""
+    run = Run.objects.create(
+        workflow=register("relay"),
+        inputs={"subject": "tea"},
+        created_by=owner,
+        status="running",
+        started=timezone.now(),
+    )
+    Step.objects.create(run=run, step_id="coordinator", kind="coordinator", agent="coordinator", status="running")
+    Step.objects.create(
+        run=run,
+        step_id="first",
+        agent="sender",
+        status="running",
+        position=1,
+        lease_owner=lease_owner,
+        lease_expires=timezone.now() + timedelta(seconds=expires_in),
+    )
+    Step.objects.create(run=run, step_id="second", agent="receiver", position=2, depends_on=["first"])
+    return run
+
+
+def test_it_gives_a_turn_to_one_worker_at_a_time(owner):
+    run = orphaned_run(owner, lease_owner="alive:1:w", expires_in=60)
+    step = run.steps.get(step_id="first")
+
+    assert leases.claim(step.pk, 1, "other:2:w") is False
+    assert leases.claim(step.pk, 1, "alive:1:w") is True
+
+
+def test_it_lets_another_worker_take_an_expired_turn(owner):
+    run = orphaned_run(owner)
+    step = run.steps.get(step_id="first")
+
+    assert leases.claim(step.pk, 1, "other:2:w") is True
+    step.refresh_from_db()
+    assert step.lease_owner == "other:2:w" and step.lease_expires > timezone.now()
+
+
+def test_it_hands_the_turn_of_a_dead_worker_to_a_live_one(celery_worker, owner):
+    run = orphaned_run(owner)
+
+    assert leases.do_sweep()["expired"] == 1
+
+    run = wait_for_run(run)
+    assert run.status == Run.Status.COMPLETED
+    expired = run.events.get(type="lease_expired")
+    assert (expired.step_id, expired.data) == ("first", {"owner": "dead-host:1:worker", "turn": 1})
+    assert run.steps.get(step_id="first").lease_owner == ""
+
+
+def test_it_leaves_a_live_lease_alone(owner):
+    run = orphaned_run(owner, lease_owner="alive:1:w", expires_in=60)
+
+    assert leases.do_sweep()["expired"] == 0
+    assert run.steps.get(step_id="first").lease_owner == "alive:1:w"
+
+
+def test_it_marks_a_run_that_stopped_moving_and_shows_it(owner, client, settings):
+    run = orphaned_run(owner, lease_owner="alive:1:w", expires_in=600)
+    Event.objects.create(run=run, seq=1, type="workflow_start", data={})
+    Run.objects.filter(pk=run.pk).update(last_event_seq=1)
+    Event.objects.filter(run=run).update(created=timezone.now() - timedelta(hours=2))
+    settings.ZENWEB_STUCK_AFTER = 60
+
+    assert leases.do_sweep()["stuck"] == 1
+    assert leases.do_sweep()["stuck"] == 0
+
+    run.refresh_from_db()
+    assert run.stuck_reason.startswith("no progress since")
+    assert run.events.filter(type="run_stuck").count() == 1
+    client.force_login(owner)
+    html = client.get(f"/runs/{run.pk}/").content.decode()
+    assert 'id="run-stuck"' in html and "on alive:1:w" in html
