@@ -14,14 +14,16 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
+
+from pydantic import ValidationError
 
 from agents.events import Event, EventSink
-from agents.llm.base import Completion, CompletionRequest
+from agents.llm.base import Completion, CompletionRequest, ToolCallRequest
 from agents.router import COORDINATOR, MessageRouter, RouterMessage
 from agents.spec import AgentSpec
-from agents.tools.base import INJECTED, Role, Tool, ToolCallMeta, ToolContext, ToolHost
-from agents.tools.registry import ToolOutcome, ToolRegistry
+from agents.tools.base import INJECTED, Role, Tool, ToolCallMeta, ToolContext, ToolHost, ToolJournal
+from agents.tools.registry import ToolOutcome, ToolRegistry, idempotency_key
 
 TRUNCATION_MARKER = "...[truncated for context limit]"
 MAX_DEPENDENCY_CHARS = 8 * 1024
@@ -60,6 +62,7 @@ class ToolEnv:
     destructive_approved: bool = False
     parent_tool_call_id: str = ""
     gated: frozenset[str] = frozenset()
+    journal: ToolJournal | None = None
 
 
 @dataclass(frozen=True)
@@ -193,30 +196,9 @@ def apply_completion(
         completion_tokens=usage.completion_tokens if usage else 0,
     )
     env = turn.env or ToolEnv()
-    for call in completion.tool_calls:
-        meta = ToolCallMeta(
-            run_id=turn.run_id,
-            session_id=f"{turn.run_id}/{turn.step_id}",
-            turn_id=f"{turn.step_id}/{turn.turn}",
-            tool_call_id=call.id,
-            parent_tool_call_id=env.parent_tool_call_id,
-        )
-        ctx = ToolContext(
-            meta=meta,
-            step_id=turn.step_id,
-            role=turn.role,
-            router=router,
-            sink=sink,
-            host=env.host,
-            workspace=env.workspace,
-            injected={
-                **env.injected,
-                "run_id": turn.run_id,
-                **({"workspace": str(env.workspace)} if env.workspace else {}),
-            },
-            destructive_approved=env.destructive_approved,
-            gated=env.gated,
-        )
+    for call, occurrence in _with_occurrence(completion.tool_calls):
+        ctx = _tool_context(turn, env, call.id, router, sink, occurrence)
+        meta = ctx.meta
         raw_arguments = _redacted_raw(call.arguments, registry.get(call.name))
         sink.emit(
             Event(
@@ -265,6 +247,102 @@ def apply_completion(
     return result
 
 
+def run_side_effects(
+    turn: AgentTurn,
+    completion: Completion,
+    *,
+    registry: ToolRegistry,
+    tools: list[Tool],
+    journal: JournalWriter,
+) -> int:
+    """Run the side-effecting calls of a completion before its turn is
+    recorded, keeping each result in ``journal`` as soon as it exists. The
+    turn's transaction then finds them there (apply_completion with
+    ``env.journal``) and a retry of a turn whose worker died does not run a
+    finished call again. Returns how many calls ran."""
+    env = turn.env or ToolEnv()
+    ran = 0
+    for call, occurrence in _with_occurrence(completion.tool_calls):
+        tool = registry.get(call.name)
+        if tool is None or not tool.side_effects or tool.name in env.gated or tool not in tools:
+            continue
+        # Messages and events belong to the turn's transaction: these tools use neither.
+        ctx = _tool_context(turn, env, call.id, None, None, occurrence)  # type: ignore[arg-type]
+        try:
+            key = idempotency_key(ctx, tool.name, _validated(tool, ctx, call.arguments))
+        except ValueError:
+            continue  # invalid arguments: the turn reports them, nothing runs
+        if journal.get(key) is not None:
+            continue
+        journal.begin(key, tool.name)
+        ctx.journal = None
+        outcome = registry.call(ctx, call.name, call.arguments, tools)
+        journal.finish(key, outcome)
+        ran += 1
+    return ran
+
+
+class JournalWriter(ToolJournal, Protocol):
+    def begin(self, key: str, name: str) -> None:
+        """Record (durably, at once) that a call is about to run."""
+        ...
+
+    def finish(self, key: str, outcome: ToolOutcome) -> None:
+        """Record (durably, at once) what the call returned."""
+        ...
+
+
+def _with_occurrence(calls: list[ToolCallRequest]) -> list[tuple[ToolCallRequest, int]]:
+    seen: dict[tuple[str, str], int] = {}
+    numbered = []
+    for call in calls:
+        key = (call.name, call.arguments)
+        numbered.append((call, seen.get(key, 0)))
+        seen[key] = seen.get(key, 0) + 1
+    return numbered
+
+
+def _tool_context(
+    turn: AgentTurn, env: ToolEnv, call_id: str, router: MessageRouter, sink: EventSink, occurrence: int
+) -> ToolContext:
+    return ToolContext(
+        meta=ToolCallMeta(
+            run_id=turn.run_id,
+            session_id=f"{turn.run_id}/{turn.step_id}",
+            turn_id=f"{turn.step_id}/{turn.turn}",
+            tool_call_id=call_id,
+            parent_tool_call_id=env.parent_tool_call_id,
+        ),
+        step_id=turn.step_id,
+        role=turn.role,
+        router=router,
+        sink=sink,
+        host=env.host,
+        workspace=env.workspace,
+        injected={
+            **env.injected,
+            "run_id": turn.run_id,
+            **({"workspace": str(env.workspace)} if env.workspace else {}),
+        },
+        destructive_approved=env.destructive_approved,
+        gated=env.gated,
+        journal=env.journal,
+        occurrence=occurrence,
+    )
+
+
+def _validated(tool: Tool, ctx: ToolContext, raw: str) -> dict[str, Any]:
+    """The call's arguments as the registry will validate them; ValueError if they do not."""
+    try:
+        data = json.loads(raw or "{}")
+        if not isinstance(data, dict):
+            raise ValueError("not an object")
+        data = {**data, **{key: ctx.injected.get(key) for key in tool.injected}}
+        return tool.args_model.model_validate(data).model_dump(mode="json")
+    except (json.JSONDecodeError, ValidationError) as exc:
+        raise ValueError(str(exc)) from None
+
+
 def new_step_transcript(step_id: str, agent: AgentSpec, prompt: str) -> list[dict[str, Any]]:
     return [
         {"role": "system", "content": step_system_prompt(step_id, agent)},
@@ -296,6 +374,7 @@ __all__ = [
     "AgentTurn",
     "ToolCallRecord",
     "ToolEnv",
+    "run_side_effects",
     "TurnResult",
     "apply_completion",
     "build_request",

@@ -7,6 +7,7 @@ from django.db.models import Count
 from django.template.loader import render_to_string
 
 from agents import ids
+from runs.graph import GRAPH_EVENTS, routing_graph
 from runs.models import Approval, Command, Event, Message, Run, Step, ToolCall
 
 BATCH = 500
@@ -40,6 +41,7 @@ def run_context(run: Run) -> dict:
         "run": run,
         "coordinator_working": last_wake == "agent_wake" and not run.is_terminal,
         "steps": steps,
+        "graph": routing_graph(run, steps=steps),
         "steps_done": done,
         "steps_total": len(work),
         "progress": int(100 * done / len(work)) if work else 0,
@@ -103,4 +105,7 @@ def render_update(run_id: int, after: int) -> tuple[str, int]:
         context |= tool_calls_context(run) | {"tool_calls_changed": True}
     if any(event.type in GOVERNANCE_EVENTS for event in events):
         context |= governance_context(run) | {"governance_changed": True}
-    return render_to_string("runs/partials/live_update.html", context), events[-1].seq
+    html = render_to_string("runs/partials/live_update.html", context)
+    if any(event.type in GRAPH_EVENTS for event in events):
+        html += render_to_string("runs/partials/routing_graph.html", context)
+    return html, events[-1].seq

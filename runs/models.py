@@ -268,6 +268,30 @@ class ToolCall(models.Model):
         return f"{label}, truncated" if self.bounds.get("truncated") else label
 
 
+class ToolExecution(models.Model):
+    """The journal of side-effecting tool calls (files, shell): written in its
+    own transaction before the turn is recorded, so a turn retried after its
+    worker died finds finished calls here and does not run them again.
+    ``running`` rows are calls whose worker died mid-way: those run again."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        DONE = "done"
+
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="tool_executions")
+    key = models.CharField(max_length=64, help_text="The call's idempotency key.")
+    name = models.CharField(max_length=100)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
+    outcome = models.JSONField(null=True, blank=True)
+    owner = models.CharField(max_length=200, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=1)
+    created = models.DateTimeField(auto_now_add=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["step", "key"], name="toolexecution_step_key")]
+
+
 class Artifact(models.Model):
     """Data a tool produced for people (a table, a chart, JSON): stored and
     shown on the run page, never sent to the model."""

@@ -99,6 +99,15 @@ class ToolHost(Protocol):
         ...
 
 
+class ToolJournal(Protocol):
+    """Where the results of side-effecting calls are kept, keyed by an
+    idempotency key, so a retried turn gets them instead of running again."""
+
+    def get(self, key: str) -> Any | None:
+        """The stored ToolOutcome of a finished call, or None."""
+        ...
+
+
 @dataclass
 class ToolContext:
     """What an executing tool may touch. ``finalized`` collects finalize();
@@ -117,6 +126,10 @@ class ToolContext:
     destructive_approved: bool = False
     # Tools whose every call waits for a person's approval (the workflow's approval list).
     gated: frozenset[str] = frozenset()
+    # Results of side-effecting calls already run for this turn (see ToolJournal).
+    journal: ToolJournal | None = None
+    # Which identical call of this turn this is (0 for the first).
+    occurrence: int = 0
     finalized: list[str] = field(default_factory=list)
 
     @property
@@ -164,6 +177,12 @@ class Tool:
     @property
     def bookkeeping(self) -> bool:
         return "bookkeeping" in self.tags
+
+    @property
+    def side_effects(self) -> bool:
+        """Tagged ``execution``: it changes the world outside the database
+        (files, commands), so a retried turn must not run it twice."""
+        return "execution" in self.tags
 
     def parameters(self) -> dict[str, Any]:
         """The argument JSON schema the model sees: injected fields removed."""

@@ -9,6 +9,7 @@ retry hint. Nothing here raises into the step.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Iterable
@@ -125,6 +126,12 @@ class ToolRegistry:
             return _failed(f"invalid arguments for {name}: {problems}", hint, shown, counted=counted)
         if spoofed:
             log.info("tool %s: ignored model-supplied injected fields %s", name, spoofed)
+        if tool.side_effects and ctx.journal is not None:
+            # Already ran in this turn (before the turn was recorded, or in an
+            # attempt whose worker died): the stored result, not a second run.
+            done = ctx.journal.get(idempotency_key(ctx, tool.name, args.model_dump(mode="json")))
+            if done is not None:
+                return done
         if tool.name in ctx.gated:
             # Nothing runs yet: a person decides on exactly these arguments.
             try:
@@ -181,6 +188,17 @@ class ToolRegistry:
         return ToolOutcome(
             text, ok=True, arguments=shown, bounds=result.bounds, artifacts=artifacts, omitted=omitted, counted=counted
         )
+
+
+def idempotency_key(ctx: ToolContext, name: str, arguments: dict[str, Any]) -> str:
+    """Same session, same turn, same tool, same arguments, same occurrence:
+    the same call. The model's tool_call_id is not used: a real model asked
+    again after a crash names its calls anew. ``ctx.occurrence`` tells apart
+    identical calls within one turn."""
+    text = json.dumps(
+        [ctx.meta.session_id, ctx.meta.turn_id, name, arguments, ctx.occurrence], sort_keys=True, default=str
+    )
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _failed(

@@ -14,13 +14,21 @@ from django.utils import timezone
 from agents.events import Event as RuntimeEvent
 from agents.llm import ProviderError
 from agents.router import DoubleDrainError, DropReason, MessageType, RouterMessage
-from agents.runner import AgentTurn, apply_completion, build_request, new_step_transcript, step_prompt
+from agents.runner import (
+    AgentTurn,
+    apply_completion,
+    build_request,
+    new_step_transcript,
+    run_side_effects,
+    step_prompt,
+)
 from agents.spec import AgentSpec, WorkflowOptions
 from runs import leases
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import REGISTRY, Limits, provider_for, router_for, save_turn, warning_cycle
 from runs.actions.containers import after_step_terminal
 from runs.actions.tooling import tool_env, tools_for
+from runs.journal import DjangoToolJournal
 from runs.models import Run, Step, ToolCall
 from runs.stores import DjangoEventSink, DjangoMailboxStore, lock_run
 
@@ -55,9 +63,14 @@ def do_step_turn(step_pk: int, turn: int) -> None:
     owner = leases.worker_identity()
     if not leases.claim(step.pk, turn, owner):
         return
+    journal = DjangoToolJournal(step.pk, owner)
+    agent_turn.env.journal = journal
     try:
         with leases.renewing(step.pk, owner):
             completion = provider_for(agent).complete(request)
+            # Files and commands run now, each result kept at once: if this
+            # worker dies before the turn is recorded, the retry reuses them.
+            run_side_effects(agent_turn, completion, registry=registry, tools=tools, journal=journal)
     except ProviderError as exc:
         do_fail_step(step.pk, str(exc))
         return

@@ -8,6 +8,7 @@ from runs.views.commands import command_create, command_detail, workflow_registe
 from runs.views.control import run_resume
 from runs.views.events import run_events
 from runs.views.export import run_export
+from runs.views.replay import run_replay
 from runs.views.runs import catalog, run_cancel, run_detail, run_list, run_start, step_transcript
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "run_events",
     "run_export",
     "run_list",
+    "run_replay",
     "run_resume",
     "run_start",
     "step_transcript",

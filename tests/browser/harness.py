@@ -329,5 +329,3 @@ def overflowing(page, width: int) -> list[str]:
             + ` (${Math.round(e.getBoundingClientRect().right)}px)`)""",
         width,
     )
-
-

@@ -1,0 +1,67 @@
+"""The tool journal on the database (agents.runner.JournalWriter): each write
+commits at once, outside the turn's transaction, so it survives a worker that
+dies before the turn is recorded."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import F
+from django.utils import timezone
+
+from agents.tools.registry import ToolOutcome
+from agents.tools.results import Artifact, Bounds
+from runs.models import ToolExecution
+
+
+class DjangoToolJournal:
+    def __init__(self, step_pk: int, owner: str) -> None:
+        self.step_pk = step_pk
+        self.owner = owner
+
+    def get(self, key: str) -> ToolOutcome | None:
+        outcome = (
+            ToolExecution.objects.filter(step_id=self.step_pk, key=key, status=ToolExecution.Status.DONE)
+            .values_list("outcome", flat=True)
+            .first()
+        )
+        return _load(outcome) if outcome is not None else None
+
+    def begin(self, key: str, name: str) -> None:
+        execution, created = ToolExecution.objects.get_or_create(
+            step_id=self.step_pk, key=key, defaults={"name": name, "owner": self.owner}
+        )
+        if not created:
+            # An attempt whose worker died mid-call: this one runs it again.
+            ToolExecution.objects.filter(pk=execution.pk).update(owner=self.owner, attempts=F("attempts") + 1)
+
+    def finish(self, key: str, outcome: ToolOutcome) -> None:
+        ToolExecution.objects.filter(step_id=self.step_pk, key=key).update(
+            status=ToolExecution.Status.DONE, outcome=_dump(outcome), finished=timezone.now()
+        )
+
+
+def _dump(outcome: ToolOutcome) -> dict[str, Any]:
+    return {
+        "text": outcome.text,
+        "ok": outcome.ok,
+        "arguments": outcome.arguments,
+        "error_kind": outcome.error_kind,
+        "bounds": outcome.bounds.as_data() if outcome.bounds else None,
+        "artifacts": [a.as_data() for a in outcome.artifacts],
+        "omitted": outcome.omitted,
+        "counted": outcome.counted,
+    }
+
+
+def _load(data: dict[str, Any]) -> ToolOutcome:
+    return ToolOutcome(
+        data["text"],
+        ok=data["ok"],
+        arguments=data["arguments"],
+        error_kind=data["error_kind"],
+        bounds=Bounds(**data["bounds"]) if data["bounds"] else None,
+        artifacts=[Artifact(**artifact) for artifact in data["artifacts"]],
+        omitted=data["omitted"],
+        counted=data["counted"],
+    )

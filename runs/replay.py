@@ -1,0 +1,171 @@
+"""A run as it was at one event: rebuilt from its event log alone, so a
+scrubber can step through a finished (or running) run.
+
+The rows of Step and Message hold only the latest state; the events hold
+every change, in order. ``state_at`` folds events 1..seq into a
+``ReplayState``; ``Graph.from_replay`` draws it with the same partial as the
+live page.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from django.db.models import Max
+
+from agents.router import COORDINATOR
+from runs.actions.containers import repeat_loop_of
+from runs.graph import Graph, Spoke, in_display_order
+from runs.models import Event, Run, Step
+
+# How the coordinator ends, by the run's final status (as runs.actions.lifecycle ends it).
+COORDINATOR_END = {
+    Run.Status.BLOCKED: Step.Status.CANCELLED,
+    Run.Status.COMPLETED: Step.Status.COMPLETED,
+    Run.Status.PARTIAL: Step.Status.COMPLETED,
+    Run.Status.FAILED: Step.Status.FAILED,
+    Run.Status.CANCELLED: Step.Status.CANCELLED,
+}
+# The latest events shown under the graph.
+RECENT_EVENTS = 8
+
+
+@dataclass
+class StepState:
+    step_id: str
+    kind: str = Step.Kind.STEP
+    agent: str = ""
+    status: str = Step.Status.PENDING
+
+
+@dataclass
+class ReplayState:
+    """Everything the event log says up to and including ``seq``. ``traffic``
+    counts messages as Message rows do: by sender, recipient and drop
+    reason ("" while delivered), so a stored message dropped later unread
+    moves from its delivered count to its dropped one."""
+
+    run_id: int
+    seq: int = 0
+    last_seq: int = 0
+    run_status: str = Run.Status.PENDING
+    coordinator_status: str = Step.Status.PENDING
+    coordinator_working: bool = False
+    steps: dict[str, StepState] = field(default_factory=dict)
+    traffic: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    events: list[Event] = field(default_factory=list)
+    _sent: dict[str, tuple[str, str]] = field(default_factory=dict, repr=False)
+
+    @property
+    def event(self) -> Event | None:
+        """The event at ``seq``."""
+        return self.events[-1] if self.events else None
+
+    @property
+    def recent_events(self) -> list[Event]:
+        return self.events[-RECENT_EVENTS:]
+
+    @property
+    def ordered_steps(self) -> list[StepState]:
+        """Steps under their top-level container, as the graph places them."""
+        spokes = in_display_order([Spoke(s.step_id, s.agent, s.status, s.kind) for s in self.steps.values()])
+        return [self.steps[spoke.id] for spoke in spokes]
+
+    @property
+    def statuses(self) -> dict[str, str]:
+        """Step id -> status, the coordinator included once the run started."""
+        found = {step_id: step.status for step_id, step in self.steps.items()}
+        if self.run_status not in (Run.Status.PENDING, Run.Status.AWAITING_APPROVAL):
+            found[COORDINATOR] = self.coordinator_status
+        return found
+
+    @property
+    def graph(self) -> Graph:
+        return Graph.from_replay(self)
+
+    def apply(self, event: Event) -> None:
+        """Move the state past one event."""
+        data = event.data or {}
+        match event.type:
+            case "workflow_start":
+                self.run_status = Run.Status.RUNNING
+                self.coordinator_status = Step.Status.RUNNING
+                for step_id in data.get("steps") or []:
+                    self._add(step_id)
+            case "worker_spawned":
+                self._add(event.step_id).agent = data.get("agent", "")
+            case "loop_iteration":
+                for step_id in data.get("steps") or []:
+                    self._add(step_id)
+            case "step_start":
+                step = self._add(event.step_id)
+                step.status = Step.Status.RUNNING
+                step.agent = data.get("agent") or step.agent
+            case "step_end" | "step_skipped" | "loop_end":
+                default = Step.Status.SKIPPED if event.type == "step_skipped" else Step.Status.COMPLETED
+                self._add(event.step_id).status = data.get("status") or default
+            case "step_cancelled":
+                self._add(event.step_id).status = Step.Status.CANCELLED
+            case "error" if event.step_id and event.step_id != COORDINATOR:
+                self._add(event.step_id).status = Step.Status.FAILED
+            case "agent_wake" | "agent_idle" if event.step_id == COORDINATOR:
+                self.coordinator_working = event.type == "agent_wake"
+            case "message_sent":
+                sender, recipient = str(data.get("from", "")), str(data.get("to", ""))
+                self.traffic[(sender, recipient, "")] += 1
+                self._sent[str(data.get("message_id", ""))] = (sender, recipient)
+            case "message_dropped":
+                sender, recipient = str(data.get("from", "")), str(data.get("to", ""))
+                # A message that was stored and is dropped later (its mailbox
+                # closed unread) is one Message row: no longer delivered.
+                if self._sent.pop(str(data.get("message_id", "")), None):
+                    self.traffic[(sender, recipient, "")] -= 1
+                self.traffic[(sender, recipient, str(data.get("reason", "")))] += 1
+            case "approval_requested" if data.get("kind") == "workflow" and self.run_status == Run.Status.PENDING:
+                self.run_status = Run.Status.AWAITING_APPROVAL
+            case "workflow_end":
+                self.run_status = data.get("status") or Run.Status.COMPLETED
+                self.coordinator_status = COORDINATOR_END.get(self.run_status, Step.Status.COMPLETED)
+                self.coordinator_working = False
+                # Ending a run cancels its unfinished steps without an event each.
+                for step in self.steps.values():
+                    if step.status not in Step.TERMINAL:
+                        step.status = Step.Status.CANCELLED
+        self.seq = event.seq
+        self.events.append(event)
+
+    def _add(self, step_id: str) -> StepState:
+        """The step, created pending (after the row of the repeat-until loop
+        it runs in, which is running from the moment it exists)."""
+        if step_id in self.steps:
+            return self.steps[step_id]
+        try:
+            loop_id = repeat_loop_of(step_id)
+        except ValueError:
+            loop_id = None
+        if loop_id and loop_id not in self.steps:
+            self.steps[loop_id] = StepState(loop_id, Step.Kind.LOOP, status=Step.Status.RUNNING)
+        self.steps[step_id] = StepState(step_id)
+        return self.steps[step_id]
+
+
+def last_seq(run: Run) -> int:
+    return run.events.aggregate(last=Max("seq"))["last"] or 0
+
+
+def state_at(run: Run, seq: int | None = None) -> ReplayState:
+    """The run as its events 1..``seq`` describe it (``seq`` is clamped to
+    the log; None means the last event)."""
+    last = last_seq(run)
+    seq = last if seq is None else max(0, min(seq, last))
+    state = ReplayState(run.pk, last_seq=last)
+    for event in run.events.filter(seq__lte=seq).order_by("seq"):
+        state.apply(event)
+    return state
+
+
+def replay_context(run: Run, seq: int | None = None) -> dict:
+    """What templates/runs/replay.html and the graph partial need."""
+    state = state_at(run, seq)
+    return {"run": run, "replay": state, "graph": state.graph}
