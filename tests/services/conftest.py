@@ -36,15 +36,17 @@ def services_required():
 
 
 @contextlib.contextmanager
-def workers(tmp_path: Path, *names: str):
+def workers(tmp_path: Path, *names: str, env: dict[str, str] | None = None, purge: bool = True):
     """Start one worker process per name on the test database (broker purged
-    before and after), wait until each is ready, yield their log files."""
+    before and after unless told not to), wait until each is ready, yield
+    their log files; ``workers.processes`` holds the Popen objects."""
     from zenweb.celery import app
 
-    env = dict(os.environ)
+    env = {**os.environ, **(env or {})}
     db = connection.settings_dict
     env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
-    app.control.purge()  # tasks a killed earlier run may have left on the broker
+    if purge:
+        app.control.purge()  # tasks a killed earlier run may have left on the broker
     logs = [tmp_path / f"{name}.log" for name in names]
     processes = []
     for name, log in zip(names, logs, strict=True):
@@ -59,6 +61,7 @@ def workers(tmp_path: Path, *names: str):
                 if process.poll() is not None or time.monotonic() > deadline:
                     pytest.fail(f"a worker did not start:\n{log.read_text()}")
                 time.sleep(0.2)
+        workers.processes = processes
         yield logs
     finally:
         for process in processes:
@@ -68,7 +71,8 @@ def workers(tmp_path: Path, *names: str):
                 process.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 process.kill()
-        app.control.purge()
+        if purge:
+            app.control.purge()
 
 
 @pytest.fixture

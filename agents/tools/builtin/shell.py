@@ -12,6 +12,7 @@ import codecs
 import os
 import re
 import selectors
+import shutil
 import signal
 import subprocess
 import time
@@ -137,6 +138,12 @@ def _pump(proc: subprocess.Popen[bytes], output: _Output, deadline: float) -> bo
     return True
 
 
+# A command dies with the worker that runs it (Linux's parent-death signal,
+# set by util-linux's setpriv): a worker killed mid-call must not leave the
+# command running on, or the retry of that call would overlap it.
+_DIE_WITH_WORKER = ("setpriv", "--pdeathsig", "KILL", "--") if shutil.which("setpriv") else ()
+
+
 def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
     reason = destructive_reason(args.command)
     if reason and not ctx.destructive_approved:
@@ -152,7 +159,7 @@ def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
     env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(root), "LANG": "C.UTF-8", "TMPDIR": str(tmp)}
     output = _Output(MAX_OUTPUT_CHARS)
     with subprocess.Popen(
-        ["bash", "-c", args.command],
+        [*_DIE_WITH_WORKER, "bash", "-c", args.command],
         cwd=root,
         env=env,
         stdin=subprocess.DEVNULL,
