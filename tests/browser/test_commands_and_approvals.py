@@ -27,7 +27,15 @@ def test_it_runs_a_command_and_opens_a_tool_calls_artifact(open_page, server):
 
     send_command(page, server, "Run research workflow for laptops under $1000")
     page.wait_for_url(re.compile(r".*/runs/\d+/$"))
+    page.evaluate("window.__zenwebMarker = 1")
     wait_until_finished(page)
+
+    # The routing graph was redrawn live: the step is done, and it reported
+    # to the coordinator, with no reload of the page.
+    assert page.evaluate("window.__zenwebMarker") == 1
+    node = page.locator('#routing-graph [data-node="search"]')
+    assert node.get_attribute("data-status") == "completed"
+    assert page.locator('#routing-graph [data-node="coordinator"]').get_attribute("data-status") == "completed"
 
     artifact = page.locator("#tool-calls details.artifact").first
     artifact.locator("summary").click()

@@ -39,6 +39,8 @@ def test_it_shows_the_demo_run_live_without_reloading(open_page, server):
     assert first_status in ("pending", "running"), (
         f"the demo run was already {first_status} when its page opened, so nothing could arrive live"
     )
+    writer_node = page.locator('#routing-graph [data-node="writer"]')
+    first_writer = writer_node.get_attribute("data-status") if writer_node.count() else None
 
     rows = wait_until_finished(page)
 
@@ -54,6 +56,12 @@ def test_it_shows_the_demo_run_live_without_reloading(open_page, server):
     for step_id in ("research", "check_prices", "writer"):
         assert step_status(page, step_id) == "completed", step_id
         assert page.locator(f"#step-{step_id} .status").inner_text().strip() == "completed"
+    # The routing graph followed along: the writer went from waiting to done,
+    # and the forward through the coordinator is drawn with its count.
+    assert first_writer != "completed"
+    assert writer_node.get_attribute("data-status") == "completed"
+    forward = page.locator('#routing-graph .rg-edge[data-source="coordinator"][data-target="writer"]')
+    assert forward.get_attribute("data-count") == "1"
 
 
 def test_it_catches_up_after_the_socket_reconnects(open_page, server):
