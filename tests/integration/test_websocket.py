@@ -98,3 +98,25 @@ async def test_it_lets_staff_watch_any_run(owner, staff):
     assert connected
     assert await received_seqs(comm, until=2) == [1, 2]
     await comm.disconnect()
+
+
+async def test_it_delivers_every_event_when_the_channel_layer_drops_them(owner, settings, monkeypatch):
+    # channels_redis drops past its capacity with only a log line; here every
+    # group message is lost, and the page still ends complete, in order, once.
+    from channels.layers import InMemoryChannelLayer
+
+    async def lost(self, group, message):
+        return None
+
+    monkeypatch.setattr(InMemoryChannelLayer, "group_send", lost)
+    settings.ZENWEB_LIVE_POLL_SECONDS = 0.2
+    run = await database_sync_to_async(make_run)(owner, 3)
+    comm = communicator(owner, run, after=0)
+    assert (await comm.connect())[0]
+    assert await received_seqs(comm, until=3) == [1, 2, 3]
+
+    await database_sync_to_async(emit)(run, 40)
+
+    assert await received_seqs(comm, until=43) == list(range(4, 44))
+    assert await comm.receive_nothing(timeout=0.5)
+    await comm.disconnect()
