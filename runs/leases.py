@@ -30,6 +30,9 @@ from runs.stores import DjangoEventSink, lock_run
 
 log = logging.getLogger(__name__)
 
+# Events the sweeper itself writes: they are not progress of the run.
+BOOKKEEPING_EVENTS = ("run_resumed", "run_stuck", "lease_expired")
+
 
 def worker_identity() -> str:
     """Which worker (host, process, thread) holds a lease: shown on the run page."""
@@ -90,16 +93,49 @@ def do_sweep() -> dict[str, int]:
             DjangoEventSink(step.run_id).emit(
                 RuntimeEvent("lease_expired", step.step_id, {"owner": step.lease_owner, "turn": step.turns + 1})
             )
-            transaction.on_commit(lambda pk=step.pk, turn=step.turns + 1: tasks.run_step_turn.delay(pk, turn))
+            transaction.on_commit(
+                lambda pk=step.pk, turn=step.turns + 1: tasks.run_step_turn.delay(pk, turn), robust=True
+            )
             expired += 1
-    return {"expired": expired, "stuck": _mark_stuck(now)}
+    return {"expired": expired, "resumed": _resume_silent(now), "stuck": _mark_stuck(now)}
+
+
+def _resume_silent(now) -> int:
+    """Runs with no event for ZENWEB_RESUME_AFTER seconds get their work
+    re-enqueued once per silence (the run_resumed event is itself progress):
+    this recovers tasks a broker lost (a Redis restart without persistence)."""
+    from runs.actions.recovery import do_resume_run
+
+    after = settings.ZENWEB_RESUME_AFTER
+    if after <= 0:
+        return 0
+    since = now - timedelta(seconds=after)
+    silent = (
+        Run.objects.filter(status=Run.Status.RUNNING)
+        # Waiting for a person or a child run is not being stuck.
+        .exclude(approvals__status="pending")
+        .exclude(tool_calls__status="waiting")
+        .annotate(
+            last=Max("events__created", filter=~Q(events__type__in=BOOKKEEPING_EVENTS)),
+            nudged=Max("events__created", filter=Q(events__type="run_resumed")),
+        )
+        .filter(last__lt=since)
+        .filter(Q(nudged__isnull=True) | Q(nudged__lt=since))
+    )
+    resumed = 0
+    for run in silent:
+        do_resume_run(run.pk, f"no progress for {after:g}s")
+        resumed += 1
+    return resumed
 
 
 def _mark_stuck(now) -> int:
     """Running runs whose last event is older than ZENWEB_STUCK_AFTER get a
     stuck_reason (and an event) once; it clears when they move again."""
     limit = now - timedelta(seconds=settings.ZENWEB_STUCK_AFTER)
-    running = Run.objects.filter(status=Run.Status.RUNNING, stuck_reason="").annotate(last=Max("events__created"))
+    running = Run.objects.filter(status=Run.Status.RUNNING, stuck_reason="").annotate(
+        last=Max("events__created", filter=~Q(events__type__in=BOOKKEEPING_EVENTS))
+    )
     stuck = 0
     for run in running.filter(last__lt=limit):
         reason = f"no progress since {run.last:%Y-%m-%d %H:%M:%S} UTC"
@@ -110,7 +146,7 @@ def _mark_stuck(now) -> int:
                 stuck += 1
     # A stuck run that moved again (someone pressed Resume, a worker came back).
     for run in Run.objects.exclude(stuck_reason="").filter(status=Run.Status.RUNNING):
-        if Event.objects.filter(run=run, created__gt=limit).exclude(type="run_stuck").exists():
+        if Event.objects.filter(run=run, created__gt=limit).exclude(type__in=BOOKKEEPING_EVENTS).exists():
             Run.objects.filter(pk=run.pk).update(stuck_reason="")
     return stuck
 

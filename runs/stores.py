@@ -6,6 +6,8 @@ a message and the event that records it commit together or not at all.
 
 from __future__ import annotations
 
+import logging
+
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import DatabaseError, transaction
@@ -15,6 +17,8 @@ from django.utils import timezone
 from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR, DropReason, MailboxStoreError, MessageType, RouterMessage
 from runs.models import Event, Message, Run, Step
+
+log = logging.getLogger(__name__)
 
 
 def run_group(run_id: int) -> str:
@@ -40,8 +44,12 @@ def broadcast(run_id: int, seq: int) -> None:
     consumers read the event itself from the database, so a lost notification
     costs a little latency, never an event."""
     layer = get_channel_layer()
-    if layer is not None:
+    if layer is None:
+        return
+    try:
         async_to_sync(layer.group_send)(run_group(run_id), {"type": "run.event", "seq": seq})
+    except Exception as exc:  # noqa: BLE001 - Redis away: the consumers' poll still finds the event
+        log.warning("could not notify dashboards of event %s of run %s: %s", seq, run_id, exc)
 
 
 class DjangoEventSink:
@@ -166,4 +174,4 @@ def request_coordinator_wake(run_id: int) -> None:
     from runs import tasks  # tasks import actions, which import this module
 
     Run.objects.filter(pk=run_id).update(wake_requests=F("wake_requests") + 1)
-    transaction.on_commit(lambda: tasks.wake_coordinator.delay(run_id))
+    transaction.on_commit(lambda: tasks.wake_coordinator.delay(run_id), robust=True)

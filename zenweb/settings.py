@@ -178,6 +178,8 @@ ZENWEB_MAX_TOOL_RESULT_CHARS = env_int("ZENWEB_MAX_TOOL_RESULT_CHARS", 16_000)
 ZENWEB_LEASE_SECONDS = env_float("ZENWEB_LEASE_SECONDS", 60.0)
 ZENWEB_SWEEP_SECONDS = env_float("ZENWEB_SWEEP_SECONDS", 10.0)
 ZENWEB_STUCK_AFTER = env_float("ZENWEB_STUCK_AFTER", 900.0)
+# A run silent this long has its work re-enqueued by the sweeper (0 = never).
+ZENWEB_RESUME_AFTER = env_float("ZENWEB_RESUME_AFTER", 120.0)
 
 LOGGING = {
     "version": 1,

@@ -168,10 +168,10 @@ def _approve(approval: Approval) -> None:
         ):
             Approval.objects.filter(pk=approval.pk).update(executed=True)
             run_id = approval.run_id
-            transaction.on_commit(lambda: tasks.start_run.delay(run_id))
+            transaction.on_commit(lambda: tasks.start_run.delay(run_id), robust=True)
     else:
         approval_id = approval.pk
-        transaction.on_commit(lambda: tasks.execute_approved_call.delay(approval_id))
+        transaction.on_commit(lambda: tasks.execute_approved_call.delay(approval_id), robust=True)
 
 
 def _close(approval: Approval, status: str, reason: str) -> None:

@@ -120,7 +120,7 @@ class Resumer:
                     "resume_started", step.step_id, {"message_id": message.message_id, "resume": step.resumes + 1}
                 )
             )
-            transaction.on_commit(lambda: tasks.resume_step.delay(step.pk))
+            transaction.on_commit(lambda: tasks.resume_step.delay(step.pk), robust=True)
         return None
 
 

@@ -117,7 +117,7 @@ def decide(run: Run, loop: Step, iteration: int, verdict: bool | None = None) ->
         from runs import tasks
 
         sink.emit(RuntimeEvent("loop_judge", loop.step_id, {"iteration": iteration, "agent": decision.agent}))
-        transaction.on_commit(lambda: tasks.judge_loop.delay(loop.pk, iteration))
+        transaction.on_commit(lambda: tasks.judge_loop.delay(loop.pk, iteration), robust=True)
     else:
         from runs.actions.steps import schedule_after_commit
 

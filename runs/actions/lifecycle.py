@@ -37,7 +37,7 @@ def do_create_run(
             run.status = Run.Status.AWAITING_APPROVAL
             request_workflow_approval(run)
         else:
-            transaction.on_commit(lambda: tasks.start_run.delay(run.pk))
+            transaction.on_commit(lambda: tasks.start_run.delay(run.pk), robust=True)
     return run
 
 
@@ -145,7 +145,7 @@ def _start_step(run: Run, step: Step) -> None:
     ):
         return
     DjangoEventSink(run.pk).emit(RuntimeEvent("step_start", step.step_id, {"agent": step.agent}))
-    transaction.on_commit(lambda: tasks.run_step_turn.delay(step.pk, 1))
+    transaction.on_commit(lambda: tasks.run_step_turn.delay(step.pk, 1), robust=True)
 
 
 def coordinator_has_mail(run_id: int) -> bool:
@@ -242,4 +242,4 @@ def _end_run(run: Run) -> None:
     if run.parent_tool_call_id:
         from runs import tasks
 
-        transaction.on_commit(lambda: tasks.deliver_child_result.delay(run.pk))
+        transaction.on_commit(lambda: tasks.deliver_child_result.delay(run.pk), robust=True)

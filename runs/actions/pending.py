@@ -48,5 +48,5 @@ def deliver_result(
     still_waiting = ToolCall.objects.filter(step=step, status=ToolCall.Status.WAITING).exists()
     if run.status == Run.Status.RUNNING and step.status == Step.Status.RUNNING and not still_waiting:
         turn = step.turns + 1
-        transaction.on_commit(lambda: tasks.run_step_turn.delay(step.pk, turn))
+        transaction.on_commit(lambda: tasks.run_step_turn.delay(step.pk, turn), robust=True)
     return True

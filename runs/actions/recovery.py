@@ -35,10 +35,12 @@ def do_resume_run(run_id: int, reason: str) -> list[str]:
             if step.pk in waiting:
                 continue
             nudged.append(step.step_id)
-            transaction.on_commit(lambda pk=step.pk, turn=step.turns + 1: tasks.run_step_turn.delay(pk, turn))
+            transaction.on_commit(
+                lambda pk=step.pk, turn=step.turns + 1: tasks.run_step_turn.delay(pk, turn), robust=True
+            )
         for step in run.steps.filter(resuming=True):
             nudged.append(step.step_id)
-            transaction.on_commit(lambda pk=step.pk: tasks.resume_step.delay(pk))
+            transaction.on_commit(lambda pk=step.pk: tasks.resume_step.delay(pk), robust=True)
         # A wake that died with its worker left the flag set; the next wake
         # takes over (a double drain is caught and rolled back).
         Run.objects.filter(pk=run_id).update(coordinator_busy=False)

@@ -139,7 +139,7 @@ def _tool_policy_breach(step: Step, options: WorkflowOptions) -> str | None:
 def _next_turn(step_pk: int, turn: int) -> None:
     from runs import tasks
 
-    transaction.on_commit(lambda: tasks.run_step_turn.delay(step_pk, turn))
+    transaction.on_commit(lambda: tasks.run_step_turn.delay(step_pk, turn), robust=True)
 
 
 def _wakes_for_late_messages(step: Step, run: Run, store: DjangoMailboxStore, sink, router) -> bool:

@@ -229,7 +229,7 @@ class DjangoToolHost:
                 },
             )
         )
-        transaction.on_commit(lambda: tasks.start_run.delay(child.pk))
+        transaction.on_commit(lambda: tasks.start_run.delay(child.pk), robust=True)
         return str(child.pk)
 
 

@@ -90,3 +90,20 @@ def test_it_marks_a_run_that_stopped_moving_and_shows_it(owner, client, settings
     client.force_login(owner)
     html = client.get(f"/runs/{run.pk}/").content.decode()
     assert 'id="run-stuck"' in html and "on alive:1:w" in html
+
+
+def test_it_resumes_a_silent_run_whose_queued_work_was_lost(celery_worker, owner, settings):
+    # A turn that was queued, never claimed, and lost with the broker's memory.
+    run = orphaned_run(owner, lease_owner="", expires_in=0)
+    Step.objects.filter(run=run, step_id="first").update(lease_expires=None)
+    Event.objects.create(run=run, seq=1, type="workflow_start", data={})
+    Run.objects.filter(pk=run.pk).update(last_event_seq=1)
+    Event.objects.filter(run=run).update(created=timezone.now() - timedelta(minutes=5))
+    settings.ZENWEB_RESUME_AFTER = 60
+
+    assert leases.do_sweep()["resumed"] == 1
+    assert leases.do_sweep()["resumed"] == 0  # once per silence
+
+    run = wait_for_run(run)
+    assert run.status == Run.Status.COMPLETED
+    assert run.events.get(type="run_resumed").data["reason"] == "no progress for 60s"

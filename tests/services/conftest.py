@@ -36,7 +36,7 @@ def services_required():
 
 
 @contextlib.contextmanager
-def workers(tmp_path: Path, *names: str, env: dict[str, str] | None = None, purge: bool = True):
+def workers(tmp_path: Path, *names: str, env: dict[str, str] | None = None, purge: bool = True, pool: str = "prefork"):
     """Start one worker process per name on the test database (broker purged
     before and after unless told not to), wait until each is ready, yield
     their log files; ``workers.processes`` holds the Popen objects."""
@@ -50,7 +50,7 @@ def workers(tmp_path: Path, *names: str, env: dict[str, str] | None = None, purg
     logs = [tmp_path / f"{name}.log" for name in names]
     processes = []
     for name, log in zip(names, logs, strict=True):
-        command = [sys.executable, "-m", "celery", "-A", "zenweb", "worker", "--pool", "threads", "-c", "4"]
+        command = [sys.executable, "-m", "celery", "-A", "zenweb", "worker", "--pool", pool, "-c", "4"]
         command += ["-l", "INFO", "-n", f"{name}-{os.getpid()}@%h"]
         with open(log, "w") as out:
             processes.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT))
