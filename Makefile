@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test setup lint services clean
+.PHONY: run test bench setup lint services clean
 
 $(VENV)/.installed: requirements.txt
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null || \
@@ -25,6 +25,12 @@ run: setup
 test: $(VENV)/.installed
 	$(PY) -m ruff check .
 	bash scripts/test.sh
+
+# Figures, not tests: prints a table against the targets and writes
+# bench-results/bench-<timestamp>.json. Uses PostgreSQL and Redis on this
+# machine when reachable (see README, "Benchmarks").
+bench: $(VENV)/.installed
+	$(PY) -m bench
 
 # The services way: DATABASE_URL and REDIS_URL must be set (see README).
 services: $(VENV)/.installed

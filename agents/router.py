@@ -349,7 +349,9 @@ class InMemoryMailboxStore:
     def __init__(self) -> None:
         self._registered: set[str] = {COORDINATOR}
         self._closed: dict[str, DropReason] = {}
-        self._messages: dict[str, list[RouterMessage]] = {}
+        # Unread messages per mailbox, oldest first (dicts keep insertion
+        # order), so a send's size check does not scan the mailbox's history.
+        self._unread: dict[str, dict[str, RouterMessage]] = {}
         self._read: set[str] = set()
         self._counter = 0
         self.cancelled = False
@@ -365,7 +367,7 @@ class InMemoryMailboxStore:
         return self._closed.get(mailbox)
 
     def unread_count(self, mailbox: str) -> int:
-        return len(self.unread(mailbox))
+        return len(self._unread.get(mailbox, ()))
 
     def is_cancelled(self) -> bool:
         return self.cancelled
@@ -375,13 +377,13 @@ class InMemoryMailboxStore:
         return f"{prefix}-{self._counter}"
 
     def append(self, message: RouterMessage) -> None:
-        self._messages.setdefault(message.recipient, []).append(message)
+        self._unread.setdefault(message.recipient, {})[message.message_id] = message
 
     def record_drop(self, message: RouterMessage, reason: DropReason) -> None:
         self.drops.append((message, reason))
 
     def unread(self, mailbox: str) -> list[RouterMessage]:
-        return [m for m in self._messages.get(mailbox, []) if m.message_id not in self._read]
+        return list(self._unread.get(mailbox, {}).values())
 
     def mark_read(self, mailbox: str, message_ids: list[str]) -> list[str]:
         already = [mid for mid in message_ids if mid in self._read]
@@ -389,6 +391,9 @@ class InMemoryMailboxStore:
         # transaction to roll back, the fresh messages must stay unread.
         if not already:
             self._read.update(message_ids)
+            unread = self._unread.get(mailbox, {})
+            for message_id in message_ids:
+                unread.pop(message_id, None)
         return already
 
     def close(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
@@ -399,6 +404,7 @@ class InMemoryMailboxStore:
 
     def drop_unread(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
         dropped = self.unread(mailbox)
+        self._unread.pop(mailbox, None)
         self._read.update(m.message_id for m in dropped)
         self.drops.extend((m, reason) for m in dropped)
         return dropped

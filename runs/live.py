@@ -18,7 +18,7 @@ def events_after(run_id: int, after: int, limit: int = BATCH) -> list[Event]:
 
 
 def run_context(run: Run) -> dict:
-    steps = in_display_order(list(run.steps.all()))
+    steps = in_display_order(list(run.steps.defer("transcript", "variables")))
     unread = dict(
         Message.objects.filter(run=run, drained=None, drop_reason="")
         .values_list("recipient")

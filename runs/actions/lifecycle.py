@@ -101,6 +101,9 @@ def _parent_of(run: Run) -> dict[str, object]:
     return {"parent_run_id": call.run_id, "parent_tool_call_id": call.tool_call_id}
 
 
+SCHEDULING_FIELDS = ("run_id", "step_id", "kind", "agent", "status", "depends_on", "limits", "resuming", "position")
+
+
 def schedule(run_id: int) -> None:
     """Start every pending step whose dependencies completed.
 
@@ -112,7 +115,9 @@ def schedule(run_id: int) -> None:
         run = Run.objects.select_for_update().select_related("workflow").get(pk=run_id)
         if run.status != Run.Status.RUNNING or run.coordinator_busy or coordinator_has_mail(run.pk):
             return
-        steps = list(run.steps.exclude(kind=Step.Kind.COORDINATOR))
+        # Only what readiness needs: transcripts and outputs of a wide run
+        # would cost more to load than everything else here.
+        steps = list(run.steps.exclude(kind=Step.Kind.COORDINATOR).only(*SCHEDULING_FIELDS))
         status = {step.step_id: step.status for step in steps}
         pending = [as_runtime(step) for step in steps if step.kind == Step.Kind.STEP]
         by_id = {step.step_id: step for step in steps}

@@ -20,7 +20,8 @@ from runs import actions, live
 from runs.actions.tooling import catalog_registry
 from runs.models import Run, Step, Workflow
 
-EVENTS_ON_PAGE = 1000
+# The newest events render with the page; older ones load on demand.
+EVENTS_ON_PAGE = 200
 
 
 def _get_run_for_user(request: HttpRequest, run_id: int) -> Run:

@@ -1,0 +1,117 @@
+"""The bare Celery app the orchestration figures are compared with: no
+Django, no database, one no-op task. Its settings are zenweb's (CELERY_* in
+zenweb/settings.py), so the two differ only in the work a task does.
+
+Workers: `celery -A bench.bare_celery worker` with BENCH_BROKER_URL set (the
+memory broker when it is not, for a worker thread in the driver's process).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from collections import Counter
+
+from celery import Celery
+
+BROKER_URL = os.environ.get("BENCH_BROKER_URL", "memory://localhost/")
+REDIS = BROKER_URL.startswith("redis")
+QUEUE = "bench-bare"
+
+app = Celery("bench_bare", broker=BROKER_URL)
+app.conf.update(
+    task_default_queue=QUEUE,
+    task_ignore_result=True,
+    task_acks_late=True,
+    task_reject_on_worker_lost=True,
+    worker_prefetch_multiplier=1,
+    worker_hijack_root_logger=False,
+    broker_connection_retry_on_startup=True,
+    broker_transport_options={} if REDIS else {"polling_interval": 0.01},
+)
+
+# Where finished no-ops are counted: a Redis counter across processes, or
+# this process's memory when worker and driver share it.
+_counts: Counter[str] = Counter()
+_lock = threading.Lock()
+_redis = None
+
+
+def _client():
+    global _redis
+    if _redis is None:
+        import redis
+
+        _redis = redis.Redis.from_url(BROKER_URL)
+    return _redis
+
+
+def _count(key: str) -> None:
+    if REDIS:
+        _client().incr(key)
+    else:
+        with _lock:
+            _counts[key] += 1
+
+
+def _done(key: str) -> int:
+    if REDIS:
+        return int(_client().get(key) or 0)
+    with _lock:
+        return _counts[key]
+
+
+@app.task
+def fan_out(width: int, key: str) -> None:
+    """Like start_run: one task that enqueues the width of the workflow."""
+    for _ in range(width):
+        noop.delay(key)
+
+
+@app.task
+def noop(key: str) -> None:
+    _count(key)
+
+
+def start_worker_thread(concurrency: int) -> threading.Thread:
+    """The embedded layout: a threads-pool worker in this process."""
+    worker = app.Worker(
+        pool="threads",
+        concurrency=concurrency,
+        loglevel="WARNING",
+        redirect_stdouts=False,
+        without_heartbeat=True,
+        without_mingle=True,
+        without_gossip=True,
+        quiet=True,
+    )
+    thread = threading.Thread(target=worker.start, name="bench-bare-worker", daemon=True)
+    thread.start()
+    return thread
+
+
+def fan_out_and_wait(width: int, timeout: float = 300) -> float:
+    """Seconds from enqueueing the fan-out to the last no-op done."""
+    key = f"bench-bare:{uuid.uuid4().hex}"
+    start = time.perf_counter()
+    fan_out.delay(width, key)
+    deadline = time.monotonic() + timeout
+    while _done(key) < width:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"bare Celery: {_done(key)} of {width} no-ops done after {timeout} s")
+        time.sleep(0.005)
+    elapsed = time.perf_counter() - start
+    if REDIS:
+        _client().delete(key)
+    return elapsed
+
+
+def drive(width: int, repeats: int, warmup: int, embedded_concurrency: int = 0) -> list[float]:
+    """In a child process: time ``repeats`` fan-outs after one warm-up of
+    ``warmup`` tasks. With ``embedded_concurrency`` the worker is a thread here."""
+    if embedded_concurrency:
+        start_worker_thread(embedded_concurrency)
+    fan_out_and_wait(warmup)
+    return [fan_out_and_wait(width) for _ in range(repeats)]

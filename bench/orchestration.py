@@ -1,0 +1,229 @@
+"""Orchestration overhead: a fan-out of 500 independent steps on zenweb's
+workers, against a bare Celery fan-out of 500 no-op tasks on the same broker
+and the same number of worker processes.
+
+A workflow has at most 100 steps (agents/spec.py MAX_STEPS) and a forEach
+loop at most 100 items (agents/scheduler.py MAX_FOR_EACH_ITEMS), so the 500
+steps are five forEach loops over one 100-item input: 5 steps in the file,
+500 at run time, all independent, maxConcurrency 500. Each step's scripted
+agent answers at once. zenweb's time runs from do_create_run to the run's
+terminal status (start_run, 500 step turns, the scheduling after each, the
+coordinator's finish wake); bare Celery's from enqueueing one fan_out task,
+which enqueues 500 no-ops, to the last no-op done.
+
+With Redis and PostgreSQL: `celery -A zenweb worker` processes (threads pool,
+as in the Procfile) on PostgreSQL, and `celery -A bench.bare_celery worker`
+processes, 1 and then 2 of each. Without them: the embedded layout, one
+process with worker threads on the memory broker and SQLite.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import REDIS_URL as BENCH_REDIS_URL
+from bench.common import (
+    WORKER_CONCURRENCY,
+    WORKER_POOL,
+    Context,
+    Result,
+    Target,
+    clear_redis_queues,
+    log_trouble,
+    run_child,
+    worker_processes,
+)
+
+LOOPS = ("a", "b", "c", "d", "e")
+ITEMS = 100
+WIDTH = len(LOOPS) * ITEMS
+WARMUP_ITEMS = 4
+TARGET = Target("<=", 3, "<= 3x")
+EMBEDDED_CONCURRENCY = 4  # ZENWEB_EMBEDDED_CONCURRENCY's default
+
+WORKFLOW_YAML = f"""\
+# bench/orchestration.py: {WIDTH} independent steps, as {len(LOOPS)} forEach
+# loops over one {ITEMS}-item input (a workflow has at most 100 steps and a
+# forEach loop at most 100 items).
+name: bench-fanout
+inputs:
+  items:
+    type: string
+    required: true
+agents:
+  worker:
+    provider: scripted
+    script: [{{say: "done $item"}}]
+options:
+  maxConcurrency: {WIDTH}
+steps:
+""" + "".join(
+    f"""  - id: {loop}
+    loop:
+      forEach: items
+      maxConcurrency: {ITEMS}
+      steps:
+        - {{id: work, agent: worker, instructions: "Handle $item."}}
+"""
+    for loop in LOOPS
+)
+
+
+def _items(count: int) -> str:
+    return ",".join(f"item-{n}" for n in range(count))
+
+
+def run_to_end(workflow: Any, items: int, timeout: float = 600) -> tuple[float, int]:
+    """Seconds from do_create_run to a terminal run, and its completed steps."""
+    from runs.actions import do_create_run
+    from runs.models import Run, Step
+
+    start = time.perf_counter()
+    run = do_create_run(workflow, {"items": _items(items)})
+    deadline = time.monotonic() + timeout
+    while True:
+        status = Run.objects.values_list("status", flat=True).get(pk=run.pk)
+        if status in Run.TERMINAL:
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"run {run.pk} still {status} after {timeout} s")
+        time.sleep(0.005)
+    elapsed = time.perf_counter() - start
+    completed = Step.objects.filter(run=run, kind=Step.Kind.STEP, status=Step.Status.COMPLETED).count()
+    if status != Run.Status.COMPLETED or completed != len(LOOPS) * items:
+        error = Run.objects.values_list("error", flat=True).get(pk=run.pk)
+        raise RuntimeError(f"run {run.pk} ended {status} with {completed} steps completed: {error}")
+    return elapsed, completed
+
+
+def drive(yaml_path: str, repeats: int, embedded: bool, budget: float) -> list[float]:
+    """In a child process: register the workflow, warm the workers up with a
+    small run, then time up to ``repeats`` full runs: fewer when another
+    would take the time past ``budget`` seconds (always at least one)."""
+    from runs.actions import do_register_workflow
+
+    if embedded:
+        from zenweb.embedded import start_worker_thread
+
+        start_worker_thread(EMBEDDED_CONCURRENCY)
+    workflow, _ = do_register_workflow(Path(yaml_path).read_text(), yaml_path)
+    run_to_end(workflow, WARMUP_ITEMS)
+    walls = [run_to_end(workflow, ITEMS)[0]]
+    while len(walls) < repeats and sum(walls) + max(walls) <= budget:
+        walls.append(run_to_end(workflow, ITEMS)[0])
+    return walls
+
+
+def _rows(layout: str, zenweb: list[float], bare: list[float], note: str, ctx: Context) -> list[Result]:
+    per_step = [seconds * 1000 / WIDTH for seconds in zenweb]
+    per_task = [seconds * 1000 / WIDTH for seconds in bare]
+    # Each zenweb run over bare Celery's median: their median is the ratio of the medians.
+    bare_wall = statistics.median(bare)
+    ratios = [seconds / bare_wall for seconds in zenweb]
+    zenweb_wall = statistics.median(zenweb)
+    return [
+        Result(
+            "orchestration",
+            f"fan-out {WIDTH} steps: zenweb, per step",
+            layout,
+            "ms",
+            per_step,
+            higher_is_better=False,
+            note=f"{note}; zenweb wall {zenweb_wall:.1f} s (do_create_run to completed)"
+            + (
+                f"; {len(zenweb)} of {ctx.repeats} runs timed (--budget {ctx.budget:.0f} s)"
+                if len(zenweb) < ctx.repeats
+                else ""
+            ),
+        ),
+        Result(
+            "orchestration",
+            f"fan-out {WIDTH} no-op tasks: bare Celery, per task",
+            layout,
+            "ms",
+            per_task,
+            higher_is_better=False,
+            note=f"{note}; bare wall {bare_wall:.2f} s (enqueue to last no-op)",
+        ),
+        Result(
+            "orchestration",
+            "per-step overhead, zenweb / bare Celery",
+            layout,
+            "x",
+            ratios,
+            higher_is_better=False,
+            target=TARGET,
+            note=f"{WIDTH} steps = {len(LOOPS)} forEach loops x {ITEMS} items (100-step and 100-item limits); "
+            "each zenweb run over bare Celery's median",
+        ),
+    ]
+
+
+def measure(ctx: Context) -> list[Result]:
+    yaml_path = ctx.tmp / "bench-fanout.yaml"
+    yaml_path.write_text(WORKFLOW_YAML)
+    results = []
+    if ctx.pg_problem or ctx.redis_problem:
+        why = " and ".join(name for name, p in (("PostgreSQL", ctx.pg_problem), ("Redis", ctx.redis_problem)) if p)
+        backend = ctx.sqlite()
+        layout = "embedded: memory broker + sqlite, 1 process"
+        zenweb = run_child(
+            "bench.orchestration",
+            "drive",
+            backend.env,
+            yaml_path=str(yaml_path),
+            repeats=ctx.repeats,
+            embedded=True,
+            budget=ctx.budget,
+        )
+        bare = run_child(
+            "bench.bare_celery",
+            "drive",
+            backend.env,
+            width=WIDTH,
+            repeats=ctx.repeats,
+            warmup=len(LOOPS) * WARMUP_ITEMS,
+            embedded_concurrency=EMBEDDED_CONCURRENCY,
+        )
+        note = f"{EMBEDDED_CONCURRENCY} worker threads in one process ({why} not reachable)"
+        return _rows(layout, zenweb, bare, note, ctx)
+
+    from bench.bare_celery import QUEUE
+
+    backend = ctx.postgres(redis=True)
+    logs = ctx.tmp / "logs"
+    for processes in (1, 2):
+        layout = f"redis+postgresql, {processes} worker{'s' if processes > 1 else ''}"
+        note = f"{processes} x `celery worker --pool {WORKER_POOL} -c {WORKER_CONCURRENCY}`"
+        clear_redis_queues("celery")
+        with worker_processes("zenweb", processes, backend.env, logs / f"zenweb-{processes}"):
+            zenweb = run_child(
+                "bench.orchestration",
+                "drive",
+                backend.env,
+                yaml_path=str(yaml_path),
+                repeats=ctx.repeats,
+                embedded=False,
+                budget=ctx.budget,
+            )
+        clear_redis_queues("celery")
+        bare_env = backend.env | {"BENCH_BROKER_URL": BENCH_REDIS_URL}
+        clear_redis_queues(QUEUE)
+        with worker_processes("bench.bare_celery", processes, bare_env, logs / f"bare-{processes}"):
+            bare = run_child(
+                "bench.bare_celery",
+                "drive",
+                bare_env,
+                width=WIDTH,
+                repeats=ctx.repeats,
+                warmup=len(LOOPS) * WARMUP_ITEMS,
+            )
+        clear_redis_queues(QUEUE)
+        trouble = log_trouble(logs / f"zenweb-{processes}") or log_trouble(logs / f"bare-{processes}")
+        if trouble:
+            note += f"; DISTURBED: {trouble}"
+        results += _rows(layout, zenweb, bare, note, ctx)
+    return results
