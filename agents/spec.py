@@ -196,6 +196,15 @@ class StepSpec(_Spec):
         return self.kind != "step"
 
 
+class Budget(_Spec):
+    """What a whole run may spend; past any of these it ends failed, naming
+    the budget. Time spent waiting for a person's approval does not count."""
+
+    tokens: int | None = Field(default=None, ge=1, description="prompt + completion tokens, all agents")
+    tool_calls: int | None = Field(default=None, ge=1, description="counted tool calls (not bookkeeping)")
+    wall_time: float | None = Field(default=None, gt=0, description="seconds from start, less approval waits")
+
+
 class WorkflowOptions(_Spec):
     """Run-wide limits. Timeouts are in seconds; None means no limit."""
 
@@ -214,6 +223,7 @@ class WorkflowOptions(_Spec):
     max_tool_calls: int = Field(default=200, ge=1)
     max_consecutive_tool_failures: int = Field(default=5, ge=1)
     max_run_tool_calls: int = Field(default=2000, ge=1)
+    budget: Budget = Field(default_factory=Budget)
     # Workers the coordinator may add with spawn_worker, and the agent they
     # run as when spawn_worker names none.
     max_workers: int = Field(default=8, ge=0, le=MAX_STEPS)

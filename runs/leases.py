@@ -97,7 +97,21 @@ def do_sweep() -> dict[str, int]:
                 lambda pk=step.pk, turn=step.turns + 1: tasks.run_step_turn.delay(pk, turn), robust=True
             )
             expired += 1
-    return {"expired": expired, "resumed": _resume_silent(now), "stuck": _mark_stuck(now)}
+    return {
+        "expired": expired,
+        "over_budget": _enforce_budgets(),
+        "resumed": _resume_silent(now),
+        "stuck": _mark_stuck(now),
+    }
+
+
+def _enforce_budgets() -> int:
+    """Wall-time budgets run out while nothing happens too."""
+    from runs.actions.budgets import do_enforce_budget
+
+    return sum(
+        do_enforce_budget(pk) for pk in Run.objects.filter(status=Run.Status.RUNNING).values_list("pk", flat=True)
+    )
 
 
 def _resume_silent(now) -> int:

@@ -28,6 +28,7 @@ from runs.actions.lifecycle import (
     plans_first,
     schedule,
 )
+from runs.actions.steps import enforce_budget_after_commit
 from runs.actions.tooling import tool_env, tools_for
 from runs.models import Run, Step
 from runs.stores import DjangoEventSink, DjangoMailboxStore, lock_run
@@ -147,6 +148,7 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
                 turn, request, completion, shown, router=router, sink=sink, registry=registry, tools=tools
             )
             save_turn(coordinator, result)
+            enforce_budget_after_commit(run.pk)
             if result.finalized is not None:
                 Run.objects.filter(pk=run.pk).update(result=result.finalized)
         turn.transcript = result.transcript

@@ -94,6 +94,7 @@ def do_step_turn(step_pk: int, turn: int) -> None:
             transaction.set_rollback(True)
             return
         save_turn(step, result)
+        enforce_budget_after_commit(run.pk)
         broken_policy = _tool_policy_breach(step, spec.options) if result.tool_calls else None
         if broken_policy:
             do_fail_step(step.pk, broken_policy)
@@ -134,6 +135,12 @@ def _tool_policy_breach(step: Step, options: WorkflowOptions) -> str | None:
     if len(recent) == cap and not any(recent):
         return f"step {step.step_id}'s last {cap} tool calls all failed (maxConsecutiveToolFailures)"
     return None
+
+
+def enforce_budget_after_commit(run_id: int) -> None:
+    from runs.actions.budgets import do_enforce_budget
+
+    transaction.on_commit(lambda: do_enforce_budget(run_id))
 
 
 def _next_turn(step_pk: int, turn: int) -> None:
