@@ -10,7 +10,7 @@ import logging
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -25,11 +25,23 @@ def run_group(run_id: int) -> str:
     return f"run-{run_id}"
 
 
+_COUNTERS = {"last_event_seq", "last_message_no"}
+
+
 def _bump(run_id: int, counter: str) -> int:
     # The UPDATE locks the run row until commit, so two writers never get the
     # same number, and a rolled-back transaction gives its number back.
-    Run.objects.filter(pk=run_id).update(**{counter: F(counter) + 1})
-    return Run.objects.filter(pk=run_id).values_list(counter, flat=True).get()
+    # RETURNING (PostgreSQL, SQLite >= 3.35) saves a second round trip.
+    if counter not in _COUNTERS:
+        raise ValueError(f"not a run counter: {counter!r}")
+    table = connection.ops.quote_name(Run._meta.db_table)
+    column = connection.ops.quote_name(counter)
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {table} SET {column} = {column} + 1 WHERE id = %s RETURNING {column}", [run_id])
+        row = cursor.fetchone()
+    if row is None:
+        raise Run.DoesNotExist(f"run {run_id} does not exist")
+    return row[0]
 
 
 def lock_run(run_id: int) -> None:
@@ -57,7 +69,8 @@ class DjangoEventSink:
         self.run_id = run_id
 
     def emit(self, event: RuntimeEvent) -> None:
-        with transaction.atomic():
+        # No savepoint: an event that cannot be written fails its transaction.
+        with transaction.atomic(savepoint=False):
             seq = _bump(self.run_id, "last_event_seq")
             Event.objects.create(run_id=self.run_id, seq=seq, type=event.type, step_id=event.step_id, data=event.data)
             transaction.on_commit(lambda: broadcast(self.run_id, seq))
