@@ -26,7 +26,7 @@ from agents.tools import ToolCallMeta, ToolContext
 from agents.tools.errors import RetryHint, failure_text
 from runs.actions.catalog import workflow_spec
 from runs.actions.pending import deliver_result
-from runs.models import Approval, ApprovalDecision, Artifact, Run, Step, ToolCall
+from runs.models import Approval, ApprovalDecision, Run, Step, ToolCall
 from runs.stores import DjangoEventSink, lock_run
 
 PERMISSION = "runs.decide_approval"
@@ -202,7 +202,7 @@ def _close(approval: Approval, status: str, reason: str) -> None:
 
 def do_execute_approved_call(approval_id: int) -> None:
     """Run an approved tool call with exactly the approved arguments, once."""
-    from runs.actions.common import router_for
+    from runs.actions.common import router_for, store_artifacts
     from runs.actions.tooling import tool_env, tools_for
 
     approval = Approval.objects.select_related("run__workflow", "tool_call__step").get(pk=approval_id)
@@ -236,18 +236,7 @@ def do_execute_approved_call(approval_id: int) -> None:
         )
         outcome = registry.call(ctx, call.name, json.dumps(approval.arguments), tools)
         ToolCall.objects.filter(pk=call.pk).update(bounds=outcome.bounds.as_data() if outcome.bounds else None)
-        Artifact.objects.bulk_create(
-            Artifact(
-                run_id=run.pk,
-                tool_call=call,
-                kind=a.kind,
-                title=a.title[:200],
-                audience=a.audience,
-                source_tool=a.source_tool,
-                data=a.data,
-            )
-            for a in outcome.artifacts
-        )
+        store_artifacts(call, outcome.artifacts)
         deliver_result(
             call,
             outcome.text,

@@ -161,19 +161,24 @@ def save_turn(step: Step, result: TurnResult) -> None:
             counted=outcome.counted,
             duration_ms=call.duration_ms,
         )
-        Artifact.objects.bulk_create(
-            Artifact(
-                run_id=step.run_id,
-                tool_call=row,
-                kind=artifact.kind,
-                title=artifact.title[:200],
-                audience=artifact.audience,
-                source_tool=artifact.source_tool,
-                data=artifact.data,
-            )
-            for artifact in outcome.artifacts
-        )
+        store_artifacts(row, outcome.artifacts)
         if outcome.child_run_id:
             Run.objects.filter(pk=int(outcome.child_run_id)).update(parent_tool_call=row)
         if outcome.approval_id:
             Approval.objects.filter(pk=int(outcome.approval_id)).update(tool_call=row)
+
+
+def store_artifacts(call: ToolCall, artifacts) -> None:
+    """Keep what a tool call produced for people (never sent to the model)."""
+    Artifact.objects.bulk_create(
+        Artifact(
+            run_id=call.run_id,
+            tool_call=call,
+            kind=artifact.kind,
+            title=artifact.title[:200],
+            audience=artifact.audience,
+            source_tool=artifact.source_tool,
+            data=artifact.data,
+        )
+        for artifact in artifacts
+    )
