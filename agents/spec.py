@@ -36,6 +36,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import ErrorDetails
 
+from agents.tools.mcp.config import McpServerConfig, ServerName, server_of
 from agents.yaml_locations import Location, line_for, parse_with_locations
 
 STEP_ID_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
@@ -46,6 +47,9 @@ MAX_ITERATIONS = 100
 # Containers inside containers (loops in loops), and include files including others.
 MAX_NESTING = 5
 MAX_INCLUDE_DEPTH = 5
+# Tool calls: the default and the longest per-call timeout (seconds).
+DEFAULT_TOOL_TIMEOUT = 300.0
+MAX_TOOL_TIMEOUT = 3600.0
 DEFAULT_FOR_EACH_CONCURRENCY = 5
 
 _PATTERN_HINTS = {
@@ -203,6 +207,11 @@ class Budget(_Spec):
     tokens: int | None = Field(default=None, ge=1, description="prompt + completion tokens, all agents")
     tool_calls: int | None = Field(default=None, ge=1, description="counted tool calls (not bookkeeping)")
     wall_time: float | None = Field(default=None, gt=0, description="seconds from start, less approval waits")
+    # Per invocation, not per run: a coordinator wake whose prompt is past this
+    # is recorded (coordinator_over_budget), and its "finish" prompt is compacted.
+    coordinator_tokens: int | None = Field(
+        default=None, ge=1, description="prompt tokens one coordinator invocation may send"
+    )
 
 
 class WorkflowOptions(_Spec):
@@ -228,6 +237,13 @@ class WorkflowOptions(_Spec):
     # run as when spawn_worker names none.
     max_workers: int = Field(default=8, ge=0, le=MAX_STEPS)
     worker_agent: str = "worker"
+    # How service-backed tool calls run: ``tasks`` (each its own durable
+    # Celery task; the step's worker is freed while they run) or ``inline``
+    # (in the step's turn, one after another).
+    tool_execution: Literal["tasks", "inline"] = "tasks"
+    # The longest one tool call may take (seconds), and per-tool overrides.
+    tool_timeout: float = Field(default=DEFAULT_TOOL_TIMEOUT, gt=0, le=MAX_TOOL_TIMEOUT)
+    tool_timeouts: dict[str, Annotated[float, Field(gt=0, le=MAX_TOOL_TIMEOUT)]] = Field(default_factory=dict)
 
 
 class ToolExposure(_Spec):
@@ -272,6 +288,16 @@ class WorkflowSpec(_Spec):
     destructive: bool = False
     approvals: list[str] = Field(default_factory=list, description="tools whose every call needs approval")
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
+    # MCP servers whose tools this workflow's agents may list as <server>__<tool>
+    # (agents/tools/mcp); a name here shadows a server of ZENWEB_MCP_SERVERS.
+    mcp: dict[ServerName, McpServerConfig] = Field(default_factory=dict)
+
+    @field_validator("mcp", mode="before")
+    @classmethod
+    def _mcp_names_from_keys(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: {**entry, "name": key} if isinstance(entry, dict) else entry for key, entry in value.items()}
+        return value
 
     @model_validator(mode="after")
     def _check_references(self, info: ValidationInfo) -> WorkflowSpec:
@@ -356,16 +382,35 @@ class WorkflowSpec(_Spec):
 
         if known_tools is not None:
             known = ", ".join(sorted(known_tools)) or "(none)"
+            mcp = set(getattr(self, "mcp", None) or ())
             for name, agent in self.agents.items():
                 for j, tool in enumerate(agent.tools):
-                    if tool not in known_tools:
+                    if tool not in known_tools and not _mcp_tool_known(tool, mcp, known_tools):
                         yield (
                             ("agents", name, "tools", j),
-                            f"unknown tool {tool!r}; known tools: {known}",
+                            _unknown_tool(tool, known, mcp, known_tools),
                         )
             for j, tool in enumerate(getattr(self, "approvals", None) or []):
-                if tool not in known_tools:
-                    yield ("approvals", j), f"unknown tool {tool!r}; known tools: {known}"
+                if tool not in known_tools and not _mcp_tool_known(tool, mcp, known_tools):
+                    yield ("approvals", j), _unknown_tool(tool, known, mcp, known_tools)
+
+
+def _mcp_tool_known(tool: str, declared: Collection[str], known_tools: Collection[str]) -> bool:
+    """``<server>__<tool>`` of a server this workflow declares, or of a
+    configured server that could not be listed (``<server>__*`` in
+    ``known_tools``): its tools are only known once zenweb connects, and a
+    name the server does not offer fails the call with the server's list."""
+    server = server_of(tool)
+    return server is not None and (server in declared or f"{server}__*" in known_tools)
+
+
+def _unknown_tool(tool: str, known: str, declared: Collection[str], known_tools: Collection[str]) -> str:
+    server = server_of(tool)
+    configured = sorted({*declared, *(s for t in known_tools if (s := server_of(t)))})
+    if server is not None and server not in configured:
+        servers = ", ".join(configured) or "none"
+        return f"unknown tool {tool!r}: no MCP server {server!r} is configured (MCP servers: {servers})"
+    return f"unknown tool {tool!r}; known tools: {known}"
 
 
 _CONTAINER_NOUNS = {"repeat": "repeat loop", "forEach": "forEach loop", "include": "include"}
@@ -820,7 +865,8 @@ def _lenient(data: dict[str, Any]) -> SimpleNamespace:
         name: SimpleNamespace(type=_input_type(declared), required=False, default=None)
         for name, declared in raw_inputs.items()
     }
-    return SimpleNamespace(steps=_lenient_steps(data.get("steps")), agents=agents, inputs=inputs)
+    mcp = data.get("mcp") if isinstance(data.get("mcp"), dict) else {}
+    return SimpleNamespace(steps=_lenient_steps(data.get("steps")), agents=agents, inputs=inputs, mcp=mcp)
 
 
 def _lenient_steps(raw_steps: object) -> list[SimpleNamespace]:

@@ -10,6 +10,9 @@ PY=.venv/bin/python
 PG_URL=${ZENWEB_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/zenweb}
 REDIS=${ZENWEB_TEST_REDIS_URL:-redis://127.0.0.1:6379/15}
 
+# The reference MCP servers from npm (tests/mcp/package.json); quick when installed.
+bash scripts/install_mcp_servers.sh || exit 1
+
 env -u DATABASE_URL -u REDIS_URL "$PY" -m pytest -m "not services" "$@"
 first=$?
 

@@ -107,9 +107,7 @@ else:
             # test process (children inherit the name through the environment),
             # so two test runs in one checkout never share a database.
             "TEST": {
-                "NAME": os.environ.setdefault(
-                    "ZENWEB_TEST_DB", str(DATA_DIR / f"test-zenweb-{os.getpid()}.sqlite3")
-                )
+                "NAME": os.environ.setdefault("ZENWEB_TEST_DB", str(DATA_DIR / f"test-zenweb-{os.getpid()}.sqlite3"))
             },
         }
     }
@@ -173,6 +171,25 @@ ZENWEB_MAX_TRANSCRIPT_BYTES = env_int("ZENWEB_MAX_TRANSCRIPT_BYTES", 1_000_000)
 # a result longer than this reaches the model as an "omitted" preview.
 ZENWEB_WORKSPACES = Path(env_str("ZENWEB_WORKSPACES", str(DATA_DIR / "workspaces")))
 ZENWEB_MAX_TOOL_RESULT_CHARS = env_int("ZENWEB_MAX_TOOL_RESULT_CHARS", 16_000)
+
+
+def _mcp_servers() -> dict:
+    from django.core.exceptions import ImproperlyConfigured
+
+    from agents.tools.mcp.config import McpConfigError, load_server_configs
+
+    try:
+        return load_server_configs()
+    except McpConfigError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
+
+
+# MCP servers whose tools every workflow may list (README, "MCP toolsets"):
+# JSON in ZENWEB_MCP_SERVERS, or a JSON/YAML file named by
+# ZENWEB_MCP_SERVERS_FILE. ${VAR} in them is read from the environment only
+# when zenweb connects; servers start on first use, so one that is down
+# never stops zenweb from starting.
+ZENWEB_MCP_SERVERS = _mcp_servers()
 # Durability: a step turn's lease (renewed while the model thinks), how often
 # each worker sweeps for expired leases, and when a silent run counts as stuck.
 ZENWEB_LEASE_SECONDS = env_float("ZENWEB_LEASE_SECONDS", 60.0)

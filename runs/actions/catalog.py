@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import yaml
+from django.conf import settings
 from django.db import DatabaseError, transaction
 
 from agents import scheduler
@@ -27,7 +28,21 @@ def known_tool_names(extra: Iterable[str] = ()) -> list[str]:
         # validate_workflow works before the database is set up; the files
         # checked together still see each other's tools through ``extra``.
         offered = []
-    return sorted({*REGISTRY.names(), *offered, *extra})
+    return sorted({*REGISTRY.names(), *offered, *extra, *_mcp_tool_names()})
+
+
+def _mcp_tool_names() -> list[str]:
+    """The tools of the ZENWEB_MCP_SERVERS servers; ``<server>__*`` for one
+    that cannot be listed now (its tool names are then checked when called)."""
+    from agents.tools.mcp import servers as mcp_servers
+
+    names: list[str] = []
+    for config in settings.ZENWEB_MCP_SERVERS.values():
+        try:
+            names += [tool.name for tool in mcp_servers.POOL.server(config).tools()]
+        except mcp_servers.McpUnavailable:
+            names.append(f"{config.name}__*")
+    return names
 
 
 def do_register_workflow(

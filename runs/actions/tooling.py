@@ -20,6 +20,8 @@ from agents.router import COORDINATOR
 from agents.runner import ToolEnv
 from agents.spec import WorkflowSpec
 from agents.tools import Tool, ToolContext, ToolError, ToolRegistry, WorkerRequest
+from agents.tools.mcp import McpServerConfig
+from agents.tools.mcp import servers as mcp_servers
 from agents.tools.workflows import workflow_tool
 from runs.actions.catalog import InputError, check_inputs, workflow_spec
 from runs.actions.common import REGISTRY
@@ -32,12 +34,48 @@ def tools_for(spec: WorkflowSpec, role: str, requested: Iterable[str]) -> tuple[
     builtins, plus catalog workflows offered as tools that it asks for."""
     requested = list(requested)
     registry = ToolRegistry(REGISTRY.tools(), max_result_chars=settings.ZENWEB_MAX_TOOL_RESULT_CHARS)
+    wanted = [name for name in requested if registry.get(name) is None]
+    for tool in mcp_servers.tools_for_names(mcp_servers_of(spec), wanted):
+        registry.add(tool)
     for name in requested:
         if registry.get(name) is None:
             tool = _workflow_tool(name)
             if tool is not None:
                 registry.add(tool)
     return registry, registry.for_role(role, requested)  # type: ignore[arg-type]
+
+
+def mcp_servers_of(spec: WorkflowSpec | None = None) -> dict[str, McpServerConfig]:
+    """The MCP servers a workflow's agents may use: ZENWEB_MCP_SERVERS, and
+    the workflow's own ``mcp:`` section (a name there wins)."""
+    return {**settings.ZENWEB_MCP_SERVERS, **(spec.mcp if spec else {})}
+
+
+def mcp_server_statuses() -> list[dict[str, Any]]:
+    """Every configured MCP server (settings, and those the latest workflow
+    versions declare) with its status, started if it was not: for the catalog page."""
+    found: dict[str, tuple[McpServerConfig, list[str]]] = {}
+    for config in settings.ZENWEB_MCP_SERVERS.values():
+        found.setdefault(config.fingerprint, (config, ["settings"]))
+    for workflow in _latest_workflows():
+        for config in workflow_spec(workflow).mcp.values():
+            found.setdefault(config.fingerprint, (config, []))[1].append(workflow.name)
+    statuses = []
+    for config, users in found.values():
+        server = mcp_servers.POOL.server(config)
+        try:
+            server.tools()
+        except mcp_servers.McpUnavailable:
+            pass  # the status says why
+        statuses.append({**server.status_data(), "declared_by": users})
+    return sorted(statuses, key=lambda s: (s["name"], s["target"]))
+
+
+def _latest_workflows() -> list[Workflow]:
+    latest: dict[str, Workflow] = {}
+    for workflow in Workflow.objects.order_by("name", "-version"):
+        latest.setdefault(workflow.name, workflow)
+    return list(latest.values())
 
 
 def catalog_registry() -> ToolRegistry:
@@ -48,6 +86,15 @@ def catalog_registry() -> ToolRegistry:
         tool = _workflow_tool(name)
         if tool is not None and registry.get(name) is None:
             registry.add(tool)
+    # The tools of every configured MCP server that is up (mcp.<server>.<tool>).
+    for config in settings.ZENWEB_MCP_SERVERS.values():
+        try:
+            tools = mcp_servers.POOL.server(config).tools()
+        except mcp_servers.McpUnavailable:
+            continue  # listed with why on the catalog page (mcp_server_statuses)
+        for tool in tools:
+            if registry.get(tool.name) is None:
+                registry.add(tool)
     return registry
 
 

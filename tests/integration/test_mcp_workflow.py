@@ -1,0 +1,66 @@
+"""A workflow whose agent calls MCP tools (server-everything over stdio)
+runs to completion through the worker, and the run and catalog pages show
+the calls and the servers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agents.tools.mcp import McpServerConfig
+from agents.tools.mcp.servers import POOL
+from runs.actions import do_create_run
+from runs.models import Run
+from tests.conftest import register, wait_for_run
+from tests.mcp.servers import EVERYTHING, require_servers
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def everything(monkeypatch):
+    require_servers()
+    monkeypatch.setenv("EVERYTHING_BIN", str(EVERYTHING))
+    yield
+    POOL.close_all()
+
+
+@pytest.fixture
+def run(celery_worker, everything, owner) -> Run:
+    created = do_create_run(register("mcp/echo"), {})
+    Run.objects.filter(pk=created.pk).update(created_by=owner)
+    return wait_for_run(created)
+
+
+def test_it_runs_a_workflow_whose_agent_calls_mcp_tools_and_the_run_page_shows_them(run, client, owner):
+    calls = {(c.name, c.ok): c for c in run.tool_calls.all()}
+
+    assert run.status == Run.Status.COMPLETED
+    echo = calls[("everything__echo", True)]
+    assert echo.result == "Echo: hello from zenweb"
+    assert json.loads(echo.arguments) == {"message": "hello from zenweb"}
+    assert echo.session_id == f"{run.pk}/call"
+    invalid = calls[("everything__get-sum", False)]
+    assert invalid.error_kind == "invalid_call" and '"fields": ["b"]' in invalid.result
+    assert "is 42" in calls[("everything__get-sum", True)].result
+
+    client.force_login(owner)
+    html = client.get(f"/runs/{run.pk}/").content.decode()
+    assert "everything__echo" in html and "Echo: hello from zenweb" in html
+
+
+def test_the_catalog_lists_mcp_servers_with_status_and_why_one_failed(everything, client, owner, settings):
+    settings.ZENWEB_MCP_SERVERS = {
+        "everything": McpServerConfig(name="everything", command=str(EVERYTHING), args=["stdio"]),
+        "broken": McpServerConfig(name="broken", command="/nonexistent/mcp-server"),
+    }
+    register("mcp/echo")
+    client.force_login(owner)
+
+    html = client.get("/catalog/").content.decode()
+
+    assert 'id="mcp-server-broken"' in html and "command not found: /nonexistent/mcp-server" in html
+    assert 'id="mcp-server-everything"' in html and "running" in html
+    assert "mcp_echo" in html  # the workflow that declares its own server
+    assert 'id="tool-mcp.everything.echo"' in html
