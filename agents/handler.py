@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from agents.llm import tokens
 from agents.llm.base import CompletionRequest
 from agents.spec import InputSpec, WorkflowSpec
 
@@ -296,6 +297,66 @@ Answer with ONLY one JSON object and nothing else:
 "clarification_options": []}}"""
 
 
+@dataclass(frozen=True)
+class SelectionPlan:
+    """The selection request for one command, and what its prompt costs.
+
+    ``full_tokens`` is the prompt with the full catalog; when that is past
+    ``budget_tokens`` the compact catalog is sent (``compacted``) and
+    ``sent_tokens`` is what that prompt costs.
+    """
+
+    request: CompletionRequest
+    compacted: bool
+    full_tokens: int
+    sent_tokens: int
+    budget_tokens: int
+
+    def event_data(self) -> dict[str, Any]:
+        """The data of the ``catalog_compacted`` event."""
+        return {
+            "agent": AGENT,
+            "full_tokens": self.full_tokens,
+            "compact_tokens": self.sent_tokens,
+            "budget_tokens": self.budget_tokens,
+            "over_budget": self.sent_tokens > self.budget_tokens,
+        }
+
+
+def plan_selection(
+    command: str,
+    entries: list[CatalogEntry],
+    mode: str,
+    *,
+    budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+    model: str | None = None,
+) -> SelectionPlan:
+    """The request that asks a model to pick a workflow for ``command``.
+
+    The prompt is counted with ``model``'s encoding (``agents.llm.tokens``);
+    when the full catalog would push it past ``budget_tokens``, the compact
+    catalog (no descriptions, no outputs) is sent instead. A compact prompt
+    may still be over budget: every workflow stays selectable.
+    """
+    _check_mode(mode)
+    system = _SYSTEM.format(mode=mode)
+    full_catalog = _catalog_json(entries, compact=False)
+    messages = _selection_messages(system, _user_message(command, mode, full_catalog))
+    full_tokens = sent_tokens = tokens.count_messages(messages, model)
+    compacted = full_tokens > budget_tokens
+    if compacted:
+        messages = _selection_messages(system, _user_message(command, mode, _catalog_json(entries, compact=True)))
+        sent_tokens = tokens.count_messages(messages, model)
+    request = CompletionRequest(
+        agent=AGENT,
+        messages=messages,
+        model=model,
+        temperature=TEMPERATURE,
+        variables={"command": command, "mode": mode, "catalog_json": full_catalog},
+    )
+    return SelectionPlan(request, compacted, full_tokens, sent_tokens, budget_tokens)
+
+
 def selection_request(
     command: str,
     entries: list[CatalogEntry],
@@ -303,26 +364,9 @@ def selection_request(
     *,
     budget_tokens: int = DEFAULT_BUDGET_TOKENS,
 ) -> tuple[CompletionRequest, bool]:
-    """The request that asks a model to pick a workflow for ``command``.
-
-    When the full catalog would push the prompt past ``budget_tokens`` (about
-    four characters a token) the compact catalog is sent instead. Returns the
-    request and whether the catalog was compacted.
-    """
-    _check_mode(mode)
-    system = _SYSTEM.format(mode=mode)
-    full_catalog = _catalog_json(entries, compact=False)
-    user = _user_message(command, mode, full_catalog)
-    compacted = (len(system) + len(user)) / 4 > budget_tokens
-    if compacted:
-        user = _user_message(command, mode, _catalog_json(entries, compact=True))
-    request = CompletionRequest(
-        agent=AGENT,
-        messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
-        temperature=TEMPERATURE,
-        variables={"command": command, "mode": mode, "catalog_json": full_catalog},
-    )
-    return request, compacted
+    """``plan_selection``'s request and whether the catalog was compacted."""
+    plan = plan_selection(command, entries, mode, budget_tokens=budget_tokens)
+    return plan.request, plan.compacted
 
 
 def parse_selection(text: str | None, command: str) -> CoordinatorSelection:
@@ -491,6 +535,10 @@ def _catalog_json(entries: list[CatalogEntry], *, compact: bool) -> str:
     if compact:
         return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return json.dumps(data, ensure_ascii=False)
+
+
+def _selection_messages(system: str, user: str) -> list[dict[str, Any]]:
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 def _user_message(command: str, mode: str, catalog_json: str) -> str:

@@ -1,5 +1,5 @@
-"""A run as one JSON document: what it was asked, every step with its
-transcript, messages, events, tool calls, artifacts, claims, approvals and
+"""A run as one JSON document: what it was asked, its token totals, every
+step with its transcript, messages, events, tool calls, artifacts, claims, approvals and
 the command's answer. For archiving and bug reports; the run page's export
 link and the admin's export action both build it here.
 
@@ -14,6 +14,7 @@ from typing import Any
 from django.db import models
 from django.db.models import QuerySet
 
+from runs.actions.budgets import token_totals
 from runs.models import Approval, ApprovalDecision, Artifact, Claim, Command, Event, Message, Run, Step, ToolCall
 
 FORMAT = "zenweb.run/1"
@@ -99,6 +100,8 @@ def export_run(run: Run) -> dict[str, Any]:
     return {
         "format": FORMAT,
         "run": _run(run),
+        # By role: coordinator, the workflow's steps, spawned workers; and the coordinator's share.
+        "tokens": token_totals(run).as_data(),
         "steps": _rows(Step.objects.filter(run=run).order_by("position", "id"), *_fields(Step, "run")),
         "messages": _rows(Message.objects.filter(run=run).order_by("id"), *_fields(Message, "run")),
         "events": _rows(Event.objects.filter(run=run).order_by("seq"), *EVENT_FIELDS, chunk=EVENT_CHUNK),

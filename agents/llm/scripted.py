@@ -16,9 +16,11 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Sequence
 from string import Template
 from typing import TYPE_CHECKING, Any
 
+from agents.llm import tokens
 from agents.llm.base import Completion, CompletionRequest, ProviderError, ToolCallRequest, Usage
 
 if TYPE_CHECKING:
@@ -48,7 +50,7 @@ class ScriptedProvider:
                 f"scripted provider: the script of agent {request.agent!r} has "
                 f"{len(self.script)} turns and turn {turn + 1} was asked for"
             )
-        return _answer(f"{request.agent} finished: {_first_line(request)}")
+        return _answer(f"{request.agent} finished: {_first_line(request)}", request)
 
     def _play(self, request: CompletionRequest, entry: ScriptTurn, turn: int) -> Completion:
         if entry.delay:
@@ -65,7 +67,7 @@ class ScriptedProvider:
                 )
                 for n, call in enumerate(entry.calls)
             ]
-            return Completion(content=None, tool_calls=calls, usage=_usage(request))
+            return Completion(content=None, tool_calls=calls, usage=_usage(request, calls=calls))
         return _answer(_fill(entry.say or "", variables), request)
 
 
@@ -169,25 +171,26 @@ def _command_args(command: str, inputs: dict[str, Any]) -> dict[str, str]:
 
 def _calls(request: CompletionRequest, calls: list[tuple[str, dict[str, Any]]]) -> Completion:
     turn = sum(1 for m in request.messages if m.get("role") == "assistant") + 1
-    return Completion(
-        content=None,
-        tool_calls=[
-            ToolCallRequest(id=f"call-{request.agent}-{turn}-{n + 1}", name=name, arguments=json.dumps(args))
-            for n, (name, args) in enumerate(calls)
-        ],
-        usage=_usage(request),
-    )
+    requests = [
+        ToolCallRequest(id=f"call-{request.agent}-{turn}-{n + 1}", name=name, arguments=json.dumps(args))
+        for n, (name, args) in enumerate(calls)
+    ]
+    return Completion(content=None, tool_calls=requests, usage=_usage(request, calls=requests))
 
 
-def _answer(text: str, request: CompletionRequest | None = None) -> Completion:
-    return Completion(content=text, usage=_usage(request) if request else None)
+def _answer(text: str, request: CompletionRequest) -> Completion:
+    return Completion(content=text, usage=_usage(request, content=text))
 
 
-def _usage(request: CompletionRequest) -> Usage:
-    # A rough, deterministic count (about four characters a token), so the
-    # dashboard's token figures move in the demo too.
-    prompt = sum(len(str(m.get("content") or "")) for m in request.messages) // 4
-    return Usage(prompt_tokens=prompt, completion_tokens=16)
+def _usage(request: CompletionRequest, *, content: str | None = None, calls: Sequence[ToolCallRequest] = ()) -> Usage:
+    """What a real model would have been billed: the prompt is the request's
+    messages and tool schemas, the completion the answer's text and calls,
+    counted with the model's encoding (``agents.llm.tokens``)."""
+    model = request.model
+    prompt = tokens.count_messages(request.messages, model) + tokens.count_tools(request.tools, model)
+    completion = tokens.count_text(content or "", model)
+    completion += sum(tokens.count_call(call.name, call.arguments, model) for call in calls)
+    return Usage(prompt_tokens=prompt, completion_tokens=completion)
 
 
 def _fill(value: Any, variables: dict[str, str]) -> Any:

@@ -1,24 +1,113 @@
 """Run budgets (options.budget): tokens, tool calls and wall time. A run past
 any of them ends failed with the budget named. Time a run spent waiting for a
-person's approval is not wall time it spent."""
+person's approval is not wall time it spent.
+
+Also the run's token totals by role (``token_totals``): the coordinator, the
+workflow's own steps, and the workers the coordinator spawned.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any, Literal
 
-from django.db.models import Sum
+from django.db.models import Q, Sum
 from django.utils import timezone
 
 from runs.actions.catalog import workflow_spec
-from runs.models import Run
+from runs.models import Run, Step
+
+Role = Literal["coordinator", "steps", "workers"]
+ROLES: tuple[Role, ...] = ("coordinator", "steps", "workers")
+
+
+@dataclass
+class Tokens:
+    prompt: int = 0
+    completion: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.prompt + self.completion
+
+    def as_data(self) -> dict[str, int]:
+        return {"prompt": self.prompt, "completion": self.completion, "total": self.total}
+
+
+@dataclass
+class TokenTotals:
+    """A run's tokens, in all and by role. ``coordination_overhead`` is the
+    coordinator's share of the total in percent (seed 002: 10-15% is typical)."""
+
+    coordinator: Tokens = field(default_factory=Tokens)
+    steps: Tokens = field(default_factory=Tokens)
+    workers: Tokens = field(default_factory=Tokens)
+
+    @property
+    def all(self) -> Tokens:
+        return Tokens(
+            sum(getattr(self, role).prompt for role in ROLES), sum(getattr(self, role).completion for role in ROLES)
+        )
+
+    @property
+    def coordination_overhead(self) -> float | None:
+        total = self.all.total
+        return round(100 * self.coordinator.total / total, 1) if total else None
+
+    def as_data(self) -> dict[str, Any]:
+        return {
+            "total": self.all.as_data(),
+            **{role: getattr(self, role).as_data() for role in ROLES},
+            "coordination_overhead_percent": self.coordination_overhead,
+        }
+
+
+def role_of(step: Step) -> Role:
+    """Whose tokens a step row's are: loops count with the steps (their judge)."""
+    if step.kind == Step.Kind.COORDINATOR:
+        return "coordinator"
+    return "workers" if step.spawned_by else "steps"
+
+
+def totals_of(steps: Iterable[Step]) -> TokenTotals:
+    """Token totals of step rows already loaded (no query)."""
+    totals = TokenTotals()
+    for step in steps:
+        tokens = getattr(totals, role_of(step))
+        tokens.prompt += step.prompt_tokens
+        tokens.completion += step.completion_tokens
+    return totals
+
+
+_ROLE_FILTERS: dict[Role, Q] = {
+    "coordinator": Q(kind=Step.Kind.COORDINATOR),
+    "steps": ~Q(kind=Step.Kind.COORDINATOR) & Q(spawned_by=""),
+    "workers": ~Q(kind=Step.Kind.COORDINATOR) & ~Q(spawned_by=""),
+}
+
+
+def token_totals(run: Run) -> TokenTotals:
+    """The run's token totals by role, in one query."""
+    sums = run.steps.aggregate(
+        **{
+            f"{role}_{part}": Sum(f"{part}_tokens", filter=where, default=0)
+            for role, where in _ROLE_FILTERS.items()
+            for part in ("prompt", "completion")
+        }
+    )
+    totals = TokenTotals()
+    for role in ROLES:
+        setattr(totals, role, Tokens(sums[f"{role}_prompt"], sums[f"{role}_completion"]))
+    return totals
 
 
 def budget_breach(run: Run) -> str | None:
     """Why ``run`` is over its budget, or None."""
     budget = workflow_spec(run.workflow).options.budget
     if budget.tokens is not None:
-        used = run.steps.aggregate(p=Sum("prompt_tokens"), c=Sum("completion_tokens"))
-        tokens = (used["p"] or 0) + (used["c"] or 0)
+        tokens = token_totals(run).all.total
         if tokens > budget.tokens:
             return f"budget exceeded: {tokens:,} tokens used, the budget is {budget.tokens:,} (options.budget.tokens)"
     if budget.tool_calls is not None:
@@ -52,6 +141,11 @@ def do_enforce_budget(run_id: int) -> bool:
     """Fail the run if it is over budget; True if it was."""
     from runs.actions.lifecycle import do_fail_run
 
+    # Called after every turn: a run without a budget costs one light query.
+    light = Run.objects.select_related("workflow").only("workflow__id", "workflow__created").get(pk=run_id)
+    budget = workflow_spec(light.workflow).options.budget
+    if budget.tokens is None and budget.tool_calls is None and budget.wall_time is None:
+        return False
     run = Run.objects.select_related("workflow").get(pk=run_id)
     if run.status != Run.Status.RUNNING:
         return False

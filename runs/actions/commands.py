@@ -15,6 +15,7 @@ import logging
 
 from django.db import transaction
 
+from agents.events import Event as RuntimeEvent
 from agents.handler import (
     CatalogEntry,
     CoordinatorResult,
@@ -24,12 +25,13 @@ from agents.handler import (
     decide,
     error_for_run,
     parse_selection,
-    selection_request,
+    plan_selection,
 )
 from agents.handler import Claim as ClaimData
 from agents.llm import ProviderError, build_provider
 from runs.actions.catalog import workflow_spec
-from runs.models import Command, Run, Workflow
+from runs.models import Command, Event, Run, Workflow
+from runs.stores import DjangoEventSink
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +54,12 @@ def do_command(text: str, *, user=None, mode: str = "chat") -> Command:
     text = text.strip()
     workflows = latest_workflows()
     entries = [CatalogEntry.of(workflow_spec(w)) for w in workflows.values()]
-    request, compact = selection_request(text, entries, mode)
-    command = Command(text=text, mode=mode, created_by=user, compact_catalog=compact)
+    plan = plan_selection(text, entries, mode)
+    if plan.compacted:
+        log.info("command %r: catalog compacted (%s)", text[:80], plan.event_data())
+    command = Command(text=text, mode=mode, created_by=user, compact_catalog=plan.compacted)
     try:
-        completion = build_provider(None).complete(request)
+        completion = build_provider(None).complete(plan.request)
         selection = parse_selection(completion.content, text)
     except ProviderError as exc:
         return _answer(command, CoordinatorResult(command_received=text, status="error", error=f"Network error: {exc}"))
@@ -68,12 +72,22 @@ def do_command(text: str, *, user=None, mode: str = "chat") -> Command:
     workflow = workflows[decision.entry.name]
     with transaction.atomic():
         run = do_create_run(workflow, decision.args, user=user, command=text, mode=mode)
+        if plan.compacted:
+            # The run keeps the record: a command row has no event log.
+            DjangoEventSink(run.pk).emit(RuntimeEvent("catalog_compacted", "", plan.event_data()))
         command.run = run
         result = _pending_result(command, run)
         command.result = result.model_dump(mode="json", by_alias=True)
         command.status = result.status
         command.save()
     return command
+
+
+def catalog_compaction(command: Command) -> dict | None:
+    """The ``catalog_compacted`` event data of a command's run, if it has one."""
+    if not command.compact_catalog or command.run_id is None:
+        return None
+    return Event.objects.filter(run_id=command.run_id, type="catalog_compacted").values_list("data", flat=True).first()
 
 
 def _answer(command: Command, result: CoordinatorResult) -> Command:

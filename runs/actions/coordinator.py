@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import F
 
 from agents.events import Event as RuntimeEvent
-from agents.llm import ProviderError
+from agents.llm import CompletionRequest, ProviderError, tokens
 from agents.router import COORDINATOR, DoubleDrainError, DropReason, RouterMessage
 from agents.runner import AgentTurn, apply_completion, build_request, coordinator_system_prompt
 from agents.spec import AgentSpec
@@ -37,6 +37,10 @@ log = logging.getLogger(__name__)
 
 # A coordinator wake may call tools and look at their results this many times.
 MAX_COORDINATOR_ROUNDS = 8
+# How much of each step's output the "finish" prompt quotes; over the
+# per-invocation budget (options.budget.coordinatorTokens), the compact figure.
+FINISH_OUTPUT_CHARS = 2000
+COMPACT_FINISH_OUTPUT_CHARS = 300
 
 
 def do_coordinator_wake(run_id: int) -> None:
@@ -111,11 +115,7 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
             "its task and the outputs of the steps it depends on. Independent workers run in parallel."
         )
     elif reason == "finish":
-        extra = (
-            "Every step has finished. Their results:\n"
-            + "\n".join(f"- {step_id}: {text[:2000]}" for step_id, text in outputs.items())
-            + "\nCall finalize(summary) with the run's result."
-        )
+        extra = _finish_prompt(outputs, FINISH_OUTPUT_CHARS)
     turn = AgentTurn(
         run_id=str(run.pk),
         step_id=COORDINATOR,
@@ -138,9 +138,20 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
     senders = {message.sender for message in inbox}
     context = senders.pop() if len(senders) == 1 else None
     router = router_for(run.pk, finishing=reason == "finish", context_sender=context)
+    budget = spec.options.budget.coordinator_tokens
     for round_no in range(MAX_COORDINATOR_ROUNDS):
         shown = inbox if round_no == 0 else []
         request = build_request(turn, tools, shown, extra if round_no == 0 else "")
+        if budget is not None and prompt_tokens(request) > budget:
+            # Only the first "finish" prompt can be made smaller: the inbox
+            # must be read, and the transcript is the coordinator's memory.
+            compact = None
+            if reason == "finish" and round_no == 0:
+                compact = build_request(turn, tools, shown, _finish_prompt(outputs, COMPACT_FINISH_OUTPUT_CHARS))
+            where = {"reason": reason, "cycle": coordinator.turns, "round": round_no + 1}
+            request = _record_over_budget(sink, request, compact, budget, where)
+            # Recorded once a wake; later rounds are the same conversation grown.
+            budget = None
         completion = provider.complete(request)
         with transaction.atomic():
             lock_run(run.pk)
@@ -156,6 +167,36 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
             break
     with transaction.atomic():
         sink.emit(RuntimeEvent("agent_idle", COORDINATOR, {"cycle": coordinator.turns}))
+
+
+def prompt_tokens(request: CompletionRequest) -> int:
+    """What ``request`` costs as a prompt: its messages and tool schemas."""
+    return tokens.count_messages(request.messages, request.model) + tokens.count_tools(request.tools, request.model)
+
+
+def _finish_prompt(outputs: dict[str, str], limit: int) -> str:
+    return (
+        "Every step has finished. Their results:\n"
+        + "\n".join(f"- {step_id}: {text[:limit]}" for step_id, text in outputs.items())
+        + "\nCall finalize(summary) with the run's result."
+    )
+
+
+def _record_over_budget(
+    sink: DjangoEventSink,
+    request: CompletionRequest,
+    compact: CompletionRequest | None,
+    budget: int,
+    where: dict[str, object],
+) -> CompletionRequest:
+    """Emit ``coordinator_over_budget`` for a prompt past the per-invocation
+    budget; the request to send is ``compact`` when there is one."""
+    data = where | {"prompt_tokens": prompt_tokens(request), "budget_tokens": budget, "compacted": compact is not None}
+    if compact is not None:
+        data["compact_tokens"] = prompt_tokens(compact)
+    with transaction.atomic():
+        sink.emit(RuntimeEvent("coordinator_over_budget", COORDINATOR, data))
+    return compact or request
 
 
 def _over_wake_cap(run: Run) -> bool:

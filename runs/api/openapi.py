@@ -171,7 +171,8 @@ def _operation(op: Operation, pattern: str, refs: dict[type[BaseModel], str]) ->
         invalid = [{"$ref": refs[s.InvalidRequest]}, {"$ref": refs[s.Error]}]
         if op.body is s.WorkflowRequest:
             invalid.append({"$ref": refs[s.InvalidWorkflow]})
-        operation["responses"]["400"] = {"description": _ERRORS[400], "content": _json({"oneOf": invalid})}
+        # anyOf, not oneOf: a body with `problems` is also a valid Error (any object with `error`).
+        operation["responses"]["400"] = {"description": _ERRORS[400], "content": _json({"anyOf": invalid})}
     if op.public:
         operation["security"] = []
     return operation

@@ -20,6 +20,7 @@ from runs.models import Approval, Run
 MAX_COMMAND_CHARS = 4000
 MAX_YAML_CHARS = 200_000
 MAX_REASON_CHARS = 4000
+SOURCE_PATTERN = r"^[A-Za-z0-9_.<>: -]*$"
 DEFAULT_PAGE = 50
 MAX_PAGE = 200
 MAX_EVENTS = 500
@@ -82,7 +83,17 @@ class WorkflowRequest(_Request):
     """Workflow YAML to register as the next version of its name."""
 
     yaml: Annotated[str, Field(min_length=1, max_length=MAX_YAML_CHARS)]
-    source: Annotated[str, Field(max_length=500)] = "<api>"
+    # The parser stats a source to see whether it names a file (includes then
+    # resolve next to it): a name too long for the filesystem was a 500. From
+    # the API a source is a short name without folders.
+    source: Annotated[
+        str,
+        Field(
+            max_length=200,
+            pattern=SOURCE_PATTERN,
+            description="A name for the text in problems: letters, digits, space and `_.-<>:` (no folders).",
+        ),
+    ] = "<api>"
 
 
 # Query strings
@@ -150,6 +161,9 @@ class CommandOut(_Response):
     created: datetime
     result: CoordinatorResult
     run: RunLink | None
+    compact_catalog: bool = Field(
+        description="The full catalog was past the handler's token budget and was sent in compact form."
+    )
 
 
 class RunSummary(_Response):
@@ -178,8 +192,29 @@ class StepOut(_Response):
     agent: str
     status: str
     turns: int
+    prompt_tokens: int
+    completion_tokens: int
     output: str
     error: str
+
+
+class TokenCount(_Response):
+    prompt: int
+    completion: int
+    total: int
+
+
+class TokenTotals(_Response):
+    """A run's tokens in all and by role: the coordinator, the workflow's own
+    steps, and the workers the coordinator spawned."""
+
+    total: TokenCount
+    coordinator: TokenCount
+    steps: TokenCount
+    workers: TokenCount
+    coordination_overhead_percent: float | None = Field(
+        description="The coordinator's share of the total, in percent (null before any token was used)."
+    )
 
 
 class ClaimOut(_Response):
@@ -219,6 +254,7 @@ class RunDetail(RunSummary):
     steps: list[StepOut]
     claims: list[ClaimOut]
     approvals: list[ApprovalBrief]
+    tokens: TokenTotals
     coordinator_result: CoordinatorResult
     events: list[EventOut] = Field(description=f"Events after `after`, at most {MAX_EVENTS}.")
     next_after: int = Field(description="Pass as `after` to get the events that follow.")

@@ -1,8 +1,8 @@
-"""The API's routes, under /api/. Every one is described in openapi.py."""
+"""The API's routes, under /api/. Every one but the last (a JSON 404) is described in openapi.py."""
 
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import path, re_path
 
 from runs.api import openapi, views
 
@@ -17,4 +17,6 @@ urlpatterns = [
     path("approvals", views.approval_list, name="approval-list"),
     path("approvals/<int:approval_id>/decide", views.approval_decide, name="approval-decide"),
     path("workflows", views.workflow_register, name="workflow-register"),
+    # Last: every other /api/ URL answers a JSON 404 (not part of the document).
+    re_path(r"^(?P<rest>.*)$", views.not_found, name="not-found"),
 ]

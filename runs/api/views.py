@@ -16,6 +16,7 @@ from agents.handler import CoordinatorResult
 from agents.spec import WorkflowValidationError
 from runs.actions import access_run, do_cancel_run, do_register_workflow, visible_runs
 from runs.actions.approvals import PERMISSION, ApprovalError, do_decide, do_lapse_expired
+from runs.actions.budgets import totals_of
 from runs.actions.commands import coordinator_result, do_command
 from runs.api import schemas as s
 from runs.api.auth import api_view
@@ -75,6 +76,7 @@ def run_detail(request: HttpRequest, run_id: int) -> JsonResponse:
     events = list(run.events.filter(seq__gt=query.after).order_by("seq")[: s.MAX_EVENTS + 1])
     more = len(events) > s.MAX_EVENTS
     events = events[: s.MAX_EVENTS]
+    steps = list(run.steps.order_by("position", "pk"))
     body = s.RunDetail(
         **_run_summary(request, run).model_dump(),
         inputs=run.inputs,
@@ -86,10 +88,12 @@ def run_detail(request: HttpRequest, run_id: int) -> JsonResponse:
                 agent=step.agent,
                 status=step.status,
                 turns=step.turns,
+                prompt_tokens=step.prompt_tokens,
+                completion_tokens=step.completion_tokens,
                 output=step.output,
                 error=step.error,
             )
-            for step in run.steps.order_by("position", "pk")
+            for step in steps
         ],
         claims=[
             s.ClaimOut(
@@ -112,6 +116,7 @@ def run_detail(request: HttpRequest, run_id: int) -> JsonResponse:
             s.ApprovalBrief(id=a.pk, status=a.status, kind=a.kind, step_id=a.step_id, what=a.what)
             for a in run.approvals.order_by("created", "pk")
         ],
+        tokens=s.TokenTotals.model_validate(totals_of(steps).as_data()),
         coordinator_result=coordinator_result(run),
         events=[s.EventOut(seq=e.seq, type=e.type, step_id=e.step_id, data=e.data, created=e.created) for e in events],
         next_after=events[-1].seq if events else query.after,
@@ -177,6 +182,13 @@ def workflow_register(request: HttpRequest) -> JsonResponse:
     return JsonResponse(dump(answer), status=201)
 
 
+@api_view("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", public=True)
+def not_found(request: HttpRequest, rest: str) -> JsonResponse:
+    """Any other URL under /api/, such as an id that is not a number: the
+    JSON 404 the schema promises, not Django's HTML page."""
+    raise ApiError(404, f"no such API resource: {request.path}")
+
+
 def _wants_markdown(request: HttpRequest) -> bool:
     """``?format=markdown``, or ``Accept: text/markdown`` when no format is given."""
     query = parse_query(request, s.FormatQuery)
@@ -199,6 +211,7 @@ def _command_response(request: HttpRequest, command: Command, *, status: int, as
         created=command.created,
         result=result,
         run=s.RunLink(id=run.pk, status=run.status, url=_run_url(request, run)) if run else None,
+        compact_catalog=command.compact_catalog,
     )
     return JsonResponse(dump(body), status=status)
 

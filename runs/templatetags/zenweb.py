@@ -74,6 +74,17 @@ def event_summary(event) -> str:
             return _short(f"iteration {data.get('iteration')} {verdict}: {data.get('answer', '')}")
         case "loop_end":
             return _short(f"{data.get('status')}: {data.get('reason', '')}")
+        case "catalog_compacted":
+            return _short(
+                f"catalog sent compact: {data.get('full_tokens')} tokens in full, {data.get('compact_tokens')}"
+                f" compact, budget {data.get('budget_tokens')}"
+            )
+        case "coordinator_over_budget":
+            sent = f", sent {data.get('compact_tokens')} compact" if data.get("compacted") else ""
+            return _short(
+                f"{data.get('reason')} prompt {data.get('prompt_tokens')} tokens,"
+                f" budget {data.get('budget_tokens')}{sent}"
+            )
     return ""
 
 

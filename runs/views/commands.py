@@ -7,10 +7,10 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from agents.handler import CoordinatorResult
+from agents.handler import DEFAULT_BUDGET_TOKENS, CoordinatorResult
 from agents.spec import WorkflowValidationError
 from runs.actions.catalog import do_register_workflow
-from runs.actions.commands import coordinator_result, do_command
+from runs.actions.commands import catalog_compaction, coordinator_result, do_command
 from runs.models import Command, Run
 
 MAX_COMMAND_CHARS = 4000
@@ -43,7 +43,13 @@ def command_detail(request: HttpRequest, command_id: int) -> HttpResponse:
     return render(
         request,
         "runs/command.html",
-        {"command": command, "result": result, "markdown": result.to_markdown(iteration)},
+        {
+            "command": command,
+            "result": result,
+            "markdown": result.to_markdown(iteration),
+            "compaction": catalog_compaction(command),
+            "budget_tokens": DEFAULT_BUDGET_TOKENS,
+        },
     )
 
 

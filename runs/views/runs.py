@@ -17,7 +17,7 @@ from django.utils.dateparse import parse_date
 from django.views.decorators.http import require_GET, require_POST
 
 from runs import actions, live
-from runs.actions.tooling import catalog_registry
+from runs.actions.tooling import catalog_registry, mcp_server_statuses
 from runs.models import Run, Step, Workflow
 
 # The newest events render with the page; older ones load on demand.
@@ -169,7 +169,8 @@ def catalog(request: HttpRequest) -> HttpResponse:
         entry["schema_json"] = json.dumps(entry["payload"]["schema"], indent=2, sort_keys=True)
         entry["result_json"] = json.dumps(entry["result"]["schema"], indent=2, sort_keys=True)
         toolsets.setdefault(f"{entry['service']}.{entry['toolset']}", []).append(entry)
-    return render(request, "runs/catalog.html", {"workflows": latest.values(), "toolsets": sorted(toolsets.items())})
+    context = {"workflows": latest.values(), "toolsets": sorted(toolsets.items()), "mcp_servers": mcp_server_statuses()}
+    return render(request, "runs/catalog.html", context)
 
 
 @require_GET

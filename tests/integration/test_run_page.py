@@ -55,4 +55,4 @@ def test_it_shows_inbox_depth_and_tokens(run, client, owner):
     html = client.get(f"/runs/{run.pk}/").content.decode()
 
     assert '<td class="inbox">1</td>' in html
-    assert "tokens, coordination overhead" in html
+    assert 'id="run-tokens"' in html and "coordination overhead" in html
