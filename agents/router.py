@@ -65,6 +65,17 @@ class RouterMessage:
     created: float = field(default_factory=time.time)
 
 
+@dataclass(frozen=True)
+class MailboxState:
+    """What routing a message to one mailbox depends on, read at once."""
+
+    cancelled: bool
+    # One of ``registered()``: a step a forward may address.
+    registered: bool
+    closed_reason: DropReason | None
+    unread: int
+
+
 class MailboxStore(Protocol):
     """Where mailboxes live. One store serves one run."""
 
@@ -81,6 +92,11 @@ class MailboxStore(Protocol):
 
     def is_cancelled(self) -> bool:
         """True once the run is cancelled: every later send drops."""
+
+    def mailbox_state(self, mailbox: str) -> MailboxState:
+        """``is_cancelled``, whether ``mailbox`` is in ``registered()``, its
+        ``closed_reason`` and ``unread_count``, together (one query for a
+        database store: the router asks for them on every message)."""
 
     def next_message_id(self, prefix: str) -> str:
         """A run-unique id such as ``msg-fwd-3``."""
@@ -181,18 +197,17 @@ class MessageRouter:
     def send(self, sender: str, text: str, type_: MessageType = MessageType.INFO) -> SendResult:
         """A step agent's ``send_message``: always to the coordinator."""
         message = self._message("msg-send", sender, COORDINATOR, type_, text)
-        return self._deliver(message)
+        return self._deliver(message, self.store.mailbox_state(COORDINATOR))
 
     def forward(self, target: str, text: str, kind: str | None = None) -> SendResult:
         """The coordinator's ``forward_to_agent``: to one registered step.
 
         Inside containers the target may be a bare step id; the resolver (if
         any) turns it into a runtime id, or rejects a container's own id."""
-        registered = self.store.registered()
+        state = self.store.mailbox_state(target)
         # After a cancel every forward drops as workflow-cancelled, below,
         # whatever its target would have resolved to.
-        cancelled = self.store.is_cancelled()
-        if target != COORDINATOR and target not in registered and self.resolver is not None and not cancelled:
+        if target != COORDINATOR and not state.registered and self.resolver is not None and not state.cancelled:
             try:
                 resolved = self.resolver(target)
             except Exception as exc:  # a broken resolver must not lose the message
@@ -203,15 +218,18 @@ class MessageRouter:
             if resolved is not None:
                 target = resolved
         message = self._message("msg-fwd", COORDINATOR, target, MessageType.parse(kind), text)
-        if self.store.is_cancelled():
+        # Read again once the message has its id: a database store takes the
+        # run's lock with the id, so this read sees every write before it.
+        state = self.store.mailbox_state(target)
+        if state.cancelled:
             return self._drop(message, DropReason.WORKFLOW_CANCELLED)
-        if target == COORDINATOR or target not in registered:
+        if target == COORDINATOR or not state.registered:
             detail = (
-                f"Registered steps: [{', '.join(registered)}]. Retry forward_to_agent "
+                f"Registered steps: [{', '.join(self.store.registered())}]. Retry forward_to_agent "
                 "with one of these ids, or call narrate with the same content."
             )
             return self._drop(message, DropReason.UNKNOWN_STEP, detail)
-        return self._deliver(message)
+        return self._deliver(message, state)
 
     def drain(self, mailbox: str, only: list[RouterMessage] | None = None) -> list[RouterMessage]:
         """Take the unread messages out of ``mailbox`` (all, or just ``only``:
@@ -273,10 +291,12 @@ class MessageRouter:
     def _message(self, prefix: str, sender: str, recipient: str, type_: MessageType, text: str) -> RouterMessage:
         return RouterMessage(self.store.next_message_id(prefix), sender, recipient, type_, text)
 
-    def _deliver(self, message: RouterMessage) -> SendResult:
-        if self.store.is_cancelled():
+    def _deliver(self, message: RouterMessage, state: MailboxState) -> SendResult:
+        """Store ``message`` or drop it, by its recipient's ``state`` (read
+        after the message got its id)."""
+        if state.cancelled:
             return self._drop(message, DropReason.WORKFLOW_CANCELLED)
-        closed = self.store.closed_reason(message.recipient)
+        closed = state.closed_reason
         if closed is not None:
             # A finished step may be resumed for one more turn; a reply that
             # a resume produced never resumes anything in turn.
@@ -287,7 +307,7 @@ class MessageRouter:
                 and message.type != MessageType.RESUME_REPLY
             ):
                 # The resumer stores what it accepts: the cap holds for a resumed mailbox too.
-                if self._full(message.recipient):
+                if self._full(state):
                     return self._drop(message, DropReason.MAILBOX_FULL)
                 refused = self.resumer(message)
                 if refused is None:
@@ -295,7 +315,7 @@ class MessageRouter:
                     return SendResult("queued", message.message_id)
                 return self._drop(message, refused)
             return self._drop(message, closed)
-        if self._full(message.recipient):
+        if self._full(state):
             return self._drop(message, DropReason.MAILBOX_FULL)
         try:
             self.store.append(message)
@@ -319,8 +339,8 @@ class MessageRouter:
             )
         )
 
-    def _full(self, mailbox: str) -> bool:
-        return bool(self.max_mailbox_size) and self.store.unread_count(mailbox) >= self.max_mailbox_size
+    def _full(self, state: MailboxState) -> bool:
+        return bool(self.max_mailbox_size) and state.unread >= self.max_mailbox_size
 
     def _drop(self, message: RouterMessage, reason: DropReason, detail: str = "") -> SendResult:
         self.store.record_drop(message, reason)
@@ -371,6 +391,14 @@ class InMemoryMailboxStore:
 
     def is_cancelled(self) -> bool:
         return self.cancelled
+
+    def mailbox_state(self, mailbox: str) -> MailboxState:
+        return MailboxState(
+            cancelled=self.cancelled,
+            registered=mailbox != COORDINATOR and mailbox in self._registered,
+            closed_reason=self._closed.get(mailbox),
+            unread=len(self._unread.get(mailbox, ())),
+        )
 
     def next_message_id(self, prefix: str) -> str:
         self._counter += 1

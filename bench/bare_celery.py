@@ -77,19 +77,9 @@ def noop(key: str) -> None:
 
 def start_worker_thread(concurrency: int) -> threading.Thread:
     """The embedded layout: a threads-pool worker in this process."""
-    worker = app.Worker(
-        pool="threads",
-        concurrency=concurrency,
-        loglevel="WARNING",
-        redirect_stdouts=False,
-        without_heartbeat=True,
-        without_mingle=True,
-        without_gossip=True,
-        quiet=True,
-    )
-    thread = threading.Thread(target=worker.start, name="bench-bare-worker", daemon=True)
-    thread.start()
-    return thread
+    from zenweb.workers import start_worker_thread as start
+
+    return start(app, concurrency, name="bench-bare-worker")
 
 
 def fan_out_and_wait(width: int, timeout: float = 300) -> float:

@@ -18,7 +18,6 @@ import secrets
 import statistics
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -264,34 +263,19 @@ def run_child(module: str, function: str, env: dict[str, str], timeout: float = 
 def worker_processes(app: str, count: int, env: dict[str, str], logs: Path) -> Iterator[list]:
     """Start ``count`` `celery -A <app> worker` processes (as the Procfile
     does), wait until each is ready, stop them afterwards."""
+    from zenweb.workers import WorkerStartError
+    from zenweb.workers import worker_processes as start
+
     logs.mkdir(parents=True, exist_ok=True)
-    processes: list[subprocess.Popen] = []
-    files = []
+    hostnames = [f"bench{n}-{os.getpid()}@%h" for n in range(count)]
+    files = [logs / f"{app.replace('.', '-')}-{n}.log" for n in range(count)]
     try:
-        for n in range(count):
-            command = [PYTHON, "-m", "celery", "-A", app, "worker", "--pool", WORKER_POOL]
-            command += ["--concurrency", str(WORKER_CONCURRENCY), "--loglevel", "INFO"]
-            command += ["--hostname", f"bench{n}-{os.getpid()}@%h"]
-            log = logs / f"{app.replace('.', '-')}-{n}.log"
-            files.append(log)
-            with open(log, "w") as out:
-                processes.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT))
-        deadline = time.monotonic() + 60
-        for process, log in zip(processes, files, strict=True):
-            while "ready." not in log.read_text():
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise ChildError(f"a worker of {app} did not start:\n{_tail(log.read_text())}")
-                time.sleep(0.1)
-        yield processes
-    finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        with start(
+            app, hostnames, files, env=env, cwd=ROOT, pool=WORKER_POOL, concurrency=WORKER_CONCURRENCY, ready_timeout=60
+        ) as processes:
+            yield processes
+    except WorkerStartError as exc:
+        raise ChildError(f"a worker of {app} did not start:\n{_tail(exc.log.read_text())}") from None
 
 
 def emit_json(value: Any) -> None:

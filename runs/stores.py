@@ -6,16 +6,19 @@ a message and the event that records it commit together or not at all.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
+import os
+import threading
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import SyncToAsync, async_to_sync
 from channels.layers import get_channel_layer
 from django.db import DatabaseError, connection, transaction
-from django.db.models import F
 from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
-from agents.router import COORDINATOR, DropReason, MailboxStoreError, MessageType, RouterMessage
+from agents.router import COORDINATOR, DropReason, MailboxState, MailboxStoreError, MessageType, RouterMessage
 from runs.models import Event, Message, Run, Step
 
 log = logging.getLogger(__name__)
@@ -44,11 +47,19 @@ def _bump(run_id: int, counter: str) -> int:
     return row[0]
 
 
+def _table(model) -> str:
+    return connection.ops.quote_name(model._meta.db_table)
+
+
 def lock_run(run_id: int) -> None:
     """Take the run row's lock first in every transaction that changes a
     run's steps or mailboxes: the same order everywhere (run, then steps) so
     two writers never deadlock, and event numbers follow commit order."""
-    Run.objects.select_for_update().filter(pk=run_id).values_list("pk", flat=True).first()
+    # Plain SQL: the ORM's version costs more to build than to run, and
+    # this runs once per turn and per routed message.
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT 1 FROM {_table(Run)} WHERE id = %s{lock}", [run_id])
 
 
 def broadcast(run_id: int, seq: int) -> None:
@@ -58,10 +69,45 @@ def broadcast(run_id: int, seq: int) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
+    message = {"type": "run.event", "seq": seq}
     try:
-        async_to_sync(layer.group_send)(run_group(run_id), {"type": "run.event", "seq": seq})
+        if _in_sync_to_async_thread():
+            # Back to the loop that runs this thread, as async_to_sync does.
+            async_to_sync(layer.group_send)(run_group(run_id), message)
+        else:
+            sent = asyncio.run_coroutine_threadsafe(layer.group_send(run_group(run_id), message), _broadcast_loop())
+            sent.result(timeout=BROADCAST_TIMEOUT)
     except Exception as exc:  # noqa: BLE001 - Redis away: the consumers' poll still finds the event
         log.warning("could not notify dashboards of event %s of run %s: %s", seq, run_id, exc)
+
+
+BROADCAST_TIMEOUT = 10.0
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_pid = 0
+_loop_lock = threading.Lock()
+
+
+def _broadcast_loop() -> asyncio.AbstractEventLoop:
+    """This process's event loop for broadcasts, in a thread of its own.
+
+    async_to_sync outside an event loop starts a thread and a new loop for
+    every call (about 2 ms here), and channels_redis, whose connections
+    belong to a loop, connects again each time; one loop that lives on
+    keeps both. A forked child (prefork workers) starts its own."""
+    global _loop, _loop_pid
+    with _loop_lock:
+        if _loop is None or _loop_pid != os.getpid():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="zenweb-broadcast", daemon=True).start()
+            _loop, _loop_pid = loop, os.getpid()
+        return _loop
+
+
+def _in_sync_to_async_thread() -> bool:
+    """True in a thread that sync_to_async runs for an event loop (a view
+    under daphne, a consumer's database helper): the in-memory channel layer
+    must then be used from that loop."""
+    return getattr(SyncToAsync.threadlocal, "main_event_loop_pid", None) == os.getpid()
 
 
 class DjangoEventSink:
@@ -71,9 +117,51 @@ class DjangoEventSink:
     def emit(self, event: RuntimeEvent) -> None:
         # No savepoint: an event that cannot be written fails its transaction.
         with transaction.atomic(savepoint=False):
-            seq = _bump(self.run_id, "last_event_seq")
-            Event.objects.create(run_id=self.run_id, seq=seq, type=event.type, step_id=event.step_id, data=event.data)
+            seq = _insert_event(self.run_id, event)
             transaction.on_commit(lambda: broadcast(self.run_id, seq))
+
+
+def _insert_event(run_id: int, event: RuntimeEvent) -> int:
+    """Number ``event`` (the run's next seq) and store it; return its seq."""
+    values = {"type": event.type, "step_id": event.step_id, "data": event.data, "created": timezone.now()}
+    if connection.vendor != "postgresql":
+        seq = _bump(run_id, "last_event_seq")
+        _insert(Event, run=run_id, seq=seq, **values)
+        return seq
+    columns, params = _prepared(Event, {"run": run_id, **values})
+    seq_column = connection.ops.quote_name(Event._meta.get_field("seq").column)
+    # One round trip: the counter's UPDATE (which locks the run row, as
+    # _bump does) numbers the INSERT.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH bumped AS (UPDATE {_table(Run)} SET last_event_seq = last_event_seq + 1 WHERE id = %s "
+            f"RETURNING last_event_seq) INSERT INTO {_table(Event)} ({columns}, {seq_column}) "
+            f"SELECT {', '.join(['%s'] * len(params))}, last_event_seq FROM bumped RETURNING {seq_column}",
+            [run_id, *params],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise Run.DoesNotExist(f"run {run_id} does not exist")
+    return row[0]
+
+
+def _insert(model, **values) -> None:
+    """One INSERT of a row of ``model`` (field name -> value), without the
+    ORM's per-instance work: for the rows written per routed message."""
+    columns, params = _prepared(model, values)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {_table(model)} ({columns}) VALUES ({', '.join(['%s'] * len(params))})",
+            params,
+        )
+
+
+def _prepared(model, values: dict) -> tuple[str, list]:
+    """The quoted columns and database values of ``values``, as the ORM writes them."""
+    fields = [model._meta.get_field(name) for name in values]
+    columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
+    params = [field.get_db_prep_save(value, connection) for field, value in zip(fields, values.values(), strict=True)]
+    return columns, params
 
 
 class DjangoMailboxStore:
@@ -105,6 +193,21 @@ class DjangoMailboxStore:
     def is_cancelled(self) -> bool:
         return Run.objects.filter(pk=self.run_id, status=Run.Status.CANCELLED).exists()
 
+    def mailbox_state(self, mailbox: str) -> MailboxState:
+        # One query instead of four: it runs for every routed message.
+        with connection.cursor() as cursor:
+            cursor.execute(_mailbox_state_sql(), [mailbox, mailbox, self.run_id])
+            row = cursor.fetchone()
+        if row is None:
+            return MailboxState(cancelled=False, registered=False, closed_reason=None, unread=0)
+        status, kind, reason, unread = row
+        return MailboxState(
+            cancelled=status == Run.Status.CANCELLED,
+            registered=kind == Step.Kind.STEP,
+            closed_reason=DropReason(reason) if reason else None,
+            unread=unread,
+        )
+
     def next_message_id(self, prefix: str) -> str:
         return f"{prefix}-{_bump(self.run_id, 'last_message_no')}"
 
@@ -124,8 +227,11 @@ class DjangoMailboxStore:
         rows = Message.objects.filter(run_id=self.run_id, recipient=mailbox, drained=None, drop_reason="")
         return [_to_router(row) for row in rows.order_by("id")]
 
+    # No savepoints below (two round trips each): these run inside the
+    # caller's transaction, and an error in them fails it anyway.
+
     def mark_read(self, mailbox: str, message_ids: list[str]) -> list[str]:
-        with transaction.atomic():
+        with transaction.atomic(savepoint=False):
             self._lock_run()
             rows = Message.objects.filter(run_id=self.run_id, recipient=mailbox, message_id__in=message_ids)
             # A dropped message counts as read, as in the in-memory store.
@@ -134,23 +240,27 @@ class DjangoMailboxStore:
             return already
 
     def close(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
-        with transaction.atomic():
+        with transaction.atomic(savepoint=False):
             self._lock_run()
             closed = Step.objects.filter(run_id=self.run_id, step_id=mailbox, mailbox_closed_reason="").update(
                 mailbox_closed_reason=str(reason)
             )
             if not closed:
                 return []
-            return self.drop_unread(mailbox, reason)
+            return self._drop_unread(mailbox, reason)
 
     def drop_unread(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
-        with transaction.atomic():
+        with transaction.atomic(savepoint=False):
             self._lock_run()
-            dropped = self.unread(mailbox)
+            return self._drop_unread(mailbox, reason)
+
+    def _drop_unread(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
+        dropped = self.unread(mailbox)
+        if dropped:
             Message.objects.filter(run_id=self.run_id, message_id__in=[m.message_id for m in dropped]).update(
                 drop_reason=str(reason)
             )
-            return dropped
+        return dropped
 
     def _lock_run(self) -> None:
         # Sends take the run row's lock first (their message number): taking
@@ -160,15 +270,29 @@ class DjangoMailboxStore:
         lock_run(self.run_id)
 
     def _save(self, message: RouterMessage, drop_reason: str = "") -> None:
-        Message.objects.create(
-            run_id=self.run_id,
+        _insert(
+            Message,
+            run=self.run_id,
             message_id=message.message_id,
             sender=message.sender,
             recipient=message.recipient,
             type=str(message.type),
             content=message.content,
+            created=timezone.now(),
+            drained=None,
             drop_reason=drop_reason,
         )
+
+
+@functools.cache
+def _mailbox_state_sql() -> str:
+    return (
+        "SELECT r.status, s.kind, s.mailbox_closed_reason, "
+        f"(SELECT COUNT(*) FROM {_table(Message)} m WHERE m.run_id = r.id AND m.recipient = %s "
+        "AND m.drained IS NULL AND m.drop_reason = '') "
+        f"FROM {_table(Run)} r LEFT JOIN {_table(Step)} s ON s.run_id = r.id AND s.step_id = %s "
+        "WHERE r.id = %s"
+    )
 
 
 def _to_router(row: Message) -> RouterMessage:
@@ -186,5 +310,6 @@ def request_coordinator_wake(run_id: int) -> None:
     """Count a reason for the coordinator to wake, and wake it after commit."""
     from runs import tasks  # tasks import actions, which import this module
 
-    Run.objects.filter(pk=run_id).update(wake_requests=F("wake_requests") + 1)
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {_table(Run)} SET wake_requests = wake_requests + 1 WHERE id = %s", [run_id])
     transaction.on_commit(lambda: tasks.wake_coordinator.delay(run_id), robust=True)

@@ -17,21 +17,9 @@ log = logging.getLogger(__name__)
 def start_worker_thread(concurrency: int | None = None) -> threading.Thread:
     """Start an in-process Celery worker consuming this process's broker."""
     from zenweb.celery import app
+    from zenweb.workers import start_worker_thread as start
 
-    worker = app.Worker(
-        pool="threads",
-        concurrency=concurrency or settings.ZENWEB_EMBEDDED_CONCURRENCY,
-        loglevel="WARNING",
-        # A worker in a thread must not take over stdout or the signals.
-        redirect_stdouts=False,
-        without_heartbeat=True,
-        without_mingle=True,
-        without_gossip=True,
-        quiet=True,
-    )
-    thread = threading.Thread(target=worker.start, name="celery-embedded", daemon=True)
-    thread.start()
-    return thread
+    return start(app, concurrency or settings.ZENWEB_EMBEDDED_CONCURRENCY, name="celery-embedded")
 
 
 def serve(host: str, port: int) -> None:

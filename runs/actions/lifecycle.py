@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from django.db import transaction
+from django.db.models import Exists, Q
 from django.utils import timezone
 
 from agents import scheduler
@@ -16,7 +17,7 @@ from runs.actions.children import cancel_children_after_commit
 from runs.actions.commands import finish_command
 from runs.actions.common import router_for
 from runs.actions.containers import as_runtime, create_steps
-from runs.models import Approval, Run, Step, Workflow
+from runs.models import Approval, Message, Run, Step, Workflow
 from runs.stores import DjangoEventSink, DjangoMailboxStore, request_coordinator_wake
 
 
@@ -111,13 +112,63 @@ def schedule(run_id: int) -> None:
     message a finished step sent for them is in their inbox before their
     first turn. When every step is done, the coordinator is woken to finish.
     """
+    # This runs after every step's end. Most find no pending step (a
+    # fan-out starts all its steps at once): they read the run's flags in
+    # one query, without the run's lock, instead of every step of the run.
+    state = _schedule_state(run_id)
+    if state is None:
+        return
+    status, busy, has_mail, has_pending, all_steps_done, workflow = state
+    if status != Run.Status.RUNNING or busy or has_mail:
+        return
+    if has_pending:
+        _start_ready_steps(run_id)
+        return
+    # Nothing to start. Reading without the lock is enough: every step's end
+    # commits before it calls this, so the last one to end sees all done.
+    if all_steps_done or plans_first(Run(pk=run_id, workflow=workflow)):
+        with transaction.atomic():
+            request_coordinator_wake(run_id)
+
+
+def _schedule_state(run_id: int) -> tuple | None:
+    """The run's status and coordinator_busy, whether the coordinator has
+    unread mail, a step is pending, and every step is done (``all_done``),
+    and its workflow (only its id and created: its parsed spec is cached)."""
+    others = _others(run_id)
+    row = (
+        Run.objects.filter(pk=run_id)
+        .annotate(
+            has_mail=Exists(Message.objects.filter(run_id=run_id, recipient=COORDINATOR, drained=None, drop_reason="")),
+            has_pending=Exists(others.filter(kind=Step.Kind.STEP, status=Step.Status.PENDING)),
+            has_unfinished=Exists(others.filter(Q(resuming=True) | ~Q(status__in=Step.TERMINAL))),
+        )
+        .values_list(
+            "status",
+            "coordinator_busy",
+            "has_mail",
+            "has_pending",
+            "has_unfinished",
+            "workflow_id",
+            "workflow__created",
+        )
+        .first()
+    )
+    if row is None:
+        return None
+    status, busy, has_mail, has_pending, has_unfinished, workflow_id, created = row
+    workflow = Workflow.from_db(None, ["id", "created"], [workflow_id, created])
+    return status, busy, has_mail, has_pending, not has_unfinished, workflow
+
+
+def _start_ready_steps(run_id: int) -> None:
     with transaction.atomic():
         run = Run.objects.select_for_update().select_related("workflow").get(pk=run_id)
         if run.status != Run.Status.RUNNING or run.coordinator_busy or coordinator_has_mail(run.pk):
             return
         # Only what readiness needs: transcripts and outputs of a wide run
         # would cost more to load than everything else here.
-        steps = list(run.steps.exclude(kind=Step.Kind.COORDINATOR).only(*SCHEDULING_FIELDS))
+        steps = list(_others(run_id).only(*SCHEDULING_FIELDS))
         status = {step.step_id: step.status for step in steps}
         pending = [as_runtime(step) for step in steps if step.kind == Step.Kind.STEP]
         by_id = {step.step_id: step for step in steps}
@@ -128,13 +179,18 @@ def schedule(run_id: int) -> None:
             request_coordinator_wake(run.pk)
 
 
+def _others(run_id: int):
+    """A run's steps and loops: everything but its coordinator."""
+    return Step.objects.filter(run_id=run_id).exclude(kind=Step.Kind.COORDINATOR).order_by()
+
+
 def plans_first(run: Run) -> bool:
     """A coordinator that can spawn workers takes a plan wake before anything
     else; this is true until it has."""
     agent = workflow_spec(run.workflow).agents.get(COORDINATOR)
     if agent is None or "spawn_worker" not in agent.tools:
         return False
-    return run.steps.filter(step_id=COORDINATOR, turns=0).exists()
+    return Step.objects.filter(run_id=run.pk, step_id=COORDINATOR, turns=0).exists()
 
 
 def all_done(steps: list[Step]) -> bool:

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -41,6 +38,7 @@ def workers(tmp_path: Path, *names: str, env: dict[str, str] | None = None, purg
     before and after unless told not to), wait until each is ready, yield
     their log files; ``workers.processes`` holds the Popen objects."""
     from zenweb.celery import app
+    from zenweb.workers import WorkerStartError, worker_processes
 
     env = {**os.environ, **(env or {})}
     db = connection.settings_dict
@@ -48,29 +46,25 @@ def workers(tmp_path: Path, *names: str, env: dict[str, str] | None = None, purg
     if purge:
         app.control.purge()  # tasks a killed earlier run may have left on the broker
     logs = [tmp_path / f"{name}.log" for name in names]
-    processes = []
-    for name, log in zip(names, logs, strict=True):
-        command = [sys.executable, "-m", "celery", "-A", "zenweb", "worker", "--pool", pool, "-c", "4"]
-        command += ["-l", "INFO", "-n", f"{name}-{os.getpid()}@%h"]
-        with open(log, "w") as out:
-            processes.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT))
+    hostnames = [f"{name}-{os.getpid()}@%h" for name in names]
     try:
-        deadline = time.monotonic() + 30
-        for process, log in zip(processes, logs, strict=True):
-            while "ready." not in log.read_text():
-                if process.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"a worker did not start:\n{log.read_text()}")
-                time.sleep(0.2)
-        workers.processes = processes
-        yield logs
+        with worker_processes(
+            "zenweb",
+            hostnames,
+            logs,
+            env=env,
+            cwd=ROOT,
+            pool=pool,
+            concurrency=4,
+            ready_timeout=30,
+            poll=0.2,
+            stop_timeout=20,
+        ) as processes:
+            workers.processes = processes
+            yield logs
+    except WorkerStartError as exc:
+        pytest.fail(f"a worker did not start:\n{exc.log.read_text()}")
     finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
         if purge:
             app.control.purge()
 

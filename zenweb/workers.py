@@ -1,0 +1,88 @@
+"""Starting Celery workers, for the embedded launcher, the services tests and
+the bench: a worker in a thread of this process, or `celery worker`
+processes (as the Procfile starts them) that are waited for until ready.
+
+No Django here: bench/bare_celery.py starts its Django-free app with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+from celery import Celery
+
+
+def start_worker_thread(app: Celery, concurrency: int, name: str = "celery-embedded") -> threading.Thread:
+    """Start a threads-pool worker of ``app`` in this process, consuming its broker."""
+    worker = app.Worker(
+        pool="threads",
+        concurrency=concurrency,
+        loglevel="WARNING",
+        # A worker in a thread must not take over stdout or the signals.
+        redirect_stdouts=False,
+        without_heartbeat=True,
+        without_mingle=True,
+        without_gossip=True,
+        quiet=True,
+    )
+    thread = threading.Thread(target=worker.start, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+class WorkerStartError(RuntimeError):
+    """A worker process exited, or was not ready in time; ``log`` says why."""
+
+    def __init__(self, log: Path) -> None:
+        super().__init__(f"a worker did not start (log: {log})")
+        self.log = log
+
+
+@contextlib.contextmanager
+def worker_processes(
+    app: str,
+    hostnames: Sequence[str],
+    logs: Sequence[Path],
+    *,
+    env: Mapping[str, str],
+    cwd: Path,
+    pool: str,
+    concurrency: int,
+    ready_timeout: float,
+    poll: float = 0.1,
+    stop_timeout: float = 30,
+) -> Iterator[list[subprocess.Popen]]:
+    """Start one `celery -A <app> worker` process per hostname, each writing
+    to its log, wait until each says it is ready, and stop them afterwards
+    (SIGTERM, then SIGKILL after ``stop_timeout`` seconds)."""
+    processes: list[subprocess.Popen] = []
+    try:
+        for hostname, log in zip(hostnames, logs, strict=True):
+            command = [sys.executable, "-m", "celery", "-A", app, "worker", "--pool", pool]
+            command += ["--concurrency", str(concurrency), "--loglevel", "INFO", "--hostname", hostname]
+            with open(log, "w") as out:
+                processes.append(
+                    subprocess.Popen(command, cwd=cwd, env=dict(env), stdout=out, stderr=subprocess.STDOUT)
+                )
+        deadline = time.monotonic() + ready_timeout
+        for process, log in zip(processes, logs, strict=True):
+            while "ready." not in log.read_text():
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise WorkerStartError(log)
+                time.sleep(poll)
+        yield processes
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=stop_timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
