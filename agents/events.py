@@ -46,10 +46,13 @@ EventType = Literal[
     "approval_requested",
     "approval_decided",
     "approval_lapsed",
+    "tool_started",
     "tool_result",
     "run_resumed",
     "lease_expired",
     "run_stuck",
+    "catalog_compacted",
+    "coordinator_over_budget",
 ]
 
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)

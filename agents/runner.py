@@ -63,6 +63,8 @@ class ToolEnv:
     parent_tool_call_id: str = ""
     gated: frozenset[str] = frozenset()
     journal: ToolJournal | None = None
+    # Service-backed calls come back queued; the host runs each as a task.
+    defer: bool = False
 
 
 @dataclass(frozen=True)
@@ -234,6 +236,8 @@ def apply_completion(
             end["artifacts"] = [{"kind": a.kind, "title": a.title} for a in outcome.artifacts]
         if outcome.pending:
             end["pending"] = True
+            if outcome.queued:
+                end["queued"] = True
             if outcome.child_run_id:
                 end["child_run_id"] = outcome.child_run_id
             if outcome.approval_id:
@@ -262,6 +266,8 @@ def run_side_effects(
     finished call again. Returns how many calls ran."""
     env = turn.env or ToolEnv()
     ran = 0
+    if env.defer:
+        return ran  # they run as tasks, each journaled there
     for call, occurrence in _with_occurrence(completion.tool_calls):
         tool = registry.get(call.name)
         if tool is None or not tool.side_effects or tool.name in env.gated or tool not in tools:
@@ -328,6 +334,7 @@ def _tool_context(
         gated=env.gated,
         journal=env.journal,
         occurrence=occurrence,
+        defer=env.defer,
     )
 
 

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
+from django.db import close_old_connections, connection, models, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
@@ -52,22 +52,24 @@ def claim(step_pk: int, turn: int, owner: str) -> bool:
 
 
 @contextmanager
-def renewing(step_pk: int, owner: str) -> Iterator[None]:
-    """Keep the lease alive while the body runs (a model call can take long)."""
+def renewing(pk: int, owner: str, model: type[models.Model] = Step) -> Iterator[None]:
+    """Keep the lease on a step's turn (or a tool call, ``model=ToolCall``)
+    alive while the body runs: a model or a tool can take long."""
     stop = threading.Event()
     every = max(0.05, settings.ZENWEB_LEASE_SECONDS / 3)
+    name = model._meta.model_name
 
     def renew() -> None:
         try:
             while not stop.wait(every):
                 expires = timezone.now() + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS)
-                Step.objects.filter(pk=step_pk, lease_owner=owner).update(lease_expires=expires)
-        except Exception:  # noqa: BLE001 - a failed renewal only risks a duplicate turn
-            log.exception("renewing the lease of step %s failed", step_pk)
+                model.objects.filter(pk=pk, lease_owner=owner).update(lease_expires=expires)
+        except Exception:  # noqa: BLE001 - a failed renewal only risks a duplicate attempt
+            log.exception("renewing the lease of %s %s failed", name, pk)
         finally:
             connection.close()
 
-    thread = threading.Thread(target=renew, name=f"lease-{step_pk}", daemon=True)
+    thread = threading.Thread(target=renew, name=f"lease-{name}-{pk}", daemon=True)
     thread.start()
     try:
         yield
@@ -97,8 +99,11 @@ def do_sweep() -> dict[str, int]:
                 lambda pk=step.pk, turn=step.turns + 1: tasks.run_step_turn.delay(pk, turn), robust=True
             )
             expired += 1
+    from runs.actions.tool_tasks import sweep_tool_calls
+
     return {
         "expired": expired,
+        "tool_calls": sweep_tool_calls(now),
         "over_budget": _enforce_budgets(),
         "resumed": _resume_silent(now),
         "stuck": _mark_stuck(now),

@@ -3,10 +3,15 @@ page renders first. Fragment ids match the DOM ids they replace."""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import OrderedDict
+
 from django.db.models import Count
 from django.template.loader import render_to_string
 
 from agents import ids
+from runs.actions.budgets import totals_of
 from runs.graph import GRAPH_EVENTS, routing_graph
 from runs.models import Approval, Command, Event, Message, Run, Step, ToolCall
 
@@ -27,8 +32,7 @@ def run_context(run: Run) -> dict:
     )
     for step in steps:
         step.unread = unread.get(step.step_id, 0)
-    tokens = sum(s.prompt_tokens + s.completion_tokens for s in steps)
-    coordinator_tokens = sum(s.prompt_tokens + s.completion_tokens for s in steps if s.kind == "coordinator")
+    tokens = totals_of(steps)
     work = [s for s in steps if s.kind == "step"]
     done = sum(1 for s in work if s.is_terminal)
     last_wake = (
@@ -45,14 +49,13 @@ def run_context(run: Run) -> dict:
         "steps_done": done,
         "steps_total": len(work),
         "progress": int(100 * done / len(work)) if work else 0,
+        # By role, with the coordinator's share ("coordination overhead").
         "tokens": tokens,
-        # Seed 002 reports 10-15% as typical for the coordinator's share.
-        "coordination_share": round(100 * coordinator_tokens / tokens) if tokens else None,
     }
 
 
 # Events after which the tool-call table is drawn again.
-TOOL_EVENTS = {"tool_call", "child_run_result", "child_run_linked"}
+TOOL_EVENTS = {"tool_call", "tool_started", "tool_result", "lease_expired", "child_run_result", "child_run_linked"}
 TOOL_CALLS_SHOWN = 200
 
 
@@ -93,9 +96,58 @@ def in_display_order(steps: list[Step]) -> list[Step]:
     return sorted(steps, key=lambda s: (first[ids.parse(s.step_id)[0].id], s.position))
 
 
+class _RecentUpdates:
+    """The last few updates this process rendered, by (run, cursor).
+
+    Every dashboard watching a run asks for the same update (the HTML does
+    not depend on who watches), mostly from the same cursor: the first one
+    renders it, the others get the copy. A copy is never stale in what it
+    covers: events do not change, and every change to a run comes with an
+    event, so anything newer arrives as events after the copy's last seq,
+    which the consumer asks for next."""
+
+    def __init__(self, size: int = 128, ttl: float = 5.0) -> None:
+        self.size = size
+        self.ttl = ttl
+        self._items: OrderedDict[tuple[int, int], tuple[float, str, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[int, int]) -> tuple[str, int] | None:
+        with self._lock:
+            item = self._items.get(key)
+            if item is None or time.monotonic() - item[0] > self.ttl:
+                return None
+            return item[1], item[2]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+    def put(self, key: tuple[int, int], html: str, last: int) -> None:
+        with self._lock:
+            self._items[key] = (time.monotonic(), html, last)
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+
+RECENT_UPDATES = _RecentUpdates()
+
+
 def render_update(run_id: int, after: int) -> tuple[str, int]:
     """HTML for everything after event ``after``, swapped out-of-band, and the
-    last seq it covers. Empty string when nothing is new."""
+    last seq it covers. Empty string when nothing is new. Dashboards on the
+    same cursor share one rendering (``RECENT_UPDATES``)."""
+    cached = RECENT_UPDATES.get((run_id, after))
+    if cached is not None:
+        return cached
+    html, last = _render_update(run_id, after)
+    if html:
+        RECENT_UPDATES.put((run_id, after), html, last)
+    return html, last
+
+
+def _render_update(run_id: int, after: int) -> tuple[str, int]:
     events = events_after(run_id, after)
     if not events:
         return "", after

@@ -221,15 +221,24 @@ class ToolCall(models.Model):
     """One tool call with the metadata its executor got (Goa-AI's names).
 
     ``arguments`` has injected fields masked; ``result`` is exactly what the
-    model saw. ``waiting`` calls get their result later, from a child run."""
+    model saw. A service-backed call runs as its own task: ``queued`` ->
+    ``running`` (a worker holds its lease) -> ``done`` | ``failed`` |
+    ``timed_out``. ``waiting`` calls get their result from a child run or
+    once a person decides."""
 
     class Status(models.TextChoices):
         DONE = "done"
         FAILED = "failed"
+        TIMED_OUT = "timed_out"
+        QUEUED = "queued"
+        RUNNING = "running"
         # Its result comes later: from a child run, or once a person decides.
         WAITING = "waiting"
         # A person rejected the call.
         BLOCKED = "blocked"
+
+    # The step takes its next turn once none of its calls is in one of these.
+    PENDING = (Status.QUEUED, Status.RUNNING, Status.WAITING)
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls")
     step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="tool_calls")
@@ -249,9 +258,17 @@ class ToolCall(models.Model):
     counted = models.BooleanField(default=True)
     duration_ms = models.PositiveIntegerField(default=0)
     created = models.DateTimeField(auto_now_add=True)
+    # Calls run as tasks: which worker runs it and until when (renewed while
+    # it runs), how many attempts it took, and when it ran.
+    lease_owner = models.CharField(max_length=200, blank=True)
+    lease_expires = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    started = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["step", "tool_call_id"], name="toolcall_step_id")]
+        indexes = [models.Index(fields=["status", "lease_expires"], name="toolcall_status_lease")]
         ordering = ["id"]
 
     def __str__(self) -> str:

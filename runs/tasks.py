@@ -67,3 +67,15 @@ def execute_approved_call(approval_id: int) -> None:
     from runs.actions.approvals import do_execute_approved_call
 
     do_execute_approved_call(approval_id)
+
+
+@shared_task
+def execute_tool_call(call_pk: int) -> None:
+    from runs.actions.tool_tasks import do_execute_tool_call, do_fail_tool_call
+
+    try:
+        do_execute_tool_call(call_pk)
+    except Exception as exc:
+        # A bug must not leave the step waiting for this call forever.
+        log.exception("tool call %s failed", call_pk)
+        do_fail_tool_call(call_pk, f"internal error: {type(exc).__name__}: {exc}")

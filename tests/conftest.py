@@ -24,6 +24,15 @@ def pytest_collection_modifyitems(config, items):
         os.environ.pop(name, None)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_live_updates():
+    """Run ids come back in a new test database: no update rendered for
+    another test's run 1 may be served for this one's."""
+    from runs.live import RECENT_UPDATES
+
+    RECENT_UPDATES.clear()
+
+
 @pytest.fixture
 def owner(django_user_model):
     return django_user_model.objects.create_user("owner", password="owner-pass")

@@ -130,6 +130,9 @@ class ToolContext:
     journal: ToolJournal | None = None
     # Which identical call of this turn this is (0 for the first).
     occurrence: int = 0
+    # Service-backed (not inline) calls are not run now: they come back
+    # pending and ``queued``, and the host runs each as its own task.
+    defer: bool = False
     finalized: list[str] = field(default_factory=list)
 
     @property
@@ -153,7 +156,13 @@ class Tool:
     ``injected`` names argument fields the model never sees: they are removed
     from the schema and filled from ``ToolContext.injected``. ``bounded`` tools
     return lists and must give Bounds. Tools tagged ``bookkeeping`` (messaging)
-    do not count against the run policy's tool-call caps."""
+    do not count against the run policy's tool-call caps.
+
+    ``inline`` tools change the run itself (messages, claims, workers, child
+    runs) and run inside the turn that called them. Every other tool is
+    service-backed: where the host defers them (``ToolContext.defer``) each
+    call runs later as its own durable task, like a Temporal activity.
+    ``timeout`` is the longest one call may take, in seconds."""
 
     name: str
     description: str
@@ -168,6 +177,8 @@ class Tool:
     bounded: bool = False
     # Artifacts this tool may attach: (kind, audience) pairs, for the catalog.
     server_data: tuple[tuple[str, Audience], ...] = ()
+    inline: bool = False
+    timeout: float | None = None
 
     @property
     def id(self) -> str:

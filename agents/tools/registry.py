@@ -42,6 +42,8 @@ class ToolOutcome:
     child_run_id: str | None = None
     approval_id: str | None = None
     counted: bool = True
+    # Deferred: the call was checked and will run as its own task.
+    queued: bool = False
 
 
 class ToolRegistry:
@@ -142,6 +144,10 @@ class ToolRegistry:
                 return _failed(str(exc), RetryHint(exc.kind, exc.action), shown, counted=counted)
             text = f"waiting for approval {approval}: a person must allow this {tool.name} call"
             return ToolOutcome(text, ok=True, arguments=shown, pending=True, approval_id=approval, counted=counted)
+        if ctx.defer and not tool.inline:
+            # Checked and allowed: the host runs it as its own task.
+            text = f"queued: {tool.name} runs as a task; its result replaces this text"
+            return ToolOutcome(text, ok=True, arguments=shown, pending=True, queued=True, counted=counted)
         try:
             with ctx.isolated():
                 returned = tool.run(ctx, args)

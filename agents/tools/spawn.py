@@ -45,5 +45,6 @@ SPAWN_WORKER = Tool(
     frozenset({"coordinator"}),
     _spawn,
     toolset="orchestration",
+    inline=True,
     tags=("management",),
 )

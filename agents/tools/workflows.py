@@ -49,6 +49,7 @@ def workflow_tool(spec: WorkflowSpec) -> Tool:
         frozenset({"step"}),
         start,
         toolset="workflows",
+        inline=True,
         tags=("agent-as-tool",),
     )
 

@@ -57,12 +57,17 @@ def warning_cycle(cap: int) -> int:
     return max(1, (cap * 8) // 10)
 
 
+ROUTER_RUN_FIELDS = ("status", "workflow__id", "workflow__created")
+
+
 def router_for(run_id: int, *, finishing: bool = False, context_sender: str | None = None) -> MessageRouter:
     """The router of a run. ``finishing`` is set during the coordinator's last
     wake: a forward to a finished step then drops as resume-shutdown.
     ``context_sender`` is the step whose message the coordinator is handling:
     a bare target id that matches several iterations picks that step's."""
-    run = Run.objects.select_related("workflow").get(pk=run_id)
+    # Built several times a turn: load only what the limits, the resumer and
+    # the resolver read (a stored spec is parsed once per process).
+    run = Run.objects.select_related("workflow").only(*ROUTER_RUN_FIELDS).get(pk=run_id)
     limits = Limits.of(run)
     return MessageRouter(
         DjangoMailboxStore(run_id),
@@ -137,9 +142,12 @@ def save_turn(step: Step, result: TurnResult) -> None:
     step.completion_tokens = F("completion_tokens") + result.completion_tokens
     step.save(update_fields=["transcript", "prompt_tokens", "completion_tokens"])
     step.refresh_from_db(fields=["prompt_tokens", "completion_tokens", "turns"])
+    queued: list[int] = []
     for call in result.tool_calls:
         outcome = call.outcome
-        if outcome.pending:
+        if outcome.queued:
+            status = ToolCall.Status.QUEUED
+        elif outcome.pending:
             status = ToolCall.Status.WAITING
         else:
             status = ToolCall.Status.DONE if outcome.ok else ToolCall.Status.FAILED
@@ -162,10 +170,16 @@ def save_turn(step: Step, result: TurnResult) -> None:
             duration_ms=call.duration_ms,
         )
         store_artifacts(row, outcome.artifacts)
+        if outcome.queued:
+            queued.append(row.pk)
         if outcome.child_run_id:
             Run.objects.filter(pk=int(outcome.child_run_id)).update(parent_tool_call=row)
         if outcome.approval_id:
             Approval.objects.filter(pk=int(outcome.approval_id)).update(tool_call=row)
+    if queued:
+        from runs.actions.tool_tasks import dispatch_after_commit
+
+        dispatch_after_commit(queued)
 
 
 def store_artifacts(call: ToolCall, artifacts) -> None:

@@ -1,6 +1,6 @@
-"""Tool calls whose result comes later: from a child run, or once a person
-decided on an approval. The call was stored ``waiting`` with a placeholder
-in the step's transcript; delivering its result replaces the placeholder,
+"""Tool calls whose result comes later: from their own task, from a child
+run, or once a person decided on an approval. The call was stored
+``queued`` or ``waiting`` with a placeholder in the step's transcript; delivering its result replaces the placeholder,
 and once no call of the step waits any more, the step takes its next turn."""
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ def deliver_result(
     omitted: bool = False,
 ) -> bool:
     """Store the late result of ``call``. Call with the run row locked.
-    Returns False if the call was not waiting (delivered already)."""
+    Returns False if the call had its result already. The step's next turn
+    sees every result in the order the model asked for the calls."""
     from runs import tasks
 
-    if not ToolCall.objects.filter(pk=call.pk, status=ToolCall.Status.WAITING).update(
+    if not ToolCall.objects.filter(pk=call.pk, status__in=ToolCall.PENDING).update(
         status=status,
         ok=status == ToolCall.Status.DONE,
         result=text,
@@ -45,7 +46,7 @@ def deliver_result(
         RuntimeEvent(event, step.step_id, {"tool_call_id": call.tool_call_id, **event_data, "result": text[:2000]})
     )
     run = Run.objects.get(pk=call.run_id)
-    still_waiting = ToolCall.objects.filter(step=step, status=ToolCall.Status.WAITING).exists()
+    still_waiting = ToolCall.objects.filter(step=step, status__in=ToolCall.PENDING).exists()
     if run.status == Run.Status.RUNNING and step.status == Step.Status.RUNNING and not still_waiting:
         turn = step.turns + 1
         transaction.on_commit(lambda: tasks.run_step_turn.delay(step.pk, turn), robust=True)

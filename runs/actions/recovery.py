@@ -12,13 +12,14 @@ from __future__ import annotations
 from django.db import transaction
 
 from agents.events import Event as RuntimeEvent
+from runs.actions.tool_tasks import dispatch_after_commit, queued_calls
 from runs.models import Run, Step, ToolCall
 from runs.stores import DjangoEventSink, lock_run, request_coordinator_wake
 
 
 def do_resume_run(run_id: int, reason: str) -> list[str]:
     """Re-enqueue the next turn of every running step that is not waiting on a
-    tool call, and wake the coordinator. Returns the step ids nudged; a run
+    tool call, the task of every queued call, and wake the coordinator. Returns the step ids nudged; a run
     that is not running is left alone."""
     from runs import tasks
 
@@ -27,9 +28,9 @@ def do_resume_run(run_id: int, reason: str) -> list[str]:
         run = Run.objects.get(pk=run_id)
         if run.status != Run.Status.RUNNING:
             return []
-        waiting = set(
-            ToolCall.objects.filter(run=run, status=ToolCall.Status.WAITING).values_list("step_id", flat=True)
-        )
+        waiting = set(ToolCall.objects.filter(run=run, status__in=ToolCall.PENDING).values_list("step_id", flat=True))
+        # Calls whose task the broker lost run now; a duplicate finds them claimed.
+        dispatch_after_commit(queued_calls(run_id))
         nudged = []
         for step in run.steps.filter(kind=Step.Kind.STEP, status=Step.Status.RUNNING):
             if step.pk in waiting:

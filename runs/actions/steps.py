@@ -65,6 +65,8 @@ def do_step_turn(step_pk: int, turn: int) -> None:
         return
     journal = DjangoToolJournal(step.pk, owner)
     agent_turn.env.journal = journal
+    # Service-backed calls become tasks of their own (runs/actions/tool_tasks.py).
+    agent_turn.env.defer = spec.options.tool_execution == "tasks"
     try:
         with leases.renewing(step.pk, owner):
             completion = provider_for(agent).complete(request)
@@ -99,7 +101,7 @@ def do_step_turn(step_pk: int, turn: int) -> None:
         if broken_policy:
             do_fail_step(step.pk, broken_policy)
         elif result.status == "waiting":
-            pass  # a child run answers one of its calls; its end takes the next turn
+            pass  # tasks, a child run or a person answer its calls; the last answer takes the next turn
         elif result.status == "continue" or _wakes_for_late_messages(step, run, store, sink, router):
             _next_turn(step.pk, turn + 1)
         else:
@@ -130,7 +132,7 @@ def _tool_policy_breach(step: Step, options: WorkflowOptions) -> str | None:
         return f"the run made more than {options.max_run_tool_calls} tool calls (maxRunToolCalls)"
     cap = options.max_consecutive_tool_failures
     # A model stuck on a failing call is stuck whatever the tool: every call counts here.
-    every = ToolCall.objects.filter(step=step).exclude(status=ToolCall.Status.WAITING)
+    every = ToolCall.objects.filter(step=step).exclude(status__in=ToolCall.PENDING)
     recent = list(every.order_by("-id").values_list("ok", flat=True)[:cap])
     if len(recent) == cap and not any(recent):
         return f"step {step.step_id}'s last {cap} tool calls all failed (maxConsecutiveToolFailures)"

@@ -179,3 +179,19 @@ def test_a_page_of_a_big_run_counts_nothing(client, owner):
         assert len(sql) <= 6
         assert not any("COUNT(" in statement.upper() for statement in sql)
         assert any("LIMIT 201" in statement for statement in sql)
+
+
+def test_dashboards_on_the_same_cursor_share_one_rendering_of_an_update(owner):
+    from runs.live import render_update
+
+    run = make_run(owner, 12)
+    first = render_update(run.pk, 5)
+    with CaptureQueriesContext(connection) as queries:
+        second = render_update(run.pk, 5)
+
+    assert second == first and first[1] == 12
+    assert len(queries) == 0
+    # A later event is new work: the next cursor renders it afresh.
+    Event.objects.create(run=run, seq=13, type="agent_turn", step_id="first", data={})
+    html, last = render_update(run.pk, 12)
+    assert last == 13 and 'data-seq="13"' in html

@@ -70,7 +70,8 @@ TEST_TOOLS = [
         injected=("workspace",),
         server_data=(("table", "evidence"),),
     ),
-    Tool("explode", "Crash.", Nothing, frozenset({"step"}), _explode, toolset="testing"),
+    # Inline: it writes to the run inside the turn's transaction.
+    Tool("explode", "Crash.", Nothing, frozenset({"step"}), _explode, toolset="testing", inline=True),
     Tool("huge", "Return too much.", Nothing, frozenset({"step"}), _huge, toolset="testing"),
 ]
 

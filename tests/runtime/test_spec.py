@@ -115,7 +115,8 @@ def test_it_lists_the_allowed_fields_when_nothing_is_close(tmp_path):
         (
             f"{path}:5: options.colour: unknown field 'colour' (allowed: budget, holdTimeout, maxConcurrency, "
             "maxConsecutiveToolFailures, maxMailboxSize, maxRunToolCalls, maxToolCalls, maxTurns, "
-            "maxWakeCycles, maxWorkers, onStepFailure, stepMaxWakeCycles, stepTimeout, timeout, workerAgent)"
+            "maxWakeCycles, maxWorkers, onStepFailure, stepMaxWakeCycles, stepTimeout, timeout, toolExecution, "
+            "toolTimeout, toolTimeouts, workerAgent)"
         )
     ]
 
@@ -974,3 +975,11 @@ def test_it_requires_steps_unless_the_coordinator_plans_them(tmp_path):
         f"{empty}:3: steps: a workflow needs at least one step, unless its coordinator agent plans with spawn_worker"
     ]
     assert problems(planned) == []
+
+
+def test_it_rejects_a_tool_timeout_out_of_range_naming_the_tool(tmp_path):
+    path = write(tmp_path, workflow("  - {id: one, agent: a1}\noptions: {toolTimeouts: {run_shell: 0}}\n"))
+
+    [problem] = problems(path)
+    assert problem.startswith(f"{path}:5: options.toolTimeouts.run_shell: ")
+    assert "greater than 0" in problem

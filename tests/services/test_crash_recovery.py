@@ -1,5 +1,5 @@
 """A worker killed with SIGKILL in the middle of a tool call: another worker
-takes the turn over when the lease expires, the run completes, nothing is
+takes the call over when its lease expires, the run completes, nothing is
 lost, and the tool's side effect happens exactly once."""
 
 from __future__ import annotations
@@ -47,7 +47,10 @@ def test_it_finishes_a_run_whose_worker_was_killed_mid_tool(tmp_path):
     execution = ToolExecution.objects.get(step__run=run)
     assert (execution.status, execution.attempts) == ("done", 2)
     assert run.events.filter(type="lease_expired", step_id="effect").count() == 1
-    assert run.tool_calls.get(name="run_shell").result == "exit code: 0\n1\n"
+    call = run.tool_calls.get(name="run_shell")
+    assert call.result == "exit code: 0\n1\n"
+    # The call ran as its own task: the rescuer's sweep queued it again, once.
+    assert (call.status, call.attempts) == ("done", 2)
     # Every message was read or dropped with a reason; every event is there once.
     assert not Message.objects.filter(run=run, drained=None, drop_reason="").exists()
     assert_gapless(run)

@@ -41,5 +41,6 @@ RECORD_CLAIM = Tool(
     frozenset({"step", "coordinator"}),
     _record,
     toolset="claims",
+    inline=True,
     tags=("bookkeeping",),
 )

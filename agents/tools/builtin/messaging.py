@@ -77,6 +77,7 @@ MESSAGING_TOOLS = (
         frozenset({"step"}),
         _send_message,
         toolset="messaging",
+        inline=True,
         tags=("bookkeeping",),
     ),
     Tool(
@@ -86,6 +87,7 @@ MESSAGING_TOOLS = (
         frozenset({"coordinator"}),
         _forward,
         toolset="messaging",
+        inline=True,
         tags=("bookkeeping",),
     ),
     Tool(
@@ -95,6 +97,7 @@ MESSAGING_TOOLS = (
         frozenset({"coordinator"}),
         _narrate,
         toolset="messaging",
+        inline=True,
         tags=("bookkeeping",),
     ),
     Tool(
@@ -104,6 +107,7 @@ MESSAGING_TOOLS = (
         frozenset({"coordinator"}),
         _finalize,
         toolset="messaging",
+        inline=True,
         tags=("bookkeeping", "terminal"),
     ),
 )

@@ -201,6 +201,8 @@ RUN_SHELL = Tool(
     toolset="shell",
     tags=("execution", "destructive-capable"),
     injected=("workspace",),
+    # Its own timeout stops the command; this one catches a stuck tool.
+    timeout=MAX_TIMEOUT + 30,
 )
 
 SHELL_TOOLS = (RUN_SHELL,)

@@ -1,0 +1,270 @@
+"""Tool calls as durable tasks (Goa-AI's activities, on Celery).
+
+A turn whose model asks for service-backed tools (files, shell, research,
+MCP: every tool that is not ``inline``) stores each call ``queued`` and
+frees its worker. Each call then runs as its own ``execute_tool_call`` task,
+in parallel across workers:
+
+    queued -> running (a worker holds the call's lease, renewed while the
+    tool runs) -> done | failed | timed_out
+
+and its result replaces the call's placeholder in the step's transcript.
+When the last call of the turn has its result, the step's next turn is
+enqueued (``pending.deliver_result``), so the model sees the results in the
+order it asked for them.
+
+A worker that dies mid-call leaves a running call whose lease expires: the
+sweeper queues it again, once. Each attempt is journaled under the call's
+idempotency key (``toolcall:<pk>``), so a call that had finished is never
+run a second time; its stored result is delivered instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from agents.events import Event as RuntimeEvent
+from agents.spec import WorkflowSpec
+from agents.tools import Tool, ToolContext
+from agents.tools.base import ToolCallMeta
+from agents.tools.errors import RetryHint, failure_text
+from agents.tools.registry import ToolOutcome
+from runs import leases
+from runs.actions.catalog import workflow_spec
+from runs.actions.common import store_artifacts
+from runs.actions.pending import deliver_result
+from runs.actions.tooling import tool_env, tools_for
+from runs.journal import DjangoToolJournal
+from runs.models import Run, Step, ToolCall
+from runs.stores import DjangoEventSink, lock_run
+
+log = logging.getLogger(__name__)
+
+# A call whose worker died is run again this many times in all, then fails.
+MAX_ATTEMPTS = 2
+
+
+def dispatch_after_commit(call_pks: list[int]) -> None:
+    """Send one task per queued call once the turn that asked for them commits."""
+    from runs import tasks
+
+    for pk in call_pks:
+        transaction.on_commit(lambda pk=pk: tasks.execute_tool_call.delay(pk), robust=True)
+
+
+def timeout_for(spec: WorkflowSpec, tool: Tool | None, name: str) -> float:
+    """The workflow's per-tool setting, else the tool's own, else the workflow's default."""
+    options = spec.options
+    if name in options.tool_timeouts:
+        return options.tool_timeouts[name]
+    if tool is not None and tool.timeout is not None:
+        return tool.timeout
+    return options.tool_timeout
+
+
+def do_execute_tool_call(call_pk: int) -> None:
+    """Run one queued call and deliver its result. A duplicate task, or one
+    for a call another worker holds, does nothing."""
+    owner = leases.worker_identity()
+    call = _claim(call_pk, owner)
+    if call is None:
+        return
+    run, step = call.run, call.step
+    if run.status != Run.Status.RUNNING or step.status != Step.Status.RUNNING:
+        # Cancelled or failed while the call was queued: it never runs.
+        text = failure_text(f"{call.name} was not run: the step is {step.status}", RetryHint("unavailable", "finish"))
+        _finish(call, owner, ToolOutcome(text, ok=False, error_kind="unavailable"), ToolCall.Status.FAILED, 0)
+        return
+    spec = workflow_spec(run.workflow)
+    agent = spec.agents[step.agent]
+    registry, tools = tools_for(spec, "step", [*agent.tools, *step.tools])
+    timeout = timeout_for(spec, registry.get(call.name), call.name)
+    journal = DjangoToolJournal(step.pk, owner)
+    key = f"toolcall:{call.pk}"
+    started = time.monotonic()
+    outcome = journal.get(key)
+    if outcome is None:
+        journal.begin(key, call.name)
+        ctx = _context(call, run, step)
+        arguments = _model_arguments(call, registry.get(call.name))
+        with leases.renewing(call.pk, owner, model=ToolCall):
+            outcome = _within(timeout, lambda: registry.call(ctx, call.name, arguments, tools))
+        if outcome is None:
+            message = f"{call.name} did not finish within {timeout:g}s (toolTimeout); it was abandoned"
+            text = failure_text(message, RetryHint("timeout", "replan", question="Is there a smaller request?"))
+            timed_out = ToolOutcome(text, ok=False, error_kind="timeout")
+            _finish(call, owner, timed_out, ToolCall.Status.TIMED_OUT, _ms(started))
+            return
+        journal.finish(key, outcome)
+    status = ToolCall.Status.DONE if outcome.ok else ToolCall.Status.FAILED
+    _finish(call, owner, outcome, status, _ms(started))
+
+
+def _claim(call_pk: int, owner: str) -> ToolCall | None:
+    """queued -> running under this worker's lease, with its event."""
+    with transaction.atomic():
+        call = ToolCall.objects.select_related("run__workflow", "run__created_by", "step").get(pk=call_pk)
+        lock_run(call.run_id)
+        now = timezone.now()
+        if not ToolCall.objects.filter(pk=call_pk, status=ToolCall.Status.QUEUED).update(
+            status=ToolCall.Status.RUNNING,
+            attempts=F("attempts") + 1,
+            lease_owner=owner,
+            lease_expires=now + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS),
+            started=now,
+        ):
+            return None
+        call.refresh_from_db(fields=["status", "attempts", "lease_owner", "lease_expires", "started"])
+        data = {"tool_call_id": call.tool_call_id, "name": call.name, "attempt": call.attempts, "worker": owner}
+        DjangoEventSink(call.run_id).emit(RuntimeEvent("tool_started", call.step.step_id, data))
+    return call
+
+
+def _finish(call: ToolCall, owner: str, outcome: ToolOutcome, status: str, duration_ms: int) -> None:
+    """Store what the call returned and hand it to the step, unless the call
+    was taken from this worker meanwhile (its lease expired and it was
+    queued again): then the other attempt delivers."""
+    with transaction.atomic():
+        lock_run(call.run_id)
+        if not ToolCall.objects.filter(pk=call.pk, status=ToolCall.Status.RUNNING, lease_owner=owner).update(
+            bounds=outcome.bounds.as_data() if outcome.bounds else None,
+            duration_ms=duration_ms,
+            counted=outcome.counted,
+            lease_owner="",
+            lease_expires=None,
+            finished=timezone.now(),
+        ):
+            return
+        store_artifacts(call, outcome.artifacts)
+        data = {"name": call.name, "status": status, "ok": outcome.ok, "duration_ms": duration_ms}
+        if outcome.bounds is not None:
+            data["bounds"] = outcome.bounds.as_data()
+        if outcome.error_kind:
+            data["error_kind"] = outcome.error_kind
+        deliver_result(
+            call,
+            outcome.text,
+            status=status,
+            error_kind=outcome.error_kind or "",
+            omitted=outcome.omitted,
+            event="tool_result",
+            event_data=data,
+        )
+
+
+def _context(call: ToolCall, run: Run, step: Step) -> ToolContext:
+    env = tool_env(run, step)
+    return ToolContext(
+        meta=ToolCallMeta(str(run.pk), call.session_id, call.turn_id, call.tool_call_id, call.parent_tool_call_id),
+        step_id=step.step_id,
+        role="step",
+        # Service-backed tools neither message, emit nor change the run: the
+        # task delivers their result. No host also means no transaction held
+        # open while the tool runs (the registry's savepoint is a no-op).
+        router=None,  # type: ignore[arg-type]
+        sink=None,  # type: ignore[arg-type]
+        host=None,
+        workspace=env.workspace,
+        injected={**env.injected, "run_id": str(run.pk), "workspace": str(env.workspace)},
+        destructive_approved=run.destructive_approved,
+    )
+
+
+def _model_arguments(call: ToolCall, tool: Tool | None) -> str:
+    """The stored arguments without the masked injected fields: the registry
+    fills those in from the context again."""
+    try:
+        data = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError:
+        return call.arguments
+    if isinstance(data, dict) and tool is not None:
+        data = {key: value for key, value in data.items() if key not in tool.injected}
+    return json.dumps(data)
+
+
+def _within(timeout: float, work: Callable[[], ToolOutcome]) -> ToolOutcome | None:
+    """Run ``work`` in a thread and wait at most ``timeout`` seconds; None if
+    it is still running then (the thread is abandoned, not killed: tools with
+    their own limits, such as run_shell, stop themselves)."""
+    box: list[ToolOutcome] = []
+
+    def target() -> None:
+        try:
+            box.append(work())
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=target, name="zenweb-tool", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return box[0] if box else None
+
+
+def _ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
+
+
+def sweep_tool_calls(now: datetime) -> int:
+    """Calls whose worker died (their lease expired while running): queue
+    them again, or fail them after MAX_ATTEMPTS. Queued calls of running runs
+    whose task was lost are re-sent by ``recovery.do_resume_run``."""
+    swept = 0
+    expired = ToolCall.objects.filter(status=ToolCall.Status.RUNNING, lease_expires__lt=now).select_related("step")
+    for call in expired:
+        with transaction.atomic():
+            lock_run(call.run_id)
+            held = Q(pk=call.pk, status=ToolCall.Status.RUNNING, lease_owner=call.lease_owner, lease_expires__lt=now)
+            data = {"tool_call_id": call.tool_call_id, "name": call.name, "owner": call.lease_owner}
+            if call.attempts < MAX_ATTEMPTS:
+                if not ToolCall.objects.filter(held).update(
+                    status=ToolCall.Status.QUEUED, lease_owner="", lease_expires=None
+                ):
+                    continue
+                DjangoEventSink(call.run_id).emit(RuntimeEvent("lease_expired", call.step.step_id, data))
+                dispatch_after_commit([call.pk])
+            else:
+                if not ToolCall.objects.filter(held).update(lease_owner="", lease_expires=None):
+                    continue
+                DjangoEventSink(call.run_id).emit(RuntimeEvent("lease_expired", call.step.step_id, data))
+                message = f"{call.name} was lost with its worker {call.attempts} times; it is not tried again"
+                deliver_result(
+                    call,
+                    failure_text(message, RetryHint("unavailable", "replan")),
+                    status=ToolCall.Status.FAILED,
+                    error_kind="unavailable",
+                    event="tool_result",
+                    event_data={"name": call.name, "status": ToolCall.Status.FAILED, "ok": False},
+                )
+            swept += 1
+    return swept
+
+
+def do_fail_tool_call(call_pk: int, error: str) -> None:
+    """Give a call that broke its task a failed result, so its step goes on."""
+    with transaction.atomic():
+        call = ToolCall.objects.select_related("step").get(pk=call_pk)
+        lock_run(call.run_id)
+        ToolCall.objects.filter(pk=call_pk).update(lease_owner="", lease_expires=None, finished=timezone.now())
+        deliver_result(
+            call,
+            failure_text(error, RetryHint("internal", "replan")),
+            status=ToolCall.Status.FAILED,
+            error_kind="internal",
+            event="tool_result",
+            event_data={"name": call.name, "status": ToolCall.Status.FAILED, "ok": False},
+        )
+
+
+def queued_calls(run_id: int) -> list[int]:
+    """Calls of a run still waiting for their task (for a resume)."""
+    return list(ToolCall.objects.filter(run_id=run_id, status=ToolCall.Status.QUEUED).values_list("pk", flat=True))
