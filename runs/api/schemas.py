@@ -21,6 +21,17 @@ MAX_COMMAND_CHARS = 4000
 MAX_YAML_CHARS = 200_000
 MAX_REASON_CHARS = 4000
 SOURCE_PATTERN = r"^[A-Za-z0-9_.<>: -]*$"
+EXAMPLE_WORKFLOW = """\
+name: hello
+description: Say hello.
+agents:
+  greeter:
+    script:
+      - say: hello
+steps:
+  - id: greet
+    agent: greeter
+"""
 DEFAULT_PAGE = 50
 MAX_PAGE = 200
 MAX_EVENTS = 500
@@ -81,6 +92,9 @@ class DecideRequest(_Request):
 
 class WorkflowRequest(_Request):
     """Workflow YAML to register as the next version of its name."""
+
+    # A valid body for readers of the document, and for schemathesis (random YAML is never a workflow).
+    model_config = ConfigDict(json_schema_extra={"examples": [{"yaml": EXAMPLE_WORKFLOW, "source": "hello.yaml"}]})
 
     yaml: Annotated[str, Field(min_length=1, max_length=MAX_YAML_CHARS)]
     # The parser stats a source to see whether it names a file (includes then
