@@ -111,7 +111,7 @@ class Claim(_Shape):
     @classmethod
     def _ttl_has_a_unit_we_know(cls, value: str | None) -> str | None:
         if value is not None:
-            _ttl_seconds(value)
+            ttl_seconds(value)
         return value
 
     def lacks_source(self) -> bool:
@@ -122,7 +122,7 @@ class Claim(_Shape):
         """When the claim stops holding, counted from ``now``; None without a ttl."""
         if self.ttl is None:
             return None
-        return now + timedelta(seconds=_ttl_seconds(self.ttl))
+        return now + timedelta(seconds=ttl_seconds(self.ttl))
 
     def safe_url(self) -> str | None:
         """The url if it is an http(s) address with a host, else None (never javascript: and the like)."""
@@ -476,7 +476,7 @@ def claims_problem(claims: list[Claim]) -> str | None:
     return None
 
 
-def _ttl_seconds(ttl: str) -> int:
+def ttl_seconds(ttl: str) -> int:
     match = _TTL.match(ttl)
     if not match or int(match.group(1)) <= 0:
         raise ValueError(

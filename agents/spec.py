@@ -676,6 +676,7 @@ def parse_workflow(
     known_tools: Collection[str] | None = None,
     *,
     base_dir: str | Path | None = None,
+    from_file: bool = True,
 ) -> WorkflowSpec:
     """Parse and validate workflow YAML.
 
@@ -683,10 +684,15 @@ def parse_workflow(
     ``known_tools``, every tool an agent lists must be one of them. Include
     paths resolve against ``base_dir``, by default the folder of ``source``
     when it names a file; an included file's problems are reported under its
-    own path. Raises ``WorkflowValidationError`` listing every problem found.
+    own path. Text that came from a person or a client, not a file, passes
+    ``from_file=False``: its source is then only a name, never a path to
+    look at. Raises ``WorkflowValidationError`` listing every problem found.
     """
     source_file = Path(source)
-    is_file = source_file.is_file()
+    try:
+        is_file = from_file and source_file.is_file()
+    except OSError:  # a name too long or otherwise impossible as a path
+        is_file = False
     if base_dir is None and is_file:
         base_dir = source_file.parent
     folder = Path(base_dir).resolve() if base_dir is not None else None

@@ -46,15 +46,17 @@ def _mcp_tool_names() -> list[str]:
 
 
 def do_register_workflow(
-    yaml_text: str, source: str = "<string>", *, also_offered: Iterable[str] = ()
+    yaml_text: str, source: str = "<string>", *, also_offered: Iterable[str] = (), from_file: bool = True
 ) -> tuple[Workflow, bool]:
     """Validate a workflow and store it as the next version of its name.
 
     Registering text identical to the latest version changes nothing.
     Raises agents.spec.WorkflowValidationError with every problem found.
     ``also_offered`` names workflow tools registered in the same batch.
+    ``from_file=False``: the text came over the API or a form, and
+    ``source`` is only its name (includes cannot reach the server's files).
     """
-    spec = parse_workflow(yaml_text, source, known_tools=known_tool_names(also_offered))
+    spec = parse_workflow(yaml_text, source, known_tools=known_tool_names(also_offered), from_file=from_file)
     with transaction.atomic():
         latest = Workflow.objects.filter(name=spec.name).order_by("-version").first()
         if latest and latest.yaml_text == yaml_text:

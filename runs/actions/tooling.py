@@ -4,7 +4,6 @@ and the run store behind spawn_worker and child runs (agent-as-tool)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from datetime import timedelta
 from pathlib import Path
@@ -16,6 +15,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
+from agents.handler import ttl_seconds
 from agents.router import COORDINATOR
 from agents.runner import ToolEnv
 from agents.spec import WorkflowSpec
@@ -292,14 +292,10 @@ def _upstream(depends_on: Iterable[str], steps: dict[str, Step]) -> set[str]:
     return found
 
 
-_TTL = re.compile(r"^(\d+)([smhd]?)$")
-
-
 def ttl_delta(ttl: str) -> timedelta:
-    """``30m``, ``24h``, ``7d`` or plain seconds; raises ToolError otherwise."""
-    match = _TTL.match(ttl.strip().lower())
-    if not match:
-        problem = f"ttl {ttl!r} is not like 30m, 24h, 7d or a number of seconds"
-        raise ToolError(problem, kind="invalid_call", action="correct_call", fields=["ttl"])
-    number, unit = int(match.group(1)), match.group(2) or "s"
-    return timedelta(seconds=number * {"s": 1, "m": 60, "h": 3600, "d": 86400}[unit])
+    """``30m``, ``24h``, ``7d`` or plain seconds (as the handler reads a
+    claim's ttl); raises ToolError otherwise."""
+    try:
+        return timedelta(seconds=ttl_seconds(ttl))
+    except ValueError as exc:
+        raise ToolError(str(exc), kind="invalid_call", action="correct_call", fields=["ttl"]) from None

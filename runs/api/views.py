@@ -172,7 +172,7 @@ def workflow_register(request: HttpRequest) -> JsonResponse:
         raise ApiError(403, "registering workflows is for staff")
     body = parse_body(request, s.WorkflowRequest)
     try:
-        workflow, created = do_register_workflow(body.yaml, body.source)
+        workflow, created = do_register_workflow(body.yaml, body.source, from_file=False)
     except WorkflowValidationError as exc:
         problems = [
             s.WorkflowProblem(file=p.source, line=p.line, field=p.field, message=p.message) for p in exc.problems

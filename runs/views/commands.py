@@ -66,7 +66,7 @@ def workflow_register(request: HttpRequest) -> HttpResponse:
             messages.error(request, f"yaml: paste a workflow of at most {MAX_YAML_CHARS:,} characters")
         else:
             try:
-                workflow, created = do_register_workflow(yaml_text, "<dashboard>")
+                workflow, created = do_register_workflow(yaml_text, "<dashboard>", from_file=False)
             except WorkflowValidationError as exc:
                 problems = exc.problems
             else:

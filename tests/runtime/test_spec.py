@@ -983,3 +983,17 @@ def test_it_rejects_a_tool_timeout_out_of_range_naming_the_tool(tmp_path):
     [problem] = problems(path)
     assert problem.startswith(f"{path}:5: options.toolTimeouts.run_shell: ")
     assert "greater than 0" in problem
+
+
+def test_text_from_a_client_cannot_reach_files_through_its_source_name():
+    path = CONTAINERS / "include.yaml"
+    text = path.read_text()
+
+    # Named like a file on the server, but sent as text: no folder, no includes.
+    with pytest.raises(WorkflowValidationError) as error:
+        parse_workflow(text, str(path), from_file=False)
+    assert "the workflow was not read from a file, so it has no folder" in str(error.value)
+    # A name no file could have is just a name.
+    with pytest.raises(WorkflowValidationError) as error:
+        parse_workflow("name: x\n", "0" * 5000, from_file=True)
+    assert "0" * 5000 in str(error.value)
