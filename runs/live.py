@@ -35,15 +35,10 @@ def run_context(run: Run) -> dict:
     tokens = totals_of(steps)
     work = [s for s in steps if s.kind == "step"]
     done = sum(1 for s in work if s.is_terminal)
-    last_wake = (
-        run.events.filter(step_id="coordinator", type__in=["agent_wake", "agent_idle"])
-        .order_by("-seq")
-        .values_list("type", flat=True)
-        .first()
-    )
     return {
         "run": run,
-        "coordinator_working": last_wake == "agent_wake" and not run.is_terminal,
+        # Set for exactly the span between its agent_wake and agent_idle events.
+        "coordinator_working": run.coordinator_busy and not run.is_terminal,
         "steps": steps,
         "graph": routing_graph(run, steps=steps),
         "steps_done": done,
@@ -63,7 +58,9 @@ def tool_calls_context(run: Run) -> dict:
     """The latest tool calls with their artifacts and child runs, oldest first."""
     calls = (
         ToolCall.objects.filter(run=run)
+        # The row shows only its step's id: not the step's transcript.
         .select_related("step")
+        .defer("step__transcript", "step__variables")
         .prefetch_related("artifacts", "child_runs")
         .order_by("-id")[:TOOL_CALLS_SHOWN]
     )
