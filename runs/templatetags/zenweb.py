@@ -1,11 +1,15 @@
-"""Template helpers for the dashboard. Everything returned here is plain text:
-the template escapes it, so agent and model text can never become markup."""
+"""Template helpers for the dashboard. Everything returned here is plain text
+the template escapes, except ``event_rows``, which escapes every value
+itself (``format_html``), so agent and model text can never become markup."""
 
 from __future__ import annotations
 
 import json
 
 from django import template
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
 
 register = template.Library()
 
@@ -108,3 +112,34 @@ def duration(run) -> str:
         return f"{minutes} min {seconds} s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes} min"
+
+
+EVENT_ROW = (
+    '<details class="event type-{type}" id="event-{seq}" data-seq="{seq}">\n'
+    '  <summary><span class="seq">{seq}</span><time datetime="{iso}">{clock}</time>'
+    '<span class="etype">{type}</span><span class="estep">{step}</span><span class="ewhat">{what}</span></summary>\n'
+    "  <pre>{data}</pre>\n</details>\n"
+)
+
+
+@register.simple_tag
+def event_rows(events) -> SafeString:
+    """The event stream's rows. Written out here rather than in a template
+    loop: a run page draws 200 of them and every live update some more, and
+    this is several times faster. Every value goes through format_html."""
+    rows = []
+    for event in events:
+        created = timezone.localtime(event.created) if timezone.is_aware(event.created) else event.created
+        rows.append(
+            format_html(
+                EVENT_ROW,
+                type=event.type,
+                seq=event.seq,
+                iso=created.isoformat(),
+                clock=created.strftime("%H:%M:%S.%f")[:12],
+                step=event.step_id,
+                what=event_summary(event),
+                data=pretty_json(event.data),
+            )
+        )
+    return mark_safe("".join(rows))  # noqa: S308 - each row was built by format_html
