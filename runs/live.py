@@ -22,7 +22,8 @@ def events_after(run_id: int, after: int, limit: int = BATCH) -> list[Event]:
     return list(Event.objects.filter(run_id=run_id, seq__gt=after).order_by("seq")[:limit])
 
 
-def run_context(run: Run) -> dict:
+def run_context(run: Run, *, graph: bool = True) -> dict:
+    """The run header and step list (and, with ``graph``, the routing graph)."""
     steps = in_display_order(list(run.steps.defer("transcript", "variables")))
     unread = dict(
         Message.objects.filter(run=run, drained=None, drop_reason="")
@@ -40,7 +41,7 @@ def run_context(run: Run) -> dict:
         # Set for exactly the span between its agent_wake and agent_idle events.
         "coordinator_working": run.coordinator_busy and not run.is_terminal,
         "steps": steps,
-        "graph": routing_graph(run, steps=steps),
+        "graph": routing_graph(run, steps=steps) if graph else None,
         "steps_done": done,
         "steps_total": len(work),
         "progress": int(100 * done / len(work)) if work else 0,
@@ -149,12 +150,13 @@ def _render_update(run_id: int, after: int) -> tuple[str, int]:
     if not events:
         return "", after
     run = Run.objects.select_related("workflow", "created_by").get(pk=run_id)
-    context = run_context(run) | {"events": events, "last_seq": events[-1].seq, "oob": True}
+    redraw_graph = any(event.type in GRAPH_EVENTS for event in events)
+    context = run_context(run, graph=redraw_graph) | {"events": events, "last_seq": events[-1].seq, "oob": True}
     if any(event.type in TOOL_EVENTS for event in events):
         context |= tool_calls_context(run) | {"tool_calls_changed": True}
     if any(event.type in GOVERNANCE_EVENTS for event in events):
         context |= governance_context(run) | {"governance_changed": True}
     html = render_to_string("runs/partials/live_update.html", context)
-    if any(event.type in GRAPH_EVENTS for event in events):
+    if redraw_graph:
         html += render_to_string("runs/partials/routing_graph.html", context)
     return html, events[-1].seq
