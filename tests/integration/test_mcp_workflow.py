@@ -5,6 +5,7 @@ the calls and the servers."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -64,3 +65,24 @@ def test_the_catalog_lists_mcp_servers_with_status_and_why_one_failed(everything
     assert 'id="mcp-server-everything"' in html and "running" in html
     assert "mcp_echo" in html  # the workflow that declares its own server
     assert 'id="tool-mcp.everything.echo"' in html
+
+
+def test_an_mcp_tool_on_the_approval_list_waits_for_a_person_then_runs_once(celery_worker, everything, owner, approver):
+    from runs.actions.approvals import do_decide
+
+    run = do_create_run(register("mcp/gated_echo"), {}, user=owner)
+    deadline = time.monotonic() + 20
+    while not run.approvals.filter(status="pending").exists():
+        assert time.monotonic() < deadline, "the MCP call never asked for approval"
+        time.sleep(0.05)
+    approval = run.approvals.get()
+    assert (approval.kind, approval.arguments) == ("tool", {"message": "approved words"})
+    assert "everything__echo" in approval.what
+    assert run.tool_calls.get(name="everything__echo").status == "waiting"
+
+    do_decide(approval.pk, approver, "approve", "harmless echo")
+    run = wait_for_run(run)
+
+    assert run.status == Run.Status.COMPLETED, run.error
+    call = run.tool_calls.get(name="everything__echo")
+    assert (call.status, call.result) == ("done", "Echo: approved words")
