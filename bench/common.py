@@ -18,6 +18,7 @@ import secrets
 import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -338,3 +339,17 @@ def log_trouble(directory: Path) -> str:
             if sign in text:
                 return f"{sign!r} in {log.name}; rerun for a clean figure"
     return ""
+
+
+def wait_for_terminal(run_id: int, timeout: float, poll: float = 0.005) -> str:
+    """Poll a run (in a child with Django set up) until it ends; its status."""
+    from runs.models import Run
+
+    deadline = time.monotonic() + timeout
+    while True:
+        status = Run.objects.values_list("status", flat=True).get(pk=run_id)
+        if status in Run.TERMINAL:
+            return status
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"run {run_id} still {status} after {timeout} s")
+        time.sleep(poll)

@@ -34,6 +34,7 @@ from bench.common import (
     clear_redis_queues,
     log_trouble,
     run_child,
+    wait_for_terminal,
     worker_processes,
 )
 
@@ -83,14 +84,7 @@ def run_to_end(workflow: Any, items: int, timeout: float = 600) -> tuple[float, 
 
     start = time.perf_counter()
     run = do_create_run(workflow, {"items": _items(items)})
-    deadline = time.monotonic() + timeout
-    while True:
-        status = Run.objects.values_list("status", flat=True).get(pk=run.pk)
-        if status in Run.TERMINAL:
-            break
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"run {run.pk} still {status} after {timeout} s")
-        time.sleep(0.005)
+    status = wait_for_terminal(run.pk, timeout)
     elapsed = time.perf_counter() - start
     completed = Step.objects.filter(run=run, kind=Step.Kind.STEP, status=Step.Status.COMPLETED).count()
     if status != Run.Status.COMPLETED or completed != len(LOOPS) * items:

@@ -16,7 +16,6 @@ one process with ZENWEB_EMBEDDED_CONCURRENCY worker threads.
 from __future__ import annotations
 
 import math
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from bench.common import (
     Target,
     clear_redis_queues,
     run_child,
+    wait_for_terminal,
     worker_processes,
 )
 
@@ -60,33 +60,15 @@ steps:
 def run_to_end(workflow: Any, timeout: float = 300) -> float:
     """Seconds from do_create_run to the completed run."""
     from runs.actions import do_create_run
-    from runs.models import Run, ToolCall
+    from runs.models import Run
 
     start = time.perf_counter()
     run = do_create_run(workflow, {})
-    deadline = time.monotonic() + timeout
-    while True:
-        status = Run.objects.values_list("status", flat=True).get(pk=run.pk)
-        if status in Run.TERMINAL:
-            break
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"run {run.pk} still {status} after {timeout} s")
-        time.sleep(0.01)
+    status = wait_for_terminal(run.pk, timeout, poll=0.01)
     elapsed = time.perf_counter() - start
     if status != Run.Status.COMPLETED:
         error = Run.objects.values_list("error", flat=True).get(pk=run.pk)
         raise RuntimeError(f"run {run.pk} ended {status}: {error}")
-    calls = ToolCall.objects.filter(run_id=run.pk, name="run_shell").exclude(started=None)
-    if calls:
-        created = Run.objects.values_list("created", flat=True).get(pk=run.pk)
-        first = min(c.started for c in calls)
-        last = max(c.finished for c in calls)
-        durations = sorted(c.duration_ms for c in calls)
-        print(
-            f"run {run.pk}: first call started {(first - created).total_seconds():.2f} s after the run was created, "
-            f"calls spanned {(last - first).total_seconds():.2f} s, each {durations[0]}-{durations[-1]} ms",
-            file=sys.stderr,
-        )
     return elapsed
 
 

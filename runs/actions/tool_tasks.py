@@ -37,7 +37,7 @@ from agents.events import Event as RuntimeEvent
 from agents.spec import WorkflowSpec
 from agents.tools import Tool, ToolContext
 from agents.tools.base import ToolCallMeta
-from agents.tools.errors import RetryHint, failure_text
+from agents.tools.errors import FailureKind, RetryHint, failure_text
 from agents.tools.registry import ToolOutcome
 from runs import leases
 from runs.actions.catalog import workflow_spec
@@ -237,14 +237,7 @@ def sweep_tool_calls(now: datetime) -> int:
                     continue
                 DjangoEventSink(call.run_id).emit(RuntimeEvent("lease_expired", call.step.step_id, data))
                 message = f"{call.name} was lost with its worker {call.attempts} times; it is not tried again"
-                deliver_result(
-                    call,
-                    failure_text(message, RetryHint("unavailable", "replan")),
-                    status=ToolCall.Status.FAILED,
-                    error_kind="unavailable",
-                    event="tool_result",
-                    event_data={"name": call.name, "status": ToolCall.Status.FAILED, "ok": False},
-                )
+                _deliver_failure(call, message, "unavailable")
             swept += 1
     return swept
 
@@ -255,14 +248,19 @@ def do_fail_tool_call(call_pk: int, error: str) -> None:
         call = ToolCall.objects.select_related("step").get(pk=call_pk)
         lock_run(call.run_id)
         ToolCall.objects.filter(pk=call_pk).update(lease_owner="", lease_expires=None, finished=timezone.now())
-        deliver_result(
-            call,
-            failure_text(error, RetryHint("internal", "replan")),
-            status=ToolCall.Status.FAILED,
-            error_kind="internal",
-            event="tool_result",
-            event_data={"name": call.name, "status": ToolCall.Status.FAILED, "ok": False},
-        )
+        _deliver_failure(call, error, "internal")
+
+
+def _deliver_failure(call: ToolCall, message: str, kind: FailureKind) -> None:
+    """A failed result the tool itself never gave (its worker or task broke)."""
+    deliver_result(
+        call,
+        failure_text(message, RetryHint(kind, "replan")),
+        status=ToolCall.Status.FAILED,
+        error_kind=kind,
+        event="tool_result",
+        event_data={"name": call.name, "status": ToolCall.Status.FAILED, "ok": False},
+    )
 
 
 def queued_calls(run_id: int) -> list[int]:
