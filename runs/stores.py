@@ -118,7 +118,28 @@ class DjangoEventSink:
         # No savepoint: an event that cannot be written fails its transaction.
         with transaction.atomic(savepoint=False):
             seq = _insert_event(self.run_id, event)
-            transaction.on_commit(lambda: broadcast(self.run_id, seq))
+            _broadcast_after_commit(self.run_id, seq)
+
+
+# The newest seq this thread wrote per run, not yet broadcast. A turn writes
+# several events in one transaction; after it commits, the first of its
+# callbacks broadcasts the newest seq and the others find nothing to do:
+# one notification per run per commit. An entry left by a rolled-back
+# transaction is overwritten by the next event of that run (a seq is only
+# a hint: consumers read whatever is in the database after their cursor).
+_unsent = threading.local()
+
+
+def _broadcast_after_commit(run_id: int, seq: int) -> None:
+    pending: dict[int, int] = _unsent.__dict__.setdefault("seqs", {})
+    pending[run_id] = seq
+
+    def send() -> None:
+        newest = pending.pop(run_id, None)
+        if newest is not None:
+            broadcast(run_id, newest)
+
+    transaction.on_commit(send)
 
 
 def _insert_event(run_id: int, event: RuntimeEvent) -> int:

@@ -43,6 +43,25 @@ def test_it_broadcasts_an_event_only_after_its_transaction_commits():
 
 
 @pytest.mark.django_db(transaction=True)
+def test_it_tells_dashboards_once_per_commit_with_the_newest_seq():
+    layer = get_channel_layer()
+    run = Run.objects.create(workflow=register("relay"), inputs={"subject": "x"})
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(run_group(run.pk), channel)
+
+    with pytest.raises(RuntimeError), transaction.atomic():
+        DjangoEventSink(run.pk).emit(RuntimeEvent("coordinator_narration", "coordinator", {"text": "lost"}))
+        raise RuntimeError("rolled back: nothing to tell")
+    with transaction.atomic():
+        for n in range(3):
+            DjangoEventSink(run.pk).emit(RuntimeEvent("coordinator_narration", "coordinator", {"text": str(n)}))
+
+    assert async_to_sync(layer.receive)(channel) == {"type": "run.event", "seq": 3}
+    left = layer.channels.get(channel)
+    assert left is None or left.empty()
+
+
+@pytest.mark.django_db(transaction=True)
 def test_it_rolls_back_the_event_with_the_change():
     run = Run.objects.create(workflow=register("relay"), inputs={"subject": "x"})
 
