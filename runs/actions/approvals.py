@@ -22,7 +22,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
-from agents.tools import ToolCallMeta, ToolContext
 from agents.tools.errors import RetryHint, failure_text
 from runs.actions.catalog import workflow_spec
 from runs.actions.pending import deliver_result
@@ -202,8 +201,8 @@ def _close(approval: Approval, status: str, reason: str) -> None:
 
 def do_execute_approved_call(approval_id: int) -> None:
     """Run an approved tool call with exactly the approved arguments, once."""
-    from runs.actions.common import router_for, store_artifacts
-    from runs.actions.tooling import tool_env, tools_for
+    from runs.actions.common import store_artifacts
+    from runs.actions.tooling import step_tools, stored_call_context
 
     approval = Approval.objects.select_related("run__workflow", "tool_call__step").get(pk=approval_id)
     call = approval.tool_call
@@ -220,20 +219,8 @@ def do_execute_approved_call(approval_id: int) -> None:
         if arguments_hash({"tool": call.name, "arguments": approval.arguments}) != approval.arguments_hash:
             raise ApprovalError(f"approval {approval.pk}: the stored arguments do not match what was approved")
         spec = workflow_spec(run.workflow)
-        agent = spec.agents[step.agent]
-        registry, tools = tools_for(spec, "step", [*agent.tools, *step.tools])
-        env = tool_env(run, step)
-        ctx = ToolContext(
-            meta=ToolCallMeta(str(run.pk), call.session_id, call.turn_id, call.tool_call_id, call.parent_tool_call_id),
-            step_id=step.step_id,
-            role="step",
-            router=router_for(run.pk),
-            sink=DjangoEventSink(run.pk),
-            host=env.host,
-            workspace=env.workspace,
-            injected={**env.injected, "run_id": str(run.pk), "workspace": str(env.workspace)},
-            destructive_approved=True,
-        )
+        registry, tools = step_tools(spec, step)
+        ctx = stored_call_context(call, run, step, in_run=True, destructive_approved=True)
         outcome = registry.call(ctx, call.name, json.dumps(approval.arguments), tools)
         ToolCall.objects.filter(pk=call.pk).update(bounds=outcome.bounds.as_data() if outcome.bounds else None)
         store_artifacts(call, outcome.artifacts)

@@ -27,7 +27,7 @@ from runs import leases
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import REGISTRY, Limits, provider_for, router_for, save_turn, warning_cycle
 from runs.actions.containers import after_step_terminal
-from runs.actions.tooling import tool_env, tools_for
+from runs.actions.tooling import step_tools, tool_env
 from runs.journal import DjangoToolJournal
 from runs.models import Run, Step, ToolCall
 from runs.stores import DjangoEventSink, DjangoMailboxStore, lock_run
@@ -56,7 +56,7 @@ def do_step_turn(step_pk: int, turn: int) -> None:
         prompt = step_prompt(instructions, _dependency_outputs(step))
         step.transcript = new_step_transcript(step.step_id, agent, prompt)
     agent_turn = _agent_turn(run, step, agent, variables)
-    registry, tools = tools_for(spec, "step", [*agent.tools, *step.tools])
+    registry, tools = step_tools(spec, step)
     request = build_request(agent_turn, tools, inbox)
     # One worker per turn: a redelivered task, or a sweep racing a slow but
     # live worker, finds the lease taken and leaves.

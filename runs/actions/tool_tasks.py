@@ -35,15 +35,14 @@ from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from agents.spec import WorkflowSpec
-from agents.tools import Tool, ToolContext
-from agents.tools.base import ToolCallMeta
+from agents.tools import Tool
 from agents.tools.errors import FailureKind, RetryHint, failure_text
 from agents.tools.registry import ToolOutcome
 from runs import leases
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import store_artifacts
 from runs.actions.pending import deliver_result
-from runs.actions.tooling import tool_env, tools_for
+from runs.actions.tooling import step_tools, stored_call_context
 from runs.journal import DjangoToolJournal
 from runs.models import Run, Step, ToolCall
 from runs.stores import DjangoEventSink, lock_run
@@ -86,8 +85,7 @@ def do_execute_tool_call(call_pk: int) -> None:
         _finish(call, owner, ToolOutcome(text, ok=False, error_kind="unavailable"), ToolCall.Status.FAILED, 0)
         return
     spec = workflow_spec(run.workflow)
-    agent = spec.agents[step.agent]
-    registry, tools = tools_for(spec, "step", [*agent.tools, *step.tools])
+    registry, tools = step_tools(spec, step)
     timeout = timeout_for(spec, registry.get(call.name), call.name)
     journal = DjangoToolJournal(step.pk, owner)
     key = f"toolcall:{call.pk}"
@@ -95,7 +93,7 @@ def do_execute_tool_call(call_pk: int) -> None:
     outcome = journal.get(key)
     if outcome is None:
         journal.begin(key, call.name)
-        ctx = _context(call, run, step)
+        ctx = stored_call_context(call, run, step, in_run=False, destructive_approved=run.destructive_approved)
         arguments = _model_arguments(call, registry.get(call.name))
         with leases.renewing(call.pk, owner, model=ToolCall):
             outcome = _within(timeout, lambda: registry.call(ctx, call.name, arguments, tools))
@@ -160,24 +158,6 @@ def _finish(call: ToolCall, owner: str, outcome: ToolOutcome, status: str, durat
             event="tool_result",
             event_data=data,
         )
-
-
-def _context(call: ToolCall, run: Run, step: Step) -> ToolContext:
-    env = tool_env(run, step)
-    return ToolContext(
-        meta=ToolCallMeta(str(run.pk), call.session_id, call.turn_id, call.tool_call_id, call.parent_tool_call_id),
-        step_id=step.step_id,
-        role="step",
-        # Service-backed tools neither message, emit nor change the run: the
-        # task delivers their result. No host also means no transaction held
-        # open while the tool runs (the registry's savepoint is a no-op).
-        router=None,  # type: ignore[arg-type]
-        sink=None,  # type: ignore[arg-type]
-        host=None,
-        workspace=env.workspace,
-        injected={**env.injected, "run_id": str(run.pk), "workspace": str(env.workspace)},
-        destructive_approved=run.destructive_approved,
-    )
 
 
 def _model_arguments(call: ToolCall, tool: Tool | None) -> str:

@@ -19,13 +19,13 @@ from agents.handler import ttl_seconds
 from agents.router import COORDINATOR
 from agents.runner import ToolEnv
 from agents.spec import WorkflowSpec
-from agents.tools import Tool, ToolContext, ToolError, ToolRegistry, WorkerRequest
+from agents.tools import Tool, ToolCallMeta, ToolContext, ToolError, ToolRegistry, WorkerRequest
 from agents.tools.mcp import McpServerConfig
 from agents.tools.mcp import servers as mcp_servers
 from agents.tools.workflows import workflow_tool
 from runs.actions.catalog import InputError, check_inputs, workflow_spec
 from runs.actions.common import REGISTRY
-from runs.models import Approval, Claim, Run, Step, Workflow
+from runs.models import Approval, Claim, Run, Step, ToolCall, Workflow
 from runs.stores import DjangoEventSink
 
 
@@ -120,6 +120,35 @@ def tool_env(run: Run, step: Step) -> ToolEnv:
         destructive_approved=run.destructive_approved,
         parent_tool_call_id=parent,
         gated=frozenset(workflow_spec(run.workflow).approvals),
+    )
+
+
+def step_tools(spec: WorkflowSpec, step: Step) -> tuple[ToolRegistry, list[Tool]]:
+    """The registry and tools of a step: its agent's tools and the step's own."""
+    agent = spec.agents[step.agent]
+    return tools_for(spec, "step", [*agent.tools, *step.tools])
+
+
+def stored_call_context(
+    call: ToolCall, run: Run, step: Step, *, in_run: bool, destructive_approved: bool
+) -> ToolContext:
+    """The context for running a stored call after the turn that asked for
+    it: an approved call (``in_run``: with the run locked, it may message,
+    emit and change the run) or a call run as its own task (none of those,
+    so no transaction stays open while the tool runs)."""
+    from runs.actions.common import router_for
+
+    env = tool_env(run, step)
+    return ToolContext(
+        meta=ToolCallMeta(str(run.pk), call.session_id, call.turn_id, call.tool_call_id, call.parent_tool_call_id),
+        step_id=step.step_id,
+        role="step",
+        router=router_for(run.pk) if in_run else None,  # type: ignore[arg-type]
+        sink=DjangoEventSink(run.pk) if in_run else None,  # type: ignore[arg-type]
+        host=env.host if in_run else None,
+        workspace=env.workspace,
+        injected={**env.injected, "run_id": str(run.pk), "workspace": str(env.workspace)},
+        destructive_approved=destructive_approved,
     )
 
 
