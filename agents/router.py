@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Literal, Protocol
 
@@ -204,6 +204,12 @@ class MessageRouter:
 
         Inside containers the target may be a bare step id; the resolver (if
         any) turns it into a runtime id, or rejects a container's own id."""
+        type_ = MessageType.parse(kind)
+        # The id first: a database store takes the run's lock with it, so the
+        # state read next sees every write before it. One read serves the
+        # common case, a registered target; only another name asks the
+        # resolver and reads again. A rejected forward leaves its number unused.
+        message = self._message("msg-fwd", COORDINATOR, target, type_, text)
         state = self.store.mailbox_state(target)
         # After a cancel every forward drops as workflow-cancelled, below,
         # whatever its target would have resolved to.
@@ -211,19 +217,15 @@ class MessageRouter:
             try:
                 resolved = self.resolver(target)
             except Exception as exc:  # a broken resolver must not lose the message
-                message = self._message("msg-fwd", COORDINATOR, target, MessageType.parse(kind), text)
                 return self._drop(message, DropReason.RESOLVER_ERROR, f"cannot resolve {target!r}: {exc}")
             if isinstance(resolved, Rejection):
                 return SendResult("rejected", "", detail=resolved.text)
-            if resolved is not None:
-                target = resolved
-        message = self._message("msg-fwd", COORDINATOR, target, MessageType.parse(kind), text)
-        # Read again once the message has its id: a database store takes the
-        # run's lock with the id, so this read sees every write before it.
-        state = self.store.mailbox_state(target)
+            if resolved is not None and resolved != target:
+                message = replace(message, recipient=resolved)
+                state = self.store.mailbox_state(resolved)
         if state.cancelled:
             return self._drop(message, DropReason.WORKFLOW_CANCELLED)
-        if target == COORDINATOR or not state.registered:
+        if message.recipient == COORDINATOR or not state.registered:
             detail = (
                 f"Registered steps: [{', '.join(self.store.registered())}]. Retry forward_to_agent "
                 "with one of these ids, or call narrate with the same content."

@@ -1,0 +1,77 @@
+"""When routing wakes the coordinator: once per committed transaction that
+sent it mail, never for a rolled-back one, and not while a wake is running
+(that wake sees the new mail before it goes idle)."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import transaction
+from django.utils import timezone
+
+from agents.router import COORDINATOR
+from runs import tasks
+from runs.actions.common import router_for
+from runs.actions.coordinator import do_coordinator_wake
+from runs.models import Run, Step
+from runs.stores import lock_run
+from tests.conftest import register
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def run():
+    run = Run.objects.create(workflow=register("relay"), status=Run.Status.RUNNING, started=timezone.now())
+    Step.objects.create(run=run, step_id=COORDINATOR, kind=Step.Kind.COORDINATOR, agent=COORDINATOR)
+    Step.objects.create(run=run, step_id="first", agent="sender", status=Step.Status.RUNNING)
+    return run
+
+
+@pytest.fixture
+def wakes(monkeypatch):
+    """The wake tasks published to the broker (run ids), instead of publishing them."""
+    published: list[int] = []
+    monkeypatch.setattr(tasks.wake_coordinator, "delay", published.append)
+    return published
+
+
+def send(run: Run, *texts: str) -> None:
+    with transaction.atomic():
+        lock_run(run.pk)
+        router = router_for(run.pk)
+        for text in texts:
+            assert router.send("first", text).status == "queued"
+
+
+def test_it_wakes_the_coordinator_once_for_a_transactions_messages(run, wakes):
+    send(run, "one", "two", "three")
+    assert wakes == [run.pk]
+
+    send(run, "four")
+    assert wakes == [run.pk, run.pk]
+    assert Run.objects.get(pk=run.pk).wake_requests == 4
+
+
+def test_it_wakes_nobody_for_a_rolled_back_send_and_still_wakes_for_the_next(run, wakes):
+    with pytest.raises(RuntimeError), transaction.atomic():
+        lock_run(run.pk)
+        router_for(run.pk).send("first", "never committed")
+        raise RuntimeError("the turn failed")
+    assert wakes == []
+
+    send(run, "after the rollback")
+    assert wakes == [run.pk]
+
+
+def test_it_leaves_mail_for_a_busy_coordinator_to_the_wake_that_runs(run, wakes):
+    Run.objects.filter(pk=run.pk).update(coordinator_busy=True)
+    seen = Run.objects.get(pk=run.pk).wake_requests
+
+    send(run, "while the coordinator works")
+
+    assert wakes == []
+    # The running wake read wake_requests before its inbox: it may not go idle.
+    assert not Run.objects.filter(pk=run.pk, wake_requests=seen).update(coordinator_busy=False)
+    Run.objects.filter(pk=run.pk).update(coordinator_busy=False)
+    do_coordinator_wake(run.pk)
+    assert run.events.filter(type="coordinator_inbox_message").count() == 1
