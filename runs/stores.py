@@ -202,6 +202,30 @@ def _insert(model, **values) -> None:
         )
 
 
+def update_returning(model, pk: int, values: dict, increments: dict, returning: list[str]) -> tuple:
+    """One UPDATE of row ``pk``: set ``values``, add ``increments`` (field ->
+    amount), and return the ``returning`` fields as they are after it. The
+    ORM needs a second query to read F() results back."""
+    assignments, params = [], []
+    for name, value in values.items():
+        field = model._meta.get_field(name)
+        assignments.append(f"{connection.ops.quote_name(field.column)} = %s")
+        params.append(field.get_db_prep_save(value, connection))
+    for name, amount in increments.items():
+        column = connection.ops.quote_name(model._meta.get_field(name).column)
+        assignments.append(f"{column} = {column} + %s")
+        params.append(amount)
+    columns = ", ".join(connection.ops.quote_name(model._meta.get_field(name).column) for name in returning)
+    with _cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {_table(model)} SET {', '.join(assignments)} WHERE id = %s RETURNING {columns}", [*params, pk]
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise model.DoesNotExist(f"{model.__name__} {pk} does not exist")
+    return row
+
+
 def _prepared(model, values: dict) -> tuple[str, list]:
     """The quoted columns and database values of ``values``, as the ORM writes them."""
     fields = [model._meta.get_field(name) for name in values]

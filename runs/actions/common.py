@@ -18,7 +18,7 @@ from agents.runner import TurnResult
 from agents.spec import AgentSpec
 from agents.tools import default_registry
 from runs.models import Approval, Artifact, Run, Step, ToolCall
-from runs.stores import DjangoEventSink, DjangoMailboxStore
+from runs.stores import DjangoEventSink, DjangoMailboxStore, update_returning
 
 REGISTRY = default_registry()
 
@@ -138,10 +138,13 @@ def save_turn(step: Step, result: TurnResult) -> None:
     """Store a turn's transcript, token counts, tool calls and their artifacts,
     and link the child runs its calls started."""
     step.transcript = result.transcript
-    step.prompt_tokens = F("prompt_tokens") + result.prompt_tokens
-    step.completion_tokens = F("completion_tokens") + result.completion_tokens
-    step.save(update_fields=["transcript", "prompt_tokens", "completion_tokens"])
-    step.refresh_from_db(fields=["prompt_tokens", "completion_tokens", "turns"])
+    step.prompt_tokens, step.completion_tokens, step.turns = update_returning(
+        Step,
+        step.pk,
+        {"transcript": result.transcript},
+        {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens},
+        ["prompt_tokens", "completion_tokens", "turns"],
+    )
     queued: list[int] = []
     for call in result.tool_calls:
         outcome = call.outcome

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from agents.llm import ProviderError
-from agents.router import DoubleDrainError, DropReason, MessageType, RouterMessage
+from agents.router import DoubleDrainError, DropReason, MessageRouter, MessageType, RouterMessage
 from agents.runner import (
     AgentTurn,
     apply_completion,
@@ -76,6 +76,10 @@ def do_step_turn(step_pk: int, turn: int) -> None:
     except ProviderError as exc:
         do_fail_step(step.pk, str(exc))
         return
+    # Built before the run's lock is taken: every step of the run waits for
+    # that lock, so what does not need it stays out of it.
+    router = router_for(run.pk)
+    sink = DjangoEventSink(run.pk)
     with transaction.atomic():
         lock_run(run.pk)
         # Record the turn: if another worker recorded it first (our lease had
@@ -84,8 +88,6 @@ def do_step_turn(step_pk: int, turn: int) -> None:
             turns=turn, lease_owner="", lease_expires=None
         ):
             return
-        router = router_for(run.pk)
-        sink = DjangoEventSink(run.pk)
         try:
             result = apply_completion(
                 agent_turn, request, completion, inbox, router=router, sink=sink, registry=registry, tools=tools
@@ -105,7 +107,7 @@ def do_step_turn(step_pk: int, turn: int) -> None:
         elif result.status == "continue" or _wakes_for_late_messages(step, run, store, sink, router):
             _next_turn(step.pk, turn + 1)
         else:
-            _complete_step(step, result.output)
+            _complete_step(step, result.output, router)
 
 
 def _agent_turn(run: Run, step: Step, agent: AgentSpec, variables: dict[str, str]) -> AgentTurn:
@@ -192,12 +194,10 @@ def _variables(run: Run, step: Step, inbox: list[RouterMessage]) -> dict[str, st
     return variables
 
 
-def _complete_step(step: Step, output: str) -> None:
+def _complete_step(step: Step, output: str, router: MessageRouter) -> None:
     Step.objects.filter(pk=step.pk).update(status=Step.Status.COMPLETED, output=output, finished=timezone.now())
-    DjangoEventSink(step.run_id).emit(
-        RuntimeEvent("step_end", step.step_id, {"status": Step.Status.COMPLETED, "output": output[:2000]})
-    )
-    router_for(step.run_id).close(step.step_id)
+    router.sink.emit(RuntimeEvent("step_end", step.step_id, {"status": Step.Status.COMPLETED, "output": output[:2000]}))
+    router.close(step.step_id)
     after_step_terminal(step)
     schedule_after_commit(step.run_id)
 
