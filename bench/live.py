@@ -229,6 +229,9 @@ async def _one_round(port: int, env: dict[str, str], seed: dict, events: int, ra
         "rate": events / (slowest - committed[0]) if received == events * CLIENTS else 0.0,
         "p50": statistics.median(latencies) if latencies else None,
         "p99": statistics.quantiles(latencies, n=100)[98] if len(latencies) > 100 else None,
+        # A delivery near the consumers' poll interval (2 s) means a
+        # notification came too late to matter, or was lost.
+        "worst": max(latencies) if latencies else None,
         "write_rate": written["write_rate"],
     }
 
@@ -299,6 +302,9 @@ def measure(ctx: Context) -> list[Result]:
     paced_note = f"{setup}; asked for {PACED_RATE}/s, wrote {paced:,.0f}/s"
     if paced < 0.9 * PACED_RATE:
         paced_note += " (the writer could not keep up: it shares the 2 cores with daphne)"
+    slowest = [r["worst"] for r in rounds_paced if r["worst"] is not None]
+    if slowest:
+        paced_note += f"; slowest delivery {max(slowest):,.0f} ms"
     if incomplete:
         worst = min(incomplete, key=lambda r: r["received"] / r["expected"])
         missing = f"; {len(incomplete)} round(s) incomplete, worst {worst['received']:,} of {worst['expected']:,}"

@@ -4,11 +4,18 @@ Group messages carry only an event's seq. On each one (and on a slow timer,
 for events written by another process or lost by the channel layer) the
 consumer sends every event after the last one it sent, read from the
 database, so a client never misses or repeats an event.
+
+A notification only marks the consumer as behind and wakes its sender task:
+the consumer's message loop never waits for a render, so notifications do
+not queue up behind one, and however many arrive during a render, the next
+pass reads them all at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
@@ -19,15 +26,23 @@ from runs import actions, live
 from runs.models import Run
 from runs.stores import run_group
 
+log = logging.getLogger(__name__)
+
 FORBIDDEN = 4403
+# The page's websocket extension reconnects after this one, from its cursor.
+INTERNAL_ERROR = 1011
+NOTIFICATION = "run.event"
 
 
 class RunConsumer(AsyncWebsocketConsumer):
     async def connect(self) -> None:
         self.run_id = int(self.scope["url_route"]["kwargs"]["run_id"])
         self.group = run_group(self.run_id)
-        self.lock = asyncio.Lock()
-        self.poller: asyncio.Task | None = None
+        self.sender: asyncio.Task | None = None
+        # The newest seq a notification announced; the sender is behind
+        # while last_seq is below it.
+        self.wanted = 0
+        self.woken = asyncio.Event()
         if not await self._may_see():
             await self.close(code=FORBIDDEN)
             return
@@ -38,31 +53,78 @@ class RunConsumer(AsyncWebsocketConsumer):
             self.last_seq = 0
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
-        await self.catch_up()
-        self.poller = asyncio.create_task(self._poll())
+        self.sender = asyncio.create_task(self._send_updates())
+        self.sender.add_done_callback(self._sender_stopped)
 
     async def disconnect(self, code: int) -> None:
-        if self.poller:
-            self.poller.cancel()
+        if self.sender:
+            self.sender.cancel()
         await self.channel_layer.group_discard(self.group, self.channel_name)
 
+    async def dispatch(self, message: dict) -> None:
+        # channels' dispatch first runs close_old_connections through
+        # sync_to_async, on the one thread this process runs all such calls
+        # on, queued behind every dashboard's database work: at a notification
+        # per commit times 20 dashboards that queue, not the work, was the
+        # delay. A notification touches no database here (the sender's reads
+        # close old connections themselves), so it skips that trip.
+        if message.get("type") == NOTIFICATION:
+            await self.run_event(message)
+        else:
+            await super().dispatch(message)
+
     async def run_event(self, message: dict) -> None:
-        if message.get("seq", 0) > self.last_seq:
-            await self.catch_up()
+        seq = message.get("seq", 0)
+        if seq > self.last_seq:
+            self.wanted = max(self.wanted, seq)
+            self.woken.set()
 
-    async def catch_up(self) -> None:
-        async with self.lock:
-            while True:
-                html, last = await database_sync_to_async(live.render_update)(self.run_id, self.last_seq)
-                if not html:
-                    return
-                await self.send(text_data=html)
-                self.last_seq = last
-
-    async def _poll(self) -> None:
+    async def _send_updates(self) -> None:
+        """The one task that sends: the replay, then a pass on each wake-up
+        (a notification) or each poll interval without one."""
+        await self.catch_up(until_empty=True)
         while True:
-            await asyncio.sleep(settings.ZENWEB_LIVE_POLL_SECONDS)
-            await self.catch_up()
+            notified = await self._wait()
+            await self.catch_up(until_empty=not notified)
+
+    def _sender_stopped(self, sender: asyncio.Task) -> None:
+        # A failed read (the database away) must not leave a page open that
+        # no longer updates: closed, it reconnects and replays from its cursor.
+        if sender.cancelled() or sender.exception() is None:
+            return
+        log.error("run %s: live updates failed", self.run_id, exc_info=sender.exception())
+        self.closing = asyncio.ensure_future(self.close(code=INTERNAL_ERROR))
+
+    async def _wait(self) -> bool:
+        """Wait for a notification (True) or the poll interval (False)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.woken.wait(), settings.ZENWEB_LIVE_POLL_SECONDS)
+        notified = self.woken.is_set()
+        # No await since wait() returned: a notification arriving from now
+        # on sets it again and finds the next pass.
+        self.woken.clear()
+        return notified
+
+    async def catch_up(self, *, until_empty: bool) -> None:
+        """Send the events after last_seq. After a notification, stop once the
+        announced seq is sent (an empty read after each pass would cost every
+        dashboard a database trip per commit); after a poll, or at the
+        start, read until nothing is new."""
+        while True:
+            after = self.last_seq
+            html, last = await live.shared_update(self.run_id, after)
+            if not html and self.wanted > after:
+                # A shared read may have started before the notified event
+                # committed: only a read of our own says that nothing is new.
+                html, last = await database_sync_to_async(live.render_update)(self.run_id, after)
+            if not html:
+                return
+            await self.send(text_data=html)
+            self.last_seq = last
+            # A batch may have stopped at live.BATCH events with more behind it.
+            may_be_cut = last - after >= live.BATCH
+            if not until_empty and not may_be_cut and last >= self.wanted:
+                return
 
     @database_sync_to_async
     def _may_see(self) -> bool:

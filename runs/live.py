@@ -3,10 +3,13 @@ page renders first. Fragment ids match the DOM ids they replace."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+import weakref
 from collections import OrderedDict
 
+from channels.db import database_sync_to_async
 from django.db.models import Count
 from django.template.loader import render_to_string
 
@@ -143,6 +146,38 @@ def render_update(run_id: int, after: int) -> tuple[str, int]:
     if html:
         RECENT_UPDATES.put((run_id, after), html, last)
     return html, last
+
+
+# Per event loop: the renders under way, by (run, cursor).
+_RENDERING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[int, int], asyncio.Future]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def shared_update(run_id: int, after: int) -> tuple[str, int]:
+    """``render_update`` for the websocket consumers of this process.
+
+    channels runs every database_sync_to_async call of a process on one
+    thread, so 20 dashboards asking for the same update were 20 trips
+    through that queue, most of them for a cached copy. Here a copy is
+    taken on the event loop, and a dashboard asking while another renders
+    the same update waits for that rendering: one trip per update.
+
+    A read that was under way when the caller asked may have started
+    before the event the caller heard of committed: its result can end
+    before that event, or be empty (see RunConsumer.catch_up)."""
+    key = (run_id, after)
+    cached = RECENT_UPDATES.get(key)
+    if cached is not None:
+        return cached
+    rendering = _RENDERING.setdefault(asyncio.get_running_loop(), {})
+    future = rendering.get(key)
+    if future is None:
+        future = asyncio.ensure_future(database_sync_to_async(render_update)(run_id, after))
+        rendering[key] = future
+        future.add_done_callback(lambda _: rendering.pop(key, None))
+    # Shielded: a dashboard that leaves does not cancel the others' update.
+    return await asyncio.shield(future)
 
 
 def _render_update(run_id: int, after: int) -> tuple[str, int]:

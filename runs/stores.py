@@ -101,12 +101,18 @@ def broadcast(run_id: int, seq: int) -> None:
             async_to_sync(layer.group_send)(run_group(run_id), message)
         else:
             sent = asyncio.run_coroutine_threadsafe(layer.group_send(run_group(run_id), message), _broadcast_loop())
-            sent.result(timeout=BROADCAST_TIMEOUT)
+            # Not waited for (about 1 ms a commit): the loop publishes in
+            # order, and a failure costs only latency, which the poll bounds.
+            sent.add_done_callback(functools.partial(_log_failed_broadcast, run_id, seq))
     except Exception as exc:  # noqa: BLE001 - Redis away: the consumers' poll still finds the event
         log.warning("could not notify dashboards of event %s of run %s: %s", seq, run_id, exc)
 
 
-BROADCAST_TIMEOUT = 10.0
+def _log_failed_broadcast(run_id: int, seq: int, sent) -> None:
+    if not sent.cancelled() and sent.exception() is not None:
+        log.warning("could not notify dashboards of event %s of run %s: %s", seq, run_id, sent.exception())
+
+
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_pid = 0
 _loop_lock = threading.Lock()

@@ -83,6 +83,21 @@ def celery_worker(transactional_db, settings, tmp_path):
     with start_worker(app, pool="threads", concurrency=4, perform_ping_check=False, loglevel="WARNING") as worker:
         yield worker
         _wake_to_stop(app)
+    _close_worker_connections()
+
+
+def _close_worker_connections() -> None:
+    """Workers keep their threads' database connections between tasks
+    (zenweb/celery.py); the stopped worker's threads cannot close theirs, and
+    PostgreSQL will not drop a test database that sessions still use."""
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
 
 
 def _wake_to_stop(app) -> None:

@@ -5,13 +5,28 @@ from __future__ import annotations
 import os
 
 from celery import Celery
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import task_postrun, task_prerun, worker_ready, worker_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "zenweb.settings")
 
 app = Celery("zenweb")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+# Celery's Django fixup closes each worker thread's database connections
+# before and after every task unless DB_REUSE_MAX is set: with PostgreSQL a
+# new connection per task, several milliseconds of every step turn. Keep
+# them, and let Django's own rules close them (CONN_MAX_AGE, a connection
+# left unusable by an error) around each task, as around each request.
+app.conf.CELERY_DB_REUSE_MAX = 2**62
+
+
+@task_prerun.connect
+@task_postrun.connect
+def _close_old_connections(**kwargs) -> None:
+    from django.db import close_old_connections
+
+    close_old_connections()
 
 
 # Every worker sweeps for turns whose worker died (see runs/leases.py).

@@ -1,0 +1,134 @@
+"""The run page's websocket under a stream of notifications: it takes them
+while a render holds the database thread, answers many with one update,
+and never trusts a read that began before the event it heard of."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+
+from runs import live
+from tests.integration.test_websocket import communicator, emit, make_run, received_seqs
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def own_thread(func):
+    # Not the one thread that channels runs database work on: that one is
+    # held on purpose here.
+    return sync_to_async(func, thread_sensitive=False)
+
+
+async def until(condition, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+async def test_it_takes_notifications_while_a_render_holds_the_database_thread(owner, settings, monkeypatch):
+    settings.ZENWEB_LIVE_POLL_SECONDS = 30  # only notifications can deliver here
+    run = await database_sync_to_async(make_run)(owner, 3)
+    comm = communicator(owner, run, after=0)
+    assert (await comm.connect())[0]
+    assert await received_seqs(comm, until=3) == [1, 2, 3]
+
+    render = live.render_update
+    gate, held, afters = threading.Event(), threading.Event(), []
+
+    def slow_render(run_id: int, after: int) -> tuple[str, int]:
+        afters.append(after)
+        held.set()
+        gate.wait(10)
+        return render(run_id, after)
+
+    monkeypatch.setattr(live, "render_update", slow_render)
+    await own_thread(emit)(run, 1)
+    await until(held.is_set)
+    # The consumer's render holds the database thread while 36 more commits
+    # notify it: each notification is taken at once, none waits behind it.
+    await own_thread(emit)(run, 36)
+    layer = get_channel_layer()
+    await until(lambda: all(queue.empty() for queue in layer.channels.values()))
+    gate.set()
+
+    assert await received_seqs(comm, until=40) == list(range(4, 41))
+    assert await comm.receive_nothing(timeout=0.3)
+    # A handful of reads for 37 notifications: the held one, then what
+    # committed while it was held.
+    assert len(afters) <= 4
+    await comm.disconnect()
+
+
+async def test_it_does_not_trust_a_read_that_began_before_the_notified_commit(owner, settings, monkeypatch):
+    settings.ZENWEB_LIVE_POLL_SECONDS = 30
+    run = await database_sync_to_async(make_run)(owner, 2)
+    comm = communicator(owner, run, after=0)
+    assert (await comm.connect())[0]
+    assert await received_seqs(comm, until=2) == [1, 2]
+
+    async def read_from_before_the_commit(run_id: int, after: int) -> tuple[str, int]:
+        return "", after
+
+    monkeypatch.setattr(live, "shared_update", read_from_before_the_commit)
+    await database_sync_to_async(emit)(run, 3)
+
+    assert await received_seqs(comm, until=5) == [3, 4, 5]
+    await comm.disconnect()
+
+
+async def test_it_closes_a_page_whose_updates_fail_so_that_it_reconnects(owner, monkeypatch):
+    run = await database_sync_to_async(make_run)(owner, 1)
+
+    async def database_away(run_id: int, after: int) -> tuple[str, int]:
+        raise ConnectionError("the database went away")
+
+    monkeypatch.setattr(live, "shared_update", database_away)
+    comm = communicator(owner, run, after=0)
+    assert (await comm.connect())[0]
+
+    closed = await comm.receive_output(timeout=5)
+
+    assert closed == {"type": "websocket.close", "code": 1011}
+    await comm.disconnect()
+
+
+async def test_it_shares_one_rendering_between_dashboards_asking_for_the_same_update(monkeypatch):
+    calls = []
+
+    def render(run_id: int, after: int) -> tuple[str, int]:
+        calls.append((run_id, after))
+        time.sleep(0.05)
+        return f"<update {after}>", after + 5
+
+    monkeypatch.setattr(live, "render_update", render)
+
+    updates = await asyncio.gather(*(live.shared_update(7, 10) for _ in range(20)))
+
+    assert updates == [("<update 10>", 15)] * 20
+    assert calls == [(7, 10)]
+    assert await live.shared_update(7, 15) == ("<update 15>", 20)
+    assert calls == [(7, 10), (7, 15)]
+
+
+def test_it_logs_a_notification_the_channel_layer_refused(caplog, monkeypatch):
+    from runs import stores
+
+    class Away:
+        async def group_send(self, group, message):
+            raise ConnectionError("Redis is away")
+
+    monkeypatch.setattr(stores, "get_channel_layer", Away)
+
+    stores.broadcast(7, 42)  # returns at once: the publish is not waited for
+
+    deadline = time.monotonic() + 5
+    while "event 42 of run 7: Redis is away" not in caplog.text:
+        assert time.monotonic() < deadline, caplog.text
+        time.sleep(0.01)
