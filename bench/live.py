@@ -33,13 +33,16 @@ import subprocess
 import time
 from typing import Any
 
-from bench.common import JSON_MARK, PYTHON, REDIS_URL, ROOT, Context, Result, log_trouble, run_child, skipped
+from bench.common import JSON_MARK, PYTHON, REDIS_URL, ROOT, Context, Result, Target, log_trouble, run_child, skipped
 
 CLIENTS = 20
 BATCH = 5
 BURST_EVENTS = 1_000
 PACED_RATE = 500
 PACED_SECONDS = 3
+TARGET_RATE = Target(">=", 2_000, ">= 2,000/s")
+TARGET_P99 = Target("<", 100, "< 100 ms")
+TARGET_MISSING = Target("<=", 0, "0")
 LAST_SEQ = re.compile(rb'id="last-seq" data-seq="(\d+)"')
 
 
@@ -270,7 +273,8 @@ def measure(ctx: Context) -> list[Result]:
     throughput = f"live: events/s to each of {CLIENTS} clients (burst of {BURST_EVENTS:,})"
     p50 = f"live: latency p50, {CLIENTS} clients, writer paced at {PACED_RATE}/s"
     p99 = f"live: latency p99, {CLIENTS} clients, writer paced at {PACED_RATE}/s"
-    names = [(throughput, "events/s", True), (p50, "ms", False), (p99, "ms", False)]
+    missing = f"live: events missing at {CLIENTS} clients, all rounds"
+    names = [(throughput, "events/s", True), (p50, "ms", False), (p99, "ms", False), (missing, "events", False)]
     problem = ctx.redis_problem and f"needs Redis for channels_redis ({ctx.redis_problem})"
     if problem:
         return [skipped("live", name, "redis", unit, problem, higher_is_better=hib) for name, unit, hib in names]
@@ -307,15 +311,15 @@ def measure(ctx: Context) -> list[Result]:
         paced_note += f"; slowest delivery {max(slowest):,.0f} ms"
     if incomplete:
         worst = min(incomplete, key=lambda r: r["received"] / r["expected"])
-        missing = f"; {len(incomplete)} round(s) incomplete, worst {worst['received']:,} of {worst['expected']:,}"
-        burst_note += missing
-        paced_note += missing
+        short = f"; {len(incomplete)} round(s) incomplete, worst {worst['received']:,} of {worst['expected']:,}"
+        burst_note += short
+        paced_note += short
     trouble = log_trouble(ctx.tmp / "live")
     if trouble:
         burst_note += f"; DISTURBED: {trouble}"
         paced_note += f"; DISTURBED: {trouble}"
     return [
-        Result("live", throughput, label, "events/s", delivered, note=burst_note),
+        Result("live", throughput, label, "events/s", delivered, target=TARGET_RATE, note=burst_note),
         Result(
             "live",
             p50,
@@ -332,6 +336,17 @@ def measure(ctx: Context) -> list[Result]:
             "ms",
             [r["p99"] for r in rounds_paced if r["p99"] is not None],
             higher_is_better=False,
+            target=TARGET_P99,
             note=paced_note,
+        ),
+        Result(
+            "live",
+            missing,
+            label,
+            "events",
+            [sum(r["expected"] - r["received"] for r in rounds_burst + rounds_paced)],
+            higher_is_better=False,
+            target=TARGET_MISSING,
+            note=f"{len(rounds_burst + rounds_paced)} rounds, {CLIENTS} clients each",
         ),
     ]

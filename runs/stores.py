@@ -7,6 +7,8 @@ a message and the event that records it commit together or not at all.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import concurrent.futures
 import functools
 import logging
 import os
@@ -103,14 +105,29 @@ def broadcast(run_id: int, seq: int) -> None:
             sent = asyncio.run_coroutine_threadsafe(layer.group_send(run_group(run_id), message), _broadcast_loop())
             # Not waited for (about 1 ms a commit): the loop publishes in
             # order, and a failure costs only latency, which the poll bounds.
+            _in_flight.add(sent)
             sent.add_done_callback(functools.partial(_log_failed_broadcast, run_id, seq))
     except Exception as exc:  # noqa: BLE001 - Redis away: the consumers' poll still finds the event
         log.warning("could not notify dashboards of event %s of run %s: %s", seq, run_id, exc)
 
 
 def _log_failed_broadcast(run_id: int, seq: int, sent) -> None:
+    _in_flight.discard(sent)
     if not sent.cancelled() and sent.exception() is not None:
         log.warning("could not notify dashboards of event %s of run %s: %s", seq, run_id, sent.exception())
+
+
+# Broadcasts not yet published. A process that exits right after a commit
+# (a management command, a benchmark's writer) publishes them first, or its
+# last events would reach the dashboards only at their next poll.
+_in_flight: set[concurrent.futures.Future] = set()
+FLUSH_SECONDS = 2.0
+
+
+@atexit.register
+def _flush_broadcasts() -> None:
+    if _in_flight:
+        concurrent.futures.wait(list(_in_flight), timeout=FLUSH_SECONDS)
 
 
 _loop: asyncio.AbstractEventLoop | None = None
