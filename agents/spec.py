@@ -916,7 +916,8 @@ def _strings(value: object) -> list[str]:
 
 def _input_type(declared: object) -> str | None:
     kind = declared.get("type", "string") if isinstance(declared, dict) else None
-    return kind if kind in _INPUT_TYPES else None
+    # Any YAML value may stand here: a list or a mapping cannot be looked up.
+    return kind if isinstance(kind, str) and kind in _INPUT_TYPES else None
 
 
 def load_workflow(path: str | Path, known_tools: Collection[str] | None = None) -> WorkflowSpec:

@@ -159,7 +159,7 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
                 turn, request, completion, shown, router=router, sink=sink, registry=registry, tools=tools
             )
             save_turn(coordinator, result)
-            enforce_budget_after_commit(run.pk)
+            enforce_budget_after_commit(run.pk, spec)
             if result.finalized is not None:
                 Run.objects.filter(pk=run.pk).update(result=result.finalized)
         turn.transcript = result.transcript

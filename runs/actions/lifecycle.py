@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from django.db import transaction
-from django.db.models import Exists, Q
 from django.utils import timezone
 
 from agents import scheduler
@@ -17,8 +16,8 @@ from runs.actions.children import cancel_children_after_commit
 from runs.actions.commands import finish_command
 from runs.actions.common import router_for
 from runs.actions.containers import as_runtime, create_steps
-from runs.models import Approval, Message, Run, Step, Workflow
-from runs.stores import DjangoEventSink, DjangoMailboxStore, request_coordinator_wake
+from runs.models import Approval, Run, Step, Workflow
+from runs.stores import DjangoEventSink, DjangoMailboxStore, request_coordinator_wake, schedule_state
 
 
 def do_create_run(
@@ -135,30 +134,11 @@ def _schedule_state(run_id: int) -> tuple | None:
     """The run's status and coordinator_busy, whether the coordinator has
     unread mail, a step is pending, and every step is done (``all_done``),
     and its workflow (only its id and created: its parsed spec is cached)."""
-    others = _others(run_id)
-    row = (
-        Run.objects.filter(pk=run_id)
-        .annotate(
-            has_mail=Exists(Message.objects.filter(run_id=run_id, recipient=COORDINATOR, drained=None, drop_reason="")),
-            has_pending=Exists(others.filter(kind=Step.Kind.STEP, status=Step.Status.PENDING)),
-            has_unfinished=Exists(others.filter(Q(resuming=True) | ~Q(status__in=Step.TERMINAL))),
-        )
-        .values_list(
-            "status",
-            "coordinator_busy",
-            "has_mail",
-            "has_pending",
-            "has_unfinished",
-            "workflow_id",
-            "workflow__created",
-        )
-        .first()
-    )
-    if row is None:
+    state = schedule_state(run_id)
+    if state is None:
         return None
-    status, busy, has_mail, has_pending, has_unfinished, workflow_id, created = row
-    workflow = Workflow.from_db(None, ["id", "created"], [workflow_id, created])
-    return status, busy, has_mail, has_pending, not has_unfinished, workflow
+    *flags, workflow_id, created = state
+    return *flags, Workflow.from_db(None, ["id", "created"], [workflow_id, created])
 
 
 def _start_ready_steps(run_id: int) -> None:

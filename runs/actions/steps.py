@@ -22,7 +22,7 @@ from agents.runner import (
     run_side_effects,
     step_prompt,
 )
-from agents.spec import AgentSpec, WorkflowOptions
+from agents.spec import AgentSpec, WorkflowOptions, WorkflowSpec
 from runs import leases
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import REGISTRY, Limits, provider_for, router_for, save_turn, warning_cycle
@@ -36,7 +36,9 @@ from runs.stores import DjangoEventSink, DjangoMailboxStore, lock_run
 def do_step_turn(step_pk: int, turn: int) -> None:
     """Take turn number ``turn`` of a step: ask its model, then record the
     answer in one transaction. A stale or repeated task does nothing."""
-    step = Step.objects.select_related("run__workflow").get(pk=step_pk)
+    # Not the workflow's text or stored spec: the parsed spec is cached.
+    step = Step.objects.select_related("run__workflow").defer("run__workflow__spec", "run__workflow__yaml_text")
+    step = step.get(pk=step_pk)
     run = step.run
     if run.status != Run.Status.RUNNING or step.status != Step.Status.RUNNING or step.turns != turn - 1:
         return
@@ -77,8 +79,10 @@ def do_step_turn(step_pk: int, turn: int) -> None:
         do_fail_step(step.pk, str(exc))
         return
     # Built before the run's lock is taken: every step of the run waits for
-    # that lock, so what does not need it stays out of it.
-    router = router_for(run.pk)
+    # that lock, so what does not need it stays out of it. (A step only
+    # sends to the coordinator: the run's status, read before the model
+    # answered, is never consulted.)
+    router = router_for(run)
     sink = DjangoEventSink(run.pk)
     with transaction.atomic():
         lock_run(run.pk)
@@ -98,7 +102,7 @@ def do_step_turn(step_pk: int, turn: int) -> None:
             transaction.set_rollback(True)
             return
         save_turn(step, result)
-        enforce_budget_after_commit(run.pk)
+        enforce_budget_after_commit(run.pk, spec)
         broken_policy = _tool_policy_breach(step, spec.options) if result.tool_calls else None
         if broken_policy:
             do_fail_step(step.pk, broken_policy)
@@ -141,9 +145,12 @@ def _tool_policy_breach(step: Step, options: WorkflowOptions) -> str | None:
     return None
 
 
-def enforce_budget_after_commit(run_id: int) -> None:
+def enforce_budget_after_commit(run_id: int, spec: WorkflowSpec) -> None:
     from runs.actions.budgets import do_enforce_budget
 
+    budget = spec.options.budget
+    if budget.tokens is None and budget.tool_calls is None and budget.wall_time is None:
+        return  # nothing to enforce: no query after every turn
     transaction.on_commit(lambda: do_enforce_budget(run_id))
 
 
@@ -293,7 +300,9 @@ def _dependents(step_id: str, steps: dict[str, Step]) -> list[Step]:
 def do_resume_turn(step_pk: int) -> None:
     """One more turn of a completed step, for the messages forwarded to it
     since. Its answer goes back to the coordinator as a resume_reply."""
-    step = Step.objects.select_related("run__workflow").get(pk=step_pk)
+    # Not the workflow's text or stored spec: the parsed spec is cached.
+    step = Step.objects.select_related("run__workflow").defer("run__workflow__spec", "run__workflow__yaml_text")
+    step = step.get(pk=step_pk)
     run = step.run
     if not step.resuming:
         return

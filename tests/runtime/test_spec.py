@@ -997,3 +997,10 @@ def test_text_from_a_client_cannot_reach_files_through_its_source_name():
     with pytest.raises(WorkflowValidationError) as error:
         parse_workflow("name: x\n", "0" * 5000, from_file=True)
     assert "0" * 5000 in str(error.value)
+
+
+def test_it_locates_an_input_type_that_is_not_a_name(tmp_path):
+    path = tmp_path / "typed.yaml"
+    path.write_text("name: typed\ninputs:\n  name:\n    type: []\nagents: {a1: {}}\nsteps: [{id: s, agent: a1}]\n")
+
+    assert problems(path) == [f"{path}:4: inputs.name.type: Input should be 'string', 'integer', 'number' or 'boolean'"]
