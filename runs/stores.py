@@ -332,11 +332,19 @@ class DjangoMailboxStore:
         )
         return DropReason(reason) if reason else None
 
+    # Plain SQL for what runs at every step turn and end (unread, close,
+    # is_cancelled): building these with the ORM cost more than running them.
+
     def unread_count(self, mailbox: str) -> int:
-        return Message.objects.filter(run_id=self.run_id, recipient=mailbox, drained=None, drop_reason="").count()
+        with _cursor() as cursor:
+            cursor.execute(_UNREAD_COUNT_SQL.format(message=_table(Message)), [self.run_id, mailbox])
+            return cursor.fetchone()[0]
 
     def is_cancelled(self) -> bool:
-        return Run.objects.filter(pk=self.run_id, status=Run.Status.CANCELLED).exists()
+        with _cursor() as cursor:
+            cursor.execute(f"SELECT status FROM {_table(Run)} WHERE id = %s", [self.run_id])
+            row = cursor.fetchone()
+        return row is not None and row[0] == Run.Status.CANCELLED
 
     def mailbox_state(self, mailbox: str) -> MailboxState:
         # One query instead of four: it runs for every routed message.
@@ -367,8 +375,20 @@ class DjangoMailboxStore:
         self._save(message, drop_reason=str(reason))
 
     def unread(self, mailbox: str) -> list[RouterMessage]:
-        rows = Message.objects.filter(run_id=self.run_id, recipient=mailbox, drained=None, drop_reason="")
-        return [_to_router(row) for row in rows.order_by("id")]
+        with _cursor() as cursor:
+            cursor.execute(_UNREAD_SQL.format(message=_table(Message)), [self.run_id, mailbox])
+            rows = cursor.fetchall()
+        return [
+            RouterMessage(
+                message_id=message_id,
+                sender=sender,
+                recipient=recipient,
+                type=MessageType.parse(type_),
+                content=content,
+                created=from_db(Message, "created", created).timestamp(),
+            )
+            for message_id, sender, recipient, type_, content, created in rows
+        ]
 
     # No savepoints below (two round trips each): these run inside the
     # caller's transaction, and an error in them fails it anyway.
@@ -385,9 +405,13 @@ class DjangoMailboxStore:
     def close(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
         with transaction.atomic(savepoint=False):
             self._lock_run()
-            closed = Step.objects.filter(run_id=self.run_id, step_id=mailbox, mailbox_closed_reason="").update(
-                mailbox_closed_reason=str(reason)
-            )
+            with _cursor() as cursor:
+                cursor.execute(
+                    f"UPDATE {_table(Step)} SET mailbox_closed_reason = %s "
+                    "WHERE run_id = %s AND step_id = %s AND mailbox_closed_reason = ''",
+                    [str(reason), self.run_id, mailbox],
+                )
+                closed = cursor.rowcount
             if not closed:
                 return []
             return self._drop_unread(mailbox, reason)
@@ -456,15 +480,9 @@ def _mailbox_state_sql() -> str:
     )
 
 
-def _to_router(row: Message) -> RouterMessage:
-    return RouterMessage(
-        message_id=row.message_id,
-        sender=row.sender,
-        recipient=row.recipient,
-        type=MessageType.parse(row.type),
-        content=row.content,
-        created=row.created.timestamp(),
-    )
+_UNREAD = "FROM {message} WHERE run_id = %s AND recipient = %s AND drained IS NULL AND drop_reason = ''"
+_UNREAD_SQL = "SELECT message_id, sender, recipient, type, content, created " + _UNREAD + " ORDER BY id"
+_UNREAD_COUNT_SQL = "SELECT COUNT(*) " + _UNREAD
 
 
 _WAKE_SQL = "UPDATE {run} SET wake_requests = wake_requests + 1 WHERE id = %s RETURNING coordinator_busy AS busy"

@@ -70,34 +70,24 @@ def second_approver(django_user_model):
 
 
 @pytest.fixture
-def celery_worker(transactional_db, settings, tmp_path):
+def celery_worker(transactional_db, settings, tmp_path, monkeypatch):
     """A real Celery worker (threads pool) consuming the memory broker: tasks
     go through the broker exactly as in production, not eagerly. Run
     workspaces go to the test's temporary directory."""
     from celery.contrib.testing.worker import start_worker
+    from django.db import connection
 
     settings.ZENWEB_WORKSPACES = tmp_path / "workspaces"
+    # Workers keep their threads' connections between tasks (zenweb/celery.py)
+    # until CONN_MAX_AGE; the test worker's threads end with it, and
+    # PostgreSQL would not drop a test database their sessions still use.
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 0)
 
     from zenweb.celery import app
 
     with start_worker(app, pool="threads", concurrency=4, perform_ping_check=False, loglevel="WARNING") as worker:
         yield worker
         _wake_to_stop(app)
-    _close_worker_connections()
-
-
-def _close_worker_connections() -> None:
-    """Workers keep their threads' database connections between tasks
-    (zenweb/celery.py); the stopped worker's threads cannot close theirs, and
-    PostgreSQL will not drop a test database that sessions still use."""
-    from django.db import connection
-
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
 
 
 def _wake_to_stop(app) -> None:
