@@ -197,7 +197,7 @@ def _insert_event(run_id: int, event: RuntimeEvent) -> int:
         seq = _bump(run_id, "last_event_seq")
         _insert(Event, run=run_id, seq=seq, **values)
         return seq
-    columns, params = _prepared(Event, {"run": run_id, **values})
+    columns, params = _prepared(Event, {"run": run_id, **values}, computed=("seq",))
     seq_column = connection.ops.quote_name(Event._meta.get_field("seq").column)
     # One round trip: the counter's UPDATE (which locks the run row, as
     # _bump does) numbers the INSERT.
@@ -301,11 +301,25 @@ def _schedule_state_sql() -> str:
     )
 
 
-def _prepared(model, values: dict) -> tuple[str, list]:
-    """The quoted columns and database values of ``values``, as the ORM writes them."""
-    fields = [model._meta.get_field(name) for name in values]
+def _prepared(model, values: dict, computed: tuple[str, ...] = ()) -> tuple[str, list]:
+    """The quoted columns and database values of a whole new row of ``model``
+    as the ORM writes them: ``values`` (field name -> value), and every other
+    field's default (Django's defaults are not the database's), except the
+    auto primary key and the ``computed`` fields the SQL itself fills in. A
+    field added to the model without a default fails here, by name."""
+    fields, params = [], []
+    for field in model._meta.concrete_fields:
+        if field.name in values:
+            value = values[field.name]
+        elif field.primary_key or field.name in computed:
+            continue
+        else:
+            value = field.get_default()
+            if value is None and not field.null:
+                raise TypeError(f"runs/stores.py writes {model.__name__} rows itself: give it a {field.name!r}")
+        fields.append(field)
+        params.append(field.get_db_prep_save(value, connection))
     columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
-    params = [field.get_db_prep_save(value, connection) for field, value in zip(fields, values.values(), strict=True)]
     return columns, params
 
 

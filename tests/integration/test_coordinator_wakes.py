@@ -75,3 +75,12 @@ def test_it_leaves_mail_for_a_busy_coordinator_to_the_wake_that_runs(run, wakes)
     Run.objects.filter(pk=run.pk).update(coordinator_busy=False)
     do_coordinator_wake(run.pk)
     assert run.events.filter(type="coordinator_inbox_message").count() == 1
+
+
+def test_it_names_a_field_that_the_raw_message_insert_would_leave_empty():
+    from runs.models import Message
+    from runs.stores import _prepared
+
+    # Every other field has a default or is nullable; "created" has neither.
+    with pytest.raises(TypeError, match="writes Message rows itself: give it a 'created'"):
+        _prepared(Message, {"run": 1, "message_id": "msg-send-1", "sender": "a", "recipient": "b", "type": "info"})
