@@ -116,7 +116,12 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     from runs.views.events import event_filter_context  # events.py uses this module's access helper
 
     run = _get_run_for_user(request, run_id)
-    events = list(run.events.order_by("-seq")[:EVENTS_ON_PAGE])[::-1]
+    # Seqs are gapless, so the newest events are the last EVENTS_ON_PAGE
+    # numbers: a range PostgreSQL reads from the (run, seq) index even when
+    # its statistics still think the run is small (it sorted all 50,000
+    # events of a freshly written run for a LIMIT otherwise).
+    newest = run.events.filter(seq__gt=run.last_event_seq - EVENTS_ON_PAGE)
+    events = list(newest.order_by("-seq")[:EVENTS_ON_PAGE])[::-1]
     context = (
         live.run_context(run)
         | live.tool_calls_context(run)
