@@ -69,6 +69,22 @@ def second_approver(django_user_model):
     return _approver(django_user_model, "approver2")
 
 
+OPENAI_TEST_MODEL = "tide-model"
+
+
+@pytest.fixture
+def openai_endpoint(monkeypatch):
+    """A local OpenAI-compatible endpoint (tests/fake_openai_server.py) that
+    the openai provider is configured for; queue its answers on it."""
+    from tests.fake_openai_server import FakeOpenAIServer
+
+    with FakeOpenAIServer() as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-secret")
+        monkeypatch.setenv("ZENWEB_MODEL", OPENAI_TEST_MODEL)
+        yield server
+
+
 @pytest.fixture
 def celery_worker(transactional_db, settings, tmp_path, monkeypatch):
     """A real Celery worker (threads pool) consuming the memory broker: tasks

@@ -9,31 +9,21 @@ import pytest
 
 from runs.actions import do_create_run
 from runs.models import Run
-from tests.conftest import register, wait_for_run
-from tests.fake_openai_server import FakeOpenAIServer
+from tests.conftest import OPENAI_TEST_MODEL, register, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def endpoint(monkeypatch):
-    with FakeOpenAIServer() as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-secret")
-        monkeypatch.setenv("ZENWEB_MODEL", "tide-model")
-        yield server
-
-
-def test_it_runs_a_step_on_the_openai_provider_with_tool_calls(celery_worker, endpoint):
-    endpoint.push_tool_calls([("call_1", "send_message", json.dumps({"text": "tides are high"}))])
-    endpoint.push_text("High tide at 6am.")
+def test_it_runs_a_step_on_the_openai_provider_with_tool_calls(celery_worker, openai_endpoint):
+    openai_endpoint.push_tool_calls([("call_1", "send_message", json.dumps({"text": "tides are high"}))])
+    openai_endpoint.push_text("High tide at 6am.")
 
     run = wait_for_run(do_create_run(register("openai_step"), {}))
 
     assert run.status == Run.Status.COMPLETED
     assert run.steps.get(step_id="analyse").output == "High tide at 6am."
-    first, second = (request.body for request in endpoint.requests)
-    assert first["model"] == "tide-model"
+    first, second = (request.body for request in openai_endpoint.requests)
+    assert first["model"] == OPENAI_TEST_MODEL
     assert first["messages"][0]["role"] == "system"
     assert first["messages"][0]["content"].startswith("You analyse things.")
     assert first["messages"][1] == {"role": "user", "content": "Analyse the tides."}
@@ -43,9 +33,9 @@ def test_it_runs_a_step_on_the_openai_provider_with_tool_calls(celery_worker, en
     assert run.events.get(type="coordinator_narration").data["text"] == "analyse says: tides are high"
 
 
-def test_it_fails_the_step_with_the_endpoint_error_and_no_secret(celery_worker, endpoint):
+def test_it_fails_the_step_with_the_endpoint_error_and_no_secret(celery_worker, openai_endpoint):
     for _attempt in range(3):  # the SDK retries twice before giving up
-        endpoint.push_error(500, "upstream exploded")
+        openai_endpoint.push_error(500, "upstream exploded")
 
     run = wait_for_run(do_create_run(register("openai_step"), {}), timeout=60)
 

@@ -15,33 +15,23 @@ from django.db import connection
 from runs.actions import do_create_run
 from runs.models import Run
 from tests.conftest import assert_gapless, register, wait_for_run
-from tests.fake_openai_server import FakeOpenAIServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def endpoint(monkeypatch):
-    with FakeOpenAIServer() as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-secret")
-        monkeypatch.setenv("ZENWEB_MODEL", "nul-model")
-        yield server
-
-
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
-def test_it_stores_what_a_model_says_with_nul_characters(backend, celery_worker, endpoint):
+def test_it_stores_what_a_model_says_with_nul_characters(backend, celery_worker, openai_endpoint):
     if connection.vendor != backend:
         pytest.fail(f"this pass runs on {connection.vendor}, not {backend}: see scripts/test.sh")
     nul = "\ufffd" if backend == "postgresql" else "\0"
-    endpoint.push_tool_calls(
+    openai_endpoint.push_tool_calls(
         [
             ("call_1", "send_message", json.dumps({"text": "before\0after"})),
             ("call_2", "write_file", json.dumps({"path": "nul.txt", "content": "left\0right"})),
         ]
     )
-    endpoint.push_tool_calls([("call_3", "run_shell", json.dumps({"command": "printf 'a\\000b'"}))])
-    endpoint.push_text("done\0 with NUL")
+    openai_endpoint.push_tool_calls([("call_3", "run_shell", json.dumps({"command": "printf 'a\\000b'"}))])
+    openai_endpoint.push_text("done\0 with NUL")
 
     run = wait_for_run(do_create_run(register("openai_nul"), {}), timeout=60)
 
