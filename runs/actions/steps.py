@@ -37,7 +37,8 @@ def do_step_turn(step_pk: int, turn: int) -> None:
     """Take turn number ``turn`` of a step: ask its model, then record the
     answer in one transaction. A stale or repeated task does nothing."""
     # Not the workflow's text or stored spec: the parsed spec is cached.
-    step = Step.objects.select_related("run__workflow").defer("run__workflow__spec", "run__workflow__yaml_text")
+    step = Step.objects.select_related("run__workflow", "run__created_by")
+    step = step.defer("run__workflow__spec", "run__workflow__yaml_text")
     step = step.get(pk=step_pk)
     run = step.run
     if run.status != Run.Status.RUNNING or step.status != Step.Status.RUNNING or step.turns != turn - 1:
@@ -301,7 +302,8 @@ def do_resume_turn(step_pk: int) -> None:
     """One more turn of a completed step, for the messages forwarded to it
     since. Its answer goes back to the coordinator as a resume_reply."""
     # Not the workflow's text or stored spec: the parsed spec is cached.
-    step = Step.objects.select_related("run__workflow").defer("run__workflow__spec", "run__workflow__yaml_text")
+    step = Step.objects.select_related("run__workflow", "run__created_by")
+    step = step.defer("run__workflow__spec", "run__workflow__yaml_text")
     step = step.get(pk=step_pk)
     run = step.run
     if not step.resuming:
