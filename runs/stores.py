@@ -50,11 +50,12 @@ def _bump(run_id: int, counter: str) -> int:
 
 
 def _cursor():
-    """A cursor for the fixed statements written per routed message and
-    event. On PostgreSQL it binds parameters on the server, so psycopg
-    prepares each statement once it has run five times on a connection:
-    planned once, not per message (about a third off each). Django's own
-    queries keep client-side binding, as some ORM queries need it."""
+    """A cursor for this module's fixed statements, run per routed message,
+    event and step turn. On PostgreSQL it binds parameters on the server and
+    prepares each statement on its first use on a connection: planned once,
+    not every time (about a third off each). Django's own queries keep
+    client-side binding and no preparing (some ORM queries need the one,
+    connection poolers the other: see README on PgBouncer)."""
     if connection.vendor != "postgresql":
         return connection.cursor()
     connection.ensure_connection()
