@@ -292,8 +292,7 @@ def _schedule_state_sql() -> str:
     terminal = ", ".join(["%s"] * len(Step.TERMINAL))
     return (
         "SELECT r.status, r.coordinator_busy, "
-        f"EXISTS(SELECT 1 FROM {_table(Message)} m WHERE m.run_id = r.id AND m.recipient = %s "
-        "AND m.drained IS NULL AND m.drop_reason = ''), "
+        f"EXISTS(SELECT 1 {_unread_from('r.id')}), "
         f"EXISTS(SELECT 1 FROM {_table(Step)} s WHERE s.run_id = r.id AND s.kind = %s AND s.status = %s), "
         f"EXISTS(SELECT 1 FROM {_table(Step)} s WHERE s.run_id = r.id AND s.kind <> %s "
         f"AND (s.resuming OR s.status NOT IN ({terminal}))), "
@@ -352,7 +351,7 @@ class DjangoMailboxStore:
 
     def unread_count(self, mailbox: str) -> int:
         with _cursor() as cursor:
-            cursor.execute(_UNREAD_COUNT_SQL.format(message=_table(Message)), [self.run_id, mailbox])
+            cursor.execute(_unread_count_sql(), [self.run_id, mailbox])
             return cursor.fetchone()[0]
 
     def is_cancelled(self) -> bool:
@@ -391,7 +390,7 @@ class DjangoMailboxStore:
 
     def unread(self, mailbox: str) -> list[RouterMessage]:
         with _cursor() as cursor:
-            cursor.execute(_UNREAD_SQL.format(message=_table(Message)), [self.run_id, mailbox])
+            cursor.execute(_unread_sql(), [self.run_id, mailbox])
             rows = cursor.fetchall()
         return [
             RouterMessage(
@@ -488,16 +487,31 @@ class DjangoMailboxStore:
 def _mailbox_state_sql() -> str:
     return (
         "SELECT r.status, s.kind, s.mailbox_closed_reason, "
-        f"(SELECT COUNT(*) FROM {_table(Message)} m WHERE m.run_id = r.id AND m.recipient = %s "
-        "AND m.drained IS NULL AND m.drop_reason = '') "
+        f"(SELECT COUNT(*) {_unread_from('r.id')}) "
         f"FROM {_table(Run)} r LEFT JOIN {_table(Step)} s ON s.run_id = r.id AND s.step_id = %s "
         "WHERE r.id = %s"
     )
 
 
-_UNREAD = "FROM {message} WHERE run_id = %s AND recipient = %s AND drained IS NULL AND drop_reason = ''"
-_UNREAD_SQL = "SELECT message_id, sender, recipient, type, content, created " + _UNREAD + " ORDER BY id"
-_UNREAD_COUNT_SQL = "SELECT COUNT(*) " + _UNREAD
+def _unread_from(run: str) -> str:
+    """The FROM and WHERE of a mailbox's unread messages (``m``), the one
+    definition every query here uses: the run is ``run`` (a column or %s),
+    the mailbox the next parameter."""
+    return (
+        f"FROM {_table(Message)} m WHERE m.run_id = {run} AND m.recipient = %s "
+        "AND m.drained IS NULL AND m.drop_reason = ''"
+    )
+
+
+@functools.cache
+def _unread_sql() -> str:
+    columns = "m.message_id, m.sender, m.recipient, m.type, m.content, m.created"
+    return f"SELECT {columns} {_unread_from('%s')} ORDER BY m.id"
+
+
+@functools.cache
+def _unread_count_sql() -> str:
+    return f"SELECT COUNT(*) {_unread_from('%s')}"
 
 
 _WAKE_SQL = "UPDATE {run} SET wake_requests = wake_requests + 1 WHERE id = %s RETURNING coordinator_busy AS busy"
