@@ -132,3 +132,22 @@ def test_it_logs_a_notification_the_channel_layer_refused(caplog, monkeypatch):
     while "event 42 of run 7: Redis is away" not in caplog.text:
         assert time.monotonic() < deadline, caplog.text
         time.sleep(0.01)
+
+
+def test_it_publishes_pending_notifications_before_the_process_exits(monkeypatch):
+    from runs import stores
+
+    published = []
+
+    class Slow:
+        async def group_send(self, group, message):
+            await asyncio.sleep(0.3)
+            published.append((group, message["seq"]))
+
+    monkeypatch.setattr(stores, "get_channel_layer", Slow)
+    stores.broadcast(7, 42)
+    assert published == []  # not waited for
+
+    stores._flush_broadcasts()  # what atexit runs
+
+    assert published == [("run-7", 42)]
