@@ -25,6 +25,7 @@ from django.db.models import Max, Q
 from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
+from runs import sql
 from runs.models import Event, Run, Step
 from runs.stores import DjangoEventSink, lock_run
 
@@ -43,10 +44,15 @@ def claim(step_pk: int, turn: int, owner: str) -> bool:
     """Take the lease on turn ``turn`` of a step; False if another worker holds
     it (or the turn was taken already)."""
     now = timezone.now()
-    free = Q(lease_expires__isnull=True) | Q(lease_expires__lt=now) | Q(lease_owner=owner)
+    expires = now + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS)
+    # Plain SQL: it runs on every turn (see runs/sql.py).
     return bool(
-        Step.objects.filter(free, pk=step_pk, status=Step.Status.RUNNING, turns=turn - 1).update(
-            lease_owner=owner, lease_expires=now + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS)
+        sql.update(
+            Step,
+            {"lease_owner": owner, "lease_expires": expires},
+            "id = %s AND status = %s AND turns = %s "
+            "AND (lease_expires IS NULL OR lease_expires < %s OR lease_owner = %s)",
+            [step_pk, Step.Status.RUNNING, turn - 1, sql.db_value(Step, "lease_expires", now), owner],
         )
     )
 

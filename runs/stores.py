@@ -22,6 +22,7 @@ from django.utils import timezone
 from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR, DropReason, MailboxState, MessageType, RouterMessage
 from runs.models import Event, Message, Run, Step, Workflow
+from runs.sql import from_db, insert, plain_cursor, row_values, table
 
 log = logging.getLogger(__name__)
 
@@ -41,42 +42,12 @@ def _bump(run_id: int, counter: str) -> int:
         raise ValueError(f"not a run counter: {counter!r}")
     table = connection.ops.quote_name(Run._meta.db_table)
     column = connection.ops.quote_name(counter)
-    with _cursor() as cursor:
+    with plain_cursor() as cursor:
         cursor.execute(f"UPDATE {table} SET {column} = {column} + 1 WHERE id = %s RETURNING {column}", [run_id])
         row = cursor.fetchone()
     if row is None:
         raise Run.DoesNotExist(f"run {run_id} does not exist")
     return row[0]
-
-
-def _cursor():
-    """A cursor for this module's fixed statements, run per routed message,
-    event and step turn. On PostgreSQL it binds parameters on the server and
-    prepares each statement on its first use on a connection: planned once,
-    not every time (about a third off each). Django's own queries keep
-    client-side binding and no preparing (some ORM queries need the one,
-    connection poolers the other: see README on PgBouncer)."""
-    if connection.vendor != "postgresql":
-        return connection.cursor()
-    connection.ensure_connection()
-    connection.validate_thread_sharing()
-    cursor = _prepared_cursor_class()(connection.connection)
-    return connection.make_debug_cursor(cursor) if connection.queries_logged else connection.make_cursor(cursor)
-
-
-@functools.cache
-def _prepared_cursor_class():
-    from django.db.backends.postgresql.base import ServerBindingCursor
-
-    class PreparedCursor(ServerBindingCursor):
-        def execute(self, query, params=None, *, prepare=None, binary=None):
-            return super().execute(query, params, prepare=True, binary=binary)
-
-    return PreparedCursor
-
-
-def _table(model) -> str:
-    return connection.ops.quote_name(model._meta.db_table)
 
 
 def lock_run(run_id: int) -> None:
@@ -86,8 +57,8 @@ def lock_run(run_id: int) -> None:
     # Plain SQL: the ORM's version costs more to build than to run, and
     # this runs once per turn and per routed message.
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
-    with _cursor() as cursor:
-        cursor.execute(f"SELECT 1 FROM {_table(Run)} WHERE id = %s{lock}", [run_id])
+    with plain_cursor() as cursor:
+        cursor.execute(f"SELECT 1 FROM {table(Run)} WHERE id = %s{lock}", [run_id])
 
 
 def broadcast(run_id: int, seq: int) -> None:
@@ -196,16 +167,16 @@ def _insert_event(run_id: int, event: RuntimeEvent) -> int:
     values = {"type": event.type, "step_id": event.step_id, "data": event.data, "created": timezone.now()}
     if connection.vendor != "postgresql":
         seq = _bump(run_id, "last_event_seq")
-        _insert(Event, run=run_id, seq=seq, **values)
+        insert(Event, run=run_id, seq=seq, **values)
         return seq
-    columns, params = _prepared(Event, {"run": run_id, **values}, computed=("seq",))
+    columns, params = row_values(Event, {"run": run_id, **values}, computed=("seq",))
     seq_column = connection.ops.quote_name(Event._meta.get_field("seq").column)
     # One round trip: the counter's UPDATE (which locks the run row, as
     # _bump does) numbers the INSERT.
-    with _cursor() as cursor:
+    with plain_cursor() as cursor:
         cursor.execute(
-            f"WITH bumped AS (UPDATE {_table(Run)} SET last_event_seq = last_event_seq + 1 WHERE id = %s "
-            f"RETURNING last_event_seq) INSERT INTO {_table(Event)} ({columns}, {seq_column}) "
+            f"WITH bumped AS (UPDATE {table(Run)} SET last_event_seq = last_event_seq + 1 WHERE id = %s "
+            f"RETURNING last_event_seq) INSERT INTO {table(Event)} ({columns}, {seq_column}) "
             f"SELECT {', '.join(['%s'] * len(params))}, last_event_seq FROM bumped RETURNING {seq_column}",
             [run_id, *params],
         )
@@ -215,57 +186,12 @@ def _insert_event(run_id: int, event: RuntimeEvent) -> int:
     return row[0]
 
 
-def _insert(model, **values) -> None:
-    """One INSERT of a row of ``model`` (field name -> value), without the
-    ORM's per-instance work: for the rows written per routed message."""
-    columns, params = _prepared(model, values)
-    with _cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {_table(model)} ({columns}) VALUES ({', '.join(['%s'] * len(params))})",
-            params,
-        )
-
-
-def update_returning(model, pk: int, values: dict, increments: dict, returning: list[str]) -> tuple:
-    """One UPDATE of row ``pk``: set ``values``, add ``increments`` (field ->
-    amount), and return the ``returning`` fields as they are after it. The
-    ORM needs a second query to read F() results back."""
-    assignments, params = [], []
-    for name, value in values.items():
-        field = model._meta.get_field(name)
-        assignments.append(f"{connection.ops.quote_name(field.column)} = %s")
-        params.append(field.get_db_prep_save(value, connection))
-    for name, amount in increments.items():
-        column = connection.ops.quote_name(model._meta.get_field(name).column)
-        assignments.append(f"{column} = {column} + %s")
-        params.append(amount)
-    columns = ", ".join(connection.ops.quote_name(model._meta.get_field(name).column) for name in returning)
-    with _cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {_table(model)} SET {', '.join(assignments)} WHERE id = %s RETURNING {columns}", [*params, pk]
-        )
-        row = cursor.fetchone()
-    if row is None:
-        raise model.DoesNotExist(f"{model.__name__} {pk} does not exist")
-    return row
-
-
-def from_db(model, name: str, value):
-    """``value`` of field ``name`` as read by raw SQL, converted as the ORM
-    would (an aware datetime from SQLite's text, for instance)."""
-    field = model._meta.get_field(name)
-    column = field.get_col(model._meta.db_table)
-    for converter in connection.ops.get_db_converters(column) + field.get_db_converters(connection):
-        value = converter(value, column, connection)
-    return value
-
-
 def schedule_state(run_id: int) -> tuple | None:
     """For scheduling after a step ends, in one query: the run's status and
     coordinator_busy, whether the coordinator has unread mail, whether a step
     is pending, whether every step is done (terminal, none being resumed),
     and its workflow's id and created. None if the run does not exist."""
-    with _cursor() as cursor:
+    with plain_cursor() as cursor:
         cursor.execute(
             _schedule_state_sql(),
             [
@@ -293,34 +219,12 @@ def _schedule_state_sql() -> str:
     return (
         "SELECT r.status, r.coordinator_busy, "
         f"EXISTS(SELECT 1 {_unread_from('r.id')}), "
-        f"EXISTS(SELECT 1 FROM {_table(Step)} s WHERE s.run_id = r.id AND s.kind = %s AND s.status = %s), "
-        f"EXISTS(SELECT 1 FROM {_table(Step)} s WHERE s.run_id = r.id AND s.kind <> %s "
+        f"EXISTS(SELECT 1 FROM {table(Step)} s WHERE s.run_id = r.id AND s.kind = %s AND s.status = %s), "
+        f"EXISTS(SELECT 1 FROM {table(Step)} s WHERE s.run_id = r.id AND s.kind <> %s "
         f"AND (s.resuming OR s.status NOT IN ({terminal}))), "
-        f"r.workflow_id, w.created FROM {_table(Run)} r JOIN {_table(Workflow)} w ON w.id = r.workflow_id "
+        f"r.workflow_id, w.created FROM {table(Run)} r JOIN {table(Workflow)} w ON w.id = r.workflow_id "
         "WHERE r.id = %s"
     )
-
-
-def _prepared(model, values: dict, computed: tuple[str, ...] = ()) -> tuple[str, list]:
-    """The quoted columns and database values of a whole new row of ``model``
-    as the ORM writes them: ``values`` (field name -> value), and every other
-    field's default (Django's defaults are not the database's), except the
-    auto primary key and the ``computed`` fields the SQL itself fills in. A
-    field added to the model without a default fails here, by name."""
-    fields, params = [], []
-    for field in model._meta.concrete_fields:
-        if field.name in values:
-            value = values[field.name]
-        elif field.primary_key or field.name in computed:
-            continue
-        else:
-            value = field.get_default()
-            if value is None and not field.null:
-                raise TypeError(f"runs/stores.py writes {model.__name__} rows itself: give it a {field.name!r}")
-        fields.append(field)
-        params.append(field.get_db_prep_save(value, connection))
-    columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
-    return columns, params
 
 
 class DjangoMailboxStore:
@@ -350,19 +254,19 @@ class DjangoMailboxStore:
     # is_cancelled): building these with the ORM cost more than running them.
 
     def unread_count(self, mailbox: str) -> int:
-        with _cursor() as cursor:
+        with plain_cursor() as cursor:
             cursor.execute(_unread_count_sql(), [self.run_id, mailbox])
             return cursor.fetchone()[0]
 
     def is_cancelled(self) -> bool:
-        with _cursor() as cursor:
-            cursor.execute(f"SELECT status FROM {_table(Run)} WHERE id = %s", [self.run_id])
+        with plain_cursor() as cursor:
+            cursor.execute(f"SELECT status FROM {table(Run)} WHERE id = %s", [self.run_id])
             row = cursor.fetchone()
         return row is not None and row[0] == Run.Status.CANCELLED
 
     def mailbox_state(self, mailbox: str) -> MailboxState:
         # One query instead of four: it runs for every routed message.
-        with _cursor() as cursor:
+        with plain_cursor() as cursor:
             cursor.execute(_mailbox_state_sql(), [mailbox, mailbox, self.run_id])
             row = cursor.fetchone()
         if row is None:
@@ -389,7 +293,7 @@ class DjangoMailboxStore:
         self._save(message, drop_reason=str(reason))
 
     def unread(self, mailbox: str) -> list[RouterMessage]:
-        with _cursor() as cursor:
+        with plain_cursor() as cursor:
             cursor.execute(_unread_sql(), [self.run_id, mailbox])
             rows = cursor.fetchall()
         return [
@@ -419,9 +323,9 @@ class DjangoMailboxStore:
     def close(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
         with transaction.atomic(savepoint=False):
             self._lock_run()
-            with _cursor() as cursor:
+            with plain_cursor() as cursor:
                 cursor.execute(
-                    f"UPDATE {_table(Step)} SET mailbox_closed_reason = %s "
+                    f"UPDATE {table(Step)} SET mailbox_closed_reason = %s "
                     "WHERE run_id = %s AND step_id = %s AND mailbox_closed_reason = ''",
                     [str(reason), self.run_id, mailbox],
                 )
@@ -463,14 +367,14 @@ class DjangoMailboxStore:
             "drop_reason": drop_reason,
         }
         if not wake:
-            _insert(Message, **values)
+            insert(Message, **values)
         elif connection.vendor == "postgresql":
             # One round trip: the message and the coordinator's wake request.
-            columns, params = _prepared(Message, values)
-            with _cursor() as cursor:
+            columns, params = row_values(Message, values)
+            with plain_cursor() as cursor:
                 cursor.execute(
-                    f"WITH woken AS ({_WAKE_SQL.format(run=_table(Run))}) "
-                    f"INSERT INTO {_table(Message)} ({columns}) "
+                    f"WITH woken AS ({_WAKE_SQL.format(run=table(Run))}) "
+                    f"INSERT INTO {table(Message)} ({columns}) "
                     f"SELECT {', '.join(['%s'] * len(params))} FROM woken RETURNING (SELECT busy FROM woken)",
                     [self.run_id, *params],
                 )
@@ -479,7 +383,7 @@ class DjangoMailboxStore:
                 raise Run.DoesNotExist(f"run {self.run_id} does not exist")
             _wake_after_commit(self.run_id, busy=bool(row[0]))
         else:
-            _insert(Message, **values)
+            insert(Message, **values)
             request_coordinator_wake(self.run_id)
 
 
@@ -488,7 +392,7 @@ def _mailbox_state_sql() -> str:
     return (
         "SELECT r.status, s.kind, s.mailbox_closed_reason, "
         f"(SELECT COUNT(*) {_unread_from('r.id')}) "
-        f"FROM {_table(Run)} r LEFT JOIN {_table(Step)} s ON s.run_id = r.id AND s.step_id = %s "
+        f"FROM {table(Run)} r LEFT JOIN {table(Step)} s ON s.run_id = r.id AND s.step_id = %s "
         "WHERE r.id = %s"
     )
 
@@ -498,7 +402,7 @@ def _unread_from(run: str) -> str:
     definition every query here uses: the run is ``run`` (a column or %s),
     the mailbox the next parameter."""
     return (
-        f"FROM {_table(Message)} m WHERE m.run_id = {run} AND m.recipient = %s "
+        f"FROM {table(Message)} m WHERE m.run_id = {run} AND m.recipient = %s "
         "AND m.drained IS NULL AND m.drop_reason = ''"
     )
 
@@ -519,8 +423,8 @@ _WAKE_SQL = "UPDATE {run} SET wake_requests = wake_requests + 1 WHERE id = %s RE
 
 def request_coordinator_wake(run_id: int) -> None:
     """Count a reason for the coordinator to wake, and wake it after commit."""
-    with _cursor() as cursor:
-        cursor.execute(_WAKE_SQL.format(run=_table(Run)), [run_id])
+    with plain_cursor() as cursor:
+        cursor.execute(_WAKE_SQL.format(run=table(Run)), [run_id])
         row = cursor.fetchone()
     if row is None:
         raise Run.DoesNotExist(f"run {run_id} does not exist")

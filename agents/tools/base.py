@@ -7,6 +7,8 @@ validation, and the catalog entry (``tool_schemas.json``). The registry
 
 from __future__ import annotations
 
+import copy
+import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -197,7 +199,7 @@ class Tool:
 
     def parameters(self) -> dict[str, Any]:
         """The argument JSON schema the model sees: injected fields removed."""
-        schema = self.args_model.model_json_schema()
+        schema = _json_schema(self.args_model)
         schema.pop("title", None)
         if self.injected:
             properties = schema.get("properties", {})
@@ -240,3 +242,17 @@ class Tool:
             "result": result,
             "server_data": server_data,
         }
+
+
+# Every turn sends its tools' schemas, and pydantic builds one in about a
+# millisecond: keep each model's, for as long as the model exists (MCP
+# tools' models come and go with their servers).
+_SCHEMAS: weakref.WeakKeyDictionary[type[BaseModel], dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def _json_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """A fresh copy of ``model``'s JSON schema: callers may change it."""
+    schema = _SCHEMAS.get(model)
+    if schema is None:
+        schema = _SCHEMAS[model] = model.model_json_schema()
+    return copy.deepcopy(schema)

@@ -18,7 +18,8 @@ from agents.runner import TurnResult
 from agents.spec import AgentSpec
 from agents.tools import default_registry
 from runs.models import Approval, Artifact, Run, Step, ToolCall
-from runs.stores import DjangoEventSink, DjangoMailboxStore, update_returning
+from runs.sql import update_returning
+from runs.stores import DjangoEventSink, DjangoMailboxStore
 
 REGISTRY = default_registry()
 

@@ -26,7 +26,8 @@ from runs.stores import DjangoEventSink, lock_run
 
 def create_steps(run: Run, runtime_steps: Iterable[scheduler.RuntimeStep]) -> list[Step]:
     """Store runtime steps as Step rows (after the run's existing ones), and a
-    row for each repeat-until loop they are the first to enter."""
+    row for each repeat-until loop they are the first to enter, in one INSERT
+    (a forEach of 100 items is 100 rows)."""
     position = (run.steps.aggregate(last=Max("position"))["last"] or 0) + 1
     existing = set(run.steps.values_list("step_id", flat=True))
     created: list[Step] = []
@@ -35,7 +36,7 @@ def create_steps(run: Run, runtime_steps: Iterable[scheduler.RuntimeStep]) -> li
         if loop_id and loop_id not in existing:
             existing.add(loop_id)
             created.append(
-                Step.objects.create(
+                Step(
                     run=run,
                     step_id=loop_id,
                     kind=Step.Kind.LOOP,
@@ -48,7 +49,7 @@ def create_steps(run: Run, runtime_steps: Iterable[scheduler.RuntimeStep]) -> li
             )
             position += 1
         created.append(
-            Step.objects.create(
+            Step(
                 run=run,
                 step_id=runtime.runtime_id,
                 agent=runtime.agent,
@@ -63,7 +64,7 @@ def create_steps(run: Run, runtime_steps: Iterable[scheduler.RuntimeStep]) -> li
         )
         existing.add(runtime.runtime_id)
         position += 1
-    return created
+    return Step.objects.bulk_create(created)
 
 
 def repeat_loop_of(runtime_id: str) -> str | None:

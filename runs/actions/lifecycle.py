@@ -11,6 +11,7 @@ from django.utils import timezone
 from agents import scheduler
 from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR, DropReason
+from runs import sql
 from runs.actions.catalog import check_inputs, workflow_spec
 from runs.actions.children import cancel_children_after_commit
 from runs.actions.commands import finish_command
@@ -181,9 +182,8 @@ def all_done(steps: list[Step]) -> bool:
 def _start_step(run: Run, step: Step) -> None:
     from runs import tasks
 
-    if not Step.objects.filter(pk=step.pk, status=Step.Status.PENDING).update(
-        status=Step.Status.RUNNING, started=timezone.now()
-    ):
+    started = {"status": Step.Status.RUNNING, "started": timezone.now()}
+    if not sql.update(Step, started, "id = %s AND status = %s", [step.pk, Step.Status.PENDING]):
         return
     DjangoEventSink(run.pk).emit(RuntimeEvent("step_start", step.step_id, {"agent": step.agent}))
     transaction.on_commit(lambda: tasks.run_step_turn.delay(step.pk, 1), robust=True)

@@ -23,7 +23,7 @@ from agents.runner import (
     step_prompt,
 )
 from agents.spec import AgentSpec, WorkflowOptions, WorkflowSpec
-from runs import leases
+from runs import leases, sql
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import REGISTRY, Limits, provider_for, router_for, save_turn, warning_cycle
 from runs.actions.containers import after_step_terminal
@@ -36,10 +36,9 @@ from runs.stores import DjangoEventSink, DjangoMailboxStore, lock_run
 def do_step_turn(step_pk: int, turn: int) -> None:
     """Take turn number ``turn`` of a step: ask its model, then record the
     answer in one transaction. A stale or repeated task does nothing."""
-    # Not the workflow's text or stored spec: the parsed spec is cached.
-    step = Step.objects.select_related("run__workflow", "run__created_by")
-    step = step.defer("run__workflow__spec", "run__workflow__yaml_text")
-    step = step.get(pk=step_pk)
+    step = sql.step_for_turn(step_pk)
+    if step is None:
+        raise Step.DoesNotExist(f"step {step_pk} does not exist")
     run = step.run
     if run.status != Run.Status.RUNNING or step.status != Step.Status.RUNNING or step.turns != turn - 1:
         return
@@ -89,8 +88,11 @@ def do_step_turn(step_pk: int, turn: int) -> None:
         lock_run(run.pk)
         # Record the turn: if another worker recorded it first (our lease had
         # expired and the turn was handed on), this one yields.
-        if not Step.objects.filter(pk=step.pk, status=Step.Status.RUNNING, turns=turn - 1).update(
-            turns=turn, lease_owner="", lease_expires=None
+        if not sql.update(
+            Step,
+            {"turns": turn, "lease_owner": "", "lease_expires": None},
+            "id = %s AND status = %s AND turns = %s",
+            [step.pk, Step.Status.RUNNING, turn - 1],
         ):
             return
         try:
@@ -188,6 +190,8 @@ def _wakes_for_late_messages(step: Step, run: Run, store: DjangoMailboxStore, si
 
 
 def _dependency_outputs(step: Step) -> dict[str, str]:
+    if not step.depends_on:
+        return {}  # no query: a fan-out's steps depend on nothing
     outputs = dict(
         Step.objects.filter(run_id=step.run_id, step_id__in=step.depends_on).values_list("step_id", "output")
     )
@@ -203,7 +207,8 @@ def _variables(run: Run, step: Step, inbox: list[RouterMessage]) -> dict[str, st
 
 
 def _complete_step(step: Step, output: str, router: MessageRouter) -> None:
-    Step.objects.filter(pk=step.pk).update(status=Step.Status.COMPLETED, output=output, finished=timezone.now())
+    completed = {"status": Step.Status.COMPLETED, "output": output, "finished": timezone.now()}
+    sql.update(Step, completed, "id = %s", [step.pk])
     router.sink.emit(RuntimeEvent("step_end", step.step_id, {"status": Step.Status.COMPLETED, "output": output[:2000]}))
     router.close(step.step_id)
     after_step_terminal(step)
@@ -301,10 +306,9 @@ def _dependents(step_id: str, steps: dict[str, Step]) -> list[Step]:
 def do_resume_turn(step_pk: int) -> None:
     """One more turn of a completed step, for the messages forwarded to it
     since. Its answer goes back to the coordinator as a resume_reply."""
-    # Not the workflow's text or stored spec: the parsed spec is cached.
-    step = Step.objects.select_related("run__workflow", "run__created_by")
-    step = step.defer("run__workflow__spec", "run__workflow__yaml_text")
-    step = step.get(pk=step_pk)
+    step = sql.step_for_turn(step_pk)
+    if step is None:
+        raise Step.DoesNotExist(f"step {step_pk} does not exist")
     run = step.run
     if not step.resuming:
         return
