@@ -343,11 +343,18 @@ def log_trouble(directory: Path) -> str:
 
 def wait_for_terminal(run_id: int, timeout: float, poll: float = 0.005) -> str:
     """Poll a run (in a child with Django set up) until it ends; its status."""
+    from django.db import connection
+
     from runs.models import Run
 
     deadline = time.monotonic() + timeout
+    # Plain SQL: the ORM's query cost about 0.6 ms of this process's CPU
+    # every 5 ms, on the cores the workers and PostgreSQL were measured on.
+    query = f"SELECT status FROM {connection.ops.quote_name(Run._meta.db_table)} WHERE id = %s"
     while True:
-        status = Run.objects.values_list("status", flat=True).get(pk=run_id)
+        with connection.cursor() as cursor:
+            cursor.execute(query, [run_id])
+            (status,) = cursor.fetchone()
         if status in Run.TERMINAL:
             return status
         if time.monotonic() > deadline:

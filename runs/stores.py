@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import functools
 import logging
 import os
 import threading
+from collections.abc import Iterator
 
 from asgiref.sync import SyncToAsync, async_to_sync
 from channels.layers import get_channel_layer
@@ -22,7 +24,7 @@ from django.utils import timezone
 from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR, DropReason, MailboxState, MessageType, RouterMessage
 from runs.models import Event, Message, Run, Step, Workflow
-from runs.sql import from_db, insert, plain_cursor, row_values, table
+from runs.sql import from_db, insert, lock_run, plain_cursor, row_values, table
 
 log = logging.getLogger(__name__)
 
@@ -48,17 +50,6 @@ def _bump(run_id: int, counter: str) -> int:
     if row is None:
         raise Run.DoesNotExist(f"run {run_id} does not exist")
     return row[0]
-
-
-def lock_run(run_id: int) -> None:
-    """Take the run row's lock first in every transaction that changes a
-    run's steps or mailboxes: the same order everywhere (run, then steps) so
-    two writers never deadlock, and event numbers follow commit order."""
-    # Plain SQL: the ORM's version costs more to build than to run, and
-    # this runs once per turn and per routed message.
-    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
-    with plain_cursor() as cursor:
-        cursor.execute(f"SELECT 1 FROM {table(Run)} WHERE id = %s{lock}", [run_id])
 
 
 def broadcast(run_id: int, seq: int) -> None:
@@ -135,10 +126,62 @@ class DjangoEventSink:
         self.run_id = run_id
 
     def emit(self, event: RuntimeEvent) -> None:
+        held = _held_events().get(self.run_id)
+        if held is not None:
+            held.append((event, timezone.now()))
+            return
         # No savepoint: an event that cannot be written fails its transaction.
         with transaction.atomic(savepoint=False):
-            seq = _insert_event(self.run_id, event)
+            seq = _insert_events(self.run_id, [(event, timezone.now())])[-1]
             _broadcast_after_commit(self.run_id, seq)
+
+
+# Events of runs whose writing is held (events_held), per thread.
+_held = threading.local()
+
+
+def _held_events() -> dict[int, list[tuple[RuntimeEvent, object]]]:
+    return _held.__dict__.setdefault("runs", {})
+
+
+@contextlib.contextmanager
+def events_held(run_id: int) -> Iterator[None]:
+    """Hold this thread's events of run ``run_id`` and write them together
+    when the block ends: one statement on PostgreSQL for all of a step
+    turn's events, instead of one each, while the run's lock is held.
+
+    Use inside the transaction that holds the run's lock, for a block that
+    reads no events back. If the block raises, its events are discarded
+    with the transaction; a savepoint inside it discards its own events
+    with ``held_events_savepoint``."""
+    held = _held_events()
+    if run_id in held:  # an outer block writes them
+        yield
+        return
+    held[run_id] = []
+    try:
+        yield
+        events = held.pop(run_id)
+        if events and not transaction.get_rollback():  # no queries in a doomed transaction
+            with transaction.atomic(savepoint=False):
+                _broadcast_after_commit(run_id, _insert_events(run_id, events)[-1])
+    finally:
+        held.pop(run_id, None)
+
+
+@contextlib.contextmanager
+def held_events_savepoint(run_id: int) -> Iterator[None]:
+    """A savepoint (``transaction.atomic()``) that, when it rolls back, also
+    drops the events of ``run_id`` that were held inside it."""
+    held = _held_events().get(run_id)
+    mark = len(held) if held is not None else 0
+    try:
+        with transaction.atomic():
+            yield
+    except BaseException:
+        if held is not None:
+            del held[mark:]
+        raise
 
 
 # The newest seq this thread wrote per run, not yet broadcast. A turn writes
@@ -162,28 +205,54 @@ def _broadcast_after_commit(run_id: int, seq: int) -> None:
     transaction.on_commit(send)
 
 
-def _insert_event(run_id: int, event: RuntimeEvent) -> int:
-    """Number ``event`` (the run's next seq) and store it; return its seq."""
-    values = {"type": event.type, "step_id": event.step_id, "data": event.data, "created": timezone.now()}
+def _insert_events(run_id: int, events: list[tuple[RuntimeEvent, object]]) -> list[int]:
+    """Number ``events`` (each with its creation time) with the run's next
+    seqs and store them, in order; return their seqs."""
+    rows = [
+        {"run": run_id, "type": event.type, "step_id": event.step_id, "data": event.data, "created": created}
+        for event, created in events
+    ]
     if connection.vendor != "postgresql":
-        seq = _bump(run_id, "last_event_seq")
-        insert(Event, run=run_id, seq=seq, **values)
-        return seq
-    columns, params = row_values(Event, {"run": run_id, **values}, computed=("seq",))
-    seq_column = connection.ops.quote_name(Event._meta.get_field("seq").column)
-    # One round trip: the counter's UPDATE (which locks the run row, as
-    # _bump does) numbers the INSERT.
+        seqs = []
+        for values in rows:
+            seqs.append(_bump(run_id, "last_event_seq"))
+            insert(Event, seq=seqs[-1], **values)
+        return seqs
+    columns, params = zip(*(row_values(Event, values, computed=("seq",)) for values in rows), strict=True)
+    # One round trip for them all: the counter's UPDATE (which locks the run
+    # row, as _bump does) numbers the rows, each column one typed array.
+    count = len(rows)
+    arrays = [list(column) for column in zip(*params, strict=True)]
     with plain_cursor() as cursor:
-        cursor.execute(
-            f"WITH bumped AS (UPDATE {table(Run)} SET last_event_seq = last_event_seq + 1 WHERE id = %s "
-            f"RETURNING last_event_seq) INSERT INTO {table(Event)} ({columns}, {seq_column}) "
-            f"SELECT {', '.join(['%s'] * len(params))}, last_event_seq FROM bumped RETURNING {seq_column}",
-            [run_id, *params],
-        )
-        row = cursor.fetchone()
-    if row is None:
+        cursor.execute(_insert_events_sql(), [count, run_id, count, *arrays])
+        seqs = sorted(seq for (seq,) in cursor.fetchall())
+    if len(seqs) != count:
         raise Run.DoesNotExist(f"run {run_id} does not exist")
-    return row[0]
+    return seqs
+
+
+@functools.cache
+def _insert_events_sql() -> str:
+    quote = connection.ops.quote_name
+    fields = [f for f in Event._meta.concrete_fields if not f.primary_key and f.name != "seq"]
+    columns = ", ".join(quote(f.column) for f in fields)
+    # Text, not varchar(n), for strings: an explicit cast to varchar(n)
+    # would cut a long value, the INSERT's own cast refuses it.
+    types = ", ".join(f"%s::{_array_type(f)}[]" for f in fields)
+    names = ", ".join(f"c{n}" for n in range(len(fields)))
+    seq = quote(Event._meta.get_field("seq").column)
+    return (
+        f"WITH bumped AS (UPDATE {table(Run)} SET last_event_seq = last_event_seq + %s WHERE id = %s "
+        f"RETURNING last_event_seq) INSERT INTO {table(Event)} ({columns}, {seq}) "
+        f"SELECT {names}, bumped.last_event_seq - %s + n FROM bumped, "
+        f"unnest({types}) WITH ORDINALITY AS e({names}, n) RETURNING {seq}"
+    )
+
+
+def _array_type(field) -> str:
+    if field.get_internal_type() in ("CharField", "TextField"):
+        return "text"
+    return field.db_type(connection)
 
 
 def schedule_state(run_id: int) -> tuple | None:
@@ -295,18 +364,7 @@ class DjangoMailboxStore:
     def unread(self, mailbox: str) -> list[RouterMessage]:
         with plain_cursor() as cursor:
             cursor.execute(_unread_sql(), [self.run_id, mailbox])
-            rows = cursor.fetchall()
-        return [
-            RouterMessage(
-                message_id=message_id,
-                sender=sender,
-                recipient=recipient,
-                type=MessageType.parse(type_),
-                content=content,
-                created=from_db(Message, "created", created).timestamp(),
-            )
-            for message_id, sender, recipient, type_, content, created in rows
-        ]
+            return [_router_message(*row) for row in cursor.fetchall()]
 
     # No savepoints below (two round trips each): these run inside the
     # caller's transaction, and an error in them fails it anyway.
@@ -323,6 +381,11 @@ class DjangoMailboxStore:
     def close(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
         with transaction.atomic(savepoint=False):
             self._lock_run()
+            if connection.vendor == "postgresql":
+                # One statement: close, and drop what it held if this closed it.
+                return _dropped(
+                    _close_and_drop_sql(), [str(reason), self.run_id, mailbox, str(reason), self.run_id, mailbox]
+                )
             with plain_cursor() as cursor:
                 cursor.execute(
                     f"UPDATE {table(Step)} SET mailbox_closed_reason = %s "
@@ -340,6 +403,8 @@ class DjangoMailboxStore:
             return self._drop_unread(mailbox, reason)
 
     def _drop_unread(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
+        if connection.vendor == "postgresql":
+            return _dropped(_drop_unread_sql(), [str(reason), self.run_id, mailbox])
         dropped = self.unread(mailbox)
         if dropped:
             Message.objects.filter(run_id=self.run_id, message_id__in=[m.message_id for m in dropped]).update(
@@ -401,16 +466,59 @@ def _unread_from(run: str) -> str:
     """The FROM and WHERE of a mailbox's unread messages (``m``), the one
     definition every query here uses: the run is ``run`` (a column or %s),
     the mailbox the next parameter."""
+    return f"FROM {table(Message)} m WHERE {_unread_where(run)}"
+
+
+def _unread_where(run: str) -> str:
+    return f"m.run_id = {run} AND m.recipient = %s AND m.drained IS NULL AND m.drop_reason = ''"
+
+
+# What a RouterMessage is made of, in _router_message's order.
+_MESSAGE_COLUMNS = "m.message_id, m.sender, m.recipient, m.type, m.content, m.created"
+
+
+def _router_message(message_id, sender, recipient, type_, content, created) -> RouterMessage:
+    return RouterMessage(
+        message_id=message_id,
+        sender=sender,
+        recipient=recipient,
+        type=MessageType.parse(type_),
+        content=content,
+        created=from_db(Message, "created", created).timestamp(),
+    )
+
+
+def _dropped(statement: str, params: list) -> list[RouterMessage]:
+    """Run an UPDATE that drops messages and returns them (id first), oldest first."""
+    with plain_cursor() as cursor:
+        cursor.execute(statement, params)
+        rows = sorted(cursor.fetchall())  # RETURNING has no order
+    return [_router_message(*row[1:]) for row in rows]
+
+
+@functools.cache
+def _drop_unread_sql() -> str:
+    # PostgreSQL: the unread messages dropped and returned in one statement.
     return (
-        f"FROM {table(Message)} m WHERE m.run_id = {run} AND m.recipient = %s "
-        "AND m.drained IS NULL AND m.drop_reason = ''"
+        f"UPDATE {table(Message)} m SET drop_reason = %s WHERE {_unread_where('%s')} RETURNING m.id, {_MESSAGE_COLUMNS}"
+    )
+
+
+@functools.cache
+def _close_and_drop_sql() -> str:
+    # PostgreSQL: the step's mailbox closed and, only if this statement
+    # closed it, its unread messages dropped and returned.
+    return (
+        f"WITH closed AS (UPDATE {table(Step)} SET mailbox_closed_reason = %s "
+        "WHERE run_id = %s AND step_id = %s AND mailbox_closed_reason = '' RETURNING 1) "
+        f"UPDATE {table(Message)} m SET drop_reason = %s WHERE {_unread_where('%s')} "
+        f"AND EXISTS (SELECT 1 FROM closed) RETURNING m.id, {_MESSAGE_COLUMNS}"
     )
 
 
 @functools.cache
 def _unread_sql() -> str:
-    columns = "m.message_id, m.sender, m.recipient, m.type, m.content, m.created"
-    return f"SELECT {columns} {_unread_from('%s')} ORDER BY m.id"
+    return f"SELECT {_MESSAGE_COLUMNS} {_unread_from('%s')} ORDER BY m.id"
 
 
 @functools.cache

@@ -30,7 +30,7 @@ from runs.actions.containers import after_step_terminal
 from runs.actions.tooling import step_tools, tool_env
 from runs.journal import DjangoToolJournal
 from runs.models import Run, Step, ToolCall
-from runs.stores import DjangoEventSink, DjangoMailboxStore, lock_run
+from runs.stores import DjangoEventSink, DjangoMailboxStore, events_held, lock_run
 
 
 def do_step_turn(step_pk: int, turn: int) -> None:
@@ -85,36 +85,38 @@ def do_step_turn(step_pk: int, turn: int) -> None:
     router = router_for(run)
     sink = DjangoEventSink(run.pk)
     with transaction.atomic():
-        lock_run(run.pk)
-        # Record the turn: if another worker recorded it first (our lease had
-        # expired and the turn was handed on), this one yields.
+        # Record the turn, with the run's lock: if another worker recorded it
+        # first (our lease had expired and the turn was handed on), this one yields.
         if not sql.update(
             Step,
             {"turns": turn, "lease_owner": "", "lease_expires": None},
             "id = %s AND status = %s AND turns = %s",
             [step.pk, Step.Status.RUNNING, turn - 1],
+            locking_run=run.pk,
         ):
             return
-        try:
-            result = apply_completion(
-                agent_turn, request, completion, inbox, router=router, sink=sink, registry=registry, tools=tools
-            )
-        except DoubleDrainError:
-            # Another worker already delivered these messages: this turn is a
-            # duplicate, and rolling it back keeps each message read once.
-            transaction.set_rollback(True)
-            return
-        save_turn(step, result)
-        enforce_budget_after_commit(run.pk, spec)
-        broken_policy = _tool_policy_breach(step, spec.options) if result.tool_calls else None
-        if broken_policy:
-            do_fail_step(step.pk, broken_policy)
-        elif result.status == "waiting":
-            pass  # tasks, a child run or a person answer its calls; the last answer takes the next turn
-        elif result.status == "continue" or _wakes_for_late_messages(step, run, store, sink, router):
-            _next_turn(step.pk, turn + 1)
-        else:
-            _complete_step(step, result.output, router)
+        # The turn's events go in together, in one statement on PostgreSQL.
+        with events_held(run.pk):
+            try:
+                result = apply_completion(
+                    agent_turn, request, completion, inbox, router=router, sink=sink, registry=registry, tools=tools
+                )
+            except DoubleDrainError:
+                # Another worker already delivered these messages: this turn is a
+                # duplicate, and rolling it back keeps each message read once.
+                transaction.set_rollback(True)
+                return
+            save_turn(step, result)
+            enforce_budget_after_commit(run.pk, spec)
+            broken_policy = _tool_policy_breach(step, spec.options) if result.tool_calls else None
+            if broken_policy:
+                do_fail_step(step.pk, broken_policy)
+            elif result.status == "waiting":
+                pass  # tasks, a child run or a person answer its calls; the last answer takes the next turn
+            elif result.status == "continue" or _wakes_for_late_messages(step, run, store, sink, router):
+                _next_turn(step.pk, turn + 1)
+            else:
+                _complete_step(step, result.output, router)
 
 
 def _agent_turn(run: Run, step: Step, agent: AgentSpec, variables: dict[str, str]) -> AgentTurn:

@@ -1,0 +1,192 @@
+"""The plain SQL under the mailbox store and the event sink (runs/sql.py,
+runs/stores.py), which differs by database: closing a mailbox drops what it
+held, oldest first; a turn's held events are written together, in order,
+numbered without gaps; a rolled-back savepoint takes its held events with
+it; a value too long for its column is refused, never cut; a conditional
+UPDATE that takes the run's lock waits for whoever holds it.
+
+Each test runs in both passes of `make test`: on SQLite, and (marked
+services) on PostgreSQL, where most of these are single statements."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import DataError, connection, transaction
+
+from agents.events import Event as RuntimeEvent
+from agents.router import COORDINATOR, DropReason
+from runs import sql
+from runs.actions import do_register_workflow, router_for
+from runs.models import Run, Step
+from runs.stores import DjangoEventSink, events_held, held_events_savepoint, lock_run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+WORKFLOW = """\
+name: store-sql
+agents:
+  worker: {provider: scripted}
+steps:
+  - {id: s1, agent: worker}
+  - {id: s2, agent: worker}
+"""
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
+def run(request) -> Run:
+    if connection.vendor != request.param:
+        pytest.fail(f"this pass runs on {connection.vendor}, not {request.param}: see scripts/test.sh")
+    return _new_run()
+
+
+@pytest.fixture
+def pg_run() -> Run:
+    if connection.vendor != "postgresql":
+        pytest.fail(f"this pass runs on {connection.vendor}, not postgresql: see scripts/test.sh")
+    return _new_run()
+
+
+def _new_run() -> Run:
+    workflow, _ = do_register_workflow(WORKFLOW, "tests/integration/test_store_sql.py")
+    run = Run.objects.create(workflow=workflow, status=Run.Status.RUNNING)
+    Step.objects.create(run=run, step_id=COORDINATOR, kind=Step.Kind.COORDINATOR, agent=COORDINATOR)
+    for n, step in enumerate(("s1", "s2")):
+        Step.objects.create(run=run, step_id=step, agent="worker", position=n, status=Step.Status.RUNNING)
+    return run
+
+
+def _types_and_seqs(run: Run) -> list[tuple[int, str]]:
+    return list(run.events.order_by("seq").values_list("seq", "type"))
+
+
+def test_it_closes_a_mailbox_and_drops_what_it_held_oldest_first(run):
+    with transaction.atomic():
+        lock_run(run.pk)
+        ids = [router_for(run.pk).forward("s1", f"note {n}").message_id for n in range(3)]
+        router_for(run.pk).forward("s2", "for s2")
+
+    with transaction.atomic():
+        lock_run(run.pk)
+        assert router_for(run.pk).close("s1") == 3
+        assert router_for(run.pk).close("s1") == 0  # already closed: nothing more to drop
+
+    dropped = run.events.filter(type="message_dropped").order_by("seq")
+    assert [event.data["message_id"] for event in dropped] == ids
+    assert {event.data["reason"] for event in dropped} == {str(DropReason.TARGET_TERMINAL)}
+    assert run.messages.get(recipient="s2").drop_reason == ""  # another mailbox keeps its mail
+    with transaction.atomic():
+        lock_run(run.pk)
+        late = router_for(run.pk).forward("s1", "too late")
+    assert (late.status, late.reason) == ("dropped", DropReason.TARGET_TERMINAL)
+
+
+def test_it_drops_the_unread_messages_of_an_open_mailbox(run):
+    with transaction.atomic():
+        lock_run(run.pk)
+        first = router_for(run.pk).forward("s1", "one").message_id
+        second = router_for(run.pk).forward("s1", "two").message_id
+
+    with transaction.atomic():
+        assert router_for(run.pk).drop_unread("s1", DropReason.RESUME_SHUTDOWN) == 2
+
+    reasons = dict(run.messages.values_list("message_id", "drop_reason"))
+    assert reasons == {first: str(DropReason.RESUME_SHUTDOWN), second: str(DropReason.RESUME_SHUTDOWN)}
+    with transaction.atomic():
+        lock_run(run.pk)
+        assert router_for(run.pk).forward("s1", "still open").status == "queued"
+
+
+def test_it_writes_a_blocks_held_events_together_in_the_order_they_were_emitted(run):
+    with transaction.atomic():
+        lock_run(run.pk)
+        DjangoEventSink(run.pk).emit(RuntimeEvent("step_start", "s1", {"n": 1}))
+        with events_held(run.pk):
+            DjangoEventSink(run.pk).emit(RuntimeEvent("agent_turn", "s1", {"n": 2}))
+            # Another sink of the same run, as helpers make their own: held too.
+            DjangoEventSink(run.pk).emit(RuntimeEvent("tool_call", "s1", {"n": 3}))
+            assert run.events.count() == 1  # the held ones are not written yet
+            DjangoEventSink(run.pk).emit(RuntimeEvent("step_end", "s1", {"n": 4}))
+        DjangoEventSink(run.pk).emit(RuntimeEvent("agent_wake", "s2", {"n": 5}))
+
+    assert _types_and_seqs(run) == [
+        (1, "step_start"),
+        (2, "agent_turn"),
+        (3, "tool_call"),
+        (4, "step_end"),
+        (5, "agent_wake"),
+    ]
+    assert [event.data["n"] for event in run.events.order_by("seq")] == [1, 2, 3, 4, 5]
+    run.refresh_from_db()
+    assert run.last_event_seq == 5
+
+
+def test_it_discards_the_held_events_of_a_savepoint_that_rolled_back(run):
+    with transaction.atomic():
+        lock_run(run.pk)
+        with events_held(run.pk):
+            DjangoEventSink(run.pk).emit(RuntimeEvent("agent_turn", "s1", {"kept": 1}))
+            with pytest.raises(RuntimeError), held_events_savepoint(run.pk):
+                DjangoEventSink(run.pk).emit(RuntimeEvent("coordinator_narration", "s1", {"text": "half-done"}))
+                raise RuntimeError("the tool broke")
+            DjangoEventSink(run.pk).emit(RuntimeEvent("step_end", "s1", {"kept": 2}))
+
+    assert _types_and_seqs(run) == [(1, "agent_turn"), (2, "step_end")]
+
+
+def test_it_discards_held_events_when_the_block_raises(run):
+    with pytest.raises(RuntimeError), transaction.atomic():
+        lock_run(run.pk)
+        with events_held(run.pk):
+            DjangoEventSink(run.pk).emit(RuntimeEvent("agent_turn", "s1", {}))
+            raise RuntimeError("the turn broke")
+
+    DjangoEventSink(run.pk).emit(RuntimeEvent("step_end", "s1", {}))
+    assert _types_and_seqs(run) == [(1, "step_end")]
+
+
+@pytest.mark.services
+def test_it_refuses_an_event_type_too_long_for_its_column_on_postgresql(pg_run):
+    run = pg_run
+    # The events' INSERT casts strings to text, not varchar(n): an explicit
+    # cast to varchar(n) would cut the value where the column's own refuses it.
+    too_long = "t" * (run.events.model._meta.get_field("type").max_length + 1)
+
+    with pytest.raises(DataError, match="too long"), transaction.atomic():
+        DjangoEventSink(run.pk).emit(RuntimeEvent(too_long, "s1", {}))
+
+    assert run.events.count() == 0
+
+
+@pytest.mark.services
+def test_a_conditional_update_that_locks_the_run_waits_for_the_lock_on_postgresql(pg_run):
+    run = pg_run
+    step = run.steps.get(step_id="s1")
+    locked, release, updated = threading.Event(), threading.Event(), []
+
+    def holder() -> None:
+        with transaction.atomic():
+            lock_run(run.pk)
+            locked.set()
+            release.wait(10)
+        connection.close()
+
+    def updater() -> None:
+        with transaction.atomic():
+            updated.append(sql.update(Step, {"turns": 1}, "id = %s AND turns = %s", [step.pk, 0], locking_run=run.pk))
+        connection.close()
+
+    first = threading.Thread(target=holder)
+    first.start()
+    assert locked.wait(10)
+    second = threading.Thread(target=updater)
+    second.start()
+    second.join(0.5)
+    assert updated == []  # still waiting for the run's lock
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert updated == [1]
+    step.refresh_from_db()
+    assert step.turns == 1
