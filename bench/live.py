@@ -3,8 +3,9 @@ daphne and channels_redis (RedisPubSubChannelLayer, as settings choose with
 REDIS_URL).
 
 A writer process stands in for a worker: it writes events with
-DjangoEventSink, five to a transaction (one step turn's worth), and notes the
-time each transaction committed. daphne serves zenweb's ASGI app; 20
+DjangoEventSink, five to a transaction (one step turn's worth), held and
+written together as a turn's are (events_held), and notes the time each
+transaction committed. daphne serves zenweb's ASGI app; 20
 websocket clients, logged in, watch the run page's socket. Each message a
 client gets is the consumer's HTML update, which ends with the last seq it
 covers (``id="last-seq" data-seq="N"``), so every event gets a delivery time.
@@ -85,7 +86,7 @@ def write(run_id: int, events: int, rate: float) -> dict[str, Any]:
     from django.db import transaction
 
     from agents.events import Event
-    from runs.stores import DjangoEventSink
+    from runs.stores import DjangoEventSink, events_held, lock_run
 
     sink = DjangoEventSink(run_id)
     committed: list[float] = []
@@ -98,7 +99,8 @@ def write(run_id: int, events: int, rate: float) -> dict[str, Any]:
             if pause > 0:
                 time.sleep(pause)
         size = min(BATCH, events - written)
-        with transaction.atomic():
+        with transaction.atomic(), events_held(run_id):
+            lock_run(run_id)
             # Registered first, so it runs first after commit: before the broadcasts.
             transaction.on_commit(lambda size=size: committed.extend([time.time()] * size))
             for n in range(size):
@@ -299,7 +301,7 @@ def measure(ctx: Context) -> list[Result]:
     flat_out = statistics.median(r["write_rate"] for r in rounds_burst)
     paced = statistics.median(r["write_rate"] for r in rounds_paced)
     delivered = [r["rate"] for r in rounds_burst if r["complete"]]
-    setup = f"1 daphne process, 1 writer process ({BATCH} events per transaction)"
+    setup = f"1 daphne process, 1 writer process ({BATCH} events per transaction, held as in a turn)"
     burst_note = f"{setup}; the writer wrote {flat_out:,.0f} events/s"
     if delivered and statistics.median(delivered) >= 0.9 * flat_out:
         burst_note += ": delivery kept pace, the writer is the limit"

@@ -111,15 +111,23 @@ def _run_model():
     return Run
 
 
-def update_returning(model, pk: int, values: dict, increments: dict, returning: list[str]) -> tuple:
+def update_returning(
+    model, pk: int, values: dict, increments: dict, returning: list[str], also: tuple[str, list] | None = None
+) -> tuple:
     """One UPDATE of row ``pk``: set ``values``, add ``increments`` (field ->
     amount), and return the ``returning`` fields as they are after it. The
-    ORM needs a second query to read F() results back."""
+    ORM needs a second query to read F() results back. ``also``: one more
+    SQL expression to return last (a subquery, say) and its parameters."""
     assignments, params = _assignments(model, values, increments)
     quote = _db().ops.quote_name
     columns = ", ".join(quote(model._meta.get_field(name).column) for name in returning)
+    extra, extra_params = also or ("", [])
+    if extra:
+        columns = f"{columns}, {extra}"
     with plain_cursor() as cursor:
-        cursor.execute(f"UPDATE {table(model)} SET {assignments} WHERE id = %s RETURNING {columns}", [*params, pk])
+        cursor.execute(
+            f"UPDATE {table(model)} SET {assignments} WHERE id = %s RETURNING {columns}", [*params, pk, *extra_params]
+        )
         row = cursor.fetchone()
     if row is None:
         raise model.DoesNotExist(f"{model.__name__} {pk} does not exist")

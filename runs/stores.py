@@ -521,6 +521,12 @@ def _unread_sql() -> str:
     return f"SELECT {_MESSAGE_COLUMNS} {_unread_from('%s')} ORDER BY m.id"
 
 
+def unread_count_sql(run_id: int, mailbox: str) -> tuple[str, list]:
+    """A subquery counting ``mailbox``'s unread messages, and its parameters:
+    for a statement that returns the count with what it writes."""
+    return f"(SELECT COUNT(*) {_unread_from('%s')})", [run_id, mailbox]
+
+
 @functools.cache
 def _unread_count_sql() -> str:
     return f"SELECT COUNT(*) {_unread_from('%s')}"

@@ -19,7 +19,7 @@ from agents.spec import AgentSpec
 from agents.tools import default_registry
 from runs.models import Approval, Artifact, Run, Step, ToolCall
 from runs.sql import update_returning
-from runs.stores import DjangoEventSink, DjangoMailboxStore
+from runs.stores import DjangoEventSink, DjangoMailboxStore, unread_count_sql
 
 REGISTRY = default_registry()
 
@@ -137,16 +137,19 @@ def provider_for(agent: AgentSpec) -> Provider:
     return build_provider(agent.provider, model=agent.model, script=agent.script)
 
 
-def save_turn(step: Step, result: TurnResult) -> None:
+def save_turn(step: Step, result: TurnResult) -> int:
     """Store a turn's transcript, token counts, tool calls and their artifacts,
-    and link the child runs its calls started."""
+    and link the child runs its calls started. Returns how many messages
+    wait unread in the step's mailbox after the turn (read by the same
+    statement: one round trip fewer while the run is locked)."""
     step.transcript = result.transcript
-    step.prompt_tokens, step.completion_tokens, step.turns = update_returning(
+    step.prompt_tokens, step.completion_tokens, step.turns, unread = update_returning(
         Step,
         step.pk,
         {"transcript": result.transcript},
         {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens},
         ["prompt_tokens", "completion_tokens", "turns"],
+        also=unread_count_sql(step.run_id, step.step_id),
     )
     queued: list[int] = []
     for call in result.tool_calls:
@@ -186,6 +189,7 @@ def save_turn(step: Step, result: TurnResult) -> None:
         from runs.actions.tool_tasks import dispatch_after_commit
 
         dispatch_after_commit(queued)
+    return unread
 
 
 def store_artifacts(call: ToolCall, artifacts) -> None:

@@ -31,7 +31,7 @@ from runs.actions.lifecycle import (
 from runs.actions.steps import enforce_budget_after_commit
 from runs.actions.tooling import tool_env, tools_for
 from runs.models import Run, Step
-from runs.stores import DjangoEventSink, DjangoMailboxStore, lock_run
+from runs.stores import DjangoEventSink, DjangoMailboxStore, events_held, lock_run
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
             # Recorded once a wake; later rounds are the same conversation grown.
             budget = None
         completion = provider.complete(request)
-        with transaction.atomic():
+        with transaction.atomic(), events_held(run.pk):
             lock_run(run.pk)
             result = apply_completion(
                 turn, request, completion, shown, router=router, sink=sink, registry=registry, tools=tools

@@ -11,14 +11,19 @@ from django.utils import timezone
 from agents import scheduler
 from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR, DropReason
-from runs import sql
 from runs.actions.catalog import check_inputs, workflow_spec
 from runs.actions.children import cancel_children_after_commit
 from runs.actions.commands import finish_command
 from runs.actions.common import router_for
 from runs.actions.containers import as_runtime, create_steps
 from runs.models import Approval, Run, Step, Workflow
-from runs.stores import DjangoEventSink, DjangoMailboxStore, request_coordinator_wake, schedule_state
+from runs.stores import (
+    DjangoEventSink,
+    DjangoMailboxStore,
+    events_held,
+    request_coordinator_wake,
+    schedule_state,
+)
 
 
 def do_create_run(
@@ -154,8 +159,8 @@ def _start_ready_steps(run_id: int) -> None:
         pending = [as_runtime(step) for step in steps if step.kind == Step.Kind.STEP]
         by_id = {step.step_id: step for step in steps}
         max_running = workflow_spec(run.workflow).options.max_concurrency
-        for runtime in scheduler.ready(pending, status, max_running=max_running):
-            _start_step(run, by_id[runtime.runtime_id])
+        ready = scheduler.ready(pending, status, max_running=max_running)
+        _start_steps(run, [by_id[runtime.runtime_id] for runtime in ready])
         if all_done(steps) or plans_first(run):
             request_coordinator_wake(run.pk)
 
@@ -179,14 +184,23 @@ def all_done(steps: list[Step]) -> bool:
     return all(step.is_terminal and not step.resuming for step in steps)
 
 
-def _start_step(run: Run, step: Step) -> None:
+def _start_steps(run: Run, steps: list[Step]) -> None:
+    """Start ``steps`` (pending, read with the run's lock held): one UPDATE
+    and one statement of step_start events for them all (a fan-out starts a
+    hundred at once), and each one's first turn queued after commit."""
     from runs import tasks
 
-    started = {"status": Step.Status.RUNNING, "started": timezone.now()}
-    if not sql.update(Step, started, "id = %s AND status = %s", [step.pk, Step.Status.PENDING]):
+    if not steps:
         return
-    DjangoEventSink(run.pk).emit(RuntimeEvent("step_start", step.step_id, {"agent": step.agent}))
-    transaction.on_commit(lambda: tasks.run_step_turn.delay(step.pk, 1), robust=True)
+    Step.objects.filter(pk__in=[step.pk for step in steps], status=Step.Status.PENDING).update(
+        status=Step.Status.RUNNING, started=timezone.now()
+    )
+    sink = DjangoEventSink(run.pk)
+    with events_held(run.pk):
+        for step in steps:
+            sink.emit(RuntimeEvent("step_start", step.step_id, {"agent": step.agent}))
+    for step in steps:
+        transaction.on_commit(lambda pk=step.pk: tasks.run_step_turn.delay(pk, 1), robust=True)
 
 
 def coordinator_has_mail(run_id: int) -> bool:

@@ -106,14 +106,14 @@ def do_step_turn(step_pk: int, turn: int) -> None:
                 # duplicate, and rolling it back keeps each message read once.
                 transaction.set_rollback(True)
                 return
-            save_turn(step, result)
+            unread = save_turn(step, result)
             enforce_budget_after_commit(run.pk, spec)
             broken_policy = _tool_policy_breach(step, spec.options) if result.tool_calls else None
             if broken_policy:
                 do_fail_step(step.pk, broken_policy)
             elif result.status == "waiting":
                 pass  # tasks, a child run or a person answer its calls; the last answer takes the next turn
-            elif result.status == "continue" or _wakes_for_late_messages(step, run, store, sink, router):
+            elif result.status == "continue" or _wakes_for_late_messages(step, run, unread, sink, router):
                 _next_turn(step.pk, turn + 1)
             else:
                 _complete_step(step, result.output, router)
@@ -165,11 +165,10 @@ def _next_turn(step_pk: int, turn: int) -> None:
     transaction.on_commit(lambda: tasks.run_step_turn.delay(step_pk, turn), robust=True)
 
 
-def _wakes_for_late_messages(step: Step, run: Run, store: DjangoMailboxStore, sink, router) -> bool:
-    """A step that answered while messages were arriving for it takes another
-    turn to read them (a wake cycle), within its wake-cycle cap and the hold
-    timeout; past either, the messages drop with that reason."""
-    pending = store.unread_count(step.step_id)
+def _wakes_for_late_messages(step: Step, run: Run, pending: int, sink, router) -> bool:
+    """A step that answered while ``pending`` messages were arriving for it
+    takes another turn to read them (a wake cycle), within its wake-cycle cap
+    and the hold timeout; past either, the messages drop with that reason."""
     if not pending:
         return False
     limits = Limits.of(run)
