@@ -113,10 +113,12 @@ class MailboxStore(Protocol):
     def mark_read(self, mailbox: str, message_ids: list[str]) -> list[str]:
         """Mark messages read; return the ids that had already been read."""
 
-    def close(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
-        """Close ``mailbox``; its unread messages become drops with ``reason``
-        and are returned (an already closed mailbox returns nothing). Later
-        sends to it drop with the same reason."""
+    def close(self, mailbox: str, reason: DropReason) -> tuple[DropReason, list[RouterMessage]]:
+        """Close ``mailbox`` with ``reason``, or with workflow-cancelled once
+        the run is cancelled (decided with the close: one statement for a
+        database store). Its unread messages become drops with that reason;
+        returns the reason and the dropped messages (an already closed
+        mailbox drops nothing). Later sends to it drop with the same reason."""
 
     def drop_unread(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
         """Drop the unread messages of ``mailbox`` (open or closed) with
@@ -275,9 +277,7 @@ class MessageRouter:
     def close(self, mailbox: str, reason: DropReason = DropReason.TARGET_TERMINAL) -> int:
         """Close a mailbox; its unread messages drop, one event each, and so
         does every later send to it, with the same reason."""
-        if self.store.is_cancelled():
-            reason = DropReason.WORKFLOW_CANCELLED
-        dropped = self.store.close(mailbox, reason)
+        reason, dropped = self.store.close(mailbox, reason)
         for message in dropped:
             self._emit_drop(message, reason)
         return len(dropped)
@@ -426,11 +426,13 @@ class InMemoryMailboxStore:
                 unread.pop(message_id, None)
         return already
 
-    def close(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
+    def close(self, mailbox: str, reason: DropReason) -> tuple[DropReason, list[RouterMessage]]:
+        if self.cancelled:
+            reason = DropReason.WORKFLOW_CANCELLED
         if mailbox in self._closed:
-            return []
+            return reason, []
         self._closed[mailbox] = reason
-        return self.drop_unread(mailbox, reason)
+        return reason, self.drop_unread(mailbox, reason)
 
     def drop_unread(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
         dropped = self.unread(mailbox)

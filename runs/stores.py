@@ -378,14 +378,17 @@ class DjangoMailboxStore:
             rows.filter(drained=None, drop_reason="").update(drained=timezone.now())
             return already
 
-    def close(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
+    def close(self, mailbox: str, reason: DropReason) -> tuple[DropReason, list[RouterMessage]]:
         with transaction.atomic(savepoint=False):
             self._lock_run()
             if connection.vendor == "postgresql":
-                # One statement: close, and drop what it held if this closed it.
-                return _dropped(
-                    _close_and_drop_sql(), [str(reason), self.run_id, mailbox, str(reason), self.run_id, mailbox]
-                )
+                # One statement: the reason (the run's status decides), the
+                # close, and what it held dropped if this closed it.
+                cancelled = [Run.Status.CANCELLED, str(DropReason.WORKFLOW_CANCELLED), str(reason)]
+                rows = _returning(_close_and_drop_sql(), [*cancelled, self.run_id, mailbox, self.run_id, mailbox])
+                return (DropReason(rows[0][1]) if rows else reason), [_router_message(*row[2:]) for row in rows]
+            if self.is_cancelled():
+                reason = DropReason.WORKFLOW_CANCELLED
             with plain_cursor() as cursor:
                 cursor.execute(
                     f"UPDATE {table(Step)} SET mailbox_closed_reason = %s "
@@ -394,8 +397,8 @@ class DjangoMailboxStore:
                 )
                 closed = cursor.rowcount
             if not closed:
-                return []
-            return self._drop_unread(mailbox, reason)
+                return reason, []
+            return reason, self._drop_unread(mailbox, reason)
 
     def drop_unread(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
         with transaction.atomic(savepoint=False):
@@ -404,7 +407,8 @@ class DjangoMailboxStore:
 
     def _drop_unread(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
         if connection.vendor == "postgresql":
-            return _dropped(_drop_unread_sql(), [str(reason), self.run_id, mailbox])
+            rows = _returning(_drop_unread_sql(), [str(reason), self.run_id, mailbox])
+            return [_router_message(*row[1:]) for row in rows]
         dropped = self.unread(mailbox)
         if dropped:
             Message.objects.filter(run_id=self.run_id, message_id__in=[m.message_id for m in dropped]).update(
@@ -488,12 +492,11 @@ def _router_message(message_id, sender, recipient, type_, content, created) -> R
     )
 
 
-def _dropped(statement: str, params: list) -> list[RouterMessage]:
-    """Run an UPDATE that drops messages and returns them (id first), oldest first."""
+def _returning(statement: str, params: list) -> list[tuple]:
+    """The rows an UPDATE ... RETURNING (m.id first) gave, oldest message first."""
     with plain_cursor() as cursor:
         cursor.execute(statement, params)
-        rows = sorted(cursor.fetchall())  # RETURNING has no order
-    return [_router_message(*row[1:]) for row in rows]
+        return sorted(cursor.fetchall())  # RETURNING has no order
 
 
 @functools.cache
@@ -506,13 +509,16 @@ def _drop_unread_sql() -> str:
 
 @functools.cache
 def _close_and_drop_sql() -> str:
-    # PostgreSQL: the step's mailbox closed and, only if this statement
-    # closed it, its unread messages dropped and returned.
+    # PostgreSQL: the step's mailbox closed with the given reason, or
+    # workflow-cancelled if the run is cancelled, and only if this statement
+    # closed it, its unread messages dropped with that reason and returned.
     return (
-        f"WITH closed AS (UPDATE {table(Step)} SET mailbox_closed_reason = %s "
-        "WHERE run_id = %s AND step_id = %s AND mailbox_closed_reason = '' RETURNING 1) "
-        f"UPDATE {table(Message)} m SET drop_reason = %s WHERE {_unread_where('%s')} "
-        f"AND EXISTS (SELECT 1 FROM closed) RETURNING m.id, {_MESSAGE_COLUMNS}"
+        f"WITH closed AS (UPDATE {table(Step)} s SET mailbox_closed_reason = "
+        f"CASE WHEN (SELECT status FROM {table(Run)} WHERE id = s.run_id) = %s THEN %s ELSE %s END "
+        "WHERE s.run_id = %s AND s.step_id = %s AND s.mailbox_closed_reason = '' "
+        "RETURNING s.mailbox_closed_reason AS reason) "
+        f"UPDATE {table(Message)} m SET drop_reason = closed.reason FROM closed WHERE {_unread_where('%s')} "
+        f"RETURNING m.id, closed.reason, {_MESSAGE_COLUMNS}"
     )
 
 

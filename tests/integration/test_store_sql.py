@@ -1,9 +1,10 @@
 """The plain SQL under the mailbox store and the event sink (runs/sql.py,
 runs/stores.py), which differs by database: closing a mailbox drops what it
-held, oldest first; a turn's held events are written together, in order,
-numbered without gaps; a rolled-back savepoint takes its held events with
-it; a value too long for its column is refused, never cut; a conditional
-UPDATE that takes the run's lock waits for whoever holds it.
+held, oldest first, as workflow-cancelled once the run is cancelled; a
+turn's held events are written together, in order, numbered without gaps;
+a rolled-back savepoint takes its held events with it; a value too long for
+its column is refused, never cut; a conditional UPDATE that takes the run's
+lock waits for whoever holds it.
 
 Each test runs in both passes of `make test`: on SQLite, and (marked
 services) on PostgreSQL, where most of these are single statements."""
@@ -80,6 +81,25 @@ def test_it_closes_a_mailbox_and_drops_what_it_held_oldest_first(run):
         lock_run(run.pk)
         late = router_for(run.pk).forward("s1", "too late")
     assert (late.status, late.reason) == ("dropped", DropReason.TARGET_TERMINAL)
+
+
+def test_it_closes_a_mailbox_of_a_cancelled_run_as_workflow_cancelled(run):
+    with transaction.atomic():
+        lock_run(run.pk)
+        ids = [router_for(run.pk).forward("s1", f"note {n}").message_id for n in range(2)]
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.CANCELLED)
+
+    with transaction.atomic():
+        assert router_for(run.pk).close("s1", DropReason.TARGET_TERMINAL) == 2
+        assert router_for(run.pk).close("s2", DropReason.TARGET_TERMINAL) == 0
+
+    cancelled = str(DropReason.WORKFLOW_CANCELLED)
+    dropped = run.events.filter(type="message_dropped").order_by("seq")
+    assert [(event.data["message_id"], event.data["reason"]) for event in dropped] == [(i, cancelled) for i in ids]
+    assert dict(run.steps.filter(step_id__in=["s1", "s2"]).values_list("step_id", "mailbox_closed_reason")) == {
+        "s1": cancelled,
+        "s2": cancelled,
+    }
 
 
 def test_it_drops_the_unread_messages_of_an_open_mailbox(run):
