@@ -3,6 +3,7 @@ runs that stop moving are marked stuck."""
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -107,3 +108,24 @@ def test_it_resumes_a_silent_run_whose_queued_work_was_lost(celery_worker, owner
     run = wait_for_run(run)
     assert run.status == Run.Status.COMPLETED
     assert run.events.get(type="run_resumed").data["reason"] == "no progress for 60s"
+
+
+def test_it_keeps_renewing_the_lease_of_a_turn_that_outlasts_it(owner, settings):
+    # A model (or tool) that thinks for longer than a lease: the worker's
+    # renewals keep the turn, so the sweeper does not hand it to another.
+    settings.ZENWEB_LEASE_SECONDS = 1.0  # renewed every third of it
+    run = orphaned_run(owner)
+    step = run.steps.get(step_id="first")
+    assert leases.claim(step.pk, 1, "alive:1:w") is True
+
+    with leases.renewing(step.pk, "alive:1:w"):
+        for _ in range(4):  # two leases' worth
+            time.sleep(0.5)
+            assert leases.do_sweep()["expired"] == 0
+            step.refresh_from_db()
+            assert step.lease_owner == "alive:1:w"
+            assert step.lease_expires > timezone.now()
+
+    # Once the turn is over nothing renews it: it lapses and can be taken.
+    time.sleep(1.3)
+    assert leases.claim(step.pk, 1, "other:2:w") is True
