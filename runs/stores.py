@@ -324,7 +324,8 @@ class DjangoMailboxStore:
 
     def unread_count(self, mailbox: str) -> int:
         with plain_cursor() as cursor:
-            cursor.execute(_unread_count_sql(), [self.run_id, mailbox])
+            count, params = unread_count_sql(self.run_id, mailbox)
+            cursor.execute(f"SELECT {count}", params)
             return cursor.fetchone()[0]
 
     def is_cancelled(self) -> bool:
@@ -529,13 +530,8 @@ def _unread_sql() -> str:
 
 def unread_count_sql(run_id: int, mailbox: str) -> tuple[str, list]:
     """A subquery counting ``mailbox``'s unread messages, and its parameters:
-    for a statement that returns the count with what it writes."""
+    ``unread_count`` selects it; a statement that writes can return it too."""
     return f"(SELECT COUNT(*) {_unread_from('%s')})", [run_id, mailbox]
-
-
-@functools.cache
-def _unread_count_sql() -> str:
-    return f"SELECT COUNT(*) {_unread_from('%s')}"
 
 
 _WAKE_SQL = "UPDATE {run} SET wake_requests = wake_requests + 1 WHERE id = %s RETURNING coordinator_busy AS busy"
