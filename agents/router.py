@@ -90,13 +90,11 @@ class MailboxStore(Protocol):
 
     def unread_count(self, mailbox: str) -> int: ...
 
-    def is_cancelled(self) -> bool:
-        """True once the run is cancelled: every later send drops."""
-
     def mailbox_state(self, mailbox: str) -> MailboxState:
-        """``is_cancelled``, whether ``mailbox`` is in ``registered()``, its
-        ``closed_reason`` and ``unread_count``, together (one query for a
-        database store: the router asks for them on every message)."""
+        """Whether the run is cancelled (every later send drops), whether
+        ``mailbox`` is in ``registered()``, its ``closed_reason`` and
+        ``unread_count``, together (one query for a database store: the
+        router asks for them on every message)."""
 
     def next_message_id(self, prefix: str) -> str:
         """A run-unique id such as ``msg-fwd-3``."""
@@ -390,9 +388,6 @@ class InMemoryMailboxStore:
 
     def unread_count(self, mailbox: str) -> int:
         return len(self._unread.get(mailbox, ()))
-
-    def is_cancelled(self) -> bool:
-        return self.cancelled
 
     def mailbox_state(self, mailbox: str) -> MailboxState:
         return MailboxState(

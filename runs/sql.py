@@ -73,9 +73,13 @@ def lock_run(run_id: int) -> None:
     """Take the run row's lock first in every transaction that changes a
     run's steps or mailboxes: the same order everywhere (run, then steps) so
     two writers never deadlock, and event numbers follow commit order."""
-    lock = " FOR UPDATE" if _db().features.has_select_for_update else ""
     with plain_cursor() as cursor:
-        cursor.execute(f"SELECT 1 FROM {table(_run_model())} WHERE id = %s{lock}", [run_id])
+        cursor.execute(_lock_sql(), [run_id])
+
+
+def _lock_sql() -> str:
+    lock = " FOR UPDATE" if _db().features.has_select_for_update else ""
+    return f"SELECT 1 FROM {table(_run_model())} WHERE id = %s{lock}"
 
 
 def update(model, values: dict, where: str, params: list, *, locking_run: int | None = None) -> int:
@@ -94,7 +98,7 @@ def update(model, values: dict, where: str, params: list, *, locking_run: int | 
             # read: the run's lock is taken before the rows', as lock_run
             # would. (A row changed while this waited is checked again.)
             statement = (
-                f"WITH locked AS (SELECT 1 FROM {table(_run_model())} WHERE id = %s FOR UPDATE) "
+                f"WITH locked AS ({_lock_sql()}) "
                 f"UPDATE {table(model)} SET {assignments} WHERE ({where}) AND EXISTS (SELECT 1 FROM locked)"
             )
             params = [locking_run, *params]

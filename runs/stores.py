@@ -319,8 +319,8 @@ class DjangoMailboxStore:
         )
         return DropReason(reason) if reason else None
 
-    # Plain SQL for what runs at every step turn and end (unread, close,
-    # is_cancelled): building these with the ORM cost more than running them.
+    # Plain SQL for what runs at every step turn and end (unread, close):
+    # building these with the ORM cost more than running them.
 
     def unread_count(self, mailbox: str) -> int:
         with plain_cursor() as cursor:
@@ -328,7 +328,7 @@ class DjangoMailboxStore:
             cursor.execute(f"SELECT {count}", params)
             return cursor.fetchone()[0]
 
-    def is_cancelled(self) -> bool:
+    def _cancelled(self) -> bool:
         with plain_cursor() as cursor:
             cursor.execute(f"SELECT status FROM {table(Run)} WHERE id = %s", [self.run_id])
             row = cursor.fetchone()
@@ -388,7 +388,7 @@ class DjangoMailboxStore:
                 cancelled = [Run.Status.CANCELLED, str(DropReason.WORKFLOW_CANCELLED), str(reason)]
                 rows = _returning(_close_and_drop_sql(), [*cancelled, self.run_id, mailbox, self.run_id, mailbox])
                 return (DropReason(rows[0][1]) if rows else reason), [_router_message(*row[2:]) for row in rows]
-            if self.is_cancelled():
+            if self._cancelled():
                 reason = DropReason.WORKFLOW_CANCELLED
             with plain_cursor() as cursor:
                 cursor.execute(
