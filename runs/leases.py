@@ -2,19 +2,21 @@
 worker died is handed to another.
 
 A worker claims a turn with a conditional UPDATE (the step is running, the
-turn is the next one, and nobody holds an unexpired lease), renews the lease
-from a small thread while its model thinks, and clears it in the transaction
-that records the turn. The sweeper (``do_sweep``, run by every worker every
+turn is the next one, and nobody holds an unexpired lease), has its
+process's renewer thread renew the lease while its model thinks, and clears
+it in the transaction that records the turn. The sweeper (``do_sweep``, run by every worker every
 ``ZENWEB_SWEEP_SECONDS``) re-enqueues turns whose lease expired and marks runs
 that made no progress for ``ZENWEB_STUCK_AFTER`` seconds.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -61,27 +63,89 @@ def claim(step_pk: int, turn: int, owner: str) -> bool:
 def renewing(pk: int, owner: str, model: type[models.Model] = Step) -> Iterator[None]:
     """Keep the lease on a step's turn (or a tool call, ``model=ToolCall``)
     alive while the body runs: a model or a tool can take long."""
-    stop = threading.Event()
     every = max(0.05, settings.ZENWEB_LEASE_SECONDS / 3)
-    name = model._meta.model_name
-
-    def renew() -> None:
-        try:
-            while not stop.wait(every):
-                expires = timezone.now() + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS)
-                model.objects.filter(pk=pk, lease_owner=owner).update(lease_expires=expires)
-        except Exception:  # noqa: BLE001 - a failed renewal only risks a duplicate attempt
-            log.exception("renewing the lease of %s %s failed", name, pk)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=renew, name=f"lease-{name}-{pk}", daemon=True)
-    thread.start()
+    key = _RENEWALS.add(model, pk, owner, every)
     try:
         yield
     finally:
-        stop.set()
-        thread.join()
+        _RENEWALS.remove(key)
+
+
+class _Renewals:
+    """The leases this process holds, renewed by one thread.
+
+    A thread per turn cost a start and a join on every turn, though most
+    turns end long before their first renewal is due. Here a turn only adds
+    an entry; the thread sleeps until the earliest renewal is due and then
+    renews every lease due within half an interval, one UPDATE per model.
+    Idle, it closes its database connection (a test database can then be
+    dropped, and a worker holds no connection it does not use)."""
+
+    def __init__(self) -> None:
+        self._due: dict[int, tuple[type[models.Model], int, str, float, float]] = {}
+        self._ids = itertools.count()
+        self._cond = threading.Condition()
+        self._pid = 0
+
+    def add(self, model: type[models.Model], pk: int, owner: str, every: float) -> int:
+        with self._cond:
+            if self._pid != os.getpid():  # first use, or a forked worker child: a thread of its own
+                self._due.clear()
+                self._pid = os.getpid()
+                threading.Thread(target=self._loop, name="zenweb-lease-renewer", daemon=True).start()
+            key = next(self._ids)
+            self._due[key] = (model, pk, owner, every, time.monotonic() + every)
+            self._cond.notify()
+            return key
+
+    def after_fork(self) -> None:
+        # A forked worker child has none of the parent's threads, and a lock
+        # some thread held at the fork would stay held: start afresh.
+        self.__init__()
+
+    def remove(self, key: int) -> None:
+        with self._cond:
+            self._due.pop(key, None)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                batch = self._wait_for_due()
+            self._renew(batch)
+
+    def _wait_for_due(self) -> list[tuple[type[models.Model], int, str]]:
+        while True:
+            now = time.monotonic()
+            if not self._due:
+                connection.close()
+                self._cond.wait()
+                continue
+            first = min(entry[4] for entry in self._due.values())
+            if first > now:
+                self._cond.wait(first - now)
+                continue
+            batch = []
+            for key, (model, pk, owner, every, at) in self._due.items():
+                if at <= now + every / 2:
+                    batch.append((model, pk, owner))
+                    self._due[key] = (model, pk, owner, every, now + every)
+            return batch
+
+    def _renew(self, batch: list[tuple[type[models.Model], int, str]]) -> None:
+        expires = timezone.now() + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS)
+        by_model: dict[type[models.Model], Q] = {}
+        for model, pk, owner in batch:
+            by_model[model] = by_model.get(model, Q()) | Q(pk=pk, lease_owner=owner)
+        for model, which in by_model.items():
+            try:
+                model.objects.filter(which).update(lease_expires=expires)
+            except Exception:  # noqa: BLE001 - a failed renewal only risks a duplicate attempt
+                log.exception("renewing %s leases failed", model._meta.model_name)
+                connection.close()  # the next renewal connects again
+
+
+_RENEWALS = _Renewals()
+os.register_at_fork(after_in_child=_RENEWALS.after_fork)
 
 
 def do_sweep() -> dict[str, int]:

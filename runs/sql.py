@@ -224,8 +224,10 @@ WORKFLOW_TEXT = ("spec", "yaml_text")
 def step_for_turn(step_pk: int):
     """Step ``step_pk`` with its run, the run's workflow (but its text and
     stored spec) and the run's creator, as ``select_related`` would load
-    them, or None. One query, built once: the ORM took longer to build
-    this join than PostgreSQL took to run it, on every step turn."""
+    them, or None; annotated, as ``annotate()`` would, with ``unread``: how
+    many messages its mailbox holds unread (a turn with none skips reading
+    them). One query, built once: the ORM took longer to build this join
+    than PostgreSQL took to run it, on every step turn."""
     from runs.models import Run, Step
 
     vendor = _db().vendor
@@ -242,6 +244,7 @@ def step_for_turn(step_pk: int):
         # The primary key comes first: None only for a run without a creator.
         loaded.append(None if values[0] is None else instance(model, names, values))
     step, run, workflow, user = loaded
+    step.unread = row[start]
     Run._meta.get_field("workflow").set_cached_value(run, workflow)
     Run._meta.get_field("created_by").set_cached_value(run, user)
     Step._meta.get_field("run").set_cached_value(step, run)
@@ -261,9 +264,10 @@ def _step_for_turn_parts(vendor: str) -> tuple:
 @functools.cache
 def _step_for_turn_sql(vendor: str) -> str:
     from runs.models import Run, Step, Workflow
+    from runs.stores import unread_count_of
 
     parts = _step_for_turn_parts(vendor)
-    columns = ", ".join(select for _, _, select in parts)
+    columns = ", ".join(select for _, _, select in parts) + ", " + unread_count_of("s.run_id", "s.step_id")
     user_model = parts[3][0]
     return (
         f"SELECT {columns} FROM {table(Step)} s JOIN {table(Run)} r ON r.id = s.run_id "

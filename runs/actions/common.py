@@ -61,19 +61,23 @@ def warning_cycle(cap: int) -> int:
 ROUTER_RUN_FIELDS = ("status", "workflow__id", "workflow__created")
 
 
-def router_for(run: Run | int, *, finishing: bool = False, context_sender: str | None = None) -> MessageRouter:
+def router_for(
+    run: Run | int, *, finishing: bool = False, context_sender: str | None = None, run_locked: bool = False
+) -> MessageRouter:
     """The router of a run (a Run with its workflow, or its id). ``finishing``
     is set during the coordinator's last wake: a forward to a finished step
     then drops as resume-shutdown. ``context_sender`` is the step whose
     message the coordinator is handling: a bare target id that matches
-    several iterations picks that step's."""
+    several iterations picks that step's. ``run_locked``: see
+    DjangoMailboxStore; only for a router used inside the block that took
+    the run's lock."""
     if not isinstance(run, Run):
         # Built several times a turn: load only what the limits, the resumer
         # and the resolver read (a stored spec is parsed once per process).
         run = Run.objects.select_related("workflow").only(*ROUTER_RUN_FIELDS).get(pk=run)
     limits = Limits.of(run)
     return MessageRouter(
-        DjangoMailboxStore(run.pk),
+        DjangoMailboxStore(run.pk, run_locked=run_locked),
         DjangoEventSink(run.pk),
         max_mailbox_size=limits.max_mailbox_size,
         resumer=Resumer(run, limits, finishing),

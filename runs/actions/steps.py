@@ -44,8 +44,8 @@ def do_step_turn(step_pk: int, turn: int) -> None:
         return
     spec = workflow_spec(run.workflow)
     agent = spec.agents[step.agent]
-    store = DjangoMailboxStore(run.pk)
-    inbox = store.unread(step.step_id)
+    # Most turns (a fan-out's every one) have no mail: the count came with the step.
+    inbox = DjangoMailboxStore(run.pk).unread(step.step_id) if step.unread else []
     if any(message.type == MessageType.CANCEL for message in inbox):
         _cancel_step(step, inbox)
         return
@@ -81,8 +81,9 @@ def do_step_turn(step_pk: int, turn: int) -> None:
     # Built before the run's lock is taken: every step of the run waits for
     # that lock, so what does not need it stays out of it. (A step only
     # sends to the coordinator: the run's status, read before the model
-    # answered, is never consulted.)
-    router = router_for(run)
+    # answered, is never consulted.) It is used only inside the block whose
+    # first UPDATE takes the run's lock: it need not take it again.
+    router = router_for(run, run_locked=True)
     sink = DjangoEventSink(run.pk)
     with transaction.atomic():
         # Record the turn, with the run's lock: if another worker recorded it
