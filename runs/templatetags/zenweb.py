@@ -93,6 +93,13 @@ def event_summary(event) -> str:
 
 
 @register.filter
+def pairs(mapping) -> list[tuple]:
+    """A dict's (key, value) pairs. ``{% for k, v in d.items %}`` looks up a
+    key named "items" first: a run with an input called items broke its page."""
+    return list(mapping.items()) if mapping else []
+
+
+@register.filter
 def pretty_json(value) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runs.actions import do_create_run
-from runs.models import Message, Run
+from runs.models import Command, Message, Run
 from tests.conftest import register, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -56,3 +56,20 @@ def test_it_shows_inbox_depth_and_tokens(run, client, owner):
 
     assert '<td class="inbox">1</td>' in html
     assert 'id="run-tokens"' in html and "coordination overhead" in html
+
+
+def test_it_shows_inputs_named_like_dict_methods(client, owner):
+    # A template's "inputs.items" looks up a key named "items" first: an
+    # input called items made the run header fail to render.
+    run = Run.objects.create(
+        workflow=register("relay"), inputs={"items": "a,b", "keys": "k"}, created_by=owner, status="pending"
+    )
+    Command.objects.create(text="Run relay for items a,b", created_by=owner, run=run, status="selected")
+    client.force_login(owner)
+
+    page = client.get(f"/runs/{run.pk}/")
+    answer = client.get(f"/commands/{run.command_record.pk}/")
+
+    assert page.status_code == 200 and answer.status_code == 200
+    for html in (page.content.decode(), answer.content.decode()):
+        assert "<code>items=a,b</code>" in html and "<code>keys=k</code>" in html
