@@ -10,11 +10,11 @@ import weakref
 from collections import OrderedDict
 
 from channels.db import database_sync_to_async
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.template.loader import render_to_string
 
 from agents import ids
-from runs.actions.budgets import totals_of
+from runs.actions.budgets import TOKEN_SUMS, TokenTotals, totals_from, totals_of
 from runs.graph import GRAPH_EVENTS, routing_graph
 from runs.models import Approval, Command, Event, Message, Run, Step, ToolCall
 
@@ -28,29 +28,72 @@ def events_after(run_id: int, after: int, limit: int = BATCH) -> list[Event]:
 def run_context(run: Run, *, graph: bool = True) -> dict:
     """The run header and step list (and, with ``graph``, the routing graph)."""
     steps = in_display_order(list(run.steps.defer("transcript", "variables")))
-    unread = dict(
-        Message.objects.filter(run=run, drained=None, drop_reason="")
-        .values_list("recipient")
-        .annotate(n=Count("id"))
-        .values_list("recipient", "n")
-    )
-    for step in steps:
-        step.unread = unread.get(step.step_id, 0)
-    tokens = totals_of(steps)
+    _count_unread(run, steps)
     work = [s for s in steps if s.kind == "step"]
-    done = sum(1 for s in work if s.is_terminal)
+    return _header(run, totals_of(steps), sum(1 for s in work if s.is_terminal), len(work)) | {
+        "steps": steps,
+        "graph": routing_graph(run, steps=steps) if graph else None,
+    }
+
+
+def header_context(run: Run) -> dict:
+    """The run header alone, its counts summed by the database (one query):
+    a live update need not load every step of a big run to redraw it."""
+    work = Q(kind=Step.Kind.STEP)
+    sums = run.steps.aggregate(
+        done=Count("id", filter=work & Q(status__in=Step.TERMINAL)), total=Count("id", filter=work), **TOKEN_SUMS
+    )
+    return _header(run, totals_from(sums), sums["done"], sums["total"])
+
+
+def step_rows(run: Run, step_ids: set[str]) -> list[Step]:
+    """The steps ``step_ids`` of ``run`` as the step list shows them."""
+    steps = list(run.steps.filter(step_id__in=step_ids).defer("transcript", "variables").order_by("position"))
+    _count_unread(run, steps)
+    return steps
+
+
+def _header(run: Run, tokens: TokenTotals, done: int, total: int) -> dict:
     return {
         "run": run,
         # Set for exactly the span between its agent_wake and agent_idle events.
         "coordinator_working": run.coordinator_busy and not run.is_terminal,
-        "steps": steps,
-        "graph": routing_graph(run, steps=steps) if graph else None,
         "steps_done": done,
-        "steps_total": len(work),
-        "progress": int(100 * done / len(work)) if work else 0,
+        "steps_total": total,
+        "progress": int(100 * done / total) if total else 0,
         # By role, with the coordinator's share ("coordination overhead").
         "tokens": tokens,
     }
+
+
+def _count_unread(run: Run, steps: list[Step]) -> None:
+    """Set each step's ``unread``: how many messages wait in its mailbox."""
+    unread = Message.objects.filter(run=run, drained=None, drop_reason="")
+    if len(steps) < 100:  # a few rows of a live update: count only theirs
+        unread = unread.filter(recipient__in=[s.step_id for s in steps])
+    counts = dict(unread.values_list("recipient").annotate(n=Count("id")).values_list("recipient", "n"))
+    for step in steps:
+        step.unread = counts.get(step.step_id, 0)
+
+
+# Events that add steps, or change steps without naming them (a cancel's
+# run-level event): after one, the whole step list is drawn again.
+STEP_LIST_EVENTS = frozenset({"loop_iteration", "worker_spawned"})
+
+
+def changed_steps(events: list[Event]) -> set[str] | None:
+    """The steps whose rows ``events`` may have changed (a message changes
+    its recipient's inbox count too), or None if the whole list must be
+    drawn: a run-level event (no step) or one in STEP_LIST_EVENTS."""
+    changed: set[str] = set()
+    for event in events:
+        if not event.step_id or event.type in STEP_LIST_EVENTS:
+            return None
+        changed.add(event.step_id)
+        to = (event.data or {}).get("to") if isinstance(event.data, dict) else None
+        if isinstance(to, str):
+            changed.add(to)
+    return changed
 
 
 # Events after which the tool-call table is drawn again.
@@ -186,7 +229,19 @@ def _render_update(run_id: int, after: int) -> tuple[str, int]:
         return "", after
     run = Run.objects.select_related("workflow", "created_by").get(pk=run_id)
     redraw_graph = any(event.type in GRAPH_EVENTS for event in events)
-    context = run_context(run, graph=redraw_graph) | {"events": events, "last_seq": events[-1].seq, "oob": True}
+    changed = changed_steps(events)
+    if changed is None or redraw_graph:
+        context = run_context(run, graph=redraw_graph)
+    else:
+        context = header_context(run)
+    if changed is not None:
+        # Only the rows these events touched: a 500-step run's whole list
+        # was 400 KB, sent to every dashboard on every update.
+        shown = context.get("steps")
+        context["step_rows"] = (
+            [s for s in shown if s.step_id in changed] if shown is not None else step_rows(run, changed)
+        )
+    context |= {"events": events, "last_seq": events[-1].seq, "oob": True}
     if any(event.type in TOOL_EVENTS for event in events):
         context |= tool_calls_context(run) | {"tool_calls_changed": True}
     if any(event.type in GOVERNANCE_EVENTS for event in events):

@@ -90,17 +90,20 @@ _ROLE_FILTERS: dict[Role, Q] = {
 
 def token_totals(run: Run) -> TokenTotals:
     """The run's token totals by role, in one query."""
-    sums = run.steps.aggregate(
-        **{
-            f"{role}_{part}": Sum(f"{part}_tokens", filter=where, default=0)
-            for role, where in _ROLE_FILTERS.items()
-            for part in ("prompt", "completion")
-        }
-    )
-    totals = TokenTotals()
-    for role in ROLES:
-        setattr(totals, role, Tokens(sums[f"{role}_prompt"], sums[f"{role}_completion"]))
-    return totals
+    return totals_from(run.steps.aggregate(**TOKEN_SUMS))
+
+
+# Aggregates over a run's steps: its tokens by role and part, for totals_from.
+TOKEN_SUMS = {
+    f"{role}_{part}": Sum(f"{part}_tokens", filter=where, default=0)
+    for role, where in _ROLE_FILTERS.items()
+    for part in ("prompt", "completion")
+}
+
+
+def totals_from(sums: dict[str, int]) -> TokenTotals:
+    """TokenTotals from an aggregate that included TOKEN_SUMS."""
+    return TokenTotals(**{role: Tokens(sums[f"{role}_prompt"], sums[f"{role}_completion"]) for role in ROLES})
 
 
 def budget_breach(run: Run) -> str | None:

@@ -312,7 +312,7 @@ def screenshot(page, name: str) -> Path:
 
 
 def step_status(page, step_id: str) -> str:
-    return page.locator(f"#step-list tr#step-{step_id} .status").get_attribute("data-status")
+    return page.locator(f"#step-list #step-{step_id} .status").get_attribute("data-status")
 
 
 def page_width(page) -> int:

@@ -11,7 +11,7 @@ from channels.testing import WebsocketCommunicator
 from django.db import transaction
 
 from agents.events import Event as RuntimeEvent
-from runs.models import Run
+from runs.models import Run, Step
 from runs.routing import websocket_urlpatterns
 from runs.stores import DjangoEventSink
 from tests.conftest import register
@@ -61,17 +61,62 @@ async def test_it_replays_events_after_the_cursor_then_streams_live_ones(owner):
     await comm.disconnect()
 
 
-async def test_it_sends_the_status_and_steps_with_each_update(owner):
-    run = await database_sync_to_async(make_run)(owner, 1)
+def run_with_steps(user, *events: RuntimeEvent) -> Run:
+    run = Run.objects.create(workflow=register("relay"), inputs={"subject": "x"}, created_by=user)
+    for position, step_id in enumerate(("coordinator", "first", "second")):
+        Step.objects.create(run=run, step_id=step_id, agent="sender", position=position)
+    sink = DjangoEventSink(run.pk)
+    with transaction.atomic():
+        for event in events:
+            sink.emit(event)
+    return run
+
+
+async def test_it_sends_the_status_and_the_rows_of_the_steps_an_update_touched(owner):
+    run = await database_sync_to_async(run_with_steps)(
+        owner,
+        RuntimeEvent("agent_turn", "first", {"turn": 1, "content": "thinking"}),
+        RuntimeEvent("coordinator_narration", "coordinator", {"text": "so far so good"}),
+    )
     comm = communicator(owner, run, after=0)
     await comm.connect()
 
     html = await comm.receive_from(timeout=5)
 
     assert 'id="run-header" hx-swap-oob="true"' in html
-    assert 'id="step-list" hx-swap-oob="true"' in html
+    assert 'id="step-first" class="step" hx-swap-oob="true"' in html
+    assert 'id="step-coordinator" class="step" hx-swap-oob="true"' in html
+    # Not the rows nothing touched, nor the whole list (400 KB on a 500-step run).
+    assert 'id="step-second"' not in html and 'id="step-list"' not in html
     assert 'id="event-list" hx-swap-oob="beforeend"' in html
-    assert 'id="last-seq" data-seq="1"' in html
+    assert 'id="last-seq" data-seq="2"' in html
+    await comm.disconnect()
+
+
+async def test_it_redraws_a_message_recipients_row_for_its_inbox_count(owner):
+    message = {"message_id": "msg-fwd-1", "from": "coordinator", "to": "second", "msg_type": "info", "content": "hi"}
+    run = await database_sync_to_async(run_with_steps)(owner, RuntimeEvent("message_sent", "coordinator", message))
+    comm = communicator(owner, run, after=0)
+    await comm.connect()
+
+    html = await comm.receive_from(timeout=5)
+
+    assert 'id="step-second" class="step" hx-swap-oob="true"' in html
+    await comm.disconnect()
+
+
+async def test_it_redraws_the_whole_step_list_after_a_run_level_event(owner):
+    # A cancel changes every unfinished step and says so in one run-level event.
+    run = await database_sync_to_async(run_with_steps)(
+        owner, RuntimeEvent("workflow_end", "", {"status": "cancelled", "result": None, "error": "cancelled"})
+    )
+    comm = communicator(owner, run, after=0)
+    await comm.connect()
+
+    html = await comm.receive_from(timeout=5)
+
+    assert 'id="step-list" hx-swap-oob="true"' in html
+    assert 'id="step-first" class="step">' in html and 'id="step-second" class="step">' in html
     await comm.disconnect()
 
 
