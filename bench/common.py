@@ -34,9 +34,11 @@ JSON_MARK = "BENCH_JSON="
 PG_URL = os.environ.get("ZENWEB_BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/zenweb_bench")
 REDIS_URL = os.environ.get("ZENWEB_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
 
-# Worker processes are started the way the Procfile starts them.
-WORKER_POOL = "threads"
-WORKER_CONCURRENCY = int(os.environ.get("ZENWEB_BENCH_WORKER_CONCURRENCY", "8"))
+# Worker processes are started the way the Procfile starts them (prefork,
+# 4 children each); ZENWEB_BENCH_WORKER_POOL=threads with concurrency 8 is
+# how they were started before the Procfile moved to prefork.
+WORKER_POOL = os.environ.get("ZENWEB_BENCH_WORKER_POOL", "prefork")
+WORKER_CONCURRENCY = int(os.environ.get("ZENWEB_BENCH_WORKER_CONCURRENCY", "4"))
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,10 @@ terminal status (start_run, 500 step turns, the scheduling after each, the
 coordinator's finish wake); bare Celery's from enqueueing one fan_out task,
 which enqueues 500 no-ops, to the last no-op done.
 
-With Redis and PostgreSQL: `celery -A zenweb worker` processes (threads pool,
-as in the Procfile) on PostgreSQL, and `celery -A bench.bare_celery worker`
-processes, 1 and then 2 of each. Without them: the embedded layout, one
+With Redis and PostgreSQL: `celery -A zenweb worker` processes (prefork,
+4 children each, as in the Procfile; bench.common) on PostgreSQL, and
+`celery -A bench.bare_celery worker` processes started the same way, 1 and
+then 2 of each. Without them: the embedded layout, one
 process with worker threads on the memory broker and SQLite.
 """
 
