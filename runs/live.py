@@ -10,7 +10,7 @@ import weakref
 from collections import OrderedDict
 
 from channels.db import database_sync_to_async
-from django.db.models import Count, Q
+from django.db.models import Count, Prefetch, Q
 from django.template.loader import render_to_string
 
 from agents import ids
@@ -108,7 +108,11 @@ def tool_calls_context(run: Run) -> dict:
         # The row shows only its step's id: not the step's transcript.
         .select_related("step")
         .defer("step__transcript", "step__variables")
-        .prefetch_related("artifacts", "child_runs")
+        # Into lists (to_attr): Django otherwise builds a related manager and
+        # a queryset per call and relation, a third of the run page's time.
+        .prefetch_related(
+            Prefetch("artifacts", to_attr="artifact_list"), Prefetch("child_runs", to_attr="child_run_list")
+        )
         .order_by("-id")[:TOOL_CALLS_SHOWN]
     )
     return {"tool_calls": list(calls)[::-1], "tool_calls_total": run.tool_calls.count()}

@@ -99,9 +99,20 @@ def pairs(mapping) -> list[tuple]:
     return list(mapping.items()) if mapping else []
 
 
+# No indent: with one, the json module encodes in pure Python (0.16 ms an
+# event here), and a run page and every live update show hundreds.
+_ONE_LINE = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(", ", ": "))
+
+
 @register.filter
 def pretty_json(value) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    """JSON for people: an object's keys one per line, in order, each value
+    on its line (nested values stay on it, compact)."""
+    if isinstance(value, dict) and value:
+        items = sorted(value.items(), key=lambda item: str(item[0]))
+        lines = (f"  {_ONE_LINE.encode(str(key))}: {_ONE_LINE.encode(item)}" for key, item in items)
+        return "{\n" + ",\n".join(lines) + "\n}"
+    return _ONE_LINE.encode(value)
 
 
 @register.filter
