@@ -119,7 +119,8 @@ class RunConsumer(AsyncWebsocketConsumer):
                 html, last = await database_sync_to_async(live.render_update)(self.run_id, after)
             if not html:
                 return
-            await self.send(text_data=html)
+            for frame in html.split(live.FRAME_BREAK):
+                await self.send(text_data=frame)
             self.last_seq = last
             # A batch may have stopped at live.BATCH events with more behind it.
             may_be_cut = last - after >= live.BATCH

@@ -10,6 +10,7 @@ import weakref
 from collections import OrderedDict
 
 from channels.db import database_sync_to_async
+from django.conf import settings
 from django.db.models import Count, Prefetch, Q
 from django.template.loader import render_to_string
 
@@ -233,6 +234,10 @@ def _render_update(run_id: int, after: int) -> tuple[str, int]:
         return "", after
     run = Run.objects.select_related("workflow", "created_by").get(pk=run_id)
     redraw_graph = any(event.type in GRAPH_EVENTS for event in events)
+    # A big run's graph is marked stale instead: each page fetches it at
+    # most once a second (routing_graph.html). The last update draws it.
+    graph_stale = redraw_graph and not _draws_graph(run, events)
+    redraw_graph = redraw_graph and not graph_stale
     changed = changed_steps(events)
     if changed is None or redraw_graph:
         context = run_context(run, graph=redraw_graph)
@@ -245,7 +250,7 @@ def _render_update(run_id: int, after: int) -> tuple[str, int]:
         context["step_rows"] = (
             [s for s in shown if s.step_id in changed] if shown is not None else step_rows(run, changed)
         )
-    context |= {"events": events, "last_seq": events[-1].seq, "oob": True}
+    context |= {"events": events, "last_seq": events[-1].seq, "graph_seq": events[-1].seq, "oob": True}
     if any(event.type in TOOL_EVENTS for event in events):
         context |= tool_calls_context(run) | {"tool_calls_changed": True}
     if any(event.type in GOVERNANCE_EVENTS for event in events):
@@ -253,4 +258,22 @@ def _render_update(run_id: int, after: int) -> tuple[str, int]:
     html = render_to_string("runs/partials/live_update.html", context)
     if redraw_graph:
         html += render_to_string("runs/partials/routing_graph.html", context)
+    elif graph_stale:
+        html += render_to_string("runs/partials/graph_stale.html", context)
+    if context.get("step_rows"):
+        html += FRAME_BREAK + render_to_string("runs/partials/step_rows_update.html", context)
     return html, events[-1].seq
+
+
+# Between two websocket frames of one update (consumers.py splits there).
+# htmx parses each frame on its own, and the HTML parser drops a <tbody>
+# that follows other elements: a step's rows go in a frame they begin.
+FRAME_BREAK = "<!-- frame -->"
+
+
+def _draws_graph(run: Run, events: list[Event]) -> bool:
+    """Whether a live update draws the routing graph itself (a run of at
+    most ZENWEB_LIVE_GRAPH_STEPS steps, or the update that ends the run)."""
+    if any(event.type == "workflow_end" for event in events):
+        return True
+    return run.steps.count() <= settings.ZENWEB_LIVE_GRAPH_STEPS

@@ -13,6 +13,7 @@ urlpatterns = [
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="cancel"),
     path("runs/<int:run_id>/resume/", views.run_resume, name="resume"),
     path("runs/<int:run_id>/replay/", views.run_replay, name="replay"),
+    path("runs/<int:run_id>/graph/", views.run_graph, name="graph"),
     path("runs/<int:run_id>/events/", views.run_events, name="events"),
     path("runs/<int:run_id>/export.json", views.run_export, name="export"),
     path("runs/<int:run_id>/steps/<int:step_pk>/transcript/", views.step_transcript, name="transcript"),

@@ -160,6 +160,10 @@ ZENWEB_EMBEDDED_CONCURRENCY = env_int("ZENWEB_EMBEDDED_CONCURRENCY", 4)
 # How often an open run page's websocket re-checks the event log for events
 # the channel layer did not deliver (another process, a dropped message).
 ZENWEB_LIVE_POLL_SECONDS = env_float("ZENWEB_LIVE_POLL_SECONDS", 2.0)
+# A live update redraws the routing graph of a run with at most this many
+# steps itself; a bigger one's graph (235 KB and 100 ms for 500 steps) is
+# marked stale instead, and each page fetches it at most once a second.
+ZENWEB_LIVE_GRAPH_STEPS = env_int("ZENWEB_LIVE_GRAPH_STEPS", 60)
 
 # Messaging limits (zenflow's defaults); a workflow's options can override them.
 ZENWEB_MAX_MAILBOX_SIZE = env_int("ZENWEB_MAX_MAILBOX_SIZE", 10_000)  # 0 = unbounded

@@ -9,7 +9,7 @@ from runs.views.control import run_resume
 from runs.views.events import run_events
 from runs.views.export import run_export
 from runs.views.replay import run_replay
-from runs.views.runs import catalog, run_cancel, run_detail, run_list, run_start, step_transcript
+from runs.views.runs import catalog, run_cancel, run_detail, run_graph, run_list, run_start, step_transcript
 
 __all__ = [
     "approval_decide",
@@ -22,6 +22,7 @@ __all__ = [
     "run_detail",
     "run_events",
     "run_export",
+    "run_graph",
     "run_list",
     "run_replay",
     "run_resume",

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from runs import actions, live
 from runs.actions.tooling import catalog_registry, mcp_server_statuses
+from runs.graph import graph_context
 from runs.models import Run, Step, Workflow
 
 # The newest events render with the page; older ones load on demand.
@@ -130,6 +131,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         | {
             "events": events,
             "last_seq": events[-1].seq if events else 0,
+            "graph_seq": events[-1].seq if events else 0,
             "hidden_events": max(0, run.last_event_seq - len(events)),
         }
     )
@@ -185,3 +187,13 @@ def step_transcript(request: HttpRequest, run_id: int, step_pk: int) -> HttpResp
     run = _get_run_for_user(request, run_id)
     step = get_object_or_404(Step, run=run, pk=step_pk)
     return render(request, "runs/partials/transcript.html", {"transcript": step.transcript})
+
+
+@require_GET
+def run_graph(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The routing graph card now: a big run's page fetches it when a live
+    update marked it stale (see ZENWEB_LIVE_GRAPH_STEPS)."""
+    run = _get_run_for_user(request, run_id)
+    # Read with the run, before the graph: the graph shows at least this much.
+    seq = run.last_event_seq
+    return render(request, "runs/partials/routing_graph.html", graph_context(run) | {"graph_seq": seq})

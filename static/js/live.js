@@ -10,3 +10,11 @@
     return socket;
   };
 })();
+
+// A big run's live updates mark its routing graph stale instead of sending
+// it; the graph card (hx-trigger "every 1s [zenwebGraphStale(this)]") then
+// fetches itself, at most once a second, while it is older than the mark.
+window.zenwebGraphStale = function (graph) {
+  var mark = document.getElementById("graph-stale");
+  return !!mark && Number(mark.dataset.seq) > Number(graph.dataset.seq || 0);
+};

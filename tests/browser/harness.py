@@ -127,9 +127,25 @@ class Server:
     base_url: str
     demo_url: str
     log_path: Path
+    env: dict[str, str]
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def shell(self, code: str) -> str:
+        """Run ``code`` with `manage.py shell` on the server's database (as
+        another process would write to it); return what it printed."""
+        done = subprocess.run(
+            [sys.executable, "manage.py", "shell", "-v0", "-c", code],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if done.returncode:
+            pytest.fail(f"manage.py shell failed:\n{done.stdout}{done.stderr}", pytrace=False)
+        return done.stdout
 
 
 def free_port() -> int:
@@ -161,6 +177,9 @@ def server(browser, tmp_path_factory):
         "ZENWEB_ADMIN_PASSWORD": ADMIN_PASSWORD,
         "DJANGO_DEBUG": "1",
         "PYTHONUNBUFFERED": "1",
+        # Runs of more than two steps count as big: their live updates mark
+        # the graph stale and the page fetches it (test_live_graph.py).
+        "ZENWEB_LIVE_GRAPH_STEPS": "2",
     }
     migrate = subprocess.run(
         [sys.executable, "manage.py", "migrate", "--noinput", "-v0"],
@@ -205,7 +224,7 @@ def server(browser, tmp_path_factory):
             if time.monotonic() > deadline:
                 pytest.fail(f"manage.py serve not ready after {STARTUP_TIMEOUT}s:\n{text}", pytrace=False)
             time.sleep(0.05)
-        yield Server(base_url=f"http://127.0.0.1:{port}", demo_url=demo.group(1), log_path=log_path)
+        yield Server(base_url=f"http://127.0.0.1:{port}", demo_url=demo.group(1), log_path=log_path, env=env)
     finally:
         proc.terminate()
         try:

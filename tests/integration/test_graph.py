@@ -9,11 +9,15 @@ import math
 import re
 
 import pytest
+from django.db import transaction
 from django.template.loader import render_to_string
 
+from agents.events import Event as RuntimeEvent
+from runs import live
 from runs.actions import do_create_run
 from runs.graph import NOWHERE, routing_graph
 from runs.models import Message, Run, Step
+from runs.stores import DjangoEventSink
 from tests.conftest import register, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -195,3 +199,62 @@ def test_it_renders_out_of_band_for_live_updates():
 
     assert page.startswith('<section class="card routing-graph" id="routing-graph" hx-swap-oob="true">')
     assert 'data-node="coordinator"' in page
+
+
+def run_of_three_steps(owner) -> Run:
+    run = bare_run(created_by=owner, status="running")
+    for position, step_id in enumerate(("coordinator", "first", "second")):
+        Step.objects.create(run=run, step_id=step_id, agent="sender", position=position, status="running")
+    return run
+
+
+def emit(run: Run, *events: RuntimeEvent) -> None:
+    with transaction.atomic():
+        for event in events:
+            DjangoEventSink(run.pk).emit(event)
+
+
+def test_it_marks_a_big_runs_graph_stale_instead_of_sending_it(owner, settings):
+    settings.ZENWEB_LIVE_GRAPH_STEPS = 2  # three steps make this run big
+    run = run_of_three_steps(owner)
+    emit(run, RuntimeEvent("step_end", "first", {"status": "completed", "output": "done"}))
+
+    html, last = live.render_update(run.pk, 0)
+
+    assert 'id="routing-graph"' not in html
+    assert f'<span id="graph-stale" data-seq="{last}" hidden hx-swap-oob="true"></span>' in html
+    # The update that ends the run draws it: the page's last graph is not left stale.
+    emit(run, RuntimeEvent("workflow_end", "", {"status": "completed", "result": "ok", "error": ""}))
+    html, last = live.render_update(run.pk, last)
+    assert f'id="routing-graph" hx-swap-oob="true" data-seq="{last}"' in html
+    assert 'id="graph-stale"' not in html
+
+
+def test_it_sends_a_small_runs_graph_with_each_update_that_changes_it(owner, settings):
+    settings.ZENWEB_LIVE_GRAPH_STEPS = 60
+    run = run_of_three_steps(owner)
+    emit(run, RuntimeEvent("step_end", "first", {"status": "completed", "output": "done"}))
+
+    html, last = live.render_update(run.pk, 0)
+
+    graph = f'id="routing-graph" hx-swap-oob="true" data-seq="{last}" hx-get="/runs/{run.pk}/graph/"'
+    assert graph in html and 'id="graph-stale"' not in html
+
+
+def test_it_serves_a_stale_graph_to_those_who_may_see_the_run(owner, teammate, client):
+    run = run_of_three_steps(owner)
+    emit(run, RuntimeEvent("step_end", "first", {"status": "completed", "output": "done"}))
+    Step.objects.filter(run=run, step_id="first").update(status="completed")
+
+    client.force_login(owner)
+    page = client.get(f"/runs/{run.pk}/graph/").content.decode()
+    client.force_login(teammate)
+    hidden = client.get(f"/runs/{run.pk}/graph/")
+
+    # Polled again only while the page's stale mark is newer than data-seq.
+    assert page.startswith(
+        f'<section class="card routing-graph" id="routing-graph" data-seq="1" hx-get="/runs/{run.pk}/graph/" '
+        'hx-trigger="every 1s [zenwebGraphStale(this)]" hx-swap="outerHTML">'
+    )
+    assert 'data-node="first" data-status="completed"' in page
+    assert hidden.status_code == 404
