@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from runs import live
 from runs.actions import do_create_run
-from runs.models import Command, Message, Run
+from runs.models import Command, Message, Run, Step, ToolCall
 from tests.conftest import register, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -73,3 +76,23 @@ def test_it_shows_inputs_named_like_dict_methods(client, owner):
     assert page.status_code == 200 and answer.status_code == 200
     for html in (page.content.decode(), answer.content.decode()):
         assert "<code>items=a,b</code>" in html and "<code>keys=k</code>" in html
+
+
+def test_it_lists_the_newest_tool_calls_oldest_first_with_their_steps(client, owner):
+    run = Run.objects.create(workflow=register("relay"), inputs={"subject": "x"}, created_by=owner, status="running")
+    first = Step.objects.create(run=run, step_id="first", agent="sender", position=1)
+    second = Step.objects.create(run=run, step_id="second", agent="receiver", position=2)
+    calls = ToolCall.objects.bulk_create(
+        ToolCall(run=run, step=first if n % 2 else second, tool_call_id=f"call-{n}", name=f"tool_{n}")
+        for n in range(1, live.TOOL_CALLS_SHOWN + 6)
+    )
+    client.force_login(owner)
+
+    html = client.get(f"/runs/{run.pk}/").content.decode()
+
+    shown = [int(pk) for pk in re.findall(r'<tr id="call-(\d+)"', html)]
+    assert shown == [call.pk for call in calls[5:]]  # the newest 200, oldest first
+    assert f'Tool calls <span class="muted">({live.TOOL_CALLS_SHOWN + 5})</span>' in html
+    steps = dict(re.findall(r'<tr id="call-(\d+)"[^>]*>\s*<td>(\w+)</td>', html))
+    assert steps[str(calls[-1].pk)] == "first"  # call 205: odd
+    assert steps[str(calls[5].pk)] == "second"  # call 6: even
