@@ -4,9 +4,10 @@ worker died is handed to another.
 A worker claims a turn with a conditional UPDATE (the step is running, the
 turn is the next one, and nobody holds an unexpired lease), has its
 process's renewer thread renew the lease while its model thinks, and clears
-it in the transaction that records the turn. The sweeper (``do_sweep``, run by every worker every
-``ZENWEB_SWEEP_SECONDS``) re-enqueues turns whose lease expired and marks runs
-that made no progress for ``ZENWEB_STUCK_AFTER`` seconds.
+it in the transaction that records the turn. The sweeper (``do_sweep``, run
+by every worker every ``ZENWEB_SWEEP_SECONDS``) re-enqueues turns whose
+lease expired and marks runs that made no progress for
+``ZENWEB_STUCK_AFTER`` seconds.
 """
 
 from __future__ import annotations

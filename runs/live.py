@@ -91,7 +91,7 @@ def changed_steps(events: list[Event]) -> set[str] | None:
         if not event.step_id or event.type in STEP_LIST_EVENTS:
             return None
         changed.add(event.step_id)
-        to = (event.data or {}).get("to") if isinstance(event.data, dict) else None
+        to = event.data.get("to") if isinstance(event.data, dict) else None
         if isinstance(to, str):
             changed.add(to)
     return changed
