@@ -1,0 +1,82 @@
+"""`python -m bench.turns`: the orchestration bench's fan-out run in this one
+process, its Celery tasks run inline one after another, to see what a step
+turn itself costs: wall time and CPU per step, the tasks run, and with
+``--profile`` a cProfile of one run. A tool for finding the next cost to
+cut, not a figure against a target (bench/orchestration.py is that).
+
+It runs against the database the environment names (DATABASE_URL, else the
+embedded SQLite file) and writes runs there: point it at a scratch database,
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/zenweb_prof \\
+        .venv/bin/python manage.py migrate
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/zenweb_prof \\
+        .venv/bin/python -m bench.turns --profile cumulative
+
+Tasks are taken from ``apply_async`` into a queue and run by this process,
+so nothing here measures Celery, the broker or the channel layer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import cProfile
+import os
+import pstats
+import time
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.turns", description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=100, help="items per forEach loop (5 loops; default 100)")
+    parser.add_argument("--runs", type=int, default=2, help="timed runs (default 2)")
+    parser.add_argument("--profile", metavar="SORT", help="profile one more run, sorted by SORT (cumulative, tottime)")
+    args = parser.parse_args(argv)
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "zenweb.settings")
+    os.environ.setdefault("ZENWEB_LLM", "scripted")
+    import django
+
+    django.setup()
+    from celery.app.task import Task
+
+    from bench.orchestration import LOOPS, WORKFLOW_YAML, _items
+    from runs.actions import do_create_run, do_register_workflow
+    from runs.models import Run
+
+    queue: collections.deque = collections.deque()
+    tasks: collections.Counter[str] = collections.Counter()
+
+    def enqueue(task, args=None, kwargs=None, **options):
+        queue.append((task, args or (), kwargs or {}))
+        tasks[task.name] += 1
+
+    Task.apply_async = enqueue  # this process runs every task, in order
+    workflow, _ = do_register_workflow(WORKFLOW_YAML, "bench/turns.py")
+
+    def one_run(items: int) -> str:
+        run = do_create_run(workflow, {"items": _items(items)})
+        while queue:
+            task, task_args, task_kwargs = queue.popleft()
+            task.run(*task_args, **task_kwargs)
+        return Run.objects.values_list("status", flat=True).get(pk=run.pk)
+
+    one_run(4)  # warm: imports, caches, prepared statements
+    steps = len(LOOPS) * args.items
+    for _ in range(args.runs):
+        tasks.clear()
+        wall, cpu = time.perf_counter(), time.process_time()
+        status = one_run(args.items)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        print(
+            f"{status}: {steps} steps, {wall * 1000 / steps:.2f} ms and {cpu * 1000 / steps:.2f} ms of CPU a step; "
+            + ", ".join(f"{name} x{count}" for name, count in tasks.most_common())
+        )
+    if args.profile:
+        profile = cProfile.Profile()
+        profile.runcall(one_run, args.items)
+        pstats.Stats(profile).sort_stats(args.profile).print_stats(50)
+
+
+if __name__ == "__main__":
+    main()
