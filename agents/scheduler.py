@@ -22,6 +22,7 @@ without inner dependencies wait for what the container waits for.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from string import Template
@@ -246,6 +247,9 @@ def ready(steps: Sequence[RuntimeStep], status: Mapping[str, str], *, max_runnin
         for key, runtime_ids in members.items()
         if any(state(r) != "pending" for r in runtime_ids) and not all(state(r) in TERMINAL for r in runtime_ids)
     }
+    # Active iterations per forEach loop, kept as iterations start: counting
+    # them anew for every candidate made a 500-step fan-out quadratic.
+    active_in = Counter(_group_of(key) for key in active)
     room = max_running - sum(1 for step in steps if state(step.runtime_id) == "running")
     chosen: list[RuntimeStep] = []
     for step in steps:
@@ -255,13 +259,13 @@ def ready(steps: Sequence[RuntimeStep], status: Mapping[str, str], *, max_runnin
             continue
         keys = _iteration_keys(step)
         caps = dict(step.limits)
-        if any(
-            key not in active and sum(1 for k in active if _group_of(k) == group) >= caps[group]
-            for key, group in zip(keys, caps, strict=True)
-        ):
+        if any(key not in active and active_in[group] >= caps[group] for key, group in zip(keys, caps, strict=True)):
             continue
         chosen.append(step)
-        active.update(keys)
+        for key in keys:
+            if key not in active:
+                active.add(key)
+                active_in[_group_of(key)] += 1
         room -= 1
     return chosen
 
