@@ -131,7 +131,7 @@ def schedule(run_id: int) -> None:
         return
     # Nothing to start. Reading without the lock is enough: every step's end
     # commits before it calls this, so the last one to end sees all done.
-    if all_steps_done or plans_first(Run(pk=run_id, workflow=workflow)):
+    if all_steps_done or _plans_first(run_id, workflow):
         with transaction.atomic():
             request_coordinator_wake(run_id)
 
@@ -173,10 +173,16 @@ def _others(run_id: int):
 def plans_first(run: Run) -> bool:
     """A coordinator that can spawn workers takes a plan wake before anything
     else; this is true until it has."""
-    agent = workflow_spec(run.workflow).agents.get(COORDINATOR)
+    return _plans_first(run.pk, run.workflow)
+
+
+def _plans_first(run_id: int, workflow: Workflow) -> bool:
+    # Without a Run: building one (every field's default) cost more than
+    # the rest of a fan-out step's scheduling.
+    agent = workflow_spec(workflow).agents.get(COORDINATOR)
     if agent is None or "spawn_worker" not in agent.tools:
         return False
-    return Step.objects.filter(run_id=run.pk, step_id=COORDINATOR, turns=0).exists()
+    return Step.objects.filter(run_id=run_id, step_id=COORDINATOR, turns=0).exists()
 
 
 def all_done(steps: list[Step]) -> bool:
