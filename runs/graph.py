@@ -249,10 +249,14 @@ class Graph:
         return next((e for e in self.edges if (e.source, e.target, e.dropped) == (source, target, dropped)), None)
 
 
+GRAPH_STEP_FIELDS = ("run_id", "step_id", "agent", "status", "kind", "position")
+
+
 def routing_graph(run: Run, steps: Iterable[Step] | None = None, messages: Traffic | None = None) -> Graph:
     """The graph of ``run`` now. ``steps`` (any order) and ``messages``
     (``message_traffic``) may be passed in when already loaded."""
-    steps = list(run.steps.all() if steps is None else steps)
+    # Only what a node shows: a big run's transcripts would cost more than the rest.
+    steps = list(run.steps.only(*GRAPH_STEP_FIELDS) if steps is None else steps)
     traffic = message_traffic(run) if messages is None else messages
     busy = run.coordinator_busy and not run.is_terminal
     hub_status = next((s.status for s in steps if s.kind == Step.Kind.COORDINATOR), Step.Status.PENDING)
