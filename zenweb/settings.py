@@ -141,7 +141,10 @@ if REDIS_URL:
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 10_000}}}
+    # channels' in-memory layer, safe for the worker threads to send to.
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "zenweb.channel_layers.InMemoryChannelLayer", "CONFIG": {"capacity": 10_000}}
+    }
 
 CELERY_BROKER_URL = REDIS_URL or "memory://localhost/"
 # The memory broker polls once a second by default; a run is dozens of hops.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -24,6 +26,17 @@ def start(django_capture_on_commit_callbacks, name: str = "relay", inputs=None) 
     return run
 
 
+def received(layer, channel: str, timeout: float = 5.0) -> dict:
+    """The next message on ``channel``: a failure, not a hang, if none comes.
+    The broadcast arrives from another thread's loop (runs/stores.py), as a
+    worker's does in the embedded layout (zenweb/channel_layers.py)."""
+
+    async def receive() -> dict:
+        return await asyncio.wait_for(layer.receive(channel), timeout)
+
+    return async_to_sync(receive)()
+
+
 @pytest.mark.django_db(transaction=True)
 def test_it_broadcasts_an_event_only_after_its_transaction_commits():
     layer = get_channel_layer()
@@ -39,7 +52,7 @@ def test_it_broadcasts_an_event_only_after_its_transaction_commits():
         DjangoEventSink(run.pk).emit(RuntimeEvent("coordinator_narration", "coordinator", {"text": "hi"}))
         assert nothing_yet()
 
-    assert async_to_sync(layer.receive)(channel) == {"type": "run.event", "seq": 1}
+    assert received(layer, channel) == {"type": "run.event", "seq": 1}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -56,7 +69,7 @@ def test_it_tells_dashboards_once_per_commit_with_the_newest_seq():
         for n in range(3):
             DjangoEventSink(run.pk).emit(RuntimeEvent("coordinator_narration", "coordinator", {"text": str(n)}))
 
-    assert async_to_sync(layer.receive)(channel) == {"type": "run.event", "seq": 3}
+    assert received(layer, channel) == {"type": "run.event", "seq": 3}
     left = layer.channels.get(channel)
     assert left is None or left.empty()
 

@@ -151,3 +151,30 @@ def test_it_publishes_pending_notifications_before_the_process_exits(monkeypatch
     stores._flush_broadcasts()  # what atexit runs
 
     assert published == [("run-7", 42)]
+
+
+def test_it_wakes_a_dashboard_that_waits_on_another_threads_loop():
+    # Embedded, worker threads broadcast from an event loop of their own to
+    # the queues daphne's loop waits on. channels' in-memory layer handed
+    # the message over without waking that loop: the dashboard heard of it
+    # only when something else woke the loop (here: never).
+    from zenweb.channel_layers import InMemoryChannelLayer
+
+    layer = InMemoryChannelLayer()
+    got: list[dict] = []
+    dashboard_loop = asyncio.new_event_loop()
+
+    async def dashboard() -> None:
+        got.append(await layer.receive("specific.dashboard"))
+
+    waiting = threading.Thread(target=dashboard_loop.run_until_complete, args=(dashboard(),), daemon=True)
+    waiting.start()
+    deadline = time.monotonic() + 5
+    while "specific.dashboard" not in layer.channels and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)  # receive() is waiting on its queue now
+
+    asyncio.run(layer.send("specific.dashboard", {"type": "run.event", "seq": 1}))
+    waiting.join(timeout=5)  # only a lost wake-up takes this long
+
+    assert got == [{"type": "run.event", "seq": 1}]
