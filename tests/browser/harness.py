@@ -135,17 +135,17 @@ class Server:
     def shell(self, code: str) -> str:
         """Run ``code`` with `manage.py shell` on the server's database (as
         another process would write to it); return what it printed."""
-        done = subprocess.run(
-            [sys.executable, "manage.py", "shell", "-v0", "-c", code],
-            cwd=ROOT,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        if done.returncode:
-            pytest.fail(f"manage.py shell failed:\n{done.stdout}{done.stderr}", pytrace=False)
-        return done.stdout
+        return manage(self.env, "shell", "-v0", "-c", code)
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    """`manage.py <args>` with ``env``; its output, or the test fails with it."""
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    if done.returncode:
+        pytest.fail(f"manage.py {args[0]} failed:\n{done.stdout}{done.stderr}", pytrace=False)
+    return done.stdout
 
 
 def free_port() -> int:
@@ -181,26 +181,8 @@ def server(browser, tmp_path_factory):
         # the graph stale and the page fetches it (test_live_graph.py).
         "ZENWEB_LIVE_GRAPH_STEPS": "2",
     }
-    migrate = subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v0"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if migrate.returncode:
-        pytest.fail(f"manage.py migrate failed:\n{migrate.stdout}{migrate.stderr}", pytrace=False)
-    people = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", CREATE_PEOPLE],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if people.returncode:
-        pytest.fail(f"creating the test users failed:\n{people.stdout}{people.stderr}", pytrace=False)
+    manage(env, "migrate", "--noinput", "-v0")
+    manage(env, "shell", "-c", CREATE_PEOPLE)
 
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
