@@ -3,23 +3,22 @@
 A routed message is one ``send`` (a step to the coordinator) or one
 ``forward`` (the coordinator to a step) that ends queued: its id taken, the
 message stored in the recipient's mailbox, and its ``message_sent`` event
-written. In memory that is InMemoryMailboxStore and a list sink. Persistent,
-it is DjangoMailboxStore and DjangoEventSink, each message in its own
-transaction that first takes the run row's lock, as a step turn does: the
-run counters bumped, a Message row and an Event row inserted, a coordinator
-wake requested, and after commit the dashboards notified and the wake task
-published.
+written. In memory that is InMemoryMailboxStore and a list sink.
 
-The exchange goes in rounds: each of four steps sends one message, the
-coordinator forwards one to each step, then every mailbox is drained. Only
-sends and forwards are timed; drains (untimed) keep mailboxes short, as in a
-live run, so the mailbox-size check counts a few rows, not thousands.
+Persistent, it is DjangoMailboxStore and DjangoEventSink inside a
+transaction that first takes the run row's lock and holds the events and
+messages routed in it (events_held, messages_held), as a turn does: the run
+counters moved, the Message and Event rows inserted, a coordinator wake
+requested, and after commit the dashboards notified and the wake task
+published. It is measured with 1, 4 and 16 messages per transaction: a
+turn that sends one message, and turns routing several (a coordinator
+forwarding to each of its steps), whose messages commit together.
 
-Persistent, it is measured twice: one message per transaction, and a
-round's four sends in one transaction and its four forwards in another, as
-the messages of one turn (a coordinator forwarding to four steps) commit
-together, with their events held and written in one statement, as a turn's
-are (runs/stores.py events_held).
+The exchange goes in rounds: the steps (four) send ``per`` messages in
+turn, the coordinator forwards ``per`` to them in turn, then every mailbox
+is drained. Only sends and forwards are timed; drains (untimed) keep
+mailboxes short, as in a live run, so the mailbox-size check counts a few
+rows, not thousands.
 """
 
 from __future__ import annotations
@@ -33,7 +32,8 @@ from bench.common import Context, Result, Target, run_child, skipped
 
 STEPS = ("s1", "s2", "s3", "s4")
 MEMORY_MESSAGES = (1_000, 10_000)
-PERSISTENT_MESSAGES = 400
+PERSISTENT_MESSAGES = 640
+PER_TRANSACTION = (1, 4, 16)
 TARGET_MEMORY = Target(">=", 100_000, ">= 100,000/s")
 TARGET_POSTGRES = Target(">=", 3_000, ">= 3,000/s")
 UNIT = "msg/s"
@@ -54,42 +54,37 @@ def exchange(
     messages: int,
     each: Callable[[], Any] = contextlib.nullcontext,
     drain: Callable[[], None] | None = None,
-    batched: bool = False,
+    per: int = 1,
 ) -> float:
     """Route ``messages`` messages through ``router`` and return how many per
-    second the sends and forwards took. ``each`` wraps every call (a
-    transaction, for the Django stores), or with ``batched`` each round's
-    four sends and then its four forwards; ``drain`` empties the mailboxes
-    between rounds (default: the router's drain of each mailbox)."""
+    second the sends and forwards took. A round is ``per`` sends (the steps
+    in turn) and then ``per`` forwards (to the steps in turn); ``each``
+    wraps each call (a transaction, for the Django stores), or with ``per``
+    above 1 the round's sends together and then its forwards, as one turn's
+    messages commit together; ``drain`` empties the mailboxes between
+    rounds (default: the router's drain of each mailbox)."""
     from agents.router import COORDINATOR
 
     clock = time.perf_counter
     elapsed = 0.0
     count = 0
+    # per 1 still sends one message from each step: a round is 8 messages.
+    steps = [STEPS[n % len(STEPS)] for n in range(max(per, len(STEPS)))]
     while count < messages:
-        if batched:
+        sends = [("send", step, f"{step} is {count} messages in") for step in steps]
+        forwards = [("forward", step, f"news for {step} after {count} messages") for step in steps]
+        groups = [sends, forwards] if per > 1 else [[call] for call in sends + forwards]
+        for group in groups:
             start = clock()
             with each():
-                results = [router.send(step, f"{step} is {count} messages in") for step in STEPS]
-            with each():
-                results += [router.forward(step, f"news for {step} after {count} messages", "info") for step in STEPS]
+                results = [
+                    router.send(step, text) if kind == "send" else router.forward(step, text, "info")
+                    for kind, step, text in group
+                ]
             elapsed += clock() - start
             for result in results:
                 _check(result)
-        else:
-            for step in STEPS:
-                start = clock()
-                with each():
-                    result = router.send(step, f"{step} is {count} messages in")
-                elapsed += clock() - start
-                _check(result)
-            for step in STEPS:
-                start = clock()
-                with each():
-                    result = router.forward(step, f"news for {step} after {count} messages", "info")
-                elapsed += clock() - start
-                _check(result)
-        count += 2 * len(STEPS)
+        count += len(sends) + len(forwards)
         if drain is not None:
             drain()
         else:
@@ -114,13 +109,14 @@ def in_memory(messages: int) -> float:
     return exchange(router, messages)
 
 
-def persistent(messages: int, repeats: int, batched: bool = False) -> list[float]:
+def persistent(messages: int, repeats: int, per: int = 1) -> list[float]:
     """In a child process: one fresh run per repeat, with four steps."""
     from django.db import transaction
     from django.utils import timezone
 
     from agents.router import COORDINATOR, MessageRouter
     from runs.actions import do_register_workflow
+    from runs.held_messages import messages_held
     from runs.models import Message, Run, Step
     from runs.stores import DjangoEventSink, DjangoMailboxStore, events_held, lock_run
 
@@ -137,18 +133,19 @@ def persistent(messages: int, repeats: int, batched: bool = False) -> list[float
 
         @contextlib.contextmanager
         def in_transaction(run_id: int = run.pk):
-            # A turn holds its events and writes them together (events_held);
-            # a lone message's event is written with it.
-            with transaction.atomic(), events_held(run_id) if batched else contextlib.nullcontext():
+            # As a turn: the run locked, its events and messages held and
+            # written together.
+            with transaction.atomic():
                 lock_run(run_id)
-                yield
+                with events_held(run_id), messages_held(run_id):
+                    yield
 
         def mark_read(run_id: int = run.pk) -> None:
             # Untimed, and cheaper than the router's drain (no events): it
             # only keeps the mailboxes short between rounds.
             Message.objects.filter(run_id=run_id, drained=None).update(drained=timezone.now())
 
-        rates.append(exchange(router, messages, in_transaction, mark_read, batched=batched))
+        rates.append(exchange(router, messages, in_transaction, mark_read, per=per))
     return rates
 
 
@@ -179,27 +176,17 @@ def measure(ctx: Context) -> list[Result]:
             )
         )
     for label, make, problem in backends:
-        for batched in (False, True):
-            per = "4 per transaction" if batched else "1 per transaction"
-            name = f"{NAME} ({PERSISTENT_MESSAGES:,} msgs, {per})"
+        for per in PER_TRANSACTION:
+            name = f"{NAME} ({PERSISTENT_MESSAGES:,} msgs, {per} per transaction)"
             target = TARGET_POSTGRES if label.startswith("postgresql") else None
             if make is None:
                 results.append(skipped("router", name, label, UNIT, problem, target=target))
                 continue
             backend = make()
             values = run_child(
-                "bench.router",
-                "persistent",
-                backend.env,
-                messages=PERSISTENT_MESSAGES,
-                repeats=ctx.repeats,
-                batched=batched,
+                "bench.router", "persistent", backend.env, messages=PERSISTENT_MESSAGES, repeats=ctx.repeats, per=per
             )
-            where = (
-                "a round's 4 sends in one transaction, its 4 forwards in another, events held as in a turn"
-                if batched
-                else "each in its own transaction"
-            )
+            where = "each in a turn of its own" if per == 1 else f"{per} sends in a turn, {per} forwards in another"
             if backend.redis:
                 from bench.common import clear_redis_queues
 

@@ -58,6 +58,15 @@ def db_value(model, name: str, value):
     return model._meta.get_field(name).get_db_prep_value(value, _db())
 
 
+def array_type(field) -> str:
+    """The PostgreSQL type of an array of ``field``'s values, for unnest():
+    text, not varchar(n), for strings (an explicit cast to varchar(n) would
+    cut a long value, the INSERT's own cast refuses it)."""
+    if field.get_internal_type() in ("CharField", "TextField"):
+        return "text"
+    return field.db_type(_db())
+
+
 def insert(model, **values) -> None:
     """One INSERT of a row of ``model`` (field name -> value), without the
     ORM's per-instance work: for the rows written per routed message."""
@@ -161,7 +170,7 @@ def row_values(model, values: dict, computed: tuple[str, ...] = ()) -> tuple[str
     field added to the model without a default fails here, by name."""
     db = _db()
     fields, params = [], []
-    for field in model._meta.concrete_fields:
+    for field, text in _row_fields(model):
         if field.name in values:
             value = values[field.name]
         elif field.primary_key or field.name in computed:
@@ -171,9 +180,18 @@ def row_values(model, values: dict, computed: tuple[str, ...] = ()) -> tuple[str
             if value is None and not field.null:
                 raise TypeError(f"runs/sql.py writes {model.__name__} rows itself: give it a {field.name!r}")
         fields.append(field)
-        params.append(field.get_db_prep_save(value, db))
+        # A string for a text column is stored as it is: the ORM's
+        # preparation would return it unchanged, at a cost paid for every
+        # column of every message and event.
+        params.append(value if text and value.__class__ is str else field.get_db_prep_save(value, db))
     columns = ", ".join(db.ops.quote_name(field.column) for field in fields)
     return columns, params
+
+
+@functools.cache
+def _row_fields(model) -> tuple:
+    """``model``'s concrete fields, each with whether it is a text column."""
+    return tuple((f, f.get_internal_type() in ("CharField", "TextField")) for f in model._meta.concrete_fields)
 
 
 def from_db(model, name: str, value):

@@ -23,8 +23,9 @@ from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR, DropReason, MailboxState, MessageType, RouterMessage
+from runs import held_messages
 from runs.models import Event, Message, Run, Step, Workflow
-from runs.sql import from_db, insert, lock_run, plain_cursor, row_values, table
+from runs.sql import array_type, from_db, insert, lock_run, plain_cursor, row_values, table
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +134,7 @@ class DjangoEventSink:
         # No savepoint: an event that cannot be written fails its transaction.
         with transaction.atomic(savepoint=False):
             seq = _insert_events(self.run_id, [(event, timezone.now())])[-1]
-            _broadcast_after_commit(self.run_id, seq)
+            broadcast_after_commit(self.run_id, seq)
 
 
 # Events of runs whose writing is held (events_held), per thread.
@@ -153,7 +154,7 @@ def events_held(run_id: int) -> Iterator[None]:
     Use inside the transaction that holds the run's lock, for a block that
     reads no events back. If the block raises, its events are discarded
     with the transaction; a savepoint inside it discards its own events
-    with ``held_events_savepoint``."""
+    with ``held_savepoint``."""
     held = _held_events()
     if run_id in held:  # an outer block writes them
         yield
@@ -164,23 +165,41 @@ def events_held(run_id: int) -> Iterator[None]:
         events = held.pop(run_id)
         if events and not transaction.get_rollback():  # no queries in a doomed transaction
             with transaction.atomic(savepoint=False):
-                _broadcast_after_commit(run_id, _insert_events(run_id, events)[-1])
+                broadcast_after_commit(run_id, _insert_events(run_id, events)[-1])
     finally:
         held.pop(run_id, None)
 
 
-@contextlib.contextmanager
-def held_events_savepoint(run_id: int) -> Iterator[None]:
-    """A savepoint (``transaction.atomic()``) that, when it rolls back, also
-    drops the events of ``run_id`` that were held inside it."""
+def take_held_events(run_id: int) -> list[tuple[RuntimeEvent, object]]:
+    """The events held for run ``run_id`` so far, for a caller that writes
+    them now (runs/held_messages.py, with the messages); later ones are
+    held as before."""
     held = _held_events().get(run_id)
-    mark = len(held) if held is not None else 0
+    if not held:
+        return []
+    taken = list(held)
+    held.clear()
+    return taken
+
+
+@contextlib.contextmanager
+def held_savepoint(run_id: int) -> Iterator[None]:
+    """A savepoint (``transaction.atomic()``) that, when it rolls back, also
+    forgets the events and messages of ``run_id`` held inside it."""
+    events = _held_events().get(run_id)
+    # Copies, not lengths: what was held may be written inside the savepoint
+    # (a flush) and then undone with it; it is held again.
+    events_mark = list(events) if events is not None else []
+    messages = held_messages.held(run_id)
+    messages_mark = messages.mark() if messages is not None else None
     try:
         with transaction.atomic():
             yield
     except BaseException:
-        if held is not None:
-            del held[mark:]
+        if events is not None:
+            events[:] = events_mark
+        if messages is not None:
+            messages.roll_back_to(messages_mark)
         raise
 
 
@@ -193,7 +212,7 @@ def held_events_savepoint(run_id: int) -> Iterator[None]:
 _unsent = threading.local()
 
 
-def _broadcast_after_commit(run_id: int, seq: int) -> None:
+def broadcast_after_commit(run_id: int, seq: int) -> None:
     pending: dict[int, int] = _unsent.__dict__.setdefault("seqs", {})
     pending[run_id] = seq
 
@@ -208,51 +227,60 @@ def _broadcast_after_commit(run_id: int, seq: int) -> None:
 def _insert_events(run_id: int, events: list[tuple[RuntimeEvent, object]]) -> list[int]:
     """Number ``events`` (each with its creation time) with the run's next
     seqs and store them, in order; return their seqs."""
-    rows = [
-        {"run": run_id, "type": event.type, "step_id": event.step_id, "data": event.data, "created": created}
-        for event, created in events
-    ]
     if connection.vendor != "postgresql":
         seqs = []
-        for values in rows:
+        for values in _event_rows(run_id, events):
             seqs.append(_bump(run_id, "last_event_seq"))
             insert(Event, seq=seqs[-1], **values)
         return seqs
-    columns, params = zip(*(row_values(Event, values, computed=("seq",)) for values in rows), strict=True)
     # One round trip for them all: the counter's UPDATE (which locks the run
     # row, as _bump does) numbers the rows, each column one typed array.
-    count = len(rows)
-    arrays = [list(column) for column in zip(*params, strict=True)]
+    count = len(events)
     with plain_cursor() as cursor:
-        cursor.execute(_insert_events_sql(), [count, run_id, count, *arrays])
+        cursor.execute(_insert_events_sql(), [count, run_id, count, *event_arrays(run_id, events)])
         seqs = sorted(seq for (seq,) in cursor.fetchall())
     if len(seqs) != count:
         raise Run.DoesNotExist(f"run {run_id} does not exist")
     return seqs
 
 
-@functools.cache
-def _insert_events_sql() -> str:
+def _event_rows(run_id: int, events: list[tuple[RuntimeEvent, object]]) -> list[dict]:
+    return [
+        {"run": run_id, "type": event.type, "step_id": event.step_id, "data": event.data, "created": created}
+        for event, created in events
+    ]
+
+
+def event_arrays(run_id: int, events: list[tuple[RuntimeEvent, object]]) -> list[list]:
+    """The parameters of ``insert_events_from``: each column of ``events``'
+    rows as one list (PostgreSQL)."""
+    params = [row_values(Event, values, computed=("seq",))[1] for values in _event_rows(run_id, events)]
+    return [list(column) for column in zip(*params, strict=True)]
+
+
+def insert_events_from(counter: str) -> str:
+    """An INSERT of events numbered after ``counter``.last_event_seq (a CTE
+    that added their count to the run's counter and returned it), from
+    typed arrays; parameters: the count, then ``event_arrays``."""
     quote = connection.ops.quote_name
     fields = [f for f in Event._meta.concrete_fields if not f.primary_key and f.name != "seq"]
     columns = ", ".join(quote(f.column) for f in fields)
-    # Text, not varchar(n), for strings: an explicit cast to varchar(n)
-    # would cut a long value, the INSERT's own cast refuses it.
-    types = ", ".join(f"%s::{_array_type(f)}[]" for f in fields)
+    types = ", ".join(f"%b::{array_type(f)}[]" for f in fields)
     names = ", ".join(f"c{n}" for n in range(len(fields)))
     seq = quote(Event._meta.get_field("seq").column)
     return (
-        f"WITH bumped AS (UPDATE {table(Run)} SET last_event_seq = last_event_seq + %s WHERE id = %s "
-        f"RETURNING last_event_seq) INSERT INTO {table(Event)} ({columns}, {seq}) "
-        f"SELECT {names}, bumped.last_event_seq - %s + n FROM bumped, "
+        f"INSERT INTO {table(Event)} ({columns}, {seq}) "
+        f"SELECT {names}, {counter}.last_event_seq - %s + n FROM {counter}, "
         f"unnest({types}) WITH ORDINALITY AS e({names}, n) RETURNING {seq}"
     )
 
 
-def _array_type(field) -> str:
-    if field.get_internal_type() in ("CharField", "TextField"):
-        return "text"
-    return field.db_type(connection)
+@functools.cache
+def _insert_events_sql() -> str:
+    return (
+        f"WITH bumped AS (UPDATE {table(Run)} SET last_event_seq = last_event_seq + %s WHERE id = %s "
+        f"RETURNING last_event_seq) {insert_events_from('bumped')}"
+    )
 
 
 def schedule_state(run_id: int) -> tuple | None:
@@ -329,6 +357,7 @@ class DjangoMailboxStore:
     # building these with the ORM cost more than running them.
 
     def unread_count(self, mailbox: str) -> int:
+        self._write_held()
         with plain_cursor() as cursor:
             count, params = unread_count_sql(self.run_id, mailbox)
             cursor.execute(f"SELECT {count}", params)
@@ -341,21 +370,28 @@ class DjangoMailboxStore:
         return row is not None and row[0] == Run.Status.CANCELLED
 
     def mailbox_state(self, mailbox: str) -> MailboxState:
+        block = held_messages.held(self.run_id)
+        if block is not None and mailbox in block.states:
+            return block.states[mailbox]
         # One query instead of four: it runs for every routed message.
         with plain_cursor() as cursor:
-            cursor.execute(_mailbox_state_sql(), [mailbox, mailbox, self.run_id])
+            cursor.execute(mailbox_state_sql(), [mailbox, mailbox, self.run_id])
             row = cursor.fetchone()
         if row is None:
             return MailboxState(cancelled=False, registered=False, closed_reason=None, unread=0)
         status, kind, reason, unread = row
-        return MailboxState(
+        state = MailboxState(
             cancelled=status == Run.Status.CANCELLED,
             registered=kind == Step.Kind.STEP,
             closed_reason=DropReason(reason) if reason else None,
             unread=unread,
         )
+        return state if block is None else held_messages.keep_state(block, mailbox, state)
 
     def next_message_id(self, prefix: str) -> str:
+        block = held_messages.held(self.run_id)
+        if block is not None:
+            return f"{prefix}-{held_messages.next_number(block)}"
         return f"{prefix}-{_bump(self.run_id, 'last_message_no')}"
 
     def append(self, message: RouterMessage) -> None:
@@ -369,6 +405,7 @@ class DjangoMailboxStore:
         self._save(message, drop_reason=str(reason))
 
     def unread(self, mailbox: str) -> list[RouterMessage]:
+        self._write_held()
         with plain_cursor() as cursor:
             cursor.execute(_unread_sql(), [self.run_id, mailbox])
             return [_router_message(*row) for row in cursor.fetchall()]
@@ -377,6 +414,7 @@ class DjangoMailboxStore:
     # caller's transaction, and an error in them fails it anyway.
 
     def mark_read(self, mailbox: str, message_ids: list[str]) -> list[str]:
+        self._write_held()
         with transaction.atomic(savepoint=False):
             self._lock_run()
             rows = Message.objects.filter(run_id=self.run_id, recipient=mailbox, message_id__in=message_ids)
@@ -386,6 +424,7 @@ class DjangoMailboxStore:
             return already
 
     def close(self, mailbox: str, reason: DropReason) -> tuple[DropReason, list[RouterMessage]]:
+        self._write_held()
         with transaction.atomic(savepoint=False):
             self._lock_run()
             if connection.vendor == "postgresql":
@@ -408,6 +447,7 @@ class DjangoMailboxStore:
             return reason, self._drop_unread(mailbox, reason)
 
     def drop_unread(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
+        self._write_held()
         with transaction.atomic(savepoint=False):
             self._lock_run()
             return self._drop_unread(mailbox, reason)
@@ -422,6 +462,13 @@ class DjangoMailboxStore:
                 drop_reason=str(reason)
             )
         return dropped
+
+    def _write_held(self) -> None:
+        # What reads or changes messages must see the held ones, and what it
+        # changes makes the kept mailbox states stale.
+        block = held_messages.held(self.run_id)
+        if block is not None:
+            held_messages.flush(block)
 
     def _lock_run(self) -> None:
         # Sends take the run row's lock first (their message number): taking
@@ -443,7 +490,10 @@ class DjangoMailboxStore:
             "drained": None,
             "drop_reason": drop_reason,
         }
-        if not wake:
+        block = held_messages.held(self.run_id)
+        if block is not None:
+            held_messages.hold(block, values, wake=wake)
+        elif not wake:
             insert(Message, **values)
         elif connection.vendor == "postgresql":
             # One round trip: the message and the coordinator's wake request.
@@ -458,16 +508,19 @@ class DjangoMailboxStore:
                 row = cursor.fetchone()
             if row is None:
                 raise Run.DoesNotExist(f"run {self.run_id} does not exist")
-            _wake_after_commit(self.run_id, busy=bool(row[0]))
+            wake_after_commit(self.run_id, busy=bool(row[0]))
         else:
             insert(Message, **values)
             request_coordinator_wake(self.run_id)
 
 
 @functools.cache
-def _mailbox_state_sql() -> str:
+def mailbox_state_sql(also: str = "") -> str:
+    """A mailbox's state (the run's status, the step's kind and close
+    reason, its unread count) with the run's columns ``also`` first;
+    parameters: the mailbox twice, the run."""
     return (
-        "SELECT r.status, s.kind, s.mailbox_closed_reason, "
+        f"SELECT {also}r.status, s.kind, s.mailbox_closed_reason, "
         f"(SELECT COUNT(*) {_unread_from('r.id')}) "
         f"FROM {table(Run)} r LEFT JOIN {table(Step)} s ON s.run_id = r.id AND s.step_id = %s "
         "WHERE r.id = %s"
@@ -557,7 +610,7 @@ def request_coordinator_wake(run_id: int) -> None:
         row = cursor.fetchone()
     if row is None:
         raise Run.DoesNotExist(f"run {run_id} does not exist")
-    _wake_after_commit(run_id, busy=bool(row[0]))
+    wake_after_commit(run_id, busy=bool(row[0]))
 
 
 # Runs this thread's transaction asked to wake, and whether one needs a
@@ -567,7 +620,7 @@ def request_coordinator_wake(run_id: int) -> None:
 _wakes = threading.local()
 
 
-def _wake_after_commit(run_id: int, *, busy: bool) -> None:
+def wake_after_commit(run_id: int, *, busy: bool) -> None:
     """Wake the coordinator after commit, unless a wake is running: it read
     wake_requests before reading its inbox and goes idle only if the count
     is unchanged, which this transaction's bump (holding the run row's lock

@@ -30,6 +30,7 @@ from runs.actions.lifecycle import (
 )
 from runs.actions.steps import enforce_budget_after_commit
 from runs.actions.tooling import tool_env, tools_for
+from runs.held_messages import messages_held
 from runs.models import Run, Step
 from runs.stores import DjangoEventSink, DjangoMailboxStore, events_held, lock_run
 
@@ -155,9 +156,10 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
         completion = provider.complete(request)
         with transaction.atomic(), events_held(run.pk):
             lock_run(run.pk)
-            result = apply_completion(
-                turn, request, completion, shown, router=router, sink=sink, registry=registry, tools=tools
-            )
+            with messages_held(run.pk):  # a turn's forwards, written together
+                result = apply_completion(
+                    turn, request, completion, shown, router=router, sink=sink, registry=registry, tools=tools
+                )
             save_turn(coordinator, result)
             enforce_budget_after_commit(run.pk, spec)
             if result.finalized is not None:

@@ -28,6 +28,7 @@ from runs.actions.catalog import workflow_spec
 from runs.actions.common import REGISTRY, Limits, provider_for, router_for, save_turn, warning_cycle
 from runs.actions.containers import after_step_terminal
 from runs.actions.tooling import step_tools, tool_env
+from runs.held_messages import messages_held
 from runs.journal import DjangoToolJournal
 from runs.models import Run, Step, ToolCall
 from runs.stores import DjangoEventSink, DjangoMailboxStore, events_held, lock_run
@@ -99,9 +100,11 @@ def do_step_turn(step_pk: int, turn: int) -> None:
         # The turn's events go in together, in one statement on PostgreSQL.
         with events_held(run.pk):
             try:
-                result = apply_completion(
-                    agent_turn, request, completion, inbox, router=router, sink=sink, registry=registry, tools=tools
-                )
+                # Its messages too, while its tool calls route them.
+                with messages_held(run.pk):
+                    result = apply_completion(
+                        agent_turn, request, completion, inbox, router=router, sink=sink, registry=registry, tools=tools
+                    )
             except DoubleDrainError:
                 # Another worker already delivered these messages: this turn is a
                 # duplicate, and rolling it back keeps each message read once.

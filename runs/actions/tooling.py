@@ -26,7 +26,7 @@ from agents.tools.workflows import workflow_tool
 from runs.actions.catalog import InputError, check_inputs, workflow_spec
 from runs.actions.common import REGISTRY
 from runs.models import Approval, Claim, Run, Step, ToolCall, Workflow
-from runs.stores import DjangoEventSink, held_events_savepoint
+from runs.stores import DjangoEventSink, held_savepoint
 
 
 def tools_for(spec: WorkflowSpec, role: str, requested: Iterable[str]) -> tuple[ToolRegistry, list[Tool]]:
@@ -162,7 +162,7 @@ class DjangoToolHost:
     def isolated(self):
         # A savepoint: a tool that raises leaves no half-written rows (or
         # held events) behind and the turn's transaction goes on.
-        return held_events_savepoint(self.run_id)
+        return held_savepoint(self.run_id)
 
     def record_claim(self, ctx: ToolContext, claim: dict[str, Any]) -> str:
         ttl = claim.get("ttl") or ""

@@ -17,45 +17,18 @@ import pytest
 from django.db import DataError, connection, transaction
 
 from agents.events import Event as RuntimeEvent
-from agents.router import COORDINATOR, DropReason
+from agents.router import DropReason
 from runs import sql
-from runs.actions import do_register_workflow, router_for
+from runs.actions import router_for
 from runs.models import Run, Step
-from runs.stores import DjangoEventSink, events_held, held_events_savepoint, lock_run
+from runs.stores import DjangoEventSink, events_held, held_savepoint, lock_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-WORKFLOW = """\
-name: store-sql
-agents:
-  worker: {provider: scripted}
-steps:
-  - {id: s1, agent: worker}
-  - {id: s2, agent: worker}
-"""
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
-def run(request) -> Run:
-    if connection.vendor != request.param:
-        pytest.fail(f"this pass runs on {connection.vendor}, not {request.param}: see scripts/test.sh")
-    return _new_run()
-
 
 @pytest.fixture
-def pg_run() -> Run:
-    if connection.vendor != "postgresql":
-        pytest.fail(f"this pass runs on {connection.vendor}, not postgresql: see scripts/test.sh")
-    return _new_run()
-
-
-def _new_run() -> Run:
-    workflow, _ = do_register_workflow(WORKFLOW, "tests/integration/test_store_sql.py")
-    run = Run.objects.create(workflow=workflow, status=Run.Status.RUNNING)
-    Step.objects.create(run=run, step_id=COORDINATOR, kind=Step.Kind.COORDINATOR, agent=COORDINATOR)
-    for n, step in enumerate(("s1", "s2")):
-        Step.objects.create(run=run, step_id=step, agent="worker", position=n, status=Step.Status.RUNNING)
-    return run
+def run(two_step_run: Run) -> Run:
+    return two_step_run
 
 
 def _types_and_seqs(run: Run) -> list[tuple[int, str]]:
@@ -147,7 +120,7 @@ def test_it_discards_the_held_events_of_a_savepoint_that_rolled_back(run):
         lock_run(run.pk)
         with events_held(run.pk):
             DjangoEventSink(run.pk).emit(RuntimeEvent("agent_turn", "s1", {"kept": 1}))
-            with pytest.raises(RuntimeError), held_events_savepoint(run.pk):
+            with pytest.raises(RuntimeError), held_savepoint(run.pk):
                 DjangoEventSink(run.pk).emit(RuntimeEvent("coordinator_narration", "s1", {"text": "half-done"}))
                 raise RuntimeError("the tool broke")
             DjangoEventSink(run.pk).emit(RuntimeEvent("step_end", "s1", {"kept": 2}))

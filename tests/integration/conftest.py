@@ -1,0 +1,46 @@
+"""Fixtures of the tests that run on both databases: a running two-step run
+whose rows are written by hand, on the database of this pass."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from agents.router import COORDINATOR
+from runs.actions import do_register_workflow
+from runs.models import Run, Step
+
+TWO_STEPS = """\
+name: store-sql
+agents:
+  worker: {provider: scripted}
+steps:
+  - {id: s1, agent: worker}
+  - {id: s2, agent: worker}
+"""
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
+def two_step_run(request) -> Run:
+    """A running run with steps s1 and s2, once per database: on SQLite in
+    the first pass of `make test`, on PostgreSQL (marked services) in the
+    second."""
+    if connection.vendor != request.param:
+        pytest.fail(f"this pass runs on {connection.vendor}, not {request.param}: see scripts/test.sh")
+    return _new_run()
+
+
+@pytest.fixture
+def pg_run() -> Run:
+    if connection.vendor != "postgresql":
+        pytest.fail(f"this pass runs on {connection.vendor}, not postgresql: see scripts/test.sh")
+    return _new_run()
+
+
+def _new_run() -> Run:
+    workflow, _ = do_register_workflow(TWO_STEPS, "tests/integration/conftest.py")
+    run = Run.objects.create(workflow=workflow, status=Run.Status.RUNNING)
+    Step.objects.create(run=run, step_id=COORDINATOR, kind=Step.Kind.COORDINATOR, agent=COORDINATOR)
+    for n, step in enumerate(("s1", "s2")):
+        Step.objects.create(run=run, step_id=step, agent="worker", position=n, status=Step.Status.RUNNING)
+    return run

@@ -1,0 +1,135 @@
+"""A turn's messages held and written together (runs/held_messages.py):
+numbered in the order they were routed, without gaps, stored when the block
+ends; seen by a drain or close inside the block; counted against the
+mailbox cap while held; forgotten with a savepoint that rolls back, or a
+block that raises; the coordinator woken once. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import pytest
+from django.db import transaction
+
+from agents.router import COORDINATOR, DropReason, MessageRouter
+from runs.actions import router_for
+from runs.held_messages import messages_held
+from runs.models import Run
+from runs.stores import DjangoEventSink, DjangoMailboxStore, events_held, held_savepoint, lock_run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@contextlib.contextmanager
+def _turn(run: Run) -> Iterator[None]:
+    """A turn's frame: the run locked, its events and messages held."""
+    with transaction.atomic():
+        lock_run(run.pk)
+        with events_held(run.pk), messages_held(run.pk):
+            yield
+
+
+def _stored(run: Run) -> list[tuple[str, str, str]]:
+    return list(run.messages.order_by("id").values_list("message_id", "recipient", "drop_reason"))
+
+
+def test_it_stores_a_blocks_messages_when_it_ends_numbered_in_routing_order(two_step_run):
+    run = two_step_run
+    with _turn(run):
+        router = router_for(run.pk)
+        results = [router.send("s1", "one"), router.forward("s2", "two"), router.send("s2", "three")]
+        # Another store of the run, as the resumer makes its own: held too.
+        assert MessageRouter(DjangoMailboxStore(run.pk), DjangoEventSink(run.pk)).forward("s1", "four").text == (
+            "queued: msg-fwd-4"
+        )
+        assert not run.messages.exists()  # held until the block ends
+
+    assert [r.text for r in results] == ["queued: msg-send-1", "queued: msg-fwd-2", "queued: msg-send-3"]
+    assert _stored(run) == [
+        ("msg-send-1", COORDINATOR, ""),
+        ("msg-fwd-2", "s2", ""),
+        ("msg-send-3", COORDINATOR, ""),
+        ("msg-fwd-4", "s1", ""),
+    ]
+    sent = run.events.filter(type="message_sent").order_by("seq")
+    assert [e.data["message_id"] for e in sent] == ["msg-send-1", "msg-fwd-2", "msg-send-3", "msg-fwd-4"]
+    run.refresh_from_db()
+    assert run.last_message_no == 4
+    assert run.wake_requests == 2  # one per message for the coordinator
+
+    with _turn(run):
+        assert router_for(run.pk).forward("s1", "next turn").text == "queued: msg-fwd-5"
+
+
+def test_a_drain_inside_the_block_reads_the_held_messages(two_step_run):
+    run = two_step_run
+    with _turn(run):
+        router = router_for(run.pk)
+        router.send("s1", "for the coordinator")
+        router.send("s2", "and another")
+        drained = router.drain(COORDINATOR)
+        assert [m.message_id for m in drained] == ["msg-send-1", "msg-send-2"]
+        router.send("s1", "after the drain")
+
+    unread = dict(run.messages.values_list("message_id", "drained"))
+    assert unread["msg-send-1"] is not None and unread["msg-send-2"] is not None
+    assert unread["msg-send-3"] is None
+
+
+def test_a_close_inside_the_block_drops_what_the_block_held_for_it(two_step_run):
+    run = two_step_run
+    with _turn(run):
+        router = router_for(run.pk)
+        router.forward("s1", "will be dropped")
+        assert router.close("s1") == 1
+        late = router.forward("s1", "after the close")
+
+    assert (late.status, late.reason) == ("dropped", DropReason.TARGET_TERMINAL)
+    assert _stored(run) == [
+        ("msg-fwd-1", "s1", str(DropReason.TARGET_TERMINAL)),
+        ("msg-fwd-2", "s1", str(DropReason.TARGET_TERMINAL)),
+    ]
+
+
+def test_held_messages_count_against_the_mailbox_cap(two_step_run):
+    run = two_step_run
+    store = DjangoMailboxStore(run.pk)
+    with _turn(run):
+        router = MessageRouter(store, DjangoEventSink(run.pk), max_mailbox_size=2)
+        results = [router.forward("s1", f"note {n}") for n in range(3)]
+
+    assert [r.status for r in results] == ["queued", "queued", "dropped"]
+    assert results[2].reason == DropReason.MAILBOX_FULL
+    assert run.messages.filter(recipient="s1", drop_reason="").count() == 2
+    assert run.events.filter(type="message_dropped", data__reason=str(DropReason.MAILBOX_FULL)).count() == 1
+
+
+def test_a_savepoint_that_rolls_back_takes_its_held_messages_and_their_numbers(two_step_run):
+    run = two_step_run
+    with _turn(run):
+        router = router_for(run.pk)
+        router.forward("s1", "kept")
+        with pytest.raises(RuntimeError), held_savepoint(run.pk):
+            router.forward("s2", "lost with the tool")
+            router.drain("s1")  # writes the held rows inside the savepoint: undone with it
+            raise RuntimeError("the tool broke")
+        router.forward("s2", "kept too")
+
+    assert _stored(run) == [("msg-fwd-1", "s1", ""), ("msg-fwd-2", "s2", "")]
+    assert run.messages.get(message_id="msg-fwd-1").drained is None  # the drain was undone
+    run.refresh_from_db()
+    assert run.last_message_no == 2
+
+
+def test_a_block_that_raises_stores_nothing(two_step_run):
+    run = two_step_run
+    with pytest.raises(RuntimeError), _turn(run):
+        router_for(run.pk).forward("s1", "never stored")
+        raise RuntimeError("the turn broke")
+
+    assert not run.messages.exists()
+    run.refresh_from_db()
+    assert run.last_message_no == 0
+    with _turn(run):
+        assert router_for(run.pk).forward("s1", "first for real").text == "queued: msg-fwd-1"
