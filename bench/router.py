@@ -146,6 +146,9 @@ def persistent(messages: int, repeats: int, per: int = 1) -> list[float]:
             Message.objects.filter(run_id=run_id, drained=None).update(drained=timezone.now())
 
         rates.append(exchange(router, messages, in_transaction, mark_read, per=per))
+        # Ended, so that the workers of a later measurement (on this database)
+        # do not take it for a silent run and wake its coordinator.
+        Run.objects.filter(pk=run.pk).update(status=Run.Status.COMPLETED, finished=timezone.now())
     return rates
 
 

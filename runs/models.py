@@ -164,6 +164,18 @@ class Step(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "step_id"], name="step_run_step_id")]
         ordering = ["run", "position"]
+        # Asked after every step's end (runs/stores.py schedule_state): is a
+        # step pending, is any unfinished? Only those rows are indexed, so a
+        # 500-step run answers from a few entries instead of 500 rows.
+        indexes = [
+            models.Index(fields=["run"], condition=models.Q(kind="step", status="pending"), name="step_pending"),
+            models.Index(
+                fields=["run"],
+                condition=~models.Q(kind="coordinator")
+                & (models.Q(resuming=True) | ~models.Q(status__in=["completed", "failed", "skipped", "cancelled"])),
+                name="step_unfinished",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.step_id

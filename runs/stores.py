@@ -26,6 +26,7 @@ from agents.router import COORDINATOR, DropReason, MailboxState, MessageType, Ro
 from runs import held_messages
 from runs.models import Event, Message, Run, Step, Workflow
 from runs.sql import array_type, from_db, insert, lock_run, plain_cursor, row_values, table
+from runs.sql import assignments as sql_assignments
 
 log = logging.getLogger(__name__)
 
@@ -289,17 +290,7 @@ def schedule_state(run_id: int) -> tuple | None:
     is pending, whether every step is done (terminal, none being resumed),
     and its workflow's id and created. None if the run does not exist."""
     with plain_cursor() as cursor:
-        cursor.execute(
-            _schedule_state_sql(),
-            [
-                COORDINATOR,
-                Step.Kind.STEP,
-                Step.Status.PENDING,
-                Step.Kind.COORDINATOR,
-                *Step.TERMINAL,
-                run_id,
-            ],
-        )
+        cursor.execute(_schedule_state_sql(), [COORDINATOR, run_id])
         row = cursor.fetchone()
     if row is None:
         return None
@@ -311,14 +302,21 @@ def schedule_state(run_id: int) -> tuple | None:
 @functools.cache
 def _schedule_state_sql() -> str:
     # Plain SQL: the ORM took ten times longer to build this than
-    # PostgreSQL to run it, after every step of a run.
-    terminal = ", ".join(["%s"] * len(Step.TERMINAL))
+    # PostgreSQL to run it, after every step of a run. The kinds and
+    # statuses are written in, not bound: a prepared statement's generic
+    # plan could not tell that its parameters match the partial indexes
+    # step_pending and step_unfinished (runs/models.py), and would read
+    # every step of the run.
+    def quoted(*values: str) -> str:
+        return ", ".join("'" + value.replace("'", "''") + "'" for value in values)
+
     return (
         "SELECT r.status, r.coordinator_busy, "
         f"EXISTS(SELECT 1 {_unread_from('r.id')}), "
-        f"EXISTS(SELECT 1 FROM {table(Step)} s WHERE s.run_id = r.id AND s.kind = %s AND s.status = %s), "
-        f"EXISTS(SELECT 1 FROM {table(Step)} s WHERE s.run_id = r.id AND s.kind <> %s "
-        f"AND (s.resuming OR s.status NOT IN ({terminal}))), "
+        f"EXISTS(SELECT 1 FROM {table(Step)} s WHERE s.run_id = r.id "
+        f"AND s.kind = {quoted(Step.Kind.STEP)} AND s.status = {quoted(Step.Status.PENDING)}), "
+        f"EXISTS(SELECT 1 FROM {table(Step)} s WHERE s.run_id = r.id AND s.kind <> {quoted(Step.Kind.COORDINATOR)} "
+        f"AND (s.resuming OR s.status NOT IN ({quoted(*Step.TERMINAL)}))), "
         f"r.workflow_id, w.created FROM {table(Run)} r JOIN {table(Workflow)} w ON w.id = r.workflow_id "
         "WHERE r.id = %s"
     )
@@ -445,6 +443,21 @@ class DjangoMailboxStore:
             if not closed:
                 return reason, []
             return reason, self._drop_unread(mailbox, reason)
+
+    def close_empty(self, mailbox: str, values: dict) -> None:
+        """Close ``mailbox``, which holds nothing unread (the caller read it
+        under the run's lock), as target-terminal, and write ``values`` to
+        its step in the same statement (a step's completion). Unlike close,
+        it drops nothing and emits nothing; a closed mailbox keeps its reason."""
+        self._write_held()
+        assignments, params = sql_assignments(Step, values)
+        with plain_cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {table(Step)} SET {assignments}, mailbox_closed_reason = "
+                "CASE WHEN mailbox_closed_reason = '' THEN %s ELSE mailbox_closed_reason END "
+                "WHERE run_id = %s AND step_id = %s",
+                [*params, str(DropReason.TARGET_TERMINAL), self.run_id, mailbox],
+            )
 
     def drop_unread(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
         self._write_held()

@@ -183,3 +183,16 @@ def test_a_conditional_update_that_locks_the_run_waits_for_the_lock_on_postgresq
     assert updated == [1]
     step.refresh_from_db()
     assert step.turns == 1
+
+
+def test_scheduling_reads_only_the_unfinished_steps_on_postgresql(pg_run):
+    # Asked after every step's end: a 500-step run must not read its 500
+    # rows each time. The statuses written into the query must match the
+    # partial indexes' conditions (runs/models.py) for the planner to use them.
+    from runs.stores import _schedule_state_sql
+
+    with sql.plain_cursor() as cursor:
+        cursor.execute(f"EXPLAIN {_schedule_state_sql()}", ["coordinator", pg_run.pk])
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "step_pending" in plan
+    assert "step_unfinished" in plan
