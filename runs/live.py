@@ -11,11 +11,12 @@ from collections import OrderedDict
 
 from channels.db import database_sync_to_async
 from django.conf import settings
-from django.db.models import Count, F, Prefetch, Q
+from django.db.models import Count, F, Prefetch
 from django.template.loader import render_to_string
 
 from agents import ids
-from runs.actions.budgets import TOKEN_SUMS, TokenTotals, totals_from, totals_of
+from runs import live_queries
+from runs.actions.budgets import TokenTotals, totals_of
 from runs.graph import GRAPH_EVENTS, routing_graph
 from runs.models import Approval, Command, Event, Message, Run, Step, ToolCall
 
@@ -23,7 +24,7 @@ BATCH = 500
 
 
 def events_after(run_id: int, after: int, limit: int = BATCH) -> list[Event]:
-    return list(Event.objects.filter(run_id=run_id, seq__gt=after).order_by("seq")[:limit])
+    return live_queries.events_after(run_id, after, limit)
 
 
 def run_context(run: Run, *, graph: bool = True) -> dict:
@@ -35,23 +36,6 @@ def run_context(run: Run, *, graph: bool = True) -> dict:
         "steps": steps,
         "graph": routing_graph(run, steps=steps) if graph else None,
     }
-
-
-def header_context(run: Run) -> dict:
-    """The run header alone, its counts summed by the database (one query):
-    a live update need not load every step of a big run to redraw it."""
-    work = Q(kind=Step.Kind.STEP)
-    sums = run.steps.aggregate(
-        done=Count("id", filter=work & Q(status__in=Step.TERMINAL)), total=Count("id", filter=work), **TOKEN_SUMS
-    )
-    return _header(run, totals_from(sums), sums["done"], sums["total"])
-
-
-def step_rows(run: Run, step_ids: set[str]) -> list[Step]:
-    """The steps ``step_ids`` of ``run`` as the step list shows them."""
-    steps = list(run.steps.filter(step_id__in=step_ids).defer("transcript", "variables").order_by("position"))
-    _count_unread(run, steps)
-    return steps
 
 
 def _header(run: Run, tokens: TokenTotals, done: int, total: int) -> dict:
@@ -234,7 +218,9 @@ def _render_update(run_id: int, after: int) -> tuple[str, int]:
     events = events_after(run_id, after)
     if not events:
         return "", after
-    run = Run.objects.select_related("workflow", "created_by").get(pk=run_id)
+    # With the header's figures, summed by the database: a live update need
+    # not load every step of a big run to redraw the header.
+    run, done, total, tokens = live_queries.run_with_header(run_id)
     redraw_graph = any(event.type in GRAPH_EVENTS for event in events)
     # A big run's graph is marked stale instead: each page fetches it at
     # most once a second (routing_graph.html). The last update draws it.
@@ -244,13 +230,13 @@ def _render_update(run_id: int, after: int) -> tuple[str, int]:
     if changed is None or redraw_graph:
         context = run_context(run, graph=redraw_graph)
     else:
-        context = header_context(run)
+        context = _header(run, tokens, done, total)
     if changed is not None:
         # Only the rows these events touched: a 500-step run's whole list
         # was 400 KB, sent to every dashboard on every update.
         shown = context.get("steps")
         context["step_rows"] = (
-            [s for s in shown if s.step_id in changed] if shown is not None else step_rows(run, changed)
+            [s for s in shown if s.step_id in changed] if shown is not None else live_queries.step_rows(run.pk, changed)
         )
     context |= {"events": events, "last_seq": events[-1].seq, "graph_seq": events[-1].seq, "oob": True}
     if any(event.type in TOOL_EVENTS for event in events):

@@ -233,7 +233,7 @@ def _converters(model, attname: str, vendor: str) -> tuple:
 
 
 @functools.cache
-def _select(model, alias: str, vendor: str, without: tuple[str, ...] = ()) -> tuple[list[str], str]:
+def select_columns(model, alias: str, vendor: str, without: tuple[str, ...] = ()) -> tuple[list[str], str]:
     """The attnames of ``model``'s concrete fields but ``without``, and their
     columns prefixed with ``alias``, for a SELECT list."""
     fields = [f for f in model._meta.concrete_fields if f.name not in without]
@@ -282,7 +282,7 @@ def _step_for_turn_parts(vendor: str) -> tuple:
 
     user_model = Run._meta.get_field("created_by").related_model
     aliased = ((Step, "s", ()), (Run, "r", ()), (Workflow, "w", WORKFLOW_TEXT), (user_model, "u", ()))
-    return tuple((model, *_select(model, alias, vendor, without)) for model, alias, without in aliased)
+    return tuple((model, *select_columns(model, alias, vendor, without)) for model, alias, without in aliased)
 
 
 @functools.cache
