@@ -43,6 +43,26 @@ def worker_identity() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}"
 
 
+def claim_turn(step_pk: int, turn: int, owner: str) -> Step | None:
+    """Take the lease on turn ``turn`` of a step and return the step loaded
+    for it (``sql.step_for_turn``), or None if the turn is not this
+    worker's: stale, repeated, leased elsewhere, or its run stopped. One
+    statement on PostgreSQL. Raises Step.DoesNotExist for a step that is gone."""
+    now = timezone.now()
+    if connection.vendor == "postgresql":
+        expires = now + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS)
+        step = sql.claim_step_for_turn(step_pk, turn, owner, expires, now)
+        if step is None and not Step.objects.filter(pk=step_pk).exists():
+            raise Step.DoesNotExist(f"step {step_pk} does not exist")
+        return step
+    step = sql.step_for_turn(step_pk)
+    if step is None:
+        raise Step.DoesNotExist(f"step {step_pk} does not exist")
+    if step.run.status != Run.Status.RUNNING or step.status != Step.Status.RUNNING or step.turns != turn - 1:
+        return None
+    return step if claim(step_pk, turn, owner) else None
+
+
 def claim(step_pk: int, turn: int, owner: str) -> bool:
     """Take the lease on turn ``turn`` of a step; False if another worker holds
     it (or the turn was taken already)."""

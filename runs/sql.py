@@ -252,15 +252,49 @@ def step_for_turn(step_pk: int):
     many messages its mailbox holds unread (a turn with none skips reading
     them). One query, built once: the ORM took longer to build this join
     than PostgreSQL took to run it, on every step turn."""
-    from runs.models import Run, Step
 
     vendor = _db().vendor
     parts = [(model, names) for model, names, _ in _step_for_turn_parts(vendor)]
     with plain_cursor() as cursor:
         cursor.execute(_step_for_turn_sql(vendor), [step_pk])
         row = cursor.fetchone()
-    if row is None:
-        return None
+    return None if row is None else _step_with_run(parts, row)
+
+
+def claim_step_for_turn(step_pk: int, turn: int, owner: str, expires, now):
+    """PostgreSQL: take the lease on turn ``turn`` of step ``step_pk`` (the
+    step and its run running, the turn the next one, no live lease but
+    ``owner``'s) and return the step loaded as ``step_for_turn`` loads it,
+    in one statement; None if the turn is not this worker's to take. On a
+    worker every turn paid a round trip to load the step and another to
+    claim it."""
+    from runs.models import Run, Step
+
+    vendor = _db().vendor
+    parts = [(model, names) for model, names, _ in _step_for_turn_parts(vendor)]
+    step_model = parts[0][0]
+    running = Step.Status.RUNNING
+    with plain_cursor() as cursor:
+        cursor.execute(
+            _claim_step_for_turn_sql(vendor),
+            [
+                owner,
+                db_value(step_model, "lease_expires", expires),
+                step_pk,
+                running,
+                turn - 1,
+                Run.Status.RUNNING,
+                db_value(step_model, "lease_expires", now),
+                owner,
+            ],
+        )
+        row = cursor.fetchone()
+    return None if row is None else _step_with_run(parts, row)
+
+
+def _step_with_run(parts: list, row):
+    from runs.models import Run, Step
+
     loaded, start = [], 0
     for model, names in parts:
         values = row[start : start + len(names)]
@@ -273,6 +307,24 @@ def step_for_turn(step_pk: int):
     Run._meta.get_field("created_by").set_cached_value(run, user)
     Step._meta.get_field("run").set_cached_value(step, run)
     return step
+
+
+@functools.cache
+def _claim_step_for_turn_sql(vendor: str) -> str:
+    from runs.models import Run, Step, Workflow
+    from runs.stores import unread_count_of
+
+    parts = _step_for_turn_parts(vendor)
+    columns = ", ".join(select for _, _, select in parts) + ", " + unread_count_of("s.run_id", "s.step_id")
+    user_model = parts[3][0]
+    return (
+        f"UPDATE {table(Step)} s SET lease_owner = %s, lease_expires = %s FROM {table(Run)} r "
+        f"JOIN {table(Workflow)} w ON w.id = r.workflow_id "
+        f"LEFT JOIN {table(user_model)} u ON u.id = r.created_by_id "
+        "WHERE s.id = %s AND r.id = s.run_id AND s.status = %s AND s.turns = %s AND r.status = %s "
+        "AND (s.lease_expires IS NULL OR s.lease_expires < %s OR s.lease_owner = %s) "
+        f"RETURNING {columns}"
+    )
 
 
 @functools.cache

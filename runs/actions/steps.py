@@ -37,12 +37,13 @@ from runs.stores import DjangoEventSink, DjangoMailboxStore, events_held, lock_r
 def do_step_turn(step_pk: int, turn: int) -> None:
     """Take turn number ``turn`` of a step: ask its model, then record the
     answer in one transaction. A stale or repeated task does nothing."""
-    step = sql.step_for_turn(step_pk)
+    # One worker per turn: a redelivered task, or a sweep racing a slow but
+    # live worker, finds the lease taken (or the turn gone) and leaves.
+    owner = leases.worker_identity()
+    step = leases.claim_turn(step_pk, turn, owner)
     if step is None:
-        raise Step.DoesNotExist(f"step {step_pk} does not exist")
-    run = step.run
-    if run.status != Run.Status.RUNNING or step.status != Step.Status.RUNNING or step.turns != turn - 1:
         return
+    run = step.run
     spec = workflow_spec(run.workflow)
     agent = spec.agents[step.agent]
     # Most turns (a fan-out's every one) have no mail: the count came with the step.
@@ -61,11 +62,6 @@ def do_step_turn(step_pk: int, turn: int) -> None:
     agent_turn = _agent_turn(run, step, agent, variables)
     registry, tools = step_tools(spec, step)
     request = build_request(agent_turn, tools, inbox)
-    # One worker per turn: a redelivered task, or a sweep racing a slow but
-    # live worker, finds the lease taken and leaves.
-    owner = leases.worker_identity()
-    if not leases.claim(step.pk, turn, owner):
-        return
     journal = DjangoToolJournal(step.pk, owner)
     agent_turn.env.journal = journal
     # Service-backed calls become tasks of their own (runs/actions/tool_tasks.py).

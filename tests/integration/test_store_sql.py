@@ -185,6 +185,7 @@ def test_a_conditional_update_that_locks_the_run_waits_for_the_lock_on_postgresq
     assert step.turns == 1
 
 
+@pytest.mark.services
 def test_scheduling_reads_only_the_unfinished_steps_on_postgresql(pg_run):
     # Asked after every step's end: a 500-step run must not read its 500
     # rows each time. The statuses written into the query must match the
