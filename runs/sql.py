@@ -312,11 +312,8 @@ def _step_with_run(parts: list, row):
 @functools.cache
 def _claim_step_for_turn_sql(vendor: str) -> str:
     from runs.models import Run, Step, Workflow
-    from runs.stores import unread_count_of
 
-    parts = _step_for_turn_parts(vendor)
-    columns = ", ".join(select for _, _, select in parts) + ", " + unread_count_of("s.run_id", "s.step_id")
-    user_model = parts[3][0]
+    columns, user_model = _step_for_turn_columns(vendor)
     return (
         f"UPDATE {table(Step)} s SET lease_owner = %s, lease_expires = %s FROM {table(Run)} r "
         f"JOIN {table(Workflow)} w ON w.id = r.workflow_id "
@@ -340,13 +337,20 @@ def _step_for_turn_parts(vendor: str) -> tuple:
 @functools.cache
 def _step_for_turn_sql(vendor: str) -> str:
     from runs.models import Run, Step, Workflow
-    from runs.stores import unread_count_of
 
-    parts = _step_for_turn_parts(vendor)
-    columns = ", ".join(select for _, _, select in parts) + ", " + unread_count_of("s.run_id", "s.step_id")
-    user_model = parts[3][0]
+    columns, user_model = _step_for_turn_columns(vendor)
     return (
         f"SELECT {columns} FROM {table(Step)} s JOIN {table(Run)} r ON r.id = s.run_id "
         f"JOIN {table(Workflow)} w ON w.id = r.workflow_id "
         f"LEFT JOIN {table(user_model)} u ON u.id = r.created_by_id WHERE s.id = %s"
     )
+
+
+def _step_for_turn_columns(vendor: str) -> tuple[str, type]:
+    """What a step loaded for its turn selects (the step, its run, workflow
+    and creator, then its unread count), and the user model."""
+    from runs.stores import unread_count_of
+
+    parts = _step_for_turn_parts(vendor)
+    columns = ", ".join(select for _, _, select in parts) + ", " + unread_count_of("s.run_id", "s.step_id")
+    return columns, parts[3][0]
