@@ -32,9 +32,9 @@ from dataclasses import dataclass, field, replace
 
 from django.db import connection, transaction
 
-from agents.router import COORDINATOR, DropReason, MailboxState
-from runs.models import Event, Message, Run, Step
-from runs.sql import array_type, plain_cursor, row_values, table
+from agents.router import COORDINATOR, MailboxState
+from runs.models import Message, Run, Step
+from runs.sql import plain_cursor, row_values, table, unnest_rows
 
 
 @dataclass
@@ -173,15 +173,13 @@ def _read_counter(run_id: int) -> tuple[int, dict[str, MailboxState]]:
         rows = cursor.fetchall()
     if not rows:
         raise Run.DoesNotExist(f"run {run_id} does not exist")
-    states = {}
-    for _, status, mailbox, kind, reason, unread in rows:
-        if mailbox is not None:
-            states[mailbox] = MailboxState(
-                cancelled=status == Run.Status.CANCELLED,
-                registered=kind == Step.Kind.STEP,
-                closed_reason=DropReason(reason) if reason else None,
-                unread=unread,
-            )
+    from runs.stores import mailbox_state_of
+
+    states = {
+        mailbox: mailbox_state_of(status, kind, reason, unread)
+        for _, status, mailbox, kind, reason, unread in rows
+        if mailbox is not None
+    }
     return rows[0][0], states
 
 
@@ -219,12 +217,12 @@ def _write_with_events(run_id: int, rows: list[dict], taken: int, wakes: int, ev
     """``_write`` in one round trip, with ``events`` (PostgreSQL): each
     column of the messages and of the events one typed array, inserted in
     the order they were routed and emitted. Also returns the last event seq."""
-    from runs.stores import event_arrays
+    from runs.stores import event_arrays, event_fields
 
     message_arrays = [list(column) for column in zip(*(row_values(Message, row)[1] for row in rows), strict=True)]
     if not rows:  # unnest() of empty arrays stores nothing
         message_arrays = [[] for _ in _message_fields()]
-    event_params = event_arrays(run_id, events) if events else [[] for _ in _event_fields()]
+    event_params = event_arrays(run_id, events) if events else [[] for _ in event_fields()]
     with plain_cursor() as cursor:
         cursor.execute(_write_sql(), [taken, len(events), wakes, run_id, *message_arrays, len(events), *event_params])
         found = cursor.fetchone()
@@ -245,24 +243,14 @@ def _message_fields() -> list:
     return [f for f in Message._meta.concrete_fields if not f.primary_key]
 
 
-def _event_fields() -> list:
-    return [f for f in Event._meta.concrete_fields if not f.primary_key and f.name != "seq"]
-
-
 @functools.cache
 def _write_sql() -> str:
     from runs.stores import insert_events_from
 
-    fields = _message_fields()
-    quote = connection.ops.quote_name
-    columns = ", ".join(quote(f.column) for f in fields)
-    types = ", ".join(f"%b::{array_type(f)}[]" for f in fields)
-    names = ", ".join(f"c{n}" for n in range(len(fields)))
+    columns, names, rows = unnest_rows(_message_fields(), "m")
     return (
         f"WITH counted AS ({_count_sql()}), "
-        f"stored AS (INSERT INTO {table(Message)} ({columns}) "
-        f"SELECT {names} FROM counted, unnest({types}) WITH ORDINALITY AS m({names}, n) ORDER BY n RETURNING 1), "
+        f"stored AS (INSERT INTO {table(Message)} ({columns}) SELECT {names} FROM counted, {rows} ORDER BY n), "
         f"numbered AS ({insert_events_from('counted')}) "
-        "SELECT last_message_no, coordinator_busy, last_event_seq, "
-        "(SELECT COUNT(*) FROM stored), (SELECT COUNT(*) FROM numbered) FROM counted"
+        "SELECT last_message_no, coordinator_busy, last_event_seq FROM counted"
     )

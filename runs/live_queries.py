@@ -16,7 +16,7 @@ from django.db import connection
 
 from runs.actions.budgets import ROLE_SQL, ROLES, Tokens, TokenTotals
 from runs.models import Event, Run, Step, Workflow
-from runs.sql import WORKFLOW_TEXT, instance, plain_cursor, select_columns, table
+from runs.sql import WORKFLOW_TEXT, instance, instances, plain_cursor, run_joins, select_columns, table
 
 # A step row as the step list shows it: never its transcript or variables.
 STEP_ROW_UNUSED = ("transcript", "variables")
@@ -43,12 +43,7 @@ def run_with_header(run_id: int) -> tuple[Run, int, int, TokenTotals]:
         row = cursor.fetchone()
     if row is None:
         raise Run.DoesNotExist(f"run {run_id} does not exist")
-    loaded, start = [], 0
-    for model, names, _ in parts:
-        values = row[start : start + len(names)]
-        start += len(names)
-        loaded.append(None if values[0] is None else instance(model, names, values))
-    run, workflow, user = loaded
+    (run, workflow, user), start = instances(parts, row)
     Run._meta.get_field("workflow").set_cached_value(run, workflow)
     Run._meta.get_field("created_by").set_cached_value(run, user)
     done, total, *sums = (value or 0 for value in row[start:])
@@ -94,7 +89,6 @@ def _run_parts(vendor: str) -> tuple:
 @functools.cache
 def _run_with_header_sql(vendor: str) -> str:
     parts = _run_parts(vendor)
-    user_model = parts[2][0]
     terminal = ", ".join(f"'{status}'" for status in Step.TERMINAL)
     work = f"kind = '{Step.Kind.STEP}'"
     figures = [f"COUNT(*) FILTER (WHERE {work} AND status IN ({terminal}))", f"COUNT(*) FILTER (WHERE {work})"]
@@ -106,8 +100,7 @@ def _run_with_header_sql(vendor: str) -> str:
     columns = ", ".join(select for _, _, select in parts)
     return (
         f"SELECT {columns}, {', '.join(f'h.{name}' for name in names)} FROM {table(Run)} r "
-        f"JOIN {table(Workflow)} w ON w.id = r.workflow_id "
-        f"LEFT JOIN {table(user_model)} u ON u.id = r.created_by_id "
+        f"{run_joins(parts[2][0])} "
         f"LEFT JOIN (SELECT run_id, {header} FROM {table(Step)} WHERE run_id = %s GROUP BY run_id) h "
         "ON h.run_id = r.id WHERE r.id = %s"
     )

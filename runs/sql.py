@@ -67,6 +67,19 @@ def array_type(field) -> str:
     return field.db_type(_db())
 
 
+def unnest_rows(fields: list, alias: str) -> tuple[str, str, str]:
+    """For an INSERT ... SELECT of rows sent as typed arrays, one per column
+    (PostgreSQL, sent in binary: the text array format escapes every
+    element): the quoted columns of ``fields``, the names to select, and
+    ``unnest(...) WITH ORDINALITY AS alias(names, n)``, n numbering the rows
+    in the arrays' order. Parameters: one list per field."""
+    quote = _db().ops.quote_name
+    columns = ", ".join(quote(f.column) for f in fields)
+    names = ", ".join(f"c{n}" for n in range(len(fields)))
+    types = ", ".join(f"%b::{array_type(f)}[]" for f in fields)
+    return columns, names, f"unnest({types}) WITH ORDINALITY AS {alias}({names}, n)"
+
+
 def insert(model, **values) -> None:
     """One INSERT of a row of ``model`` (field name -> value), without the
     ORM's per-instance work: for the rows written per routed message."""
@@ -292,16 +305,22 @@ def claim_step_for_turn(step_pk: int, turn: int, owner: str, expires, now):
     return None if row is None else _step_with_run(parts, row)
 
 
+def instances(parts: list, row) -> tuple[list, int]:
+    """The instances of ``parts`` ((model, attnames, ...) each) that one
+    joined row holds, in order, and where the row's other columns start.
+    A part whose primary key is None (a LEFT JOIN that found nothing) is None."""
+    loaded, start = [], 0
+    for model, names, *_ in parts:
+        values = row[start : start + len(names)]
+        start += len(names)
+        loaded.append(None if values[0] is None else instance(model, names, values))
+    return loaded, start
+
+
 def _step_with_run(parts: list, row):
     from runs.models import Run, Step
 
-    loaded, start = [], 0
-    for model, names in parts:
-        values = row[start : start + len(names)]
-        start += len(names)
-        # The primary key comes first: None only for a run without a creator.
-        loaded.append(None if values[0] is None else instance(model, names, values))
-    step, run, workflow, user = loaded
+    (step, run, workflow, user), start = instances(parts, row)
     step.unread = row[start]
     Run._meta.get_field("workflow").set_cached_value(run, workflow)
     Run._meta.get_field("created_by").set_cached_value(run, user)
@@ -311,13 +330,11 @@ def _step_with_run(parts: list, row):
 
 @functools.cache
 def _claim_step_for_turn_sql(vendor: str) -> str:
-    from runs.models import Run, Step, Workflow
+    from runs.models import Run, Step
 
-    columns, user_model = _step_for_turn_columns(vendor)
+    columns, joins = _step_for_turn_columns(vendor)
     return (
-        f"UPDATE {table(Step)} s SET lease_owner = %s, lease_expires = %s FROM {table(Run)} r "
-        f"JOIN {table(Workflow)} w ON w.id = r.workflow_id "
-        f"LEFT JOIN {table(user_model)} u ON u.id = r.created_by_id "
+        f"UPDATE {table(Step)} s SET lease_owner = %s, lease_expires = %s FROM {table(Run)} r {joins} "
         "WHERE s.id = %s AND r.id = s.run_id AND s.status = %s AND s.turns = %s AND r.status = %s "
         "AND (s.lease_expires IS NULL OR s.lease_expires < %s OR s.lease_owner = %s) "
         f"RETURNING {columns}"
@@ -336,21 +353,24 @@ def _step_for_turn_parts(vendor: str) -> tuple:
 
 @functools.cache
 def _step_for_turn_sql(vendor: str) -> str:
-    from runs.models import Run, Step, Workflow
+    from runs.models import Run, Step
 
-    columns, user_model = _step_for_turn_columns(vendor)
-    return (
-        f"SELECT {columns} FROM {table(Step)} s JOIN {table(Run)} r ON r.id = s.run_id "
-        f"JOIN {table(Workflow)} w ON w.id = r.workflow_id "
-        f"LEFT JOIN {table(user_model)} u ON u.id = r.created_by_id WHERE s.id = %s"
-    )
+    columns, joins = _step_for_turn_columns(vendor)
+    return f"SELECT {columns} FROM {table(Step)} s JOIN {table(Run)} r ON r.id = s.run_id {joins} WHERE s.id = %s"
 
 
-def _step_for_turn_columns(vendor: str) -> tuple[str, type]:
+def _step_for_turn_columns(vendor: str) -> tuple[str, str]:
     """What a step loaded for its turn selects (the step, its run, workflow
-    and creator, then its unread count), and the user model."""
+    and creator, then its unread count), and the joins from its run ``r``."""
     from runs.stores import unread_count_of
 
     parts = _step_for_turn_parts(vendor)
     columns = ", ".join(select for _, _, select in parts) + ", " + unread_count_of("s.run_id", "s.step_id")
-    return columns, parts[3][0]
+    return columns, run_joins(parts[3][0])
+
+
+def run_joins(user_model) -> str:
+    """The joins from a run ``r`` to its workflow ``w`` and creator ``u``."""
+    from runs.models import Workflow
+
+    return f"JOIN {table(Workflow)} w ON w.id = r.workflow_id LEFT JOIN {table(user_model)} u ON u.id = r.created_by_id"

@@ -25,8 +25,7 @@ from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR, DropReason, MailboxState, MessageType, RouterMessage
 from runs import held_messages
 from runs.models import Event, Message, Run, Step, Workflow
-from runs.sql import array_type, from_db, insert, lock_run, plain_cursor, row_values, table
-from runs.sql import assignments as sql_assignments
+from runs.sql import assignments, from_db, insert, lock_run, plain_cursor, row_values, table, unnest_rows
 
 log = logging.getLogger(__name__)
 
@@ -263,17 +262,17 @@ def insert_events_from(counter: str) -> str:
     """An INSERT of events numbered after ``counter``.last_event_seq (a CTE
     that added their count to the run's counter and returned it), from
     typed arrays; parameters: the count, then ``event_arrays``."""
-    quote = connection.ops.quote_name
-    fields = [f for f in Event._meta.concrete_fields if not f.primary_key and f.name != "seq"]
-    columns = ", ".join(quote(f.column) for f in fields)
-    types = ", ".join(f"%b::{array_type(f)}[]" for f in fields)
-    names = ", ".join(f"c{n}" for n in range(len(fields)))
-    seq = quote(Event._meta.get_field("seq").column)
+    columns, names, rows = unnest_rows(event_fields(), "e")
+    seq = connection.ops.quote_name(Event._meta.get_field("seq").column)
     return (
         f"INSERT INTO {table(Event)} ({columns}, {seq}) "
-        f"SELECT {names}, {counter}.last_event_seq - %s + n FROM {counter}, "
-        f"unnest({types}) WITH ORDINALITY AS e({names}, n) RETURNING {seq}"
+        f"SELECT {names}, {counter}.last_event_seq - %s + n FROM {counter}, {rows} RETURNING {seq}"
     )
+
+
+def event_fields() -> list:
+    """The fields of an event row that ``event_arrays`` gives, in order."""
+    return [f for f in Event._meta.concrete_fields if not f.primary_key and f.name != "seq"]
 
 
 @functools.cache
@@ -373,17 +372,11 @@ class DjangoMailboxStore:
             return block.states[mailbox]
         # One query instead of four: it runs for every routed message.
         with plain_cursor() as cursor:
-            cursor.execute(mailbox_state_sql(), [mailbox, mailbox, self.run_id])
+            cursor.execute(_mailbox_state_sql(), [mailbox, mailbox, self.run_id])
             row = cursor.fetchone()
         if row is None:
             return MailboxState(cancelled=False, registered=False, closed_reason=None, unread=0)
-        status, kind, reason, unread = row
-        state = MailboxState(
-            cancelled=status == Run.Status.CANCELLED,
-            registered=kind == Step.Kind.STEP,
-            closed_reason=DropReason(reason) if reason else None,
-            unread=unread,
-        )
+        state = mailbox_state_of(*row)
         return state if block is None else held_messages.keep_state(block, mailbox, state)
 
     def next_message_id(self, prefix: str) -> str:
@@ -450,10 +443,10 @@ class DjangoMailboxStore:
         its step in the same statement (a step's completion). Unlike close,
         it drops nothing and emits nothing; a closed mailbox keeps its reason."""
         self._write_held()
-        assignments, params = sql_assignments(Step, values)
+        changes, params = assignments(Step, values)
         with plain_cursor() as cursor:
             cursor.execute(
-                f"UPDATE {table(Step)} SET {assignments}, mailbox_closed_reason = "
+                f"UPDATE {table(Step)} SET {changes}, mailbox_closed_reason = "
                 "CASE WHEN mailbox_closed_reason = '' THEN %s ELSE mailbox_closed_reason END "
                 "WHERE run_id = %s AND step_id = %s",
                 [*params, str(DropReason.TARGET_TERMINAL), self.run_id, mailbox],
@@ -527,13 +520,21 @@ class DjangoMailboxStore:
             request_coordinator_wake(self.run_id)
 
 
+def mailbox_state_of(status: str, kind: str | None, reason: str | None, unread: int) -> MailboxState:
+    """A MailboxState from the run's status, the step's kind and close
+    reason (None: no such step) and its unread count, as read together."""
+    return MailboxState(
+        cancelled=status == Run.Status.CANCELLED,
+        registered=kind == Step.Kind.STEP,
+        closed_reason=DropReason(reason) if reason else None,
+        unread=unread,
+    )
+
+
 @functools.cache
-def mailbox_state_sql(also: str = "") -> str:
-    """A mailbox's state (the run's status, the step's kind and close
-    reason, its unread count) with the run's columns ``also`` first;
-    parameters: the mailbox twice, the run."""
+def _mailbox_state_sql() -> str:
     return (
-        f"SELECT {also}r.status, s.kind, s.mailbox_closed_reason, "
+        "SELECT r.status, s.kind, s.mailbox_closed_reason, "
         f"(SELECT COUNT(*) {_unread_from('r.id')}) "
         f"FROM {table(Run)} r LEFT JOIN {table(Step)} s ON s.run_id = r.id AND s.step_id = %s "
         "WHERE r.id = %s"
