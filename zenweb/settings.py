@@ -90,6 +90,12 @@ TEMPLATES = [
 DATABASE_URL = env_str("DATABASE_URL")
 if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    if env_bool("ZENWEB_PG_PREPARE", True):
+        # Django turns psycopg's prepared statements off (prepare_threshold
+        # None), and then psycopg ignores even an explicit prepare=True. Any
+        # number turns them back on for runs/sql.py's fixed statements, which
+        # ask with prepare=True; the ORM's client-side cursors never prepare.
+        DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5
 else:
     DATABASES = {
         "default": {

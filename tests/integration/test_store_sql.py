@@ -197,3 +197,20 @@ def test_scheduling_reads_only_the_unfinished_steps_on_postgresql(pg_run):
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "step_pending" in plan
     assert "step_unfinished" in plan
+
+
+@pytest.mark.services
+def test_the_per_turn_statements_are_prepared_and_the_orms_are_not_on_postgresql(pg_run):
+    # Django turns psycopg's preparing off unless OPTIONS names a threshold,
+    # and psycopg then ignores prepare=True: these statements were parsed
+    # and planned anew on every turn (zenweb/settings.py sets it).
+    with transaction.atomic():
+        lock_run(pg_run.pk)
+        for _ in range(6):  # past psycopg's threshold: the ORM must still not prepare
+            list(Run.objects.filter(pk=pg_run.pk))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [row[0] for row in cursor.fetchall()]
+
+    assert any("FOR UPDATE" in statement and "runs_run" in statement for statement in prepared), prepared
+    assert not any('"runs_run"."workflow_id"' in statement for statement in prepared), prepared
