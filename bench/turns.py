@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--items", type=int, default=100, help="items per forEach loop (5 loops; default 100)")
     parser.add_argument("--runs", type=int, default=2, help="timed runs (default 2)")
     parser.add_argument("--profile", metavar="SORT", help="profile one more run, sorted by SORT (cumulative, tottime)")
+    parser.add_argument("--task", metavar="NAME", help="profile only this task (runs.tasks.start_run, say)")
     args = parser.parse_args(argv)
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "zenweb.settings")
@@ -46,6 +47,8 @@ def main(argv: list[str] | None = None) -> None:
 
     queue: collections.deque = collections.deque()
     tasks: collections.Counter[str] = collections.Counter()
+    spent: collections.Counter[str] = collections.Counter()  # wall seconds per task name
+    profile = cProfile.Profile() if args.profile else None
 
     def enqueue(task, args=None, kwargs=None, **options):
         queue.append((task, args or (), kwargs or {}))
@@ -54,27 +57,39 @@ def main(argv: list[str] | None = None) -> None:
     Task.apply_async = enqueue  # this process runs every task, in order
     workflow, _ = do_register_workflow(WORKFLOW_YAML, "bench/turns.py")
 
+    profiling = False
+
     def one_run(items: int) -> str:
         run = do_create_run(workflow, {"items": _items(items)})
         while queue:
             task, task_args, task_kwargs = queue.popleft()
+            profiled = profiling and args.task in (None, task.name)
+            if profiled:
+                profile.enable()
+            start = time.perf_counter()
             task.run(*task_args, **task_kwargs)
+            spent[task.name] += time.perf_counter() - start
+            if profiled:
+                profile.disable()
         return Run.objects.values_list("status", flat=True).get(pk=run.pk)
 
     one_run(4)  # warm: imports, caches, prepared statements
     steps = len(LOOPS) * args.items
     for _ in range(args.runs):
         tasks.clear()
+        spent.clear()
         wall, cpu = time.perf_counter(), time.process_time()
         status = one_run(args.items)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         print(
             f"{status}: {steps} steps, {wall * 1000 / steps:.2f} ms and {cpu * 1000 / steps:.2f} ms of CPU a step; "
-            + ", ".join(f"{name} x{count}" for name, count in tasks.most_common())
+            + ", ".join(
+                f"{name} x{count} ({spent[name] * 1000 / count:.2f} ms each)" for name, count in tasks.most_common()
+            )
         )
-    if args.profile:
-        profile = cProfile.Profile()
-        profile.runcall(one_run, args.items)
+    if profile is not None:
+        profiling = True
+        one_run(args.items)
         pstats.Stats(profile).sort_stats(args.profile).print_stats(50)
 
 
