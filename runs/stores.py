@@ -26,6 +26,7 @@ from agents.router import COORDINATOR, DropReason, MailboxState, MessageType, Ro
 from runs import held_messages
 from runs.models import Event, Message, Run, Step, Workflow
 from runs.sql import assignments, from_db, insert, lock_run, plain_cursor, row_values, table, unnest_rows
+from zenweb.pubsub_publisher import pubsub_publisher
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +58,14 @@ def broadcast(run_id: int, seq: int) -> None:
     """Tell open dashboards that event ``seq`` exists. Only the number travels:
     consumers read the event itself from the database, so a lost notification
     costs a little latency, never an event."""
+    message = {"type": "run.event", "seq": seq}
+    publisher = pubsub_publisher()
+    if publisher is not None:  # Redis: one blocking PUBLISH, no event loop
+        publisher.group_send(run_group(run_id), message)
+        return
     layer = get_channel_layer()
     if layer is None:
         return
-    message = {"type": "run.event", "seq": seq}
     try:
         if _in_sync_to_async_thread():
             # Back to the loop that runs this thread, as async_to_sync does.
