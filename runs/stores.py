@@ -298,31 +298,110 @@ def schedule_state(run_id: int) -> tuple | None:
         row = cursor.fetchone()
     if row is None:
         return None
-    status, busy, has_mail, has_pending, has_unfinished, workflow_id, created = row
+    return _schedule_state_of(*row)
+
+
+def _schedule_state_of(status, busy, has_mail, has_pending, has_unfinished, workflow_id, created) -> tuple:
     created = from_db(Workflow, "created", created)
     return status, bool(busy), bool(has_mail), bool(has_pending), not has_unfinished, workflow_id, created
+
+
+def _quoted(*values: str) -> str:
+    return ", ".join("'" + value.replace("'", "''") + "'" for value in values)
+
+
+def _schedule_flags(run: str, other_than: str = "") -> str:
+    """Whether the coordinator of run ``run`` (a column or %s) has unread
+    mail, a step is pending, and a step other than ``other_than`` (a step's
+    id column or %s; empty: none) is unfinished.
+
+    The kinds and statuses are written in, not bound: a prepared statement's
+    generic plan could not tell that its parameters match the partial
+    indexes step_pending and step_unfinished (runs/models.py), and would
+    read every step of the run."""
+    other = f" AND s.id <> {other_than}" if other_than else ""
+    return (
+        f"EXISTS(SELECT 1 {_unread_from(run)}), "
+        f"EXISTS(SELECT 1 FROM {table(Step)} s WHERE s.run_id = {run} "
+        f"AND s.kind = {_quoted(Step.Kind.STEP)} AND s.status = {_quoted(Step.Status.PENDING)}), "
+        f"EXISTS(SELECT 1 FROM {table(Step)} s WHERE s.run_id = {run} AND s.kind <> {_quoted(Step.Kind.COORDINATOR)} "
+        f"AND (s.resuming OR s.status NOT IN ({_quoted(*Step.TERMINAL)})){other})"
+    )
 
 
 @functools.cache
 def _schedule_state_sql() -> str:
     # Plain SQL: the ORM took ten times longer to build this than
-    # PostgreSQL to run it, after every step of a run. The kinds and
-    # statuses are written in, not bound: a prepared statement's generic
-    # plan could not tell that its parameters match the partial indexes
-    # step_pending and step_unfinished (runs/models.py), and would read
-    # every step of the run.
-    def quoted(*values: str) -> str:
-        return ", ".join("'" + value.replace("'", "''") + "'" for value in values)
-
+    # PostgreSQL to run it, after every step of a run.
     return (
-        "SELECT r.status, r.coordinator_busy, "
-        f"EXISTS(SELECT 1 {_unread_from('r.id')}), "
-        f"EXISTS(SELECT 1 FROM {table(Step)} s WHERE s.run_id = r.id "
-        f"AND s.kind = {quoted(Step.Kind.STEP)} AND s.status = {quoted(Step.Status.PENDING)}), "
-        f"EXISTS(SELECT 1 FROM {table(Step)} s WHERE s.run_id = r.id AND s.kind <> {quoted(Step.Kind.COORDINATOR)} "
-        f"AND (s.resuming OR s.status NOT IN ({quoted(*Step.TERMINAL)}))), "
+        f"SELECT r.status, r.coordinator_busy, {_schedule_flags('r.id')}, "
         f"r.workflow_id, w.created FROM {table(Run)} r JOIN {table(Workflow)} w ON w.id = r.workflow_id "
         "WHERE r.id = %s"
+    )
+
+
+def save_last_turn(step: Step, transcript: list, tokens: tuple[int, int], completed: dict) -> tuple[int, tuple | None]:
+    """Store a step's turn (``transcript``, ``tokens`` added: prompt,
+    completion) and, if its mailbox holds nothing unread, complete the step
+    with ``completed`` (field -> value) and close its mailbox as
+    target-terminal (a closed mailbox keeps its reason): one statement,
+    under the run's lock the turn holds.
+
+    Returns the unread count, and if the step completed, the run's
+    scheduling state as schedule_state gives it, this step counted done.
+    Everything that changes that state takes the run's lock, so nothing
+    changes it before this commits: schedule() after commit need not read
+    it again. Sets the step's transcript, token counts and turns."""
+    db_value = [Step._meta.get_field(name).get_db_prep_save(value, connection) for name, value in completed.items()]
+    mailbox = [step.run_id, step.step_id]
+    run = step.run_id
+    params = [
+        Step._meta.get_field("transcript").get_db_prep_save(transcript, connection),
+        *tokens,
+        *(param for value in db_value for param in (*mailbox, value)),
+        *mailbox,
+        str(DropReason.TARGET_TERMINAL),
+        step.pk,
+        # RETURNING: the unread count, the run's status and coordinator_busy,
+        # the scheduling flags, the workflow's id and created.
+        *mailbox,
+        run,
+        run,
+        run,
+        COORDINATOR,
+        run,
+        run,
+        step.pk,
+        run,
+        run,
+    ]
+    with plain_cursor() as cursor:
+        cursor.execute(_save_last_turn_sql(tuple(completed)), params)
+        row = cursor.fetchone()
+    if row is None:
+        raise Step.DoesNotExist(f"step {step.pk} does not exist")
+    step.transcript = transcript
+    step.prompt_tokens, step.completion_tokens, step.turns, unread = row[:4]
+    return unread, None if unread else _schedule_state_of(*row[4:])
+
+
+@functools.cache
+def _save_last_turn_sql(completed: tuple[str, ...]) -> str:
+    quote = connection.ops.quote_name
+    empty = f"{unread_count_of('%s', '%s')} = 0"
+    cases = ", ".join(
+        f"{column} = CASE WHEN {empty} THEN %s ELSE {column} END"
+        for column in (quote(Step._meta.get_field(name).column) for name in completed)
+    )
+    run = f"FROM {table(Run)} WHERE id = %s"
+    return (
+        f"UPDATE {table(Step)} SET transcript = %s, prompt_tokens = prompt_tokens + %s, "
+        f"completion_tokens = completion_tokens + %s, {cases}, mailbox_closed_reason = "
+        f"CASE WHEN {empty} AND mailbox_closed_reason = '' THEN %s ELSE mailbox_closed_reason END "
+        f"WHERE id = %s RETURNING prompt_tokens, completion_tokens, turns, {unread_count_of('%s', '%s')}, "
+        f"(SELECT status {run}), (SELECT coordinator_busy {run}), {_schedule_flags('%s', '%s')}, "
+        f"(SELECT workflow_id {run}), "
+        f"(SELECT w.created FROM {table(Workflow)} w JOIN {table(Run)} r ON r.workflow_id = w.id WHERE r.id = %s)"
     )
 
 

@@ -86,24 +86,26 @@ def as_runtime(step: Step) -> scheduler.RuntimeStep:
     )
 
 
-def after_step_terminal(step: Step) -> None:
+def after_step_terminal(step: Step) -> bool:
     """If ``step`` ended the iteration of a repeat-until loop it ran in,
-    decide what follows. Call inside the transaction that ended it."""
+    decide what follows, and say so (True). Call inside the transaction
+    that ended it."""
     loop_id = repeat_loop_of(step.step_id)
     if loop_id is None:
-        return
+        return False
     run = Run.objects.select_related("workflow").get(pk=step.run_id)
     prefix = _iteration_prefix(step.step_id, loop_id)
     members = list(run.steps.filter(step_id__startswith=prefix).exclude(kind=Step.Kind.LOOP))
     if not all(member.is_terminal for member in members):
-        return
+        return False
     loop = run.steps.select_for_update().get(step_id=loop_id)
     if loop.is_terminal:
-        return
+        return False
     if any(member.status != Step.Status.COMPLETED for member in members):
         _end_loop(run, loop, Step.Status.FAILED, f"iteration {_iteration(prefix)} did not complete")
-        return
+        return True
     decide(run, loop, _iteration(prefix))
+    return True
 
 
 def decide(run: Run, loop: Step, iteration: int, verdict: bool | None = None) -> None:

@@ -110,17 +110,19 @@ def _parent_of(run: Run) -> dict[str, object]:
 SCHEDULING_FIELDS = ("run_id", "step_id", "kind", "agent", "status", "depends_on", "limits", "resuming", "position")
 
 
-def schedule(run_id: int) -> None:
+def schedule(run_id: int, state: tuple | None = None) -> None:
     """Start every pending step whose dependencies completed.
 
     Dependents wait while the coordinator has messages to route, so that a
     message a finished step sent for them is in their inbox before their
     first turn. When every step is done, the coordinator is woken to finish.
+    ``state``: the run's flags as stores.schedule_state gives them, read
+    under the run's lock by the transaction that just committed.
     """
     # This runs after every step's end. Most find no pending step (a
     # fan-out starts all its steps at once): they read the run's flags in
     # one query, without the run's lock, instead of every step of the run.
-    state = _schedule_state(run_id)
+    state = _schedule_state(run_id, state)
     if state is None:
         return
     status, busy, has_mail, has_pending, all_steps_done, workflow = state
@@ -136,11 +138,12 @@ def schedule(run_id: int) -> None:
             request_coordinator_wake(run_id)
 
 
-def _schedule_state(run_id: int) -> tuple | None:
+def _schedule_state(run_id: int, state: tuple | None = None) -> tuple | None:
     """The run's status and coordinator_busy, whether the coordinator has
     unread mail, a step is pending, and every step is done (``all_done``),
-    and its workflow (only its id and created: its parsed spec is cached)."""
-    state = schedule_state(run_id)
+    and its workflow (only its id and created: its parsed spec is cached).
+    Read unless ``state`` has them (stores.schedule_state's tuple)."""
+    state = state or schedule_state(run_id)
     if state is None:
         return None
     *flags, workflow_id, created = state

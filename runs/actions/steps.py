@@ -31,7 +31,7 @@ from runs.actions.tooling import step_tools, tool_env
 from runs.held_messages import messages_held
 from runs.journal import DjangoToolJournal
 from runs.models import Run, Step, ToolCall
-from runs.stores import DjangoEventSink, DjangoMailboxStore, events_held, lock_run
+from runs.stores import DjangoEventSink, DjangoMailboxStore, events_held, lock_run, save_last_turn
 
 
 def do_step_turn(step_pk: int, turn: int) -> None:
@@ -106,8 +106,19 @@ def do_step_turn(step_pk: int, turn: int) -> None:
                 # duplicate, and rolling it back keeps each message read once.
                 transaction.set_rollback(True)
                 return
-            unread = save_turn(step, result)
-            enforce_budget_after_commit(run.pk, spec)
+            if result.status == "completed" and not result.tool_calls:
+                # The usual last turn: stored, and with nothing unread the
+                # step completed, in one statement that also reads what
+                # scheduling needs after commit.
+                tokens = (result.prompt_tokens, result.completion_tokens)
+                unread, state = save_last_turn(step, result.transcript, tokens, _completion(result.output))
+                enforce_budget_after_commit(run.pk, spec)
+                if state is not None:
+                    _step_completed(step, result.output, sink, state)
+                    return
+            else:
+                unread = save_turn(step, result)
+                enforce_budget_after_commit(run.pk, spec)
             broken_policy = _tool_policy_breach(step, spec.options) if result.tool_calls else None
             if broken_policy:
                 do_fail_step(step.pk, broken_policy)
@@ -207,12 +218,30 @@ def _variables(run: Run, step: Step, inbox: list[RouterMessage]) -> dict[str, st
     return variables
 
 
+def _completion(output: str) -> dict:
+    return {"status": Step.Status.COMPLETED, "output": output, "finished": timezone.now()}
+
+
+def _step_end(step: Step, output: str) -> RuntimeEvent:
+    return RuntimeEvent("step_end", step.step_id, {"status": Step.Status.COMPLETED, "output": output[:2000]})
+
+
+def _step_completed(step: Step, output: str, sink: DjangoEventSink, state: tuple) -> None:
+    """What follows a completion written by save_last_turn, which read the
+    run's scheduling ``state`` with it."""
+    sink.emit(_step_end(step, output))
+    if after_step_terminal(step):
+        schedule_after_commit(step.run_id)  # a loop moved on: the state is stale
+    else:
+        schedule_after_commit(step.run_id, state)
+
+
 def _complete_step(step: Step, output: str, router: MessageRouter, unread: int) -> None:
     """End a step that answered. ``unread``: what its mailbox held, read
     under the run's lock that this turn holds (nothing can arrive since: a
     step never sends to itself)."""
-    completed = {"status": Step.Status.COMPLETED, "output": output, "finished": timezone.now()}
-    router.sink.emit(RuntimeEvent("step_end", step.step_id, {"status": Step.Status.COMPLETED, "output": output[:2000]}))
+    completed = _completion(output)
+    router.sink.emit(_step_end(step, output))
     if unread:
         sql.update(Step, completed, "id = %s", [step.pk])
         router.close(step.step_id)
@@ -224,10 +253,12 @@ def _complete_step(step: Step, output: str, router: MessageRouter, unread: int) 
     schedule_after_commit(step.run_id)
 
 
-def schedule_after_commit(run_id: int) -> None:
+def schedule_after_commit(run_id: int, state: tuple | None = None) -> None:
+    """Schedule the run after commit; ``state``: its scheduling state, read
+    under the run's lock before commit (stores.save_last_turn)."""
     from runs.actions.lifecycle import schedule
 
-    transaction.on_commit(lambda: schedule(run_id))
+    transaction.on_commit(lambda: schedule(run_id, state))
 
 
 def do_fail_step(step_pk: int, error: str) -> None:

@@ -15,13 +15,14 @@ import threading
 
 import pytest
 from django.db import DataError, connection, transaction
+from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from agents.router import DropReason
 from runs import sql
 from runs.actions import router_for
 from runs.models import Run, Step
-from runs.stores import DjangoEventSink, events_held, held_savepoint, lock_run
+from runs.stores import DjangoEventSink, events_held, held_savepoint, lock_run, save_last_turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -214,3 +215,49 @@ def test_the_per_turn_statements_are_prepared_and_the_orms_are_not_on_postgresql
 
     assert any("FOR UPDATE" in statement and "runs_run" in statement for statement in prepared), prepared
     assert not any('"runs_run"."workflow_id"' in statement for statement in prepared), prepared
+
+
+def _last_turn(step: Step) -> tuple[int, tuple | None]:
+    completed = {"status": Step.Status.COMPLETED, "output": "all done", "finished": timezone.now()}
+    with transaction.atomic():
+        lock_run(step.run_id)
+        return save_last_turn(step, [{"role": "assistant", "content": "all done"}], (7, 3), completed)
+
+
+def test_a_last_turn_with_an_empty_mailbox_completes_the_step_and_reads_the_runs_state(run):
+    s1, s2 = run.steps.get(step_id="s1"), run.steps.get(step_id="s2")
+
+    unread, state = _last_turn(s1)
+
+    assert unread == 0
+    status, busy, has_mail, has_pending, all_done, workflow_id, _ = state
+    assert (status, busy, has_mail, has_pending) == (Run.Status.RUNNING, False, False, False)
+    assert workflow_id == run.workflow_id
+    assert all_done is False  # s2 is still running
+    s1.refresh_from_db()
+    assert (s1.status, s1.output, s1.mailbox_closed_reason) == (Step.Status.COMPLETED, "all done", "target-terminal")
+    assert (s1.prompt_tokens, s1.completion_tokens, s1.transcript[-1]["content"]) == (7, 3, "all done")
+    assert s1.finished is not None
+
+    assert _last_turn(s2)[1][4] is True  # the last step to end sees every step done
+
+
+def test_a_last_turn_with_mail_waiting_stores_the_turn_but_leaves_the_step_running(run):
+    with transaction.atomic():
+        lock_run(run.pk)
+        router_for(run.pk).forward("s1", "one more thing")
+    s1 = run.steps.get(step_id="s1")
+
+    assert _last_turn(s1) == (1, None)
+
+    s1.refresh_from_db()
+    assert (s1.status, s1.output, s1.mailbox_closed_reason, s1.finished) == (Step.Status.RUNNING, "", "", None)
+    assert (s1.prompt_tokens, s1.transcript[-1]["content"]) == (7, "all done")
+
+
+def test_a_last_turn_keeps_the_reason_a_mailbox_was_closed_with(run):
+    Step.objects.filter(run=run, step_id="s1").update(mailbox_closed_reason="mailbox-closed-by-finalize")
+
+    _last_turn(run.steps.get(step_id="s1"))
+
+    assert run.steps.get(step_id="s1").mailbox_closed_reason == "mailbox-closed-by-finalize"
