@@ -59,7 +59,9 @@ def do_coordinator_wake(run_id: int) -> None:
                 return
             seen = run.wake_requests
             inbox = DjangoMailboxStore(run_id).unread(COORDINATOR)
-            steps = list(run.steps.exclude(kind=Step.Kind.COORDINATOR))
+            # Every wake reads every step: not their transcripts (a wide
+            # run's are most of its rows' size), which a wake never shows.
+            steps = list(run.steps.exclude(kind=Step.Kind.COORDINATOR).defer("transcript", "variables"))
             if plans_first(run):
                 _coordinator_rounds(run, "plan", [], steps)
             elif inbox and not _over_wake_cap(run):

@@ -225,7 +225,7 @@ def do_finish_run(run_id: int) -> None:
         run = Run.objects.select_for_update().get(pk=run_id)
         if run.is_terminal:
             return
-        steps = list(run.steps.exclude(kind=Step.Kind.COORDINATOR))
+        steps = list(run.steps.exclude(kind=Step.Kind.COORDINATOR).only("run", "step_id", "status", "error"))
         bad = [s for s in steps if s.status in (Step.Status.FAILED, Step.Status.CANCELLED)]
         completed = any(s.status == Step.Status.COMPLETED for s in steps)
         if not bad:
