@@ -16,11 +16,15 @@ from collections import Counter
 
 from celery import Celery
 
+from bench.common import POLL_SECONDS
+
 BROKER_URL = os.environ.get("BENCH_BROKER_URL", "memory://localhost/")
 REDIS = BROKER_URL.startswith("redis")
 QUEUE = "bench-bare"
 
-app = Celery("bench_bare", broker=BROKER_URL)
+# Not the current app: the orchestration driver also sends zenweb's tasks,
+# which would go to this app's queue if it were.
+app = Celery("bench_bare", broker=BROKER_URL, set_as_current=False)
 app.conf.update(
     task_default_queue=QUEUE,
     task_ignore_result=True,
@@ -91,7 +95,7 @@ def fan_out_and_wait(width: int, timeout: float = 300) -> float:
     while _done(key) < width:
         if time.monotonic() > deadline:
             raise TimeoutError(f"bare Celery: {_done(key)} of {width} no-ops done after {timeout} s")
-        time.sleep(0.005)
+        time.sleep(POLL_SECONDS)
     elapsed = time.perf_counter() - start
     if REDIS:
         _client().delete(key)

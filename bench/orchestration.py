@@ -14,7 +14,8 @@ which enqueues 500 no-ops, to the last no-op done.
 With Redis and PostgreSQL: `celery -A zenweb worker` processes (prefork,
 4 children each, as in the Procfile; bench.common) on PostgreSQL, and
 `celery -A bench.bare_celery worker` processes started the same way, 1 and
-then 2 of each. Without them: the embedded layout, one
+then 2 of each, all up at once; a bare fan-out and a zenweb run alternate,
+and each zenweb run is compared with the bare run just before it. Without them: the embedded layout, one
 process with worker threads on the memory broker and SQLite.
 """
 
@@ -112,12 +113,39 @@ def drive(yaml_path: str, repeats: int, embedded: bool, budget: float) -> list[f
     return walls
 
 
-def _rows(layout: str, zenweb: list[float], bare: list[float], note: str, ctx: Context) -> list[Result]:
+def drive_pairs(yaml_path: str, repeats: int, budget: float) -> dict[str, list[float]]:
+    """In a child process, with both sets of worker processes up: time a
+    bare Celery fan-out and then a zenweb run, ``repeats`` times (fewer past
+    ``budget`` seconds), so that each pair sees the machine in the same
+    state: on a shared VM its speed moves by a third within minutes, and
+    runs of one side minutes apart from the other's measured that, not
+    zenweb. Idle, each side's workers wait on the broker and cost nothing."""
+    from bench import bare_celery
+    from runs.actions import do_register_workflow
+
+    workflow, _ = do_register_workflow(Path(yaml_path).read_text(), yaml_path)
+    bare_celery.fan_out_and_wait(len(LOOPS) * WARMUP_ITEMS)
+    run_to_end(workflow, WARMUP_ITEMS)
+    zenweb: list[float] = []
+    bare: list[float] = []
+    while not zenweb or (len(zenweb) < repeats and sum(zenweb) + sum(bare) + max(zenweb) <= budget):
+        bare.append(bare_celery.fan_out_and_wait(WIDTH))
+        zenweb.append(run_to_end(workflow, ITEMS)[0])
+    return {"zenweb": zenweb, "bare": bare}
+
+
+def _rows(
+    layout: str, zenweb: list[float], bare: list[float], note: str, ctx: Context, *, paired: bool
+) -> list[Result]:
     per_step = [seconds * 1000 / WIDTH for seconds in zenweb]
     per_task = [seconds * 1000 / WIDTH for seconds in bare]
-    # Each zenweb run over bare Celery's median: their median is the ratio of the medians.
     bare_wall = statistics.median(bare)
-    ratios = [seconds / bare_wall for seconds in zenweb]
+    if paired:  # each zenweb run over the bare run just before it
+        ratios = [seconds / before for seconds, before in zip(zenweb, bare, strict=True)]
+        compared = "each zenweb run over the bare Celery run just before it"
+    else:  # each zenweb run over bare Celery's median
+        ratios = [seconds / bare_wall for seconds in zenweb]
+        compared = "each zenweb run over bare Celery's median"
     zenweb_wall = statistics.median(zenweb)
     return [
         Result(
@@ -152,7 +180,7 @@ def _rows(layout: str, zenweb: list[float], bare: list[float], note: str, ctx: C
             higher_is_better=False,
             target=TARGET,
             note=f"{WIDTH} steps = {len(LOOPS)} forEach loops x {ITEMS} items (100-step and 100-item limits); "
-            "each zenweb run over bare Celery's median",
+            + compared,
         ),
     ]
 
@@ -184,41 +212,32 @@ def measure(ctx: Context) -> list[Result]:
             embedded_concurrency=EMBEDDED_CONCURRENCY,
         )
         note = f"{EMBEDDED_CONCURRENCY} worker threads in one process ({why} not reachable)"
-        return _rows(layout, zenweb, bare, note, ctx)
+        return _rows(layout, zenweb, bare, note, ctx, paired=False)
 
     from bench.bare_celery import QUEUE
 
     backend = ctx.postgres(redis=True)
     logs = ctx.tmp / "logs"
+    bare_env = backend.env | {"BENCH_BROKER_URL": BENCH_REDIS_URL}
     for processes in (1, 2):
         layout = f"redis+postgresql, {processes} worker{'s' if processes > 1 else ''}"
-        note = f"{processes} x `celery worker --pool {WORKER_POOL} -c {WORKER_CONCURRENCY}`"
-        clear_redis_queues("celery")
-        with worker_processes("zenweb", processes, backend.env, logs / f"zenweb-{processes}"):
-            zenweb = run_child(
+        note = f"{processes} x `celery worker --pool {WORKER_POOL} -c {WORKER_CONCURRENCY}` each, alternated"
+        clear_redis_queues("celery", QUEUE)
+        with (
+            worker_processes("zenweb", processes, backend.env, logs / f"zenweb-{processes}"),
+            worker_processes("bench.bare_celery", processes, bare_env, logs / f"bare-{processes}"),
+        ):
+            walls = run_child(
                 "bench.orchestration",
-                "drive",
-                backend.env,
+                "drive_pairs",
+                bare_env,
                 yaml_path=str(yaml_path),
                 repeats=ctx.repeats,
-                embedded=False,
                 budget=ctx.budget,
             )
-        clear_redis_queues("celery")
-        bare_env = backend.env | {"BENCH_BROKER_URL": BENCH_REDIS_URL}
-        clear_redis_queues(QUEUE)
-        with worker_processes("bench.bare_celery", processes, bare_env, logs / f"bare-{processes}"):
-            bare = run_child(
-                "bench.bare_celery",
-                "drive",
-                bare_env,
-                width=WIDTH,
-                repeats=ctx.repeats,
-                warmup=len(LOOPS) * WARMUP_ITEMS,
-            )
-        clear_redis_queues(QUEUE)
+        clear_redis_queues("celery", QUEUE)
         trouble = log_trouble(logs / f"zenweb-{processes}") or log_trouble(logs / f"bare-{processes}")
         if trouble:
             note += f"; DISTURBED: {trouble}"
-        results += _rows(layout, zenweb, bare, note, ctx)
+        results += _rows(layout, walls["zenweb"], walls["bare"], note, ctx, paired=True)
     return results

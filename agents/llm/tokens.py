@@ -28,7 +28,7 @@ import logging
 import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -172,10 +172,23 @@ def count_text(text: str, model: str | None = None) -> int:
     """Tokens in ``text``. Special-token spellings count as ordinary text."""
     if not text:
         return 0
-    encoding = get_encoding(encoding_name(model))
+    name = encoding_name(model)
+    encoding = get_encoding(name)
     if encoding is None:
         return math.ceil(len(text) / CHARS_PER_TOKEN)
+    if len(text) <= CACHED_TEXT_CHARS:
+        return _cached_count(name, text)
     return len(encoding.encode_ordinary(text))
+
+
+# Every turn of a workflow's steps counts the same system prompts and tool
+# schemas again: short texts are counted once (bounded by entries and size).
+CACHED_TEXT_CHARS = 8192
+
+
+@lru_cache(maxsize=512)
+def _cached_count(name: str, text: str) -> int:
+    return len(get_encoding(name).encode_ordinary(text))
 
 
 def count_messages(messages: Iterable[Mapping[str, Any]], model: str | None = None) -> int:
