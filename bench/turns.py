@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> None:
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "zenweb.settings")
     os.environ.setdefault("ZENWEB_LLM", "scripted")
+    os.environ.setdefault("DJANGO_DEBUG", "0")  # as the bench's workers run, without the query log
     import django
 
     django.setup()

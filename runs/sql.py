@@ -225,8 +225,24 @@ def instance(model, names: list[str], values):
     ``names`` (attnames), converted as the ORM converts them; fields not
     named are deferred (loaded on first use), as with ``only()``."""
     db = _db()
-    converted = [_convert(db, model, name, value) for name, value in zip(names, values, strict=True)]
+    if len(names) != len(values):
+        raise ValueError(f"{model.__name__}: {len(names)} fields named, {len(values)} values")
+    converted = list(values)
+    # Only the fields that have converters (JSON, datetimes on SQLite, ...):
+    # a turn loads four rows of a few dozen columns each.
+    for index, column, converters in _conversions(model, tuple(names), db.vendor):
+        value = converted[index]
+        for converter in converters:
+            value = converter(value, column, db)
+        converted[index] = value
     return model.from_db(db.alias, names, converted)
+
+
+@functools.cache
+def _conversions(model, names: tuple[str, ...], vendor: str) -> tuple:
+    """(index, column, converters) of each of ``names`` that has converters."""
+    plans = ((index, *_converters(model, name, vendor)) for index, name in enumerate(names))
+    return tuple(plan for plan in plans if plan[2])
 
 
 def _convert(db, model, attname: str, value):
