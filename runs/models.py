@@ -118,7 +118,9 @@ class Step(models.Model):
         # steps that depend on the loop wait for it.
         LOOP = "loop"
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    # Indexed by step_run_step_id (run, step_id): an index of its own would
+    # only cost every write of a step row (three a turn).
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps", db_index=False)
     step_id = models.CharField(max_length=200, help_text="Runtime id, namespaced inside containers.")
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.STEP)
     agent = models.CharField(max_length=64)
@@ -194,7 +196,8 @@ class Message(models.Model):
     """One mailbox entry. A message that could not be delivered is kept too,
     with the reason it was dropped, so the dashboard can show it."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="messages")
+    # Indexed by message_run_message_id and message_mailbox, which lead with it.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="messages", db_index=False)
     message_id = models.CharField(max_length=40)
     sender = models.CharField(max_length=200)
     recipient = models.CharField(max_length=200)
@@ -214,7 +217,8 @@ class Message(models.Model):
 
 
 class Event(models.Model):
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    # Indexed by event_run_seq (run, seq), which leads with it.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events", db_index=False)
     seq = models.PositiveBigIntegerField()
     type = models.CharField(max_length=40)
     step_id = models.CharField(max_length=200, blank=True)
@@ -253,7 +257,8 @@ class ToolCall(models.Model):
     PENDING = (Status.QUEUED, Status.RUNNING, Status.WAITING)
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls")
-    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="tool_calls")
+    # Indexed by toolcall_step_id (step, tool_call_id), which leads with it.
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="tool_calls", db_index=False)
     tool_call_id = models.CharField(max_length=100)
     session_id = models.CharField(max_length=240, blank=True)
     turn_id = models.CharField(max_length=240, blank=True)
