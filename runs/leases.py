@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import os
 import socket
 import threading
@@ -107,6 +108,11 @@ class _Renewals:
         self._ids = itertools.count()
         self._cond = threading.Condition()
         self._pid = 0
+        # When the thread wakes next by itself (inf: only when notified). A
+        # new lease due later needs no wake-up: a turn notified the thread
+        # every time, a switch of threads for the many turns that end in
+        # milliseconds.
+        self._wakes_at = math.inf
 
     def add(self, model: type[models.Model], pk: int, owner: str, every: float) -> int:
         with self._cond:
@@ -115,8 +121,11 @@ class _Renewals:
                 self._pid = os.getpid()
                 threading.Thread(target=self._loop, name="zenweb-lease-renewer", daemon=True).start()
             key = next(self._ids)
-            self._due[key] = (model, pk, owner, every, time.monotonic() + every)
-            self._cond.notify()
+            at = time.monotonic() + every
+            self._due[key] = (model, pk, owner, every, at)
+            if at < self._wakes_at:
+                self._wakes_at = at  # the thread's next wake-up, once it has it
+                self._cond.notify()
             return key
 
     def after_fork(self) -> None:
@@ -139,10 +148,12 @@ class _Renewals:
             now = time.monotonic()
             if not self._due:
                 connection.close()
+                self._wakes_at = math.inf
                 self._cond.wait()
                 continue
             first = min(entry[4] for entry in self._due.values())
             if first > now:
+                self._wakes_at = first
                 self._cond.wait(first - now)
                 continue
             batch = []

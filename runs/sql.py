@@ -363,7 +363,10 @@ def _step_for_turn_parts(vendor: str) -> tuple:
     from runs.models import Run, Step, Workflow
 
     user_model = Run._meta.get_field("created_by").related_model
-    aliased = ((Step, "s", ()), (Run, "r", ()), (Workflow, "w", WORKFLOW_TEXT), (user_model, "u", ()))
+    # Of the creator, a turn needs the username (injected into tool calls).
+    kept = (user_model._meta.pk.name, user_model.USERNAME_FIELD)
+    user_rest = tuple(f.name for f in user_model._meta.concrete_fields if f.name not in kept)
+    aliased = ((Step, "s", ()), (Run, "r", ()), (Workflow, "w", WORKFLOW_TEXT), (user_model, "u", user_rest))
     return tuple((model, *select_columns(model, alias, vendor, without)) for model, alias, without in aliased)
 
 

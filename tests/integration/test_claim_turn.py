@@ -10,6 +10,7 @@ from django.db import transaction
 
 from runs import leases
 from runs.actions import router_for
+from runs.actions.tooling import tool_env
 from runs.models import Run, Step
 from runs.stores import lock_run
 
@@ -42,3 +43,14 @@ def test_a_leased_stale_or_stopped_turn_is_not_taken(two_step_run):
     assert leases.claim_turn(s2.pk, 1, "w2:2:t") is None  # the run stopped
     with pytest.raises(Step.DoesNotExist):
         leases.claim_turn(s2.pk + 1000, 1, "w2:2:t")
+
+
+def test_the_step_comes_with_its_runs_creators_name_for_tool_calls(two_step_run, owner, django_assert_num_queries):
+    Run.objects.filter(pk=two_step_run.pk).update(created_by=owner)
+    step = leases.claim_turn(two_step_run.steps.get(step_id="s1").pk, 1, "w1:1:t")
+
+    with django_assert_num_queries(0):  # loaded with the step, not asked for on each turn
+        name = step.run.created_by.get_username()
+
+    assert name == owner.username
+    assert tool_env(step.run, step).injected["user"] == owner.username
