@@ -160,12 +160,6 @@ def update_returning(
     return row
 
 
-def assignments(model, values: dict) -> tuple[str, list]:
-    """The SET list (``column = %s, ...``) and parameters of ``values``
-    (field name -> value) for an UPDATE of ``model`` written elsewhere."""
-    return _assignments(model, values, {})
-
-
 def _assignments(model, values: dict, increments: dict) -> tuple[str, list]:
     db = _db()
     quote = db.ops.quote_name

@@ -25,7 +25,7 @@ from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR, DropReason, MailboxState, MessageType, RouterMessage
 from runs import held_messages
 from runs.models import Event, Message, Run, Step, Workflow
-from runs.sql import assignments, from_db, insert, lock_run, plain_cursor, row_values, table, unnest_rows
+from runs.sql import from_db, insert, lock_run, plain_cursor, row_values, table, unnest_rows
 from zenweb.pubsub_publisher import pubsub_publisher
 
 log = logging.getLogger(__name__)
@@ -520,21 +520,6 @@ class DjangoMailboxStore:
             if not closed:
                 return reason, []
             return reason, self._drop_unread(mailbox, reason)
-
-    def close_empty(self, mailbox: str, values: dict) -> None:
-        """Close ``mailbox``, which holds nothing unread (the caller read it
-        under the run's lock), as target-terminal, and write ``values`` to
-        its step in the same statement (a step's completion). Unlike close,
-        it drops nothing and emits nothing; a closed mailbox keeps its reason."""
-        self._write_held()
-        changes, params = assignments(Step, values)
-        with plain_cursor() as cursor:
-            cursor.execute(
-                f"UPDATE {table(Step)} SET {changes}, mailbox_closed_reason = "
-                "CASE WHEN mailbox_closed_reason = '' THEN %s ELSE mailbox_closed_reason END "
-                "WHERE run_id = %s AND step_id = %s",
-                [*params, str(DropReason.TARGET_TERMINAL), self.run_id, mailbox],
-            )
 
     def drop_unread(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
         self._write_held()

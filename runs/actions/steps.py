@@ -127,7 +127,7 @@ def do_step_turn(step_pk: int, turn: int) -> None:
             elif result.status == "continue" or _wakes_for_late_messages(step, run, unread, sink, router):
                 _next_turn(step.pk, turn + 1)
             else:
-                _complete_step(step, result.output, router, unread)
+                _complete_step(step, result.output, router)
 
 
 def _agent_turn(run: Run, step: Step, agent: AgentSpec, variables: dict[str, str]) -> AgentTurn:
@@ -236,19 +236,13 @@ def _step_completed(step: Step, output: str, sink: DjangoEventSink, state: tuple
         schedule_after_commit(step.run_id, state)
 
 
-def _complete_step(step: Step, output: str, router: MessageRouter, unread: int) -> None:
-    """End a step that answered. ``unread``: what its mailbox held, read
-    under the run's lock that this turn holds (nothing can arrive since: a
-    step never sends to itself)."""
-    completed = _completion(output)
+def _complete_step(step: Step, output: str, router: MessageRouter) -> None:
+    """End a step that answered while messages still waited for it (past its
+    wake cycles or hold timeout, they were dropped): the usual completion,
+    with nothing unread, is written by save_last_turn."""
     router.sink.emit(_step_end(step, output))
-    if unread:
-        sql.update(Step, completed, "id = %s", [step.pk])
-        router.close(step.step_id)
-    else:
-        # Nothing to drop: the close is written with the completion, one
-        # round trip fewer while every step of the run waits for its lock.
-        DjangoMailboxStore(step.run_id).close_empty(step.step_id, completed)
+    sql.update(Step, _completion(output), "id = %s", [step.pk])
+    router.close(step.step_id)
     after_step_terminal(step)
     schedule_after_commit(step.run_id)
 
