@@ -15,8 +15,9 @@ With Redis and PostgreSQL: `celery -A zenweb worker` processes (prefork,
 4 children each, as in the Procfile; bench.common) on PostgreSQL, and
 `celery -A bench.bare_celery worker` processes started the same way, 1 and
 then 2 of each, all up at once; a bare fan-out and a zenweb run alternate,
-and each zenweb run is compared with the bare run just before it. Without them: the embedded layout, one
-process with worker threads on the memory broker and SQLite.
+and each zenweb run is compared with the bare run just before it. Without
+them: the embedded layout, one process with worker threads on the memory
+broker and SQLite.
 """
 
 from __future__ import annotations

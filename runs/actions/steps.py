@@ -114,7 +114,7 @@ def do_step_turn(step_pk: int, turn: int) -> None:
                 unread, state = save_last_turn(step, result.transcript, tokens, _completion(result.output))
                 enforce_budget_after_commit(run.pk, spec)
                 if state is not None:
-                    _step_completed(step, result.output, sink, state)
+                    _completed_by_last_turn(step, result.output, sink, state)
                     return
             else:
                 unread = save_turn(step, result)
@@ -226,7 +226,7 @@ def _step_end(step: Step, output: str) -> RuntimeEvent:
     return RuntimeEvent("step_end", step.step_id, {"status": Step.Status.COMPLETED, "output": output[:2000]})
 
 
-def _step_completed(step: Step, output: str, sink: DjangoEventSink, state: tuple) -> None:
+def _completed_by_last_turn(step: Step, output: str, sink: DjangoEventSink, state: tuple) -> None:
     """What follows a completion written by save_last_turn, which read the
     run's scheduling ``state`` with it."""
     sink.emit(_step_end(step, output))
