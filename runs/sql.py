@@ -11,6 +11,7 @@ sets ``db_column``).
 from __future__ import annotations
 
 import functools
+import time
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
@@ -46,6 +47,40 @@ def _prepared_cursor_class():
             return super().execute(query, params, prepare=True, binary=binary)
 
     return PreparedCursor
+
+
+def in_one_round_trip(statements: list[tuple[str, list]]) -> tuple | None:
+    """Run ``statements`` (SQL, parameters) as one transaction sent at once,
+    in PostgreSQL's pipeline mode: the server runs them back to back and
+    commits, so a lock the first takes is never held while this process
+    waits for the CPU or the network. Returns the first row of the last one (None if it has
+    none). Each statement still sees what committed before it started.
+
+    Outside any transaction.atomic() block only: it begins and commits its
+    own transaction."""
+    db = _db()
+    if db.vendor != "postgresql" or db.in_atomic_block:
+        raise RuntimeError("in_one_round_trip needs PostgreSQL and no open transaction")
+    db.ensure_connection()
+    db.validate_thread_sharing()
+    pg = db.connection
+    cursor = db.make_cursor(_prepared_cursor_class()(pg))
+    started = time.monotonic()
+    # No BEGIN or COMMIT: in autocommit, the statements a pipeline sends
+    # before its Sync are one implicit transaction, committed at the Sync
+    # (rolled back, and raised here, if one fails). psycopg's transaction()
+    # would sync after BEGIN and again before COMMIT: three round trips.
+    with db.wrap_database_errors:
+        with pg.pipeline():
+            for statement, params in statements:
+                cursor.execute(statement, params)
+        row = cursor.fetchone()
+    if db.queries_logged:
+        # Django's debug cursor cannot read a pipelined statement back: log
+        # each one's text (with its placeholders) and their time together.
+        spent = f"{time.monotonic() - started:.3f}"
+        db.queries_log.extend({"sql": statement, "time": spent} for statement, _ in statements)
+    return row
 
 
 def table(model) -> str:
@@ -96,10 +131,10 @@ def lock_run(run_id: int) -> None:
     run's steps or mailboxes: the same order everywhere (run, then steps) so
     two writers never deadlock, and event numbers follow commit order."""
     with plain_cursor() as cursor:
-        cursor.execute(_lock_sql(), [run_id])
+        cursor.execute(lock_run_sql(), [run_id])
 
 
-def _lock_sql() -> str:
+def lock_run_sql() -> str:
     lock = " FOR UPDATE" if _db().features.has_select_for_update else ""
     return f"SELECT 1 FROM {table(_run_model())} WHERE id = %s{lock}"
 
@@ -120,7 +155,7 @@ def update(model, values: dict, where: str, params: list, *, locking_run: int | 
             # read: the run's lock is taken before the rows', as lock_run
             # would. (A row changed while this waited is checked again.)
             statement = (
-                f"WITH locked AS ({_lock_sql()}) "
+                f"WITH locked AS ({lock_run_sql()}) "
                 f"UPDATE {table(model)} SET {assignments} WHERE ({where}) AND EXISTS (SELECT 1 FROM locked)"
             )
             params = [locking_run, *params]

@@ -298,10 +298,10 @@ def schedule_state(run_id: int) -> tuple | None:
         row = cursor.fetchone()
     if row is None:
         return None
-    return _schedule_state_of(*row)
+    return schedule_state_of(*row)
 
 
-def _schedule_state_of(status, busy, has_mail, has_pending, has_unfinished, workflow_id, created) -> tuple:
+def schedule_state_of(status, busy, has_mail, has_pending, has_unfinished, workflow_id, created) -> tuple:
     created = from_db(Workflow, "created", created)
     return status, bool(busy), bool(has_mail), bool(has_pending), not has_unfinished, workflow_id, created
 
@@ -310,7 +310,7 @@ def _quoted(*values: str) -> str:
     return ", ".join("'" + value.replace("'", "''") + "'" for value in values)
 
 
-def _schedule_flags(run: str, other_than: str = "") -> str:
+def schedule_flags(run: str, other_than: str = "") -> str:
     """Whether the coordinator of run ``run`` (a column or %s) has unread
     mail, a step is pending, and a step other than ``other_than`` (a step's
     id column or %s; empty: none) is unfinished.
@@ -321,7 +321,7 @@ def _schedule_flags(run: str, other_than: str = "") -> str:
     read every step of the run."""
     other = f" AND s.id <> {other_than}" if other_than else ""
     return (
-        f"EXISTS(SELECT 1 {_unread_from(run)}), "
+        f"EXISTS(SELECT 1 {unread_from(run)}), "
         f"EXISTS(SELECT 1 FROM {table(Step)} s WHERE s.run_id = {run} "
         f"AND s.kind = {_quoted(Step.Kind.STEP)} AND s.status = {_quoted(Step.Status.PENDING)}), "
         f"EXISTS(SELECT 1 FROM {table(Step)} s WHERE s.run_id = {run} AND s.kind <> {_quoted(Step.Kind.COORDINATOR)} "
@@ -334,7 +334,7 @@ def _schedule_state_sql() -> str:
     # Plain SQL: the ORM took ten times longer to build this than
     # PostgreSQL to run it, after every step of a run.
     return (
-        f"SELECT r.status, r.coordinator_busy, {_schedule_flags('r.id')}, "
+        f"SELECT r.status, r.coordinator_busy, {schedule_flags('r.id')}, "
         f"r.workflow_id, w.created FROM {table(Run)} r JOIN {table(Workflow)} w ON w.id = r.workflow_id "
         "WHERE r.id = %s"
     )
@@ -382,7 +382,7 @@ def save_last_turn(step: Step, transcript: list, tokens: tuple[int, int], comple
         raise Step.DoesNotExist(f"step {step.pk} does not exist")
     step.transcript = transcript
     step.prompt_tokens, step.completion_tokens, step.turns, unread = row[:4]
-    return unread, None if unread else _schedule_state_of(*row[4:])
+    return unread, None if unread else schedule_state_of(*row[4:])
 
 
 @functools.cache
@@ -399,7 +399,7 @@ def _save_last_turn_sql(completed: tuple[str, ...]) -> str:
         f"completion_tokens = completion_tokens + %s, {cases}, mailbox_closed_reason = "
         f"CASE WHEN {empty} AND mailbox_closed_reason = '' THEN %s ELSE mailbox_closed_reason END "
         f"WHERE id = %s RETURNING prompt_tokens, completion_tokens, turns, {unread_count_of('%s', '%s')}, "
-        f"(SELECT status {run}), (SELECT coordinator_busy {run}), {_schedule_flags('%s', '%s')}, "
+        f"(SELECT status {run}), (SELECT coordinator_busy {run}), {schedule_flags('%s', '%s')}, "
         f"(SELECT workflow_id {run}), "
         f"(SELECT w.created FROM {table(Workflow)} w JOIN {table(Run)} r ON r.workflow_id = w.id WHERE r.id = %s)"
     )
@@ -604,13 +604,13 @@ def mailbox_state_of(status: str, kind: str | None, reason: str | None, unread: 
 def _mailbox_state_sql() -> str:
     return (
         "SELECT r.status, s.kind, s.mailbox_closed_reason, "
-        f"(SELECT COUNT(*) {_unread_from('r.id')}) "
+        f"(SELECT COUNT(*) {unread_from('r.id')}) "
         f"FROM {table(Run)} r LEFT JOIN {table(Step)} s ON s.run_id = r.id AND s.step_id = %s "
         "WHERE r.id = %s"
     )
 
 
-def _unread_from(run: str, mailbox: str = "%s") -> str:
+def unread_from(run: str, mailbox: str = "%s") -> str:
     """The FROM and WHERE of a mailbox's unread messages (``m``), the one
     definition every query here uses: the run is ``run``, the mailbox
     ``mailbox`` (each a column, or %s for a parameter)."""
@@ -668,7 +668,7 @@ def _close_and_drop_sql() -> str:
 
 @functools.cache
 def _unread_sql() -> str:
-    return f"SELECT {_MESSAGE_COLUMNS} {_unread_from('%s')} ORDER BY m.id"
+    return f"SELECT {_MESSAGE_COLUMNS} {unread_from('%s')} ORDER BY m.id"
 
 
 def unread_count_sql(run_id: int, mailbox: str) -> tuple[str, list]:
@@ -680,7 +680,7 @@ def unread_count_sql(run_id: int, mailbox: str) -> tuple[str, list]:
 def unread_count_of(run: str, mailbox: str) -> str:
     """A subquery counting the unread messages of mailbox ``mailbox`` of run
     ``run``, each a column or %s (runs/sql.py step_for_turn selects it)."""
-    return f"(SELECT COUNT(*) {_unread_from(run, mailbox)})"
+    return f"(SELECT COUNT(*) {unread_from(run, mailbox)})"
 
 
 _WAKE_SQL = "UPDATE {run} SET wake_requests = wake_requests + 1 WHERE id = %s RETURNING coordinator_busy AS busy"

@@ -12,6 +12,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
+from agents.events import ListSink
 from agents.llm import ProviderError
 from agents.router import DoubleDrainError, DropReason, MessageRouter, MessageType, RouterMessage
 from agents.runner import (
@@ -23,15 +24,15 @@ from agents.runner import (
     step_prompt,
 )
 from agents.spec import AgentSpec, WorkflowOptions, WorkflowSpec
-from runs import leases, sql
+from runs import last_turn, leases, sql
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import REGISTRY, Limits, provider_for, router_for, save_turn, warning_cycle
-from runs.actions.containers import after_step_terminal
+from runs.actions.containers import after_step_terminal, repeat_loop_of
 from runs.actions.tooling import step_tools, tool_env
 from runs.held_messages import messages_held
 from runs.journal import DjangoToolJournal
 from runs.models import Run, Step, ToolCall
-from runs.stores import DjangoEventSink, DjangoMailboxStore, events_held, lock_run, save_last_turn
+from runs.stores import DjangoEventSink, DjangoMailboxStore, broadcast, events_held, lock_run, save_last_turn
 
 
 def do_step_turn(step_pk: int, turn: int) -> None:
@@ -74,6 +75,8 @@ def do_step_turn(step_pk: int, turn: int) -> None:
             run_side_effects(agent_turn, completion, registry=registry, tools=tools, journal=journal)
     except ProviderError as exc:
         do_fail_step(step.pk, str(exc))
+        return
+    if _last_turn_in_one_trip(step, turn, spec, agent_turn, request, completion, inbox, registry, tools):
         return
     # Built before the run's lock is taken: every step of the run waits for
     # that lock, so what does not need it stays out of it. (A step only
@@ -128,6 +131,35 @@ def do_step_turn(step_pk: int, turn: int) -> None:
                 _next_turn(step.pk, turn + 1)
             else:
                 _complete_step(step, result.output, router)
+
+
+def _last_turn_in_one_trip(step, turn, spec, agent_turn, request, completion, inbox, registry, tools) -> bool:
+    """Record the usual last turn (an answer, no tool call, no mail read, no
+    repeat-until loop to decide next) in one round trip on PostgreSQL
+    (runs/last_turn.py), and say whether it was. False, having written
+    nothing, when it does not apply or mail arrived meanwhile: the general
+    path below takes the turn then."""
+    if completion.tool_calls or inbox or not last_turn.applies() or repeat_loop_of(step.step_id) is not None:
+        return False
+    events = ListSink()
+    router = router_for(step.run, run_locked=True)  # not used: nothing to drain, no tool call to route
+    result = apply_completion(
+        agent_turn, request, completion, inbox, router=router, sink=events, registry=registry, tools=tools
+    )
+    events.emit(_step_end(step, result.output))
+    now = timezone.now()
+    tokens = (result.prompt_tokens, result.completion_tokens)
+    written = last_turn.write(
+        step, turn, result.transcript, tokens, _completion(result.output), [(event, now) for event in events.events]
+    )
+    if written is None:
+        return False
+    last_seq, state = written
+    broadcast(step.run_id, last_seq)
+    # Committed already: these run now.
+    enforce_budget_after_commit(step.run_id, spec)
+    schedule_after_commit(step.run_id, state)
+    return True
 
 
 def _agent_turn(run: Run, step: Step, agent: AgentSpec, variables: dict[str, str]) -> AgentTurn:

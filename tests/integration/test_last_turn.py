@@ -1,0 +1,148 @@
+"""A step's usual last turn in one round trip on PostgreSQL (runs/last_turn.py):
+it records the turn, completes the step, closes its mailbox and numbers its
+events after the run's last, all or nothing; it writes nothing when mail
+arrived during the turn or the turn is no longer the caller's, so that the
+general path can take it. And the pipeline under it (sql.in_one_round_trip)
+commits its statements together or not at all."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import DataError, connection, transaction
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from agents.events import Event as RuntimeEvent
+from agents.router import DropReason
+from runs import last_turn, sql
+from runs.actions import router_for
+from runs.actions.catalog import workflow_spec
+from runs.actions.steps import do_step_turn
+from runs.models import Run, Step
+from runs.stores import lock_run
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+
+
+def _write(step: Step, turn: int = 1):
+    completed = {"status": Step.Status.COMPLETED, "output": "all done", "finished": timezone.now()}
+    now = timezone.now()
+    events = [
+        (RuntimeEvent("agent_turn", step.step_id, {"turn": turn, "content": "all done"}), now),
+        (RuntimeEvent("step_end", step.step_id, {"status": "completed", "output": "all done"}), now),
+    ]
+    transcript = [{"role": "assistant", "content": "all done"}]
+    return last_turn.write(step, turn, transcript, (7, 3), completed, events)
+
+
+def test_it_completes_the_step_and_numbers_its_events_after_the_runs_last(pg_run):
+    Run.objects.filter(pk=pg_run.pk).update(last_event_seq=41)
+    s1 = pg_run.steps.get(step_id="s1")
+    Step.objects.filter(pk=s1.pk).update(lease_owner="me", lease_expires=timezone.now())
+
+    last_seq, state = _write(s1)
+
+    assert last_seq == 43
+    assert list(pg_run.events.order_by("seq").values_list("seq", "type", "step_id")) == [
+        (42, "agent_turn", "s1"),
+        (43, "step_end", "s1"),
+    ]
+    s1.refresh_from_db()
+    assert (s1.status, s1.output, s1.turns, s1.finished is not None) == (Step.Status.COMPLETED, "all done", 1, True)
+    assert (s1.prompt_tokens, s1.completion_tokens, s1.transcript[-1]["content"]) == (7, 3, "all done")
+    assert (s1.lease_owner, s1.lease_expires, s1.mailbox_closed_reason) == ("", None, "target-terminal")
+    status, busy, has_mail, has_pending, all_done, workflow_id, _ = state
+    assert (status, busy, has_mail, has_pending, all_done) == (Run.Status.RUNNING, False, False, False, False)
+    assert workflow_id == pg_run.workflow_id
+
+    assert _write(pg_run.steps.get(step_id="s2"))[1][4] is True  # the last step to end sees every step done
+
+
+def test_it_writes_nothing_when_mail_reached_the_step_during_its_turn(pg_run):
+    with transaction.atomic():
+        lock_run(pg_run.pk)
+        router_for(pg_run.pk).forward("s1", "one more thing")
+    seq_before = Run.objects.get(pk=pg_run.pk).last_event_seq
+
+    assert _write(pg_run.steps.get(step_id="s1")) is None
+
+    s1 = pg_run.steps.get(step_id="s1")
+    assert (s1.status, s1.turns, s1.transcript, s1.mailbox_closed_reason) == (Step.Status.RUNNING, 0, [], "")
+    assert Run.objects.get(pk=pg_run.pk).last_event_seq == seq_before
+    assert not pg_run.events.filter(type__in=["agent_turn", "step_end"]).exists()
+
+
+def test_it_writes_nothing_when_another_worker_recorded_the_turn(pg_run):
+    Step.objects.filter(run=pg_run, step_id="s1").update(turns=1, transcript=[{"role": "assistant", "content": "mine"}])
+
+    assert _write(pg_run.steps.get(step_id="s1"), turn=1) is None
+
+    s1 = pg_run.steps.get(step_id="s1")
+    assert (s1.status, s1.transcript[-1]["content"]) == (Step.Status.RUNNING, "mine")
+    assert not pg_run.events.exists()
+
+
+def test_it_keeps_the_reason_a_mailbox_was_closed_with(pg_run):
+    Step.objects.filter(run=pg_run, step_id="s1").update(mailbox_closed_reason=DropReason.MAILBOX_CLOSED_BY_FINALIZE)
+
+    _write(pg_run.steps.get(step_id="s1"))
+
+    assert pg_run.steps.get(step_id="s1").mailbox_closed_reason == DropReason.MAILBOX_CLOSED_BY_FINALIZE
+
+
+def test_a_step_turn_records_its_last_turn_in_one_round_trip(pg_run):
+    Step.objects.filter(run=pg_run, step_id="s1").update(instructions="Handle it.")
+    s1 = pg_run.steps.get(step_id="s1")
+    workflow_spec(pg_run.workflow)  # parsed and cached, as after a run's first turn
+
+    with CaptureQueriesContext(connection) as queries:
+        do_step_turn(s1.pk, 1)
+
+    s1.refresh_from_db()
+    assert s1.status == Step.Status.COMPLETED
+    assert [event.type for event in pg_run.events.order_by("seq")] == ["agent_turn", "step_end"]
+    # The claim, then the run's lock and the write, sent together.
+    assert len(queries) == 3, [str(query["sql"])[:80] for query in queries]
+    assert "FOR UPDATE" in queries[1]["sql"] and "runs_event" in queries[2]["sql"]
+
+
+def test_a_step_turn_with_mail_arriving_meanwhile_takes_the_general_path(pg_run, monkeypatch):
+    Step.objects.filter(run=pg_run, step_id="s1").update(instructions="Handle it.")
+    s1 = pg_run.steps.get(step_id="s1")
+    write = last_turn.write
+
+    def mail_arrives_first(*args, **kwargs):
+        with transaction.atomic():
+            lock_run(pg_run.pk)
+            router_for(pg_run.pk).forward("s1", "one more thing")
+        return write(*args, **kwargs)
+
+    monkeypatch.setattr(last_turn, "write", mail_arrives_first)
+    queued = []
+    monkeypatch.setattr("runs.tasks.run_step_turn.delay", lambda *args: queued.append(args))
+
+    do_step_turn(s1.pk, 1)
+
+    s1.refresh_from_db()
+    # Turn 1 recorded once, and a wake cycle to read the message.
+    assert (s1.status, s1.turns, s1.wake_cycles) == (Step.Status.RUNNING, 1, 1)
+    assert queued == [(s1.pk, 2)]
+    types = [event.type for event in pg_run.events.order_by("seq")]
+    assert types.count("agent_turn") == 1 and "step_end" not in types
+    assert "agent_wake" in types
+
+
+def test_its_statements_commit_together_or_not_at_all(pg_run):
+    bump = (f"UPDATE {sql.table(Run)} SET last_event_seq = 99 WHERE id = %s", [pg_run.pk])
+
+    with pytest.raises(DataError):
+        sql.in_one_round_trip([bump, ("SELECT 1 / %s", [0])])
+
+    assert Run.objects.get(pk=pg_run.pk).last_event_seq == 0
+    assert sql.in_one_round_trip([bump, ("SELECT last_event_seq FROM runs_run WHERE id = %s", [pg_run.pk])]) == (99,)
+    assert Run.objects.get(pk=pg_run.pk).last_event_seq == 99  # committed, and the connection still works
+
+
+def test_it_refuses_to_run_inside_a_transaction(pg_run):
+    with transaction.atomic(), pytest.raises(RuntimeError, match="no open transaction"):
+        sql.in_one_round_trip([("SELECT 1", [])])
