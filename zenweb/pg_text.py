@@ -10,6 +10,7 @@ The dumpers are psycopg's own, registered on each new connection
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -59,6 +60,16 @@ def _json_without_nul(base: type[Dumper]) -> type[Dumper]:
 
 _DUMPERS = [(str, _str_without_nul(base)) for base in _STR_DUMPERS]
 _DUMPERS += [(wrapper, _json_without_nul(base)) for wrapper, base in _JSON_DUMPERS]
+
+
+def json_text(value: Any) -> str:
+    """``value`` as JSON text PostgreSQL's jsonb takes (``\\u0000`` escapes
+    replaced as the dumpers replace them), for a statement that sends a
+    document as text: serialized before the statement is sent."""
+    text = json.dumps(value)
+    if "\\u0000" in text:
+        text = _ESCAPED_NUL.sub(rb"\1\\ufffd", text.encode()).decode()
+    return text
 
 
 def register(connection: Any) -> None:

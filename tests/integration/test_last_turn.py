@@ -146,3 +146,17 @@ def test_its_statements_commit_together_or_not_at_all(pg_run):
 def test_it_refuses_to_run_inside_a_transaction(pg_run):
     with transaction.atomic(), pytest.raises(RuntimeError, match="no open transaction"):
         sql.in_one_round_trip([("SELECT 1", [])])
+
+
+def test_it_stores_what_a_model_said_with_nul_in_it_as_the_other_writers_do(pg_run):
+    s1 = pg_run.steps.get(step_id="s1")
+    said = "nul\0here, and a backslash: \\u0000"
+    events = [(RuntimeEvent("agent_turn", "s1", {"content": said}), timezone.now())]
+    completed = {"status": Step.Status.COMPLETED, "output": said, "finished": timezone.now()}
+
+    last_turn.write(s1, 1, [{"role": "assistant", "content": said}], (1, 1), completed, events)
+
+    kept = "nul\ufffdhere, and a backslash: \\u0000"
+    s1.refresh_from_db()
+    assert (s1.output, s1.transcript[-1]["content"]) == (kept, kept)
+    assert pg_run.events.get(type="agent_turn").data == {"content": kept}
