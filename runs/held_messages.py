@@ -215,16 +215,17 @@ def _write(run_id: int, rows: list[dict], taken: int, wakes: int) -> tuple[int, 
 
 def _write_with_events(run_id: int, rows: list[dict], taken: int, wakes: int, events: list) -> tuple[int, bool, int]:
     """``_write`` in one round trip, with ``events`` (PostgreSQL): each
-    column of the messages and of the events one typed array, inserted in
-    the order they were routed and emitted. Also returns the last event seq."""
-    from runs.stores import event_arrays, event_fields
+    column of the messages one typed array, the events one JSON document,
+    inserted in the order they were routed and emitted. Also returns the
+    last event seq."""
+    from runs.stores import events_document
 
     message_arrays = [list(column) for column in zip(*(row_values(Message, row)[1] for row in rows), strict=True)]
     if not rows:  # unnest() of empty arrays stores nothing
         message_arrays = [[] for _ in _message_fields()]
-    event_params = event_arrays(run_id, events) if events else [[] for _ in event_fields()]
+    event_params = [run_id, len(events), events_document(events)]
     with plain_cursor() as cursor:
-        cursor.execute(_write_sql(), [taken, len(events), wakes, run_id, *message_arrays, len(events), *event_params])
+        cursor.execute(_write_sql(), [taken, len(events), wakes, run_id, *message_arrays, *event_params])
         found = cursor.fetchone()
     if found is None:
         raise Run.DoesNotExist(f"run {run_id} does not exist")

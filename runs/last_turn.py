@@ -33,9 +33,9 @@ from django.db import connection
 from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR, DropReason
 from runs import sql
-from runs.models import Event, Run, Step, Workflow
+from runs.models import Run, Step, Workflow
 from runs.sql import table
-from runs.stores import event_fields, schedule_flags, schedule_state_of, unread_from
+from runs.stores import events_document, insert_events_from, schedule_flags, schedule_state_of, unread_from
 from zenweb.pg_text import json_text
 
 
@@ -66,10 +66,6 @@ def write(
     # Documents go as JSON text, serialized here: psycopg would serialize
     # them between sending the lock and sending this statement, while the
     # lock is held (about 0.1 ms a turn).
-    rows = [
-        {"type": event.type, "step_id": event.step_id, "data": event.data, "created": created.isoformat()}
-        for event, created in events
-    ]
     params = [
         turn,
         json_text(transcript),
@@ -84,7 +80,7 @@ def write(
         len(events),  # bumped
         step.run_id,  # the events
         len(events),
-        json_text(rows),
+        events_document(events),
         COORDINATOR,  # the scheduling flags
         step.pk,
         step.run_id,
@@ -96,20 +92,10 @@ def write(
     return last_seq, schedule_state_of(*state)
 
 
-# An event row's columns, as _write_sql fills them (runs/stores.py's
-# event_fields lists them for the other writers of events).
-EVENT_COLUMNS = {"run": "%s", "type": "e.type", "step_id": "e.step_id", "data": "e.data", "created": "e.created"}
-
-
 @functools.cache
 def _write_sql(completed: tuple[str, ...]) -> str:
-    fields = [field.name for field in event_fields()]
-    if fields != list(EVENT_COLUMNS):
-        raise RuntimeError(f"runs/last_turn.py writes events as {list(EVENT_COLUMNS)}, the model has {fields}")
     quote = connection.ops.quote_name
     sets = ", ".join(f"{quote(Step._meta.get_field(name).column)} = %s" for name in completed)
-    columns = ", ".join(quote(Event._meta.get_field(name).column) for name in EVENT_COLUMNS)
-    seq = quote(Event._meta.get_field("seq").column)
     return (
         f"WITH done AS (UPDATE {table(Step)} SET turns = %s, lease_owner = '', lease_expires = NULL, "
         f"transcript = %s::jsonb, prompt_tokens = prompt_tokens + %s, completion_tokens = completion_tokens + %s, "
@@ -119,11 +105,7 @@ def _write_sql(completed: tuple[str, ...]) -> str:
         "RETURNING run_id), "
         f"bumped AS (UPDATE {table(Run)} SET last_event_seq = last_event_seq + %s "
         "WHERE id = (SELECT run_id FROM done) RETURNING last_event_seq), "
-        f"added AS (INSERT INTO {table(Event)} ({columns}, {seq}) "
-        f"SELECT {', '.join(EVENT_COLUMNS.values())}, bumped.last_event_seq - %s + e.n "
-        "FROM bumped, ROWS FROM (jsonb_to_recordset(%s::jsonb) "
-        "AS (type text, step_id text, data jsonb, created timestamptz)) WITH ORDINALITY "
-        "AS e(type, step_id, data, created, n)) "
+        f"added AS ({insert_events_from('bumped')}) "
         # Read with the statement's snapshot, which holds neither write above:
         # the flags leave this step out, as done.
         f"SELECT bumped.last_event_seq, r.status, r.coordinator_busy, {schedule_flags('r.id', '%s')}, "

@@ -10,10 +10,13 @@ sets ``db_column``).
 
 from __future__ import annotations
 
+import datetime
 import functools
 import time
 
 from django.db import DEFAULT_DB_ALIAS, connections
+
+from zenweb.pg_text import json_text
 
 
 def _db():
@@ -208,6 +211,56 @@ def _assignments(model, values: dict, increments: dict) -> tuple[str, list]:
         assignments.append(f"{column} = {column} + %s")
         params.append(amount)
     return ", ".join(assignments), params
+
+
+def insert_many(objs: list) -> None:
+    """INSERT ``objs`` (new instances of one model, made by its constructor,
+    so every default is filled in) in one statement, and set their primary
+    keys, as bulk_create does. On PostgreSQL the rows travel as one JSON
+    document that jsonb_populate_recordset turns into rows: bulk_create
+    took about 0.1 ms a row to prepare and bind its thirty-odd parameters
+    (60 ms for a 500-step fan-out, before its first step could start)."""
+    if not objs:
+        return
+    model = type(objs[0])
+    db = _db()
+    if db.vendor != "postgresql":
+        model.objects.bulk_create(objs)
+        return
+    fields = _insert_fields(model)
+    rows = [{field.column: _json_value(field, getattr(obj, field.attname)) for field in fields} for obj in objs]
+    with plain_cursor() as cursor:
+        cursor.execute(_insert_many_sql(model), [json_text(rows)])
+        ids = [pk for (pk,) in cursor.fetchall()]
+    for obj, pk in zip(objs, ids, strict=True):
+        obj.pk = pk
+        obj._state.adding = False
+        obj._state.db = db.alias
+
+
+@functools.cache
+def _insert_fields(model) -> list:
+    return [field for field in model._meta.concrete_fields if not field.primary_key]
+
+
+@functools.cache
+def _insert_many_sql(model) -> str:
+    quote = _db().ops.quote_name
+    columns = ", ".join(quote(field.column) for field in _insert_fields(model))
+    return (
+        f"INSERT INTO {table(model)} ({columns}) SELECT {columns} "
+        f"FROM ROWS FROM (jsonb_populate_recordset(NULL::{table(model)}, %s::jsonb)) WITH ORDINALITY AS r "
+        # Rows go in, and their ids come back, in the document's order.
+        "ORDER BY r.ordinality RETURNING id"
+    )
+
+
+def _json_value(field, value):
+    if value is None or isinstance(value, str | int | float | bool | list | dict):
+        return value
+    if isinstance(value, datetime.datetime | datetime.date):
+        return value.isoformat()
+    raise TypeError(f"runs/sql.py insert_many cannot send {field.model.__name__}.{field.name}: {type(value).__name__}")
 
 
 def row_values(model, values: dict, computed: tuple[str, ...] = ()) -> tuple[str, list]:

@@ -18,6 +18,7 @@ from agents import ids, scheduler
 from agents.events import Event as RuntimeEvent
 from agents.llm import ProviderError
 from agents.llm.base import CompletionRequest
+from runs import sql
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import provider_for
 from runs.models import Run, Step
@@ -64,7 +65,8 @@ def create_steps(run: Run, runtime_steps: Iterable[scheduler.RuntimeStep]) -> li
         )
         existing.add(runtime.runtime_id)
         position += 1
-    return Step.objects.bulk_create(created)
+    sql.insert_many(created)
+    return created
 
 
 def repeat_loop_of(runtime_id: str) -> str | None:

@@ -261,3 +261,36 @@ def test_a_last_turn_keeps_the_reason_a_mailbox_was_closed_with(run):
     _last_turn(run.steps.get(step_id="s1"))
 
     assert run.steps.get(step_id="s1").mailbox_closed_reason == "mailbox-closed-by-finalize"
+
+
+def test_insert_many_stores_rows_as_bulk_create_does_and_sets_their_ids(run):
+    def step(step_id: str) -> Step:
+        return Step(
+            run=run,
+            step_id=step_id,
+            agent="worker",
+            position=7,
+            depends_on=["s1"],
+            limits=[["items", 3]],
+            variables={"item": "nul\0here"},
+            instructions="Handle $item.",
+            started=timezone.now(),
+        )
+
+    ours, theirs = [step("a[0].work"), step("a[1].work")], [step("b[0].work"), step("b[1].work")]
+    sql.insert_many(ours)
+    Step.objects.bulk_create(theirs)
+
+    assert [s.step_id for s in Step.objects.filter(pk__in=[s.pk for s in ours]).order_by("pk")] == [
+        "a[0].work",
+        "a[1].work",
+    ]
+    assert not ours[0]._state.adding
+
+    def stored(steps: list[Step]) -> list[dict]:
+        rows = Step.objects.filter(pk__in=[s.pk for s in steps]).order_by("pk").values()
+        return [{k: v for k, v in row.items() if k not in ("id", "step_id", "started")} for row in rows]
+
+    assert stored(ours) == stored(theirs)
+    if connection.vendor == "postgresql":  # which cannot store NUL: replaced, as every writer does
+        assert stored(ours)[0]["variables"] == {"item": "nul\ufffdhere"}
