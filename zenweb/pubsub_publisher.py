@@ -5,13 +5,15 @@ The layer itself is asyncio: a worker reached it through an event loop in
 a thread of its own, and the hop there and back (waking that loop, a task,
 the asyncio Redis client) cost about 1 ms of CPU per commit, as much as the
 commit. A group message of RedisPubSubChannelLayer is one PUBLISH of the
-layer's serialized message to ``<prefix>__group__<group>``, which this does
-in about 0.1 ms. Consumers subscribe through the layer as usual.
+layer's serialized message to ``<prefix>__group__<group>``, which this sends
+on a connection of its own, in about 0.05 ms, without waiting for the reply.
+Consumers subscribe through the layer as usual.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 
@@ -35,24 +37,53 @@ class PubSubPublisher:
     def __init__(self, layer: RedisPubSubChannelLayer, address: str, prefix: str) -> None:
         self.layer = layer
         self.prefix = prefix
-        # redis-py's pool is thread-safe and starts anew in a forked child.
-        self.client = redis.Redis.from_url(
-            address, socket_timeout=TIMEOUT_SECONDS, socket_connect_timeout=TIMEOUT_SECONDS
-        )
+        self.options = redis.connection.parse_url(address)
+        self.options |= {"socket_timeout": TIMEOUT_SECONDS, "socket_connect_timeout": TIMEOUT_SECONDS}
+        # rediss:// and unix:// name a class of their own.
+        self.connection_class = self.options.pop("connection_class", redis.Connection)
         self.quiet_until = 0.0
+        self._lock = threading.Lock()
+        self._connection: redis.Connection | None = None
+        self._pid = 0
+        self._reply_due = False
 
     def group_send(self, group: str, message: dict) -> bool:
         """PUBLISH ``message`` to ``group``'s subscribers, as the layer's
         group_send would. False if it was not sent (Redis away)."""
         if time.monotonic() < self.quiet_until:
             return False
-        try:
-            self.client.publish(f"{self.prefix}__group__{group}", self.layer.serialize(message))
-        except (redis.RedisError, OSError) as exc:
-            self.quiet_until = time.monotonic() + QUIET_SECONDS
-            log.warning("could not publish to %s (quiet for %s s): %s", group, QUIET_SECONDS, exc)
-            return False
+        payload = self.layer.serialize(message)
+        with self._lock:
+            try:
+                connection = self._connected()
+                # The reply (how many listened) is read at the next publish,
+                # by when it has arrived, not waited for now: waiting was a
+                # round trip, and a switch to Redis and back, per commit.
+                if self._reply_due:
+                    self._reply_due = False
+                    connection.read_response()
+                connection.send_command("PUBLISH", f"{self.prefix}__group__{group}", payload)
+                self._reply_due = True
+            except (redis.RedisError, OSError) as exc:
+                self._drop_connection()
+                self.quiet_until = time.monotonic() + QUIET_SECONDS
+                log.warning("could not publish to %s (quiet for %s s): %s", group, QUIET_SECONDS, exc)
+                return False
         return True
+
+    def _connected(self) -> redis.Connection:
+        # A forked worker child starts its own; the parent's stays the parent's.
+        if self._connection is None or self._pid != os.getpid():
+            self._connection = self.connection_class(**self.options)
+            self._pid = os.getpid()
+            self._reply_due = False
+        return self._connection
+
+    def _drop_connection(self) -> None:
+        if self._connection is not None:
+            self._connection.disconnect()
+        self._connection = None
+        self._reply_due = False
 
 
 _publisher: PubSubPublisher | None = None

@@ -1,6 +1,7 @@
-"""A worker's commit tells the dashboards through Redis with one blocking
-PUBLISH (zenweb/pubsub_publisher.py), in the pub/sub layer's own format:
-a consumer subscribed through the layer hears it."""
+"""A worker's commit tells the dashboards through Redis with one PUBLISH
+(zenweb/pubsub_publisher.py), in the pub/sub layer's own format: a consumer
+subscribed through the layer hears it, and hears every one of a worker's
+commits in order (each publish reads the reply to the one before)."""
 
 from __future__ import annotations
 
@@ -29,3 +30,18 @@ async def test_a_commits_broadcast_reaches_a_consumer_subscribed_through_the_lay
         await layer.group_discard(run_group(424242), channel)
 
     assert message == {"type": "run.event", "seq": 7}
+
+
+async def test_a_consumer_hears_every_commit_in_order():
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(run_group(424243), channel)
+    try:
+        for seq in range(1, 6):
+            await sync_to_async(broadcast, thread_sensitive=False)(424243, seq)
+        heard = [(await asyncio.wait_for(layer.receive(channel), 5))["seq"] for _ in range(5)]
+    finally:
+        await layer.group_discard(run_group(424243), channel)
+
+    assert heard == [1, 2, 3, 4, 5]
+    assert pubsub_publisher().quiet_until == 0.0  # no reply went astray
