@@ -160,3 +160,22 @@ def test_it_stores_what_a_model_said_with_nul_in_it_as_the_other_writers_do(pg_r
     s1.refresh_from_db()
     assert (s1.output, s1.transcript[-1]["content"]) == (kept, kept)
     assert pg_run.events.get(type="agent_turn").data == {"content": kept}
+
+
+def test_both_writers_of_a_last_turn_leave_the_same_step_and_events(pg_run, monkeypatch):
+    Step.objects.filter(run=pg_run).exclude(step_id="coordinator").update(instructions="Handle it.")
+    s1, s2 = pg_run.steps.get(step_id="s1"), pg_run.steps.get(step_id="s2")
+
+    do_step_turn(s1.pk, 1)  # in one round trip
+    monkeypatch.setattr(last_turn, "applies", lambda: False)
+    do_step_turn(s2.pk, 1)  # the general path
+
+    def seen(step: Step) -> tuple:
+        step.refresh_from_db()
+        fields = (step.status, step.output, step.turns, step.prompt_tokens, step.completion_tokens, step.transcript)
+        fields += (step.mailbox_closed_reason, step.lease_owner, step.lease_expires, step.finished is not None)
+        events = [(e.type, e.data) for e in pg_run.events.filter(step_id=step.step_id).order_by("seq")]
+        return repr((fields, events)).replace(f"'{step.step_id}'", "<step>")
+
+    assert seen(s1) == seen(s2)
+    assert list(pg_run.events.order_by("seq").values_list("seq", flat=True)) == [1, 2, 3, 4]
