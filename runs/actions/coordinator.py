@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 
 # A coordinator wake may call tools and look at their results this many times.
 MAX_COORDINATOR_ROUNDS = 8
+# The fields of its steps a coordinator wake reads (prompts, all_done); "run"
+# too, or Django would load each step's run to link it.
+WAKE_FIELDS = ("run", "step_id", "kind", "agent", "instructions", "status", "output", "error", "resuming")
 # How much of each step's output the "finish" prompt quotes; over the
 # per-invocation budget (options.budget.coordinatorTokens), the compact figure.
 FINISH_OUTPUT_CHARS = 2000
@@ -59,9 +62,10 @@ def do_coordinator_wake(run_id: int) -> None:
                 return
             seen = run.wake_requests
             inbox = DjangoMailboxStore(run_id).unread(COORDINATOR)
-            # Every wake reads every step: not their transcripts (a wide
-            # run's are most of its rows' size), which a wake never shows.
-            steps = list(run.steps.exclude(kind=Step.Kind.COORDINATOR).defer("transcript", "variables"))
+            # Every wake reads every step, but only what a wake shows and
+            # decides on: a wide run's transcripts are most of its rows'
+            # size, and its JSON columns most of the time to load them.
+            steps = list(run.steps.exclude(kind=Step.Kind.COORDINATOR).only(*WAKE_FIELDS))
             if plans_first(run):
                 _coordinator_rounds(run, "plan", [], steps)
             elif inbox and not _over_wake_cap(run):

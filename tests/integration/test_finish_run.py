@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from agents.router import COORDINATOR
-from runs.actions import do_finish_run, do_register_workflow
+from runs.actions import do_coordinator_wake, do_finish_run, do_register_workflow
 from runs.models import Run, Step
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -49,3 +49,21 @@ def test_a_failed_step_makes_the_run_partial_and_says_why():
     assert run.status == Run.Status.PARTIAL
     assert run.error == "step s1 failed: s1 broke"
     assert run.events.order_by("-seq").first().type == "workflow_end"
+
+
+def _queries_to_wake(run: Run, django_assert_max_num_queries) -> int:
+    Step.objects.filter(run=run).exclude(step_id=COORDINATOR).update(output="done", instructions="Do it.")
+    with django_assert_max_num_queries(80) as captured:
+        do_coordinator_wake(run.pk)
+    assert Run.objects.get(pk=run.pk).status == Run.Status.COMPLETED
+    return len(captured)
+
+
+def test_the_finish_wake_reads_the_steps_once_however_many_there_are(django_assert_max_num_queries):
+    # It reads only some fields of each step: touching another would cost a
+    # query per step.
+    _queries_to_wake(_run_with([Step.Status.COMPLETED]), django_assert_max_num_queries)  # loads what is loaded once
+    few = _queries_to_wake(_run_with([Step.Status.COMPLETED] * 2), django_assert_max_num_queries)
+    many = _queries_to_wake(_run_with([Step.Status.COMPLETED] * 30), django_assert_max_num_queries)
+
+    assert many == few
