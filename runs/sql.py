@@ -56,8 +56,9 @@ def in_one_round_trip(statements: list[tuple[str, list]]) -> tuple | None:
     """Run ``statements`` (SQL, parameters) as one transaction sent at once,
     in PostgreSQL's pipeline mode: the server runs them back to back and
     commits, so a lock the first takes is never held while this process
-    waits for the CPU or the network. Returns the first row of the last one (None if it has
-    none). Each statement still sees what committed before it started.
+    waits for the CPU or the network. Returns the first row of the last
+    one (None if it has none). Each statement still sees what committed
+    before it started.
 
     Outside any transaction.atomic() block only: it begins and commits its
     own transaction."""
