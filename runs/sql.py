@@ -259,7 +259,7 @@ def _insert_many_sql(model) -> str:
 def _json_value(field, value):
     if value is None or isinstance(value, str | int | float | bool | list | dict):
         return value
-    if isinstance(value, datetime.datetime | datetime.date):
+    if isinstance(value, datetime.date):  # and datetime, a subclass
         return value.isoformat()
     raise TypeError(f"runs/sql.py insert_many cannot send {field.model.__name__}.{field.name}: {type(value).__name__}")
 

@@ -61,7 +61,7 @@ def broadcast(run_id: int, seq: int) -> None:
     costs a little latency, never an event."""
     message = {"type": "run.event", "seq": seq}
     publisher = pubsub_publisher()
-    if publisher is not None:  # Redis: one blocking PUBLISH, no event loop
+    if publisher is not None:  # Redis: one PUBLISH, no event loop
         publisher.group_send(run_group(run_id), message)
         return
     layer = get_channel_layer()

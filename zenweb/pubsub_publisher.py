@@ -1,5 +1,5 @@
 """Group messages of channels_redis' pub/sub layer, published from plain
-synchronous code (a worker's commit) with a blocking Redis client.
+synchronous code (a worker's commit) with redis-py's synchronous client.
 
 The layer itself is asyncio: a worker reached it through an event loop in
 a thread of its own, and the hop there and back (waking that loop, a task,

@@ -76,14 +76,14 @@ def do_step_turn(step_pk: int, turn: int) -> None:
     except ProviderError as exc:
         do_fail_step(step.pk, str(exc))
         return
-    if _last_turn_in_one_trip(step, turn, spec, agent_turn, request, completion, inbox, registry, tools):
-        return
     # Built before the run's lock is taken: every step of the run waits for
     # that lock, so what does not need it stays out of it. (A step only
     # sends to the coordinator: the run's status, read before the model
-    # answered, is never consulted.) It is used only inside the block whose
+    # answered, is never consulted.) It routes only inside the block whose
     # first UPDATE takes the run's lock: it need not take it again.
     router = router_for(run, run_locked=True)
+    if _last_turn_in_one_trip(step, turn, spec, agent_turn, request, completion, inbox, router, registry, tools):
+        return
     sink = DjangoEventSink(run.pk)
     with transaction.atomic():
         # Record the turn, with the run's lock: if another worker recorded it
@@ -133,7 +133,7 @@ def do_step_turn(step_pk: int, turn: int) -> None:
                 _complete_step(step, result.output, router)
 
 
-def _last_turn_in_one_trip(step, turn, spec, agent_turn, request, completion, inbox, registry, tools) -> bool:
+def _last_turn_in_one_trip(step, turn, spec, agent_turn, request, completion, inbox, router, registry, tools) -> bool:
     """Record the usual last turn (an answer, no tool call, no mail read, no
     repeat-until loop to decide next) in one round trip on PostgreSQL
     (runs/last_turn.py), and say whether it was. False, having written
@@ -142,7 +142,7 @@ def _last_turn_in_one_trip(step, turn, spec, agent_turn, request, completion, in
     if completion.tool_calls or inbox or not last_turn.applies() or repeat_loop_of(step.step_id) is not None:
         return False
     events = ListSink()
-    router = router_for(step.run, run_locked=True)  # not used: nothing to drain, no tool call to route
+    # ``router`` routes nothing here: no mail to drain, no tool call.
     result = apply_completion(
         agent_turn, request, completion, inbox, router=router, sink=events, registry=registry, tools=tools
     )

@@ -1,4 +1,4 @@
-"""The blocking publisher of dashboard notifications (zenweb/pubsub_publisher.py)
+"""The synchronous publisher of dashboard notifications (zenweb/pubsub_publisher.py)
 with Redis away: the commit that notifies goes on, and for a second no
 commit waits on the dead server again (the dashboards' poll catches up)."""
 
