@@ -7,8 +7,10 @@ conditional UPDATE, so a redelivered task finds nothing left to do.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
-from celery import shared_task
+from celery import Task, shared_task
+from django.db import transaction
 
 from runs import actions
 
@@ -79,3 +81,30 @@ def execute_tool_call(call_pk: int) -> None:
         # A bug must not leave the step waiting for this call forever.
         log.exception("tool call %s failed", call_pk)
         do_fail_tool_call(call_pk, f"internal error: {type(exc).__name__}: {exc}")
+
+
+# Messages a batch publishes per round trip to Redis. Workers take the first
+# ones while the rest are built: a fan-out's steps start as they are queued.
+PUBLISH_BATCH = 32
+
+
+def queue_after_commit(task: Task, calls: Iterable[tuple]) -> None:
+    """Queue ``task`` once for each argument tuple in ``calls`` when the
+    transaction commits (at once outside one), published together.
+
+    One by one, each publish on Redis made a new client and waited for its
+    own LPUSH: about half a millisecond, and a fan-out of 500 steps spent a
+    quarter of a second queueing them from one process. kombu's
+    ``Producer.batch`` pipelines them (the memory broker publishes each at
+    once). A publish that fails loses the calls not yet sent, as failed
+    publishes one by one would: the sweeper re-enqueues a silent run's work
+    (runs/leases.py, ZENWEB_RESUME_AFTER)."""
+    calls = list(calls)
+    if calls:
+        transaction.on_commit(lambda: publish(task, calls), robust=True)
+
+
+def publish(task: Task, calls: list[tuple]) -> None:
+    with task.app.producer_or_acquire() as producer, producer.batch(PUBLISH_BATCH):
+        for args in calls:
+            task.apply_async(args, producer=producer)

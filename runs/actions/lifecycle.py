@@ -208,8 +208,7 @@ def _start_steps(run: Run, steps: list[Step]) -> None:
     with events_held(run.pk):
         for step in steps:
             sink.emit(RuntimeEvent("step_start", step.step_id, {"agent": step.agent}))
-    for step in steps:
-        transaction.on_commit(lambda pk=step.pk: tasks.run_step_turn.delay(pk, 1), robust=True)
+    tasks.queue_after_commit(tasks.run_step_turn, [(step.pk, 1) for step in steps])
 
 
 def coordinator_has_mail(run_id: int) -> bool:

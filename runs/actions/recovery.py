@@ -31,17 +31,13 @@ def do_resume_run(run_id: int, reason: str) -> list[str]:
         waiting = set(ToolCall.objects.filter(run=run, status__in=ToolCall.PENDING).values_list("step_id", flat=True))
         # Calls whose task the broker lost run now; a duplicate finds them claimed.
         dispatch_after_commit(queued_calls(run_id))
-        nudged = []
-        for step in run.steps.filter(kind=Step.Kind.STEP, status=Step.Status.RUNNING):
-            if step.pk in waiting:
-                continue
-            nudged.append(step.step_id)
-            transaction.on_commit(
-                lambda pk=step.pk, turn=step.turns + 1: tasks.run_step_turn.delay(pk, turn), robust=True
-            )
-        for step in run.steps.filter(resuming=True):
-            nudged.append(step.step_id)
-            transaction.on_commit(lambda pk=step.pk: tasks.resume_step.delay(pk), robust=True)
+        running = [
+            step for step in run.steps.filter(kind=Step.Kind.STEP, status=Step.Status.RUNNING) if step.pk not in waiting
+        ]
+        tasks.queue_after_commit(tasks.run_step_turn, [(step.pk, step.turns + 1) for step in running])
+        resuming = list(run.steps.filter(resuming=True))
+        tasks.queue_after_commit(tasks.resume_step, [(step.pk,) for step in resuming])
+        nudged = [step.step_id for step in [*running, *resuming]]
         # A wake that died with its worker left the flag set; the next wake
         # takes over (a double drain is caught and rolled back).
         Run.objects.filter(pk=run_id).update(coordinator_busy=False)

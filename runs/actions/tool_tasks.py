@@ -57,8 +57,7 @@ def dispatch_after_commit(call_pks: list[int]) -> None:
     """Send one task per queued call once the turn that asked for them commits."""
     from runs import tasks
 
-    for pk in call_pks:
-        transaction.on_commit(lambda pk=pk: tasks.execute_tool_call.delay(pk), robust=True)
+    tasks.queue_after_commit(tasks.execute_tool_call, [(pk,) for pk in call_pks])
 
 
 def timeout_for(spec: WorkflowSpec, tool: Tool | None, name: str) -> float:
