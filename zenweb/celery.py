@@ -6,7 +6,14 @@ import gc
 import os
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun, worker_process_init, worker_ready, worker_shutdown
+from celery.signals import (
+    task_postrun,
+    task_prerun,
+    worker_init,
+    worker_process_init,
+    worker_ready,
+    worker_shutdown,
+)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "zenweb.settings")
 
@@ -28,6 +35,15 @@ def _close_old_connections(**kwargs) -> None:
     from django.db import close_old_connections
 
     close_old_connections()
+
+
+@worker_init.connect
+def _load_token_encodings(**kwargs) -> None:
+    # In the worker's main process, before the pool forks: its processes
+    # share the encodings instead of each loading its own on its first turn.
+    from agents.llm import tokens
+
+    tokens.preload([os.environ.get("ZENWEB_MODEL", "")])
 
 
 @worker_process_init.connect

@@ -163,6 +163,14 @@ def _load_encoding(name: str) -> tiktoken.Encoding | None:
         return None
 
 
+def preload(models: Iterable[str | None] = ()) -> None:
+    """Load the encodings of ``models`` and the default one now: in a
+    process about to fork workers, so that they share one copy (each took
+    0.1 s and 40 MB on its first turn)."""
+    for name in {DEFAULT_ENCODING, *(encoding_name(model) for model in models)}:
+        get_encoding(name)
+
+
 def exact(model: str | None = None) -> bool:
     """True when ``model``'s counts come from its real encoding, not the estimate."""
     return get_encoding(encoding_name(model)) is not None
