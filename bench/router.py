@@ -24,6 +24,7 @@ rows, not thousands.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -32,6 +33,10 @@ from bench.common import Context, Result, Target, run_child, skipped
 
 STEPS = ("s1", "s2", "s3", "s4")
 MEMORY_MESSAGES = (1_000, 10_000)
+# Runs of each in-memory figure at least, whatever --repeat says: one takes
+# a few milliseconds, and on a shared VM three of them can all land in a
+# slow moment (93,000/s one sitting, 174,000-205,000/s the next minute).
+MEMORY_MIN_RUNS = 9
 PERSISTENT_MESSAGES = 640
 PER_TRANSACTION = (1, 4, 16)
 TARGET_MEMORY = Target(">=", 100_000, ">= 100,000/s")
@@ -152,10 +157,47 @@ def persistent(messages: int, repeats: int, per: int = 1) -> list[float]:
     return rates
 
 
+CALIBRATION_STATEMENTS = 2_000
+
+
+def calibration(statements: int, repeats: int) -> dict[str, list[float]]:
+    """In a child process on PostgreSQL, with plain psycopg (no Django, no
+    zenweb): what this machine's PostgreSQL does from one process, to read
+    the routing figures against.
+
+    - ``inserts``: single-row autocommit INSERTs per second, the figure
+      shared/REFERENCE.md gives for its machine (about 10,000/s);
+    - ``transactions``: per second, the least a routing transaction does:
+      BEGIN, a row's lock (SELECT ... FOR UPDATE), one UPDATE of it, COMMIT.
+      Routing one message per transaction cannot go faster than this."""
+    import psycopg
+
+    url = os.environ["DATABASE_URL"]
+    rates: dict[str, list[float]] = {"inserts": [], "transactions": []}
+    with psycopg.connect(url, autocommit=True, prepare_threshold=0) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS bench_calibration (id bigserial PRIMARY KEY, n integer NOT NULL)")
+        try:
+            for _ in range(repeats):
+                conn.execute("TRUNCATE bench_calibration RESTART IDENTITY")
+                start = time.perf_counter()
+                for n in range(statements):
+                    conn.execute("INSERT INTO bench_calibration (n) VALUES (%s)", [n])
+                rates["inserts"].append(statements / (time.perf_counter() - start))
+                start = time.perf_counter()
+                for _ in range(statements):
+                    with conn.transaction():
+                        conn.execute("SELECT 1 FROM bench_calibration WHERE id = %s FOR UPDATE", [1])
+                        conn.execute("UPDATE bench_calibration SET n = n + 1 WHERE id = %s", [1])
+                rates["transactions"].append(statements / (time.perf_counter() - start))
+        finally:
+            conn.execute("DROP TABLE bench_calibration")
+    return rates
+
+
 def measure(ctx: Context) -> list[Result]:
     results = []
     for messages in MEMORY_MESSAGES:
-        values = [in_memory(messages) for _ in range(ctx.repeats)]
+        values = [in_memory(messages) for _ in range(max(ctx.repeats, MEMORY_MIN_RUNS))]
         results.append(
             Result(
                 "router",
@@ -178,6 +220,32 @@ def measure(ctx: Context) -> list[Result]:
                 ctx.redis_problem or "",
             )
         )
+    if not ctx.pg_problem:
+        rates = run_child(
+            "bench.router",
+            "calibration",
+            ctx.postgres().env,
+            statements=CALIBRATION_STATEMENTS,
+            repeats=ctx.repeats,
+        )
+        results += [
+            Result(
+                "router",
+                "calibration: single-row autocommit INSERTs/s",
+                "postgresql",
+                "rows/s",
+                rates["inserts"],
+                note="plain psycopg, one process; shared/REFERENCE.md's machine: about 10,000/s",
+            ),
+            Result(
+                "router",
+                "calibration: BEGIN + row lock + UPDATE + COMMIT, transactions/s",
+                "postgresql",
+                "tx/s",
+                rates["transactions"],
+                note="plain psycopg, one process: the most transactions routing 1 message each could commit",
+            ),
+        ]
     for label, make, problem in backends:
         for per in PER_TRANSACTION:
             name = f"{NAME} ({PERSISTENT_MESSAGES:,} msgs, {per} per transaction)"
