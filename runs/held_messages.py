@@ -34,7 +34,8 @@ from django.db import connection, transaction
 
 from agents.router import COORDINATOR, MailboxState
 from runs.models import Message, Run, Step
-from runs.sql import plain_cursor, row_values, table, unnest_rows
+from runs.sql import json_rows, plain_cursor, row_document, row_values, table
+from zenweb.pg_text import json_text
 
 
 @dataclass
@@ -214,18 +215,15 @@ def _write(run_id: int, rows: list[dict], taken: int, wakes: int) -> tuple[int, 
 
 
 def _write_with_events(run_id: int, rows: list[dict], taken: int, wakes: int, events: list) -> tuple[int, bool, int]:
-    """``_write`` in one round trip, with ``events`` (PostgreSQL): each
-    column of the messages one typed array, the events one JSON document,
-    inserted in the order they were routed and emitted. Also returns the
-    last event seq."""
+    """``_write`` in one round trip, with ``events`` (PostgreSQL): the
+    messages and the events each one JSON document, inserted in the order
+    they were routed and emitted. Also returns the last event seq."""
     from runs.stores import events_document
 
-    message_arrays = [list(column) for column in zip(*(row_values(Message, row)[1] for row in rows), strict=True)]
-    if not rows:  # unnest() of empty arrays stores nothing
-        message_arrays = [[] for _ in _message_fields()]
+    messages = json_text([row_document(Message, row) for row in rows])
     event_params = [run_id, len(events), events_document(events)]
     with plain_cursor() as cursor:
-        cursor.execute(_write_sql(), [taken, len(events), wakes, run_id, *message_arrays, *event_params])
+        cursor.execute(_write_sql(), [taken, len(events), wakes, run_id, messages, *event_params])
         found = cursor.fetchone()
     if found is None:
         raise Run.DoesNotExist(f"run {run_id} does not exist")
@@ -240,18 +238,15 @@ def _count_sql() -> str:
     )
 
 
-def _message_fields() -> list:
-    return [f for f in Message._meta.concrete_fields if not f.primary_key]
-
-
 @functools.cache
 def _write_sql() -> str:
     from runs.stores import insert_events_from
 
-    columns, names, rows = unnest_rows(_message_fields(), "m")
+    columns, names, source = json_rows(Message, "m")
     return (
         f"WITH counted AS ({_count_sql()}), "
-        f"stored AS (INSERT INTO {table(Message)} ({columns}) SELECT {names} FROM counted, {rows} ORDER BY n), "
+        f"stored AS (INSERT INTO {table(Message)} ({columns}) SELECT {names} FROM counted, {source} "
+        "ORDER BY m.ordinality), "
         f"numbered AS ({insert_events_from('counted')}) "
         "SELECT last_message_no, coordinator_busy, last_event_seq FROM counted"
     )

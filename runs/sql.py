@@ -97,26 +97,19 @@ def db_value(model, name: str, value):
     return model._meta.get_field(name).get_db_prep_value(value, _db())
 
 
-def array_type(field) -> str:
-    """The PostgreSQL type of an array of ``field``'s values, for unnest():
-    text, not varchar(n), for strings (an explicit cast to varchar(n) would
-    cut a long value, the INSERT's own cast refuses it)."""
-    if field.get_internal_type() in ("CharField", "TextField"):
-        return "text"
-    return field.db_type(_db())
-
-
-def unnest_rows(fields: list, alias: str) -> tuple[str, str, str]:
-    """For an INSERT ... SELECT of rows sent as typed arrays, one per column
-    (PostgreSQL, sent in binary: the text array format escapes every
-    element): the quoted columns of ``fields``, the names to select, and
-    ``unnest(...) WITH ORDINALITY AS alias(names, n)``, n numbering the rows
-    in the arrays' order. Parameters: one list per field."""
+def json_rows(model, alias: str) -> tuple[str, str, str]:
+    """For an INSERT ... SELECT of whole new rows of ``model`` sent as one
+    JSON document (PostgreSQL; its parameter: ``json_text`` of a list of
+    ``row_document``): the quoted columns, the same read from ``alias``,
+    and the FROM item that turns the document into rows, numbered in its
+    order as ``alias.ordinality``. A value too long for its column is
+    refused as an INSERT refuses it, never cut."""
     quote = _db().ops.quote_name
-    columns = ", ".join(quote(f.column) for f in fields)
-    names = ", ".join(f"c{n}" for n in range(len(fields)))
-    types = ", ".join(f"%b::{array_type(f)}[]" for f in fields)
-    return columns, names, f"unnest({types}) WITH ORDINALITY AS {alias}({names}, n)"
+    fields = _insert_fields(model)
+    columns = ", ".join(quote(field.column) for field in fields)
+    names = ", ".join(f"{alias}.{quote(field.column)}" for field in fields)
+    source = f"ROWS FROM (jsonb_populate_recordset(NULL::{table(model)}, %s::jsonb)) WITH ORDINALITY AS {alias}"
+    return columns, names, source
 
 
 def insert(model, **values) -> None:
@@ -246,14 +239,9 @@ def _insert_fields(model) -> list:
 
 @functools.cache
 def _insert_many_sql(model) -> str:
-    quote = _db().ops.quote_name
-    columns = ", ".join(quote(field.column) for field in _insert_fields(model))
-    return (
-        f"INSERT INTO {table(model)} ({columns}) SELECT {columns} "
-        f"FROM ROWS FROM (jsonb_populate_recordset(NULL::{table(model)}, %s::jsonb)) WITH ORDINALITY AS r "
-        # Rows go in, and their ids come back, in the document's order.
-        "ORDER BY r.ordinality RETURNING id"
-    )
+    columns, names, source = json_rows(model, "r")
+    # Rows go in, and their ids come back, in the document's order.
+    return f"INSERT INTO {table(model)} ({columns}) SELECT {names} FROM {source} ORDER BY r.ordinality RETURNING id"
 
 
 def _json_value(field, value):
@@ -261,7 +249,7 @@ def _json_value(field, value):
         return value
     if isinstance(value, datetime.date):  # and datetime, a subclass
         return value.isoformat()
-    raise TypeError(f"runs/sql.py insert_many cannot send {field.model.__name__}.{field.name}: {type(value).__name__}")
+    raise TypeError(f"runs/sql.py cannot send {field.model.__name__}.{field.name} as JSON: {type(value).__name__}")
 
 
 def row_values(model, values: dict, computed: tuple[str, ...] = ()) -> tuple[str, list]:
@@ -270,8 +258,20 @@ def row_values(model, values: dict, computed: tuple[str, ...] = ()) -> tuple[str
     field's default (Django's defaults are not the database's), except the
     auto primary key and the ``computed`` fields the SQL itself fills in. A
     field added to the model without a default fails here, by name."""
+    items = _row_items(model, values, computed)
+    columns = ", ".join(_db().ops.quote_name(field.column) for field, _ in items)
+    return columns, [value for _, value in items]
+
+
+def row_document(model, values: dict) -> dict:
+    """``row_values``'s row as one JSON object, column -> value, for
+    ``json_rows`` (PostgreSQL)."""
+    return {field.column: _json_value(field, value) for field, value in _row_items(model, values, ())}
+
+
+def _row_items(model, values: dict, computed: tuple[str, ...]) -> list[tuple]:
     db = _db()
-    fields, params = [], []
+    items = []
     for field, text in _row_fields(model):
         if field.name in values:
             value = values[field.name]
@@ -281,13 +281,11 @@ def row_values(model, values: dict, computed: tuple[str, ...] = ()) -> tuple[str
             value = field.get_default()
             if value is None and not field.null:
                 raise TypeError(f"runs/sql.py writes {model.__name__} rows itself: give it a {field.name!r}")
-        fields.append(field)
         # A string for a text column is stored as it is: the ORM's
         # preparation would return it unchanged, at a cost paid for every
         # column of every message and event.
-        params.append(value if text and value.__class__ is str else field.get_db_prep_save(value, db))
-    columns = ", ".join(db.ops.quote_name(field.column) for field in fields)
-    return columns, params
+        items.append((field, value if text and value.__class__ is str else field.get_db_prep_save(value, db)))
+    return items
 
 
 @functools.cache

@@ -133,3 +133,23 @@ def test_a_block_that_raises_stores_nothing(two_step_run):
     assert run.last_message_no == 0
     with _turn(run):
         assert router_for(run.pk).forward("s1", "first for real").text == "queued: msg-fwd-1"
+
+
+def test_a_held_message_keeps_its_text_as_it_was_sent(two_step_run):
+    # On PostgreSQL the block's messages travel as one JSON document: what
+    # JSON escapes (quotes, backslashes, newlines, the six characters of a
+    # written-out \u0000) comes back as it was, and long text is not cut.
+    run = two_step_run
+    texts = [
+        'say "hi"\\ and \\\\ twice',
+        "line one\nline two\ttab",
+        "caf\u00e9 \U0001f600",
+        "a \\u0000 b",
+        "x" * 20_000,
+    ]
+    with _turn(run):
+        router = router_for(run.pk)
+        for text in texts:
+            router.send("s1", text)
+
+    assert list(run.messages.order_by("id").values_list("content", flat=True)) == texts
