@@ -105,6 +105,7 @@ def queue_after_commit(task: Task, calls: Iterable[tuple]) -> None:
 
 
 def publish(task: Task, calls: list[tuple]) -> None:
+    """Publish ``task`` with each of ``calls`` now, in batches (kombu >= 5.7)."""
     with task.app.producer_or_acquire() as producer, producer.batch(PUBLISH_BATCH):
         for args in calls:
             task.apply_async(args, producer=producer)
