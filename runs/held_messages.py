@@ -198,10 +198,11 @@ def _counter_sql() -> str:
 
 def _write(run_id: int, rows: list[dict], taken: int, wakes: int) -> tuple[int, bool]:
     """Store ``rows``, add ``taken`` to the run's message counter and
-    ``wakes`` to its wake requests; return the counter and whether the
-    coordinator is busy, as they are after it (SQLite)."""
+    ``wakes`` to its wake requests; return the counter, as it is after it,
+    and whether no wake task need be queued (a wake runs or is queued; see
+    stores.wake_sql) (SQLite)."""
     with plain_cursor() as cursor:
-        cursor.execute(_count_sql(), [taken, 0, wakes, run_id])
+        cursor.execute(_count_sql(), _count_params(run_id, taken, 0, wakes))
         counted = cursor.fetchone()
         if counted is None:
             raise Run.DoesNotExist(f"run {run_id} does not exist")
@@ -223,7 +224,7 @@ def _write_with_events(run_id: int, rows: list[dict], taken: int, wakes: int, ev
     messages = json_text([row_document(Message, row) for row in rows])
     event_params = [run_id, len(events), events_document(events)]
     with plain_cursor() as cursor:
-        cursor.execute(_write_sql(), [taken, len(events), wakes, run_id, messages, *event_params])
+        cursor.execute(_write_sql(), [*_count_params(run_id, taken, len(events), wakes), messages, *event_params])
         found = cursor.fetchone()
     if found is None:
         raise Run.DoesNotExist(f"run {run_id} does not exist")
@@ -232,10 +233,21 @@ def _write_with_events(run_id: int, rows: list[dict], taken: int, wakes: int, ev
 
 @functools.cache
 def _count_sql() -> str:
+    from runs.stores import wake_sql
+
+    marked, held_back = wake_sql("%s")
     return (
         f"UPDATE {table(Run)} SET last_message_no = last_message_no + %s, last_event_seq = last_event_seq + %s, "
-        "wake_requests = wake_requests + %s WHERE id = %s RETURNING last_message_no, coordinator_busy, last_event_seq"
+        f"wake_requests = wake_requests + %s, {marked} WHERE id = %s "
+        f"RETURNING last_message_no, {held_back} AS busy, last_event_seq"
     )
+
+
+def _count_params(run_id: int, taken: int, events: int, wakes: int) -> list:
+    from runs.stores import wake_params
+
+    marked, held_back = wake_params()
+    return [taken, events, wakes, wakes, *marked, run_id, *held_back]
 
 
 @functools.cache
@@ -248,5 +260,5 @@ def _write_sql() -> str:
         f"stored AS (INSERT INTO {table(Message)} ({columns}) SELECT {names} FROM counted, {source} "
         "ORDER BY m.ordinality), "
         f"numbered AS ({insert_events_from('counted')}) "
-        "SELECT last_message_no, coordinator_busy, last_event_seq FROM counted"
+        "SELECT last_message_no, busy, last_event_seq FROM counted"
     )

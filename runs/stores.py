@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 
 from asgiref.sync import SyncToAsync, async_to_sync
 from channels.layers import get_channel_layer
@@ -589,10 +590,10 @@ class DjangoMailboxStore:
             columns, params = row_values(Message, values)
             with plain_cursor() as cursor:
                 cursor.execute(
-                    f"WITH woken AS ({_WAKE_SQL.format(run=table(Run))}) "
+                    f"WITH woken AS ({_wake_sql()}) "
                     f"INSERT INTO {table(Message)} ({columns}) "
                     f"SELECT {', '.join(['%s'] * len(params))} FROM woken RETURNING (SELECT busy FROM woken)",
-                    [self.run_id, *params],
+                    [*_wake_sql_params(self.run_id), *params],
                 )
                 row = cursor.fetchone()
             if row is None:
@@ -697,13 +698,57 @@ def unread_count_of(run: str, mailbox: str) -> str:
     return f"(SELECT COUNT(*) {unread_from(run, mailbox)})"
 
 
-_WAKE_SQL = "UPDATE {run} SET wake_requests = wake_requests + 1 WHERE id = %s RETURNING coordinator_busy AS busy"
+# A wake request queues a wake task only for an idle coordinator with none
+# queued: every message a step sent to an idle coordinator queued one, and
+# all but the first found nothing to do. The request that queues one marks
+# the run (wake_queued); the wake that starts clears the mark, and so does a
+# wake that finds another running (which reads what it was queued for) or a
+# publish that failed. A mark older than a lease (ZENWEB_LEASE_SECONDS) is
+# taken for a task the broker lost and holds nothing back.
+def wake_sql(requests: str) -> tuple[str, str]:
+    """For an UPDATE of the run row that adds ``requests`` (SQL) wake
+    requests: the SET of the mark, and the RETURNING column that is true
+    when no wake task need be queued (the coordinator busy, or a wake
+    already queued). Parameters: ``wake_params(...)``'s first three for the
+    SET, its last for the RETURNING."""
+    marked = (
+        f"wake_queued = CASE WHEN {requests} = 0 OR coordinator_busy OR wake_queued > %s THEN wake_queued ELSE %s END"
+    )
+    return marked, "coordinator_busy OR COALESCE(wake_queued <> %s, TRUE)"
+
+
+def wake_params(requests: int = 1) -> tuple[list, list]:
+    """The parameters of ``wake_sql``'s SET (after ``requests``, when it is a
+    %s there) and of its RETURNING: now and when a mark stops counting."""
+    from django.conf import settings
+
+    from runs.sql import db_value
+
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.ZENWEB_LEASE_SECONDS)
+    now_value = db_value(Run, "wake_queued", now)
+    return [db_value(Run, "wake_queued", stale), now_value], [now_value]
+
+
+@functools.cache
+def _wake_sql() -> str:
+    marked, held_back = wake_sql("1")
+    return (
+        f"UPDATE {table(Run)} SET wake_requests = wake_requests + 1, {marked} "
+        f"WHERE id = %s RETURNING {held_back} AS busy"
+    )
+
+
+def _wake_sql_params(run_id: int) -> list:
+    marked, held_back = wake_params()
+    return [*marked, run_id, *held_back]
 
 
 def request_coordinator_wake(run_id: int) -> None:
-    """Count a reason for the coordinator to wake, and wake it after commit."""
+    """Count a reason for the coordinator to wake, and wake it after commit
+    unless a wake runs or is queued."""
     with plain_cursor() as cursor:
-        cursor.execute(_WAKE_SQL.format(run=table(Run)), [run_id])
+        cursor.execute(_wake_sql(), _wake_sql_params(run_id))
         row = cursor.fetchone()
     if row is None:
         raise Run.DoesNotExist(f"run {run_id} does not exist")
@@ -718,10 +763,11 @@ _wakes = threading.local()
 
 
 def wake_after_commit(run_id: int, *, busy: bool) -> None:
-    """Wake the coordinator after commit, unless a wake is running: it read
-    wake_requests before reading its inbox and goes idle only if the count
-    is unchanged, which this transaction's bump (holding the run row's lock
-    until commit) sees to, so it loops and reads this message too."""
+    """Wake the coordinator after commit, unless a wake is running or queued
+    (``busy``): a running wake read wake_requests before reading its inbox
+    and goes idle only if the count is unchanged, which this transaction's
+    bump (holding the run row's lock until commit) sees to, so it loops and
+    reads this message too; a queued one reads it when it starts."""
     from runs import tasks  # tasks import actions, which import this module
 
     pending: dict[int, bool] = _wakes.__dict__.setdefault("runs", {})
@@ -729,6 +775,11 @@ def wake_after_commit(run_id: int, *, busy: bool) -> None:
 
     def wake() -> None:
         if pending.pop(run_id, False):
-            tasks.wake_coordinator.delay(run_id)
+            try:
+                tasks.wake_coordinator.delay(run_id)
+            except Exception:
+                # Not queued after all: let the next request queue one.
+                Run.objects.filter(pk=run_id).update(wake_queued=None)
+                raise
 
     transaction.on_commit(wake, robust=True)

@@ -52,8 +52,11 @@ def do_coordinator_wake(run_id: int) -> None:
     step is done. At most one wake runs per run; a wake asked for while one
     runs is handled by that one before it goes idle."""
     if not Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, coordinator_busy=False).update(
-        coordinator_busy=True
+        coordinator_busy=True, wake_queued=None
     ):
+        # The wake that runs reads what this one was queued for; a later
+        # request may queue another (stores.wake_sql).
+        Run.objects.filter(pk=run_id, wake_queued__isnull=False).update(wake_queued=None)
         return
     try:
         while True:

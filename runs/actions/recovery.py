@@ -38,9 +38,10 @@ def do_resume_run(run_id: int, reason: str) -> list[str]:
         resuming = list(run.steps.filter(resuming=True))
         tasks.queue_after_commit(tasks.resume_step, [(step.pk,) for step in resuming])
         nudged = [step.step_id for step in [*running, *resuming]]
-        # A wake that died with its worker left the flag set; the next wake
-        # takes over (a double drain is caught and rolled back).
-        Run.objects.filter(pk=run_id).update(coordinator_busy=False)
+        # A wake that died with its worker left the flag set, a wake task the
+        # broker lost its mark; the next wake takes over (a double drain is
+        # caught and rolled back).
+        Run.objects.filter(pk=run_id).update(coordinator_busy=False, wake_queued=None)
         request_coordinator_wake(run_id)
         DjangoEventSink(run_id).emit(RuntimeEvent("run_resumed", "", {"reason": reason, "steps": nudged}))
     return nudged

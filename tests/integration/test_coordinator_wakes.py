@@ -1,11 +1,16 @@
 """When routing wakes the coordinator: once per committed transaction that
-sent it mail, never for a rolled-back one, and not while a wake is running
-(that wake sees the new mail before it goes idle)."""
+sent mail to an idle coordinator with no wake queued, never for a
+rolled-back one, and not while a wake is running (that wake sees the new
+mail before it goes idle) or queued (it reads the mail when it starts). A
+queued wake that finds another running, a publish that fails, and a mark
+older than a lease (a task the broker lost) hold nothing back."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from agents.router import COORDINATOR
@@ -19,8 +24,12 @@ from tests.conftest import register
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def run():
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
+def run(request):
+    """Once per database: the SQL that counts a wake request and marks a
+    queued wake differs (one statement with the message on PostgreSQL)."""
+    if connection.vendor != request.param:
+        pytest.fail(f"this pass runs on {connection.vendor}, not {request.param}: see scripts/test.sh")
     run = Run.objects.create(workflow=register("relay"), status=Run.Status.RUNNING, started=timezone.now())
     Step.objects.create(run=run, step_id=COORDINATOR, kind=Step.Kind.COORDINATOR, agent=COORDINATOR)
     Step.objects.create(run=run, step_id="first", agent="sender", status=Step.Status.RUNNING)
@@ -46,10 +55,52 @@ def send(run: Run, *texts: str) -> None:
 def test_it_wakes_the_coordinator_once_for_a_transactions_messages(run, wakes):
     send(run, "one", "two", "three")
     assert wakes == [run.pk]
+    assert Run.objects.get(pk=run.pk).wake_requests == 3
 
+
+def test_it_queues_no_second_wake_until_the_first_starts(run, wakes):
+    send(run, "one")
+    send(run, "two")
+    send(run, "three")
+    assert wakes == [run.pk]  # the queued wake reads all three
+    assert Run.objects.get(pk=run.pk).wake_requests == 3
+
+    do_coordinator_wake(run.pk)  # the queued wake runs, and goes idle
+    assert run.events.filter(type="coordinator_inbox_message").count() == 3
     send(run, "four")
     assert wakes == [run.pk, run.pk]
-    assert Run.objects.get(pk=run.pk).wake_requests == 4
+
+
+def test_a_queued_wake_that_finds_another_running_lets_the_next_send_queue_one(run, wakes):
+    send(run, "one")
+    Run.objects.filter(pk=run.pk).update(coordinator_busy=True)  # another wake runs
+    do_coordinator_wake(run.pk)  # the queued one starts, and leaves
+    Run.objects.filter(pk=run.pk).update(coordinator_busy=False)  # the other goes idle
+
+    send(run, "two")
+    assert wakes == [run.pk, run.pk]
+
+
+def test_a_wake_queued_longer_than_a_lease_ago_holds_nothing_back(run, wakes, settings):
+    send(run, "one")
+    lost = timezone.now() - timedelta(seconds=settings.ZENWEB_LEASE_SECONDS + 1)
+    Run.objects.filter(pk=run.pk).update(wake_queued=lost)  # its task never started
+
+    send(run, "two")
+    assert wakes == [run.pk, run.pk]
+
+
+def test_a_wake_that_could_not_be_published_lets_the_next_send_queue_one(run, wakes, monkeypatch):
+    def broker_down(run_id: int) -> None:
+        raise ConnectionError("broker unreachable")
+
+    monkeypatch.setattr(tasks.wake_coordinator, "delay", broker_down)
+    send(run, "one")  # the publish fails after commit (logged)
+    assert Run.objects.get(pk=run.pk).wake_queued is None
+
+    monkeypatch.setattr(tasks.wake_coordinator, "delay", wakes.append)
+    send(run, "two")
+    assert wakes == [run.pk]
 
 
 def test_it_wakes_nobody_for_a_rolled_back_send_and_still_wakes_for_the_next(run, wakes):
