@@ -709,17 +709,17 @@ def wake_sql(requests: str) -> tuple[str, str]:
     """For an UPDATE of the run row that adds ``requests`` (SQL) wake
     requests: the SET of the mark, and the RETURNING column that is true
     when no wake task need be queued (the coordinator busy, or a wake
-    already queued). Parameters: ``wake_params(...)``'s first three for the
-    SET, its last for the RETURNING."""
+    already queued). Parameters: ``wake_params()``'s first list for the SET
+    (after ``requests``' own, when it is a %s), its second for the RETURNING."""
     marked = (
         f"wake_queued = CASE WHEN {requests} = 0 OR coordinator_busy OR wake_queued > %s THEN wake_queued ELSE %s END"
     )
     return marked, "coordinator_busy OR COALESCE(wake_queued <> %s, TRUE)"
 
 
-def wake_params(requests: int = 1) -> tuple[list, list]:
-    """The parameters of ``wake_sql``'s SET (after ``requests``, when it is a
-    %s there) and of its RETURNING: now and when a mark stops counting."""
+def wake_params() -> tuple[list, list]:
+    """The parameters of ``wake_sql``'s SET (when a mark stops counting, and
+    now) and of its RETURNING (now)."""
     from django.conf import settings
 
     from runs.sql import db_value
