@@ -57,7 +57,7 @@ steps:
 def exchange(
     router: Any,
     messages: int,
-    each: Callable[[], Any] = contextlib.nullcontext,
+    each: Callable[[str], Any] = contextlib.nullcontext,
     drain: Callable[[], None] | None = None,
     per: int = 1,
 ) -> float:
@@ -66,8 +66,9 @@ def exchange(
     in turn) and then ``per`` forwards (to the steps in turn); ``each``
     wraps each call (a transaction, for the Django stores), or with ``per``
     above 1 the round's sends together and then its forwards, as one turn's
-    messages commit together; ``drain`` empties the mailboxes between
-    rounds (default: the router's drain of each mailbox)."""
+    messages commit together, and is given which ("send" or "forward");
+    ``drain`` empties the mailboxes between rounds (default: the router's
+    drain of each mailbox)."""
     from agents.router import COORDINATOR
 
     clock = time.perf_counter
@@ -81,7 +82,7 @@ def exchange(
         groups = [sends, forwards] if per > 1 else [[call] for call in sends + forwards]
         for group in groups:
             start = clock()
-            with each():
+            with each(group[0][0]):
                 results = [
                     router.send(step, text) if kind == "send" else router.forward(step, text, "info")
                     for kind, step, text in group
@@ -137,13 +138,20 @@ def persistent(messages: int, repeats: int, per: int = 1) -> list[float]:
         router = MessageRouter(DjangoMailboxStore(run.pk), DjangoEventSink(run.pk))
 
         @contextlib.contextmanager
-        def in_transaction(run_id: int = run.pk):
+        def in_transaction(kind: str, run_id: int = run.pk):
             # As a turn: the run locked, its events and messages held and
-            # written together.
-            with transaction.atomic():
-                lock_run(run_id)
-                with events_held(run_id), messages_held(run_id):
-                    yield
+            # written together. A step's turn takes the lock with its own
+            # first statement and reads the message counter when it first
+            # routes; the coordinator's takes the lock and reads the counter
+            # together (runs/actions/coordinator.py).
+            with transaction.atomic(), events_held(run_id):
+                if kind == "forward":
+                    with messages_held(run_id, lock=True):
+                        yield
+                else:
+                    lock_run(run_id)
+                    with messages_held(run_id):
+                        yield
 
         def mark_read(run_id: int = run.pk) -> None:
             # Untimed, and cheaper than the router's drain (no events): it

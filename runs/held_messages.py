@@ -34,7 +34,7 @@ from django.db import connection, transaction
 
 from agents.router import COORDINATOR, MailboxState
 from runs.models import Message, Run, Step
-from runs.sql import json_rows, plain_cursor, row_document, row_values, table
+from runs.sql import json_rows, lock_run, lock_run_sql, pipelined, plain_cursor, row_document, row_values, table
 from zenweb.pg_text import json_text
 
 
@@ -81,18 +81,28 @@ def held(run_id: int) -> HeldMessages | None:
 
 
 @contextlib.contextmanager
-def messages_held(run_id: int) -> Iterator[None]:
+def messages_held(run_id: int, *, lock: bool = False) -> Iterator[None]:
     """Hold the messages routed for run ``run_id`` in this block and write
     them together when it ends (see the module's docstring).
 
     Use inside the transaction that holds the run's lock, around routing
     that reads messages only through DjangoMailboxStore (a turn's tool
-    calls): a query of its own would not see the held rows."""
+    calls): a query of its own would not see the held rows. ``lock``: take
+    the run's lock here (sql.lock_run), and on PostgreSQL read the counter
+    in the same round trip, for a block that will route: a coordinator's
+    forwards."""
     runs: dict[int, HeldMessages] = _held.__dict__.setdefault("runs", {})
     if run_id in runs:  # an outer block writes them
+        if lock:
+            lock_run(run_id)
         yield
         return
-    runs[run_id] = HeldMessages(run_id)
+    block = HeldMessages(run_id)
+    if lock and connection.vendor == "postgresql":
+        block.last_no, block.states = _read_counter(run_id, locking=True)
+    elif lock:
+        lock_run(run_id)
+    runs[run_id] = block
     try:
         yield
         if not transaction.get_rollback():  # no queries in a doomed transaction
@@ -166,12 +176,17 @@ def flush(block: HeldMessages) -> None:
 STATES_WITH_COUNTER = 64
 
 
-def _read_counter(run_id: int) -> tuple[int, dict[str, MailboxState]]:
+def _read_counter(run_id: int, *, locking: bool = False) -> tuple[int, dict[str, MailboxState]]:
     """The run's last message number, and the mailbox states of the
-    coordinator and the run's first steps."""
-    with plain_cursor() as cursor:
-        cursor.execute(_counter_sql(), [run_id, COORDINATOR, STATES_WITH_COUNTER])
-        rows = cursor.fetchall()
+    coordinator and the run's first steps. ``locking`` (PostgreSQL): take
+    the run's lock first, in the same round trip."""
+    params = [run_id, COORDINATOR, STATES_WITH_COUNTER]
+    if locking:
+        rows = pipelined([(lock_run_sql(), [run_id]), (_counter_sql(), params)])
+    else:
+        with plain_cursor() as cursor:
+            cursor.execute(_counter_sql(), params)
+            rows = cursor.fetchall()
     if not rows:
         raise Run.DoesNotExist(f"run {run_id} does not exist")
     from runs.stores import mailbox_state_of

@@ -87,6 +87,32 @@ def in_one_round_trip(statements: list[tuple[str, list]]) -> tuple | None:
     return row
 
 
+def pipelined(statements: list[tuple[str, list]]) -> list[tuple]:
+    """Run ``statements`` (SQL, parameters) in the open transaction, sent
+    together in PostgreSQL's pipeline mode, and return the rows of the last
+    one. Each statement still sees what committed before it started: two
+    statements, a lock and a read, read what the lock's earlier holders
+    committed, where one statement would read with a snapshot taken before
+    it waited for the lock. (A transaction's BEGIN is a round trip of its
+    own: psycopg waits for it, in pipeline mode too.)"""
+    db = _db()
+    if db.vendor != "postgresql" or not db.in_atomic_block:
+        raise RuntimeError("pipelined needs PostgreSQL and an open transaction")
+    db.ensure_connection()
+    db.validate_thread_sharing()
+    cursor = db.make_cursor(_prepared_cursor_class()(db.connection))
+    started = time.monotonic()
+    with db.wrap_database_errors:
+        with db.connection.pipeline():
+            for statement, params in statements:
+                cursor.execute(statement, params)
+        rows = cursor.fetchall()
+    if db.queries_logged:
+        spent = f"{time.monotonic() - started:.3f}"
+        db.queries_log.extend({"sql": statement, "time": spent} for statement, _ in statements)
+    return rows
+
+
 def table(model) -> str:
     return _db().ops.quote_name(model._meta.db_table)
 

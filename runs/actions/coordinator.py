@@ -164,8 +164,9 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
             budget = None
         completion = provider.complete(request)
         with transaction.atomic(), events_held(run.pk):
-            lock_run(run.pk)
-            with messages_held(run.pk):  # a turn's forwards, written together
+            # The run's lock, and the message counter read with it: a turn's
+            # forwards, written together.
+            with messages_held(run.pk, lock=True):
                 result = apply_completion(
                     turn, request, completion, shown, router=router, sink=sink, registry=registry, tools=tools
                 )

@@ -7,10 +7,11 @@ block that raises; the coordinator woken once. On SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 
 from agents.router import COORDINATOR, DropReason, MessageRouter
 from runs.actions import router_for
@@ -153,3 +154,37 @@ def test_a_held_message_keeps_its_text_as_it_was_sent(two_step_run):
             router.send("s1", text)
 
     assert list(run.messages.order_by("id").values_list("content", flat=True)) == texts
+
+
+@pytest.mark.services
+def test_a_block_that_takes_the_lock_sees_what_the_locks_last_holder_committed(pg_run):
+    # messages_held(lock=True) takes the run's lock and reads the counter and
+    # mailbox states in one round trip, as two statements: one statement
+    # would read the states with a snapshot from before it waited for the
+    # lock, and queue a message into a mailbox closed meanwhile.
+    run = pg_run
+    holding, release = threading.Event(), threading.Event()
+
+    def first_turn() -> None:
+        try:
+            with _turn(run):
+                router = router_for(run.pk)
+                router.send("s1", "one")
+                router.close("s2")
+                holding.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    first = threading.Thread(target=first_turn)
+    first.start()
+    assert holding.wait(10)
+    threading.Timer(0.5, release.set).start()  # commits while the block below waits
+    with transaction.atomic(), events_held(run.pk), messages_held(run.pk, lock=True):
+        late = router_for(run.pk).forward("s2", "after the close")
+        more = router_for(run.pk).send("s1", "two")
+    first.join()
+
+    assert (late.status, late.reason) == ("dropped", DropReason.TARGET_TERMINAL)
+    assert more.text == "queued: msg-send-3"
+    assert [m for m, _, _ in _stored(run)] == ["msg-send-1", "msg-fwd-2", "msg-send-3"]
