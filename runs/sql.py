@@ -62,29 +62,11 @@ def in_one_round_trip(statements: list[tuple[str, list]]) -> tuple | None:
 
     Outside any transaction.atomic() block only: it begins and commits its
     own transaction."""
-    db = _db()
-    if db.vendor != "postgresql" or db.in_atomic_block:
-        raise RuntimeError("in_one_round_trip needs PostgreSQL and no open transaction")
-    db.ensure_connection()
-    db.validate_thread_sharing()
-    pg = db.connection
-    cursor = db.make_cursor(_prepared_cursor_class()(pg))
-    started = time.monotonic()
     # No BEGIN or COMMIT: in autocommit, the statements a pipeline sends
     # before its Sync are one implicit transaction, committed at the Sync
     # (rolled back, and raised here, if one fails). psycopg's transaction()
     # would sync after BEGIN and again before COMMIT: three round trips.
-    with db.wrap_database_errors:
-        with pg.pipeline():
-            for statement, params in statements:
-                cursor.execute(statement, params)
-        row = cursor.fetchone()
-    if db.queries_logged:
-        # Django's debug cursor cannot read a pipelined statement back: log
-        # each one's text (with its placeholders) and their time together.
-        spent = f"{time.monotonic() - started:.3f}"
-        db.queries_log.extend({"sql": statement, "time": spent} for statement, _ in statements)
-    return row
+    return _pipeline(statements, in_transaction=False).fetchone()
 
 
 def pipelined(statements: list[tuple[str, list]]) -> list[tuple]:
@@ -95,22 +77,29 @@ def pipelined(statements: list[tuple[str, list]]) -> list[tuple]:
     committed, where one statement would read with a snapshot taken before
     it waited for the lock. (A transaction's BEGIN is a round trip of its
     own: psycopg waits for it, in pipeline mode too.)"""
+    return _pipeline(statements, in_transaction=True).fetchall()
+
+
+def _pipeline(statements: list[tuple[str, list]], *, in_transaction: bool):
+    """Send ``statements`` at once and return the cursor holding the last
+    one's result: inside a transaction.atomic() block, or outside any."""
     db = _db()
-    if db.vendor != "postgresql" or not db.in_atomic_block:
-        raise RuntimeError("pipelined needs PostgreSQL and an open transaction")
+    if db.vendor != "postgresql" or db.in_atomic_block != in_transaction:
+        where = "an open transaction" if in_transaction else "no open transaction"
+        raise RuntimeError(f"a pipeline of statements here needs PostgreSQL and {where}")
     db.ensure_connection()
     db.validate_thread_sharing()
     cursor = db.make_cursor(_prepared_cursor_class()(db.connection))
     started = time.monotonic()
-    with db.wrap_database_errors:
-        with db.connection.pipeline():
-            for statement, params in statements:
-                cursor.execute(statement, params)
-        rows = cursor.fetchall()
+    with db.wrap_database_errors, db.connection.pipeline():
+        for statement, params in statements:
+            cursor.execute(statement, params)
     if db.queries_logged:
+        # Django's debug cursor cannot read a pipelined statement back: log
+        # each one's text (with its placeholders) and their time together.
         spent = f"{time.monotonic() - started:.3f}"
         db.queries_log.extend({"sql": statement, "time": spent} for statement, _ in statements)
-    return rows
+    return cursor
 
 
 def table(model) -> str:
