@@ -12,6 +12,9 @@ from runs.models import Workflow
 # Started on every `make run`: messaging through the hub, and workers the
 # coordinator plans with real tools (bounded search, a price chart, files).
 DEMO_WORKFLOWS = ("hub_and_spoke", "research_brief")
+# And a command, as a person types one: the coordinator picks `research` from
+# the catalog, whose run records claims with their sources.
+DEMO_COMMAND = "Run research workflow for laptops under $1000"
 
 
 class Command(BaseCommand):
@@ -42,7 +45,21 @@ class Command(BaseCommand):
             if workflow:
                 run = actions.do_create_run(workflow, {}, user=admin, command=f"demo run of {name}")
                 self.stdout.write(f"demo run: {base}/runs/{run.pk}/ ({name})")
+        if not no_demo:
+            self._demo_command(admin, base)
         embedded.serve(host, port)
+
+    def _demo_command(self, admin, base: str) -> None:
+        from runs.actions.commands import do_command
+
+        command = do_command(DEMO_COMMAND, user=admin)
+        if command.run_id is None:  # a catalog without `research`: the answer says why
+            answer = command.result.get("error") or command.result.get("message") or command.status
+            self.stdout.write(f"demo command: {DEMO_COMMAND!r} started no run: {answer}")
+            return
+        self.stdout.write(
+            f"demo command: {DEMO_COMMAND!r} started {base}/runs/{command.run_id}/ ({command.run.workflow.name})"
+        )
 
     def _admin(self):
         """The local admin login, created on first start with a random password
