@@ -155,9 +155,12 @@ class Step(models.Model):
     resuming = models.BooleanField(default=False)
     # The lease on the step's current turn: which worker is taking it, and
     # until when (renewed while the model thinks). An expired lease means
-    # the worker died; the sweeper hands the turn to another.
+    # the worker died; the sweeper hands the turn to another. Neither is
+    # indexed (the sweeper finds running steps by step_running): a claim or
+    # a renewal then changes no indexed column, and PostgreSQL can write it
+    # as a heap-only update, with no new entry in any of the step's indexes.
     lease_owner = models.CharField(max_length=200, blank=True)
-    lease_expires = models.DateTimeField(null=True, blank=True, db_index=True)
+    lease_expires = models.DateTimeField(null=True, blank=True)
     # A worker the coordinator spawned: the spawn_worker call, the tools it
     # was granted, and what it declared it would write.
     spawned_by = models.CharField(max_length=100, blank=True)
@@ -180,6 +183,8 @@ class Step(models.Model):
                 & (models.Q(resuming=True) | ~models.Q(status__in=["completed", "failed", "skipped", "cancelled"])),
                 name="step_unfinished",
             ),
+            # The sweeper's: running steps, whose leases it checks.
+            models.Index(fields=["run"], condition=models.Q(status="running"), name="step_running"),
         ]
 
     def __str__(self) -> str:

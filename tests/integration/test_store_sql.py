@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from agents.router import DropReason
-from runs import sql
+from runs import leases, sql
 from runs.actions import router_for
 from runs.models import Run, Step
 from runs.stores import DjangoEventSink, events_held, held_savepoint, lock_run, save_last_turn
@@ -198,6 +198,36 @@ def test_scheduling_reads_only_the_unfinished_steps_on_postgresql(pg_run):
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "step_pending" in plan
     assert "step_unfinished" in plan
+
+
+@pytest.mark.services
+def test_a_claim_and_its_renewal_add_no_index_entries_on_postgresql(pg_run):
+    # Heap-only updates: no indexed column changes (runs/models.py, Step's
+    # lease) and the new version fits on its page (migration 0011's
+    # fillfactor). Every turn claims its step; with the lease indexed, each
+    # claim and renewal added an entry to every one of the step's indexes.
+    step = pg_run.steps.get(step_id="s1")
+    with transaction.atomic():
+        assert leases.claim_turn(step.pk, 1, "worker-a") is not None
+        leases._RENEWALS._renew([(Step, step.pk, "worker-a")])
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_stat_get_xact_tuples_updated(%(t)s::regclass),"
+                " pg_stat_get_xact_tuples_hot_updated(%(t)s::regclass)",
+                {"t": Step._meta.db_table},
+            )
+            updated, heap_only = cursor.fetchone()
+
+    assert (updated, heap_only) == (2, 2)
+
+
+@pytest.mark.services
+def test_the_sweeper_finds_expired_leases_by_an_index_on_postgresql(pg_run):
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")  # a few rows: the plan if it had many
+        plan = leases.expired_leases(timezone.now()).explain()
+
+    assert "step_running" in plan
 
 
 @pytest.mark.services
