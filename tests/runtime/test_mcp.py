@@ -184,6 +184,33 @@ def test_it_reports_a_server_that_cannot_start_as_unavailable(config, why):
     assert server.status_data()["status"] == "failed" and why in server.status_data()["error"]
 
 
+def test_it_keeps_a_secret_the_server_echoes_out_of_the_reason_it_could_not_start(monkeypatch):
+    monkeypatch.setenv("ZENWEB_TEST_MCP_KEY", "sk-live-0123456789")
+    script = "console.error('refused key ' + process.env.API_KEY); process.exit(3)"
+    config = McpServerConfig(
+        name="leaky", command="node", args=["-e", script], env={"API_KEY": "${ZENWEB_TEST_MCP_KEY}"}
+    )
+    pool = McpServerPool()
+
+    [tool] = tools_for_names({"leaky": config}, ["leaky__anything"], pool)
+    outcome = ToolRegistry([tool]).call(ctx(), "leaky__anything", "{}", [tool])
+
+    assert "refused key ${ZENWEB_TEST_MCP_KEY}" in outcome.text
+    [server] = pool._servers.values()
+    assert "sk-live" not in outcome.text + server.status_data()["error"]
+
+
+def test_it_puts_back_the_placeholders_of_the_values_it_substituted():
+    config = McpServerConfig(
+        name="api", url="https://example.test/mcp?key=${KEY}", headers={"X-Flag": "${FLAG}", "X-Org": "${ORG}"}
+    )
+    environ = {"KEY": "abcd-1234", "ORG": "abcd", "FLAG": "on", "OTHER": "not-used-here"}
+
+    text = config.redact("401 for key abcd-1234 of org abcd (flag on, not-used-here)", environ)
+
+    assert text == "401 for key ${KEY} of org ${ORG} (flag on, not-used-here)"
+
+
 def test_it_tells_the_model_which_tools_a_server_offers_for_a_wrong_name(stdio_server):
     pool = McpServerPool()
     pool._servers[stdio_server.config.fingerprint] = stdio_server

@@ -79,7 +79,7 @@ class McpConnection:
             config = self.config.expanded()
             httpx2.get(config.url or "", headers=config.headers, timeout=min(config.start_timeout, 5.0))
         except httpx2.HTTPError as exc:
-            return f"{type(exc).__name__} reaching {self.config.target()}: {exc}"
+            return self.config.redact(f"{type(exc).__name__} reaching {self.config.target()}: {exc}")
         except Exception:  # noqa: BLE001 - only an explanation is lost
             return ""
         return ""
@@ -209,7 +209,7 @@ class McpConnection:
         tail = self.stderr_tail().strip() if stderr else ""
         if tail:
             reason += f" (server stderr: {tail[-800:]})"
-        return reason
+        return self.config.redact(reason)
 
 
 def is_transient(exc: BaseException) -> bool:

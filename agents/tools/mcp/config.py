@@ -30,6 +30,7 @@ DEFAULT_START_TIMEOUT = 20.0
 ServerName = Annotated[str, StringConstraints(pattern=SERVER_NAME_PATTERN, max_length=MAX_SERVER_NAME)]
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+MIN_REDACTED = 4  # characters: see McpServerConfig.redact
 
 
 class McpConfigError(ValueError):
@@ -106,6 +107,24 @@ class McpServerConfig(BaseModel):
                 "headers": {key: sub(value) for key, value in self.headers.items()},
             }
         )
+
+    def redact(self, text: str, environ: Mapping[str, str] | None = None) -> str:
+        """``text`` with the value of each ``${VAR}`` this config uses put
+        back as its placeholder. A server's error output, its JSON-RPC error
+        messages and HTTP errors can echo a secret zenweb substituted (a bad
+        token, a URL with a key), and they are stored and shown as reasons.
+        Values under 4 characters are left alone: replacing every "1" or
+        "on" would garble the reason, and they are not secrets."""
+        environ = os.environ if environ is None else environ
+        texts = [self.command or "", *self.args, *self.env.values(), self.cwd or "", self.url or ""]
+        names = {name for value in [*texts, *self.headers.values()] for name in _VARIABLE.findall(value)}
+        values = sorted(
+            ((environ[name], name) for name in names if len(environ.get(name, "")) >= MIN_REDACTED),
+            key=lambda pair: -len(pair[0]),  # a value inside a longer one goes second
+        )
+        for value, name in values:
+            text = text.replace(value, f"${{{name}}}")
+        return text
 
 
 def server_of(tool_name: str) -> str | None:

@@ -132,7 +132,8 @@ class McpServer:
                 # The server answered with a JSON-RPC error: it refuses this call.
                 kind = "invalid_call" if exc.code == INVALID_PARAMS else "domain_rejection"
                 action = "correct_call" if exc.code == INVALID_PARAMS else "replan"
-                raise ToolError(f"MCP server {self.name!r}: {exc.message}", kind=kind, action=action) from None
+                message = self.config.redact(exc.message)
+                raise ToolError(f"MCP server {self.name!r}: {message}", kind=kind, action=action) from None
             except McpTransportError as exc:
                 last = str(exc)
                 log.warning("MCP server %s: connection lost during %s (%s); reconnecting", self.name, remote_name, last)
@@ -175,7 +176,8 @@ class McpServer:
                 self._remote, self._tools = connection.list_tools(), None
             except (McpStartError, McpTransportError, McpCallTimeout, MCPError) as exc:
                 connection.close()
-                self.status, self.error, self._failed_at = "failed", _reason(exc), time.monotonic()
+                self.status, self.error = "failed", self.config.redact(_reason(exc))
+                self._failed_at = time.monotonic()
                 log.warning("MCP server %s could not start: %s", self.name, self.error)
                 raise McpUnavailable(self.error) from None
             self._connection, self.status, self.error = connection, "running", ""
