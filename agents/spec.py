@@ -220,8 +220,10 @@ class WorkflowOptions(_Spec):
     max_concurrency: int = Field(default=5, ge=1)
     max_turns: int = Field(default=50, ge=1, le=500)
     on_step_failure: OnStepFailure = "cascade"
-    timeout: float | None = Field(default=None, gt=0)
-    step_timeout: float | None = Field(default=None, gt=0)
+    # Deadlines, enforced by runs/ (a turn's checks and the sweeper): past one
+    # the run, or the step, fails. Approval waits count, unlike budget.wallTime.
+    timeout: float | None = Field(default=None, gt=0, description="seconds from the run's start")
+    step_timeout: float | None = Field(default=None, gt=0, description="seconds from each step's start")
     # Messaging caps; None takes zenweb's setting (see README, "Messages and drops").
     max_mailbox_size: int | None = Field(default=None, ge=0)  # 0 = unbounded
     max_wake_cycles: int | None = Field(default=None, ge=1)  # the coordinator's

@@ -6,7 +6,8 @@ turn is the next one, and nobody holds an unexpired lease), has its
 process's renewer thread renew the lease while its model thinks, and clears
 it in the transaction that records the turn. The sweeper (``do_sweep``, run
 by every worker every ``ZENWEB_SWEEP_SECONDS``) re-enqueues turns whose
-lease expired and marks runs that made no progress for
+lease expired, fails runs past their budget or timeout and steps past their
+step timeout, and marks runs that made no progress for
 ``ZENWEB_STUCK_AFTER`` seconds.
 """
 
@@ -30,7 +31,7 @@ from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from runs import sql
-from runs.models import Event, Run, Step
+from runs.models import Event, Run, Step, Workflow
 from runs.stores import DjangoEventSink, lock_run
 
 log = logging.getLogger(__name__)
@@ -213,19 +214,29 @@ def do_sweep() -> dict[str, int]:
     return {
         "expired": expired,
         "tool_calls": sweep_tool_calls(now),
-        "over_budget": _enforce_budgets(),
+        **_enforce_limits(),
         "resumed": _resume_silent(now),
         "stuck": _mark_stuck(now),
     }
 
 
-def _enforce_budgets() -> int:
-    """Wall-time budgets run out while nothing happens too."""
-    from runs.actions.budgets import do_enforce_budget
+def _enforce_limits() -> dict[str, int]:
+    """Wall-time budgets and timeouts run out while nothing happens too: a
+    run waits, a step's model call goes on (the worker's late turn then finds
+    its step failed, or its run ended, and records nothing)."""
+    from runs.actions.budgets import do_enforce_budget, has_run_limits
+    from runs.actions.catalog import workflow_spec
+    from runs.actions.steps import do_enforce_step_timeouts
 
-    return sum(
-        do_enforce_budget(pk) for pk in Run.objects.filter(status=Run.Status.RUNNING).values_list("pk", flat=True)
-    )
+    counts = {"over_budget": 0, "steps_timed_out": 0}
+    running = Run.objects.filter(status=Run.Status.RUNNING).values_list("pk", "workflow_id", "workflow__created")
+    for pk, workflow_id, created in list(running):
+        options = workflow_spec(Workflow.from_db(None, ["id", "created"], [workflow_id, created])).options
+        if has_run_limits(options) and do_enforce_budget(pk):
+            counts["over_budget"] += 1
+        else:
+            counts["steps_timed_out"] += do_enforce_step_timeouts(pk, options)
+    return counts
 
 
 def _resume_silent(now) -> int:

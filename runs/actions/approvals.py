@@ -136,6 +136,14 @@ def do_lapse_expired() -> int:
     return sum(_lapse_if_expired(pk, run_id) for pk, run_id in expired.values_list("pk", "run_id"))
 
 
+def lapse_pending_of_step(step: Step, reason: str) -> None:
+    """Lapse the pending approvals of a step that ended: approved, its call
+    would still run. Call with the run's lock held."""
+    pending = Approval.objects.filter(run_id=step.run_id, step_id=step.step_id, status=Approval.Status.PENDING)
+    for approval in pending.select_for_update():
+        _close(approval, Approval.Status.LAPSED, reason)
+
+
 def _lapse_if_expired(approval_id: int, run_id: int) -> bool:
     with transaction.atomic():
         lock_run(run_id)

@@ -1,6 +1,7 @@
-"""Run budgets (options.budget): tokens, tool calls and wall time. A run past
-any of them ends failed with the budget named. Time a run spent waiting for a
-person's approval is not wall time it spent.
+"""Run budgets (options.budget): tokens, tool calls and wall time, and the
+run's timeout (options.timeout). A run past any of them ends failed with the
+limit named. Time a run spent waiting for a person's approval is not wall
+time it spent, but it counts against its timeout.
 
 Also the run's token totals by role (``token_totals``): the coordinator, the
 workflow's own steps, and the workers the coordinator spawned.
@@ -16,6 +17,7 @@ from typing import Any, Literal
 from django.db.models import Q, Sum
 from django.utils import timezone
 
+from agents.spec import WorkflowOptions
 from runs.actions.catalog import workflow_spec
 from runs.models import Run, Step
 
@@ -114,9 +116,36 @@ def totals_from(sums: dict[str, int]) -> TokenTotals:
     return TokenTotals(**{role: Tokens(sums[f"{role}_prompt"], sums[f"{role}_completion"]) for role in ROLES})
 
 
+def has_run_limits(options: WorkflowOptions) -> bool:
+    """Whether a run of a workflow with ``options`` has a budget or a timeout to enforce."""
+    budget = options.budget
+    return not (
+        budget.tokens is None and budget.tool_calls is None and budget.wall_time is None and options.timeout is None
+    )
+
+
+def timeout_breach(run: Run, options: WorkflowOptions) -> str | None:
+    """Why ``run`` is past options.timeout, or None (no query).
+
+    The timeout is a deadline, like Temporal's workflow execution timeout:
+    every second since the run started counts, approval waits included. That
+    is what sets it apart from budget.wallTime, which leaves them out; with
+    it, a run that waits for a person who never answers still ends."""
+    if options.timeout is None or run.started is None:
+        return None
+    ran = ((run.finished or timezone.now()) - run.started).total_seconds()
+    if ran <= options.timeout:
+        return None
+    return f"run timed out: ran {ran:.1f}s, options.timeout is {options.timeout:g}s"
+
+
 def budget_breach(run: Run) -> str | None:
-    """Why ``run`` is over its budget, or None."""
-    budget = workflow_spec(run.workflow).options.budget
+    """Why ``run`` is over its budget or past its timeout, or None."""
+    options = workflow_spec(run.workflow).options
+    timed_out = timeout_breach(run, options)
+    if timed_out:
+        return timed_out
+    budget = options.budget
     if budget.tokens is not None:
         tokens = token_totals(run).all.total
         if tokens > budget.tokens:
@@ -149,13 +178,12 @@ def working_time(run: Run) -> timedelta:
 
 
 def do_enforce_budget(run_id: int) -> bool:
-    """Fail the run if it is over budget; True if it was."""
+    """Fail the run if it is over budget or past its timeout; True if it was."""
     from runs.actions.lifecycle import do_fail_run
 
     # Called after every turn: a run without a budget costs one light query.
     light = Run.objects.select_related("workflow").only("workflow__id", "workflow__created").get(pk=run_id)
-    budget = workflow_spec(light.workflow).options.budget
-    if budget.tokens is None and budget.tool_calls is None and budget.wall_time is None:
+    if not has_run_limits(workflow_spec(light.workflow).options):
         return False
     run = Run.objects.select_related("workflow").get(pk=run_id)
     if run.status != Run.Status.RUNNING:

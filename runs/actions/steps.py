@@ -25,6 +25,8 @@ from agents.runner import (
 )
 from agents.spec import AgentSpec, WorkflowOptions, WorkflowSpec
 from runs import last_turn, leases, sql
+from runs.actions.approvals import lapse_pending_of_step
+from runs.actions.budgets import do_enforce_budget, has_run_limits, timeout_breach
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import REGISTRY, Limits, provider_for, router_for, save_turn, warning_cycle
 from runs.actions.containers import after_step_terminal, repeat_loop_of
@@ -55,6 +57,8 @@ def do_step_turn(step_pk: int, turn: int) -> None:
     if turn > spec.options.max_turns:
         do_fail_step(step.pk, f"step {step.step_id} did not finish within maxTurns ({spec.options.max_turns})")
         return
+    if _stopped_by_deadline(run, step, spec.options):
+        return
     variables = _variables(run, step, inbox)
     if not step.transcript:
         instructions = Template(step.instructions).safe_substitute(variables)
@@ -70,11 +74,17 @@ def do_step_turn(step_pk: int, turn: int) -> None:
     try:
         with leases.renewing(step.pk, owner):
             completion = provider_for(agent).complete(request)
-            # Files and commands run now, each result kept at once: if this
-            # worker dies before the turn is recorded, the retry reuses them.
-            run_side_effects(agent_turn, completion, registry=registry, tools=tools, journal=journal)
+            # An answer that came back past a deadline is not acted on, nor
+            # recorded (checked again below: its tools may have run long).
+            late = _stopped_by_deadline(run, step, spec.options)
+            if not late:
+                # Files and commands run now, each result kept at once: if this
+                # worker dies before the turn is recorded, the retry reuses them.
+                run_side_effects(agent_turn, completion, registry=registry, tools=tools, journal=journal)
     except ProviderError as exc:
         do_fail_step(step.pk, str(exc))
+        return
+    if late or _stopped_by_deadline(run, step, spec.options):
         return
     # Built before the run's lock is taken: every step of the run waits for
     # that lock, so what does not need it stays out of it. (A step only
@@ -194,12 +204,59 @@ def _tool_policy_breach(step: Step, options: WorkflowOptions) -> str | None:
 
 
 def enforce_budget_after_commit(run_id: int, spec: WorkflowSpec) -> None:
-    from runs.actions.budgets import do_enforce_budget
-
-    budget = spec.options.budget
-    if budget.tokens is None and budget.tool_calls is None and budget.wall_time is None:
+    if not has_run_limits(spec.options):
         return  # nothing to enforce: no query after every turn
     transaction.on_commit(lambda: do_enforce_budget(run_id))
+
+
+def step_timeout_breach(step: Step, options: WorkflowOptions) -> str | None:
+    """Why ``step`` is past options.stepTimeout, or None (no query).
+
+    Counted from the step's start, like Temporal's start-to-close timeout:
+    everything the step waits for counts (its tool tasks, a child run, a
+    person's approval), as everything counts against the run's timeout."""
+    if options.step_timeout is None or step.started is None:
+        return None
+    ran = (timezone.now() - step.started).total_seconds()
+    if ran <= options.step_timeout:
+        return None
+    return f"step {step.step_id} ran {ran:.1f}s, past options.stepTimeout ({options.step_timeout:g}s)"
+
+
+def _stopped_by_deadline(run: Run, step: Step, options: WorkflowOptions) -> bool:
+    """Fail the run if it is past options.timeout, else the step if it is
+    past options.stepTimeout; True if either was."""
+    reason = timeout_breach(run, options)
+    if reason is not None:
+        from runs.actions.lifecycle import do_fail_run
+
+        do_fail_run(run.pk, reason)
+        return True
+    reason = step_timeout_breach(step, options)
+    if reason is not None:
+        do_fail_step(step.pk, reason)
+        return True
+    return False
+
+
+def do_enforce_step_timeouts(run_id: int, options: WorkflowOptions) -> int:
+    """Fail the run's steps that are past options.stepTimeout (the sweeper's
+    check: a step can be stuck in a long model call, or wait for its tools);
+    how many. A worker's turn that comes back later finds its step failed
+    and records nothing."""
+    if options.step_timeout is None:
+        return 0
+    cutoff = timezone.now() - timedelta(seconds=options.step_timeout)
+    # Steps only: the coordinator lives as long as its run, and a loop as long as its iterations.
+    late = Step.objects.filter(
+        run_id=run_id, kind=Step.Kind.STEP, status=Step.Status.RUNNING, started__lt=cutoff
+    ).order_by("position")
+    failed = 0
+    for step in late.only("pk", "step_id", "started"):
+        reason = step_timeout_breach(step, options)
+        if reason is not None and do_fail_step(step.pk, reason):
+            failed += 1
+    return failed
 
 
 def _next_turn(step_pk: int, turn: int) -> None:
@@ -287,22 +344,25 @@ def schedule_after_commit(run_id: int, state: tuple | None = None) -> None:
     transaction.on_commit(lambda: schedule(run_id, state))
 
 
-def do_fail_step(step_pk: int, error: str) -> None:
-    """Record why a step failed; its dependents follow the run's failure policy."""
+def do_fail_step(step_pk: int, error: str) -> bool:
+    """Record why a step failed; its pending approvals lapse and its
+    dependents follow the run's failure policy. False if it had ended already."""
     with transaction.atomic():
         lock_run(_run_of(step_pk))
         step = Step.objects.select_for_update().get(pk=step_pk)
         if step.is_terminal:
-            return
+            return False
         step.status = Step.Status.FAILED
         step.error = error
         step.finished = timezone.now()
         step.save(update_fields=["status", "error", "finished"])
         DjangoEventSink(step.run_id).emit(RuntimeEvent("error", step.step_id, {"error": error}))
+        lapse_pending_of_step(step, f"step {step.step_id} failed")
         router_for(step.run_id).close(step.step_id)
         apply_failure_policy(step, f"dependency {step.step_id} failed")
         after_step_terminal(step)
         schedule_after_commit(step.run_id)
+    return True
 
 
 def _cancel_step(step: Step, inbox: list[RouterMessage]) -> None:
