@@ -392,6 +392,14 @@ def parse_selection(text: str | None, command: str) -> CoordinatorSelection:
         raise SelectionError(f"invalid COORDINATOR_SELECTION: {_problems(exc)}") from None
 
 
+def mode_refusal(workflow: str, needs: str, mode: str) -> str | None:
+    """Why a workflow that needs ``needs`` mode may not run in ``mode``, or
+    None: a code-mode workflow changes files, and chat mode never may."""
+    if needs == "code" and mode == "chat":
+        return f"{workflow} workflow requires code mode - currently in chat mode"
+    return None
+
+
 def decide(selection: CoordinatorSelection, entries: list[CatalogEntry], mode: str) -> Decision:
     """Check a selection against the catalog, the mode and the workflow's inputs (seed §6, §10)."""
     _check_mode(mode)
@@ -430,8 +438,8 @@ def decide(selection: CoordinatorSelection, entries: list[CatalogEntry], mode: s
     if known is None:
         return Decision(entry=None, result=CoordinatorResult(**base, status="error", error=f"Unknown workflow: {name}"))
     entry = catalog[name]
-    if entry.mode == "code" and mode == "chat":
-        error = f"{entry.name} workflow requires code mode - currently in chat mode"
+    error = mode_refusal(entry.name, entry.mode, mode)
+    if error:
         return Decision(entry=None, result=CoordinatorResult(**base, status="blocked", error=error))
 
     args: dict[str, Any] = {}

@@ -10,8 +10,9 @@ from django.utils import timezone
 
 from agents import scheduler
 from agents.events import Event as RuntimeEvent
+from agents.handler import mode_refusal
 from agents.router import COORDINATOR, DropReason
-from runs.actions.catalog import check_inputs, workflow_spec
+from runs.actions.catalog import InputError, check_inputs, workflow_spec
 from runs.actions.children import cancel_children_after_commit
 from runs.actions.commands import finish_command
 from runs.actions.common import router_for
@@ -27,14 +28,21 @@ from runs.stores import (
 
 
 def do_create_run(
-    workflow: Workflow, inputs: Mapping[str, object], *, user=None, command: str = "", mode: str = "chat"
+    workflow: Workflow, inputs: Mapping[str, object], *, user=None, command: str = "", mode: str | None = None
 ) -> Run:
     """Create a pending run and have a worker start it after commit. A
-    destructive workflow waits for approval first (``awaiting_approval``)."""
+    destructive workflow waits for approval first (``awaiting_approval``).
+    ``mode`` is the person's (chat or code): a code-mode workflow refuses
+    chat mode with InputError, as a command does. None (a caller that names
+    the workflow itself: the CLI, the demo) takes the workflow's own."""
     from runs import tasks
     from runs.actions.approvals import request_workflow_approval
 
     spec = workflow_spec(workflow)
+    mode = mode or spec.mode
+    refusal = mode_refusal(spec.name, spec.mode, mode)
+    if refusal:
+        raise InputError(refusal)
     values = check_inputs(spec, inputs)
     with transaction.atomic():
         run = Run.objects.create(workflow=workflow, inputs=values, created_by=user, command=command, mode=mode)

@@ -150,8 +150,12 @@ def run_start(request: HttpRequest) -> HttpResponse:
             messages.error(request, f"inputs line {number}: expected name=value, got {line!r}")
             return redirect("runs:list")
         inputs[name.strip()] = value.strip()
+    mode = request.POST.get("mode", "chat")
+    if mode not in ("chat", "code"):
+        messages.error(request, f"mode: expected chat or code, got {mode!r}")
+        return redirect("runs:list")
     try:
-        run = actions.do_create_run(workflow, inputs, user=request.user)
+        run = actions.do_create_run(workflow, inputs, user=request.user, mode=mode)
     except actions.InputError as exc:
         messages.error(request, f"{workflow}: {exc}")
         return redirect("runs:list")

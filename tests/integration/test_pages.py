@@ -84,6 +84,22 @@ def test_it_starts_a_run_from_the_form_and_reports_bad_inputs(client, owner):
     assert (run.inputs, run.created_by) == ({"subject": "tides"}, owner)
 
 
+def test_it_starts_a_code_mode_workflow_from_the_form_only_in_code_mode(client, owner):
+    workflow = register("code_edit")
+    client.force_login(owner)
+
+    response = client.post(
+        "/runs/start/", {"workflow": workflow.pk, "inputs": "path=a.txt", "mode": "chat"}, follow=True
+    )
+    assert "code_edit workflow requires code mode - currently in chat mode" in response.content.decode()
+    assert not Run.objects.exists()
+
+    response = client.post("/runs/start/", {"workflow": workflow.pk, "inputs": "path=a.txt", "mode": "code"})
+    run = Run.objects.get()
+    assert response["Location"] == f"/runs/{run.pk}/"
+    assert run.mode == "code"
+
+
 def test_it_shows_the_catalog_of_workflows_and_tools(client, owner):
     register("relay")
     client.force_login(owner)
