@@ -20,7 +20,10 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("ZENWEB_DATA_DIR", str(BASE_DIR / "var")))
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
-DEBUG = env_bool("DJANGO_DEBUG", True)
+# Off unless asked for, embedded too: a debug page shows settings, paths and
+# tracebacks to anyone who can cause one (a 3 MB POST to /login/ is enough),
+# and the query log grows in every long-lived worker thread.
+DEBUG = env_bool("DJANGO_DEBUG", False)
 
 
 def _secret_key() -> str:
@@ -132,6 +135,10 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "static"
 STATIC_ROOT.mkdir(exist_ok=True)
+# WhiteNoise serves static files from where they are (static/, the apps')
+# whatever DEBUG says, so neither `make run` nor the Procfile's daphne needs
+# collectstatic. Only DEBUG re-reads them on each request.
+WHITENOISE_USE_FINDERS = True
 
 REDIS_URL = env_str("REDIS_URL")
 EMBEDDED = not REDIS_URL

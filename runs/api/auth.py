@@ -14,12 +14,13 @@ from collections.abc import Callable
 from functools import wraps
 
 from django.contrib.auth.decorators import login_not_required
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
-from runs.api.schemas import ApiError
+from runs.api.schemas import ApiError, body_too_large
 from runs.models import ApiToken
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS", "TRACE")
@@ -40,7 +41,8 @@ def create_token(user, name: str = "") -> tuple[ApiToken, str]:
 def api_view(*methods: str, public: bool = False) -> Callable:
     """Make a function an API view: JSON 405 for other methods, JSON 401 for
     callers who are not signed in (unless ``public``), CSRF for sessions, and
-    ApiError raised anywhere inside answered as JSON."""
+    ApiError raised anywhere inside answered as JSON, as are Django's refusals
+    of a body or query string past its limits."""
 
     def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
         # LoginRequiredMiddleware would redirect to the login page; an API
@@ -57,6 +59,13 @@ def api_view(*methods: str, public: bool = False) -> Callable:
                 if not public:
                     authenticate(request)
                 return view(request, *args, **kwargs)
+            # Django raises these where the body or query string is first read
+            # (a view's parse_body, a session's CSRF check of a form), and
+            # would answer with its HTML 400 page.
+            except RequestDataTooBig:
+                return body_too_large(request).response()
+            except (TooManyFieldsSent, TooManyFilesSent) as exc:
+                return ApiError(400, str(exc)).response()
             except ApiError as exc:
                 response = exc.response()
                 if exc.status == 401:

@@ -44,7 +44,7 @@ OPERATIONS = (
         201,
         body=s.CommandRequest,
         query=s.FormatQuery,
-        errors=(400, 401, 403),
+        errors=(400, 401, 403, 413),
         markdown=True,
     ),
     Operation(
@@ -65,7 +65,7 @@ OPERATIONS = (
         query=s.RunDetailQuery,
         errors=(400, 401, 404),
     ),
-    Operation("run-cancel", "post", "Cancel a run", s.CancelOut, errors=(401, 403, 404, 409)),
+    Operation("run-cancel", "post", "Cancel a run", s.CancelOut, errors=(401, 403, 404, 409, 413)),
     Operation(
         "approval-list",
         "get",
@@ -80,7 +80,7 @@ OPERATIONS = (
         "Approve or reject, with a reason (approvers only)",
         s.ApprovalOut,
         body=s.DecideRequest,
-        errors=(400, 401, 403, 404, 409),
+        errors=(400, 401, 403, 404, 409, 413),
     ),
     Operation(
         "workflow-register",
@@ -89,7 +89,7 @@ OPERATIONS = (
         s.WorkflowOut,
         201,
         body=s.WorkflowRequest,
-        errors=(400, 401, 403),
+        errors=(400, 401, 403, 413),
     ),
     Operation("openapi", "get", "This document", None, public=True, errors=()),
 )
@@ -100,6 +100,9 @@ _ERRORS = {
     403: "Not allowed, or a session request without its CSRF token.",
     404: "Not found, or not visible to the caller.",
     409: "Refused in the resource's current state; `error` says why.",
+    # Any POST: Django reads no body past its limit, be it JSON for the view
+    # or a session's form for the CSRF check.
+    413: "The body is past the limit (DATA_UPLOAD_MAX_MEMORY_SIZE, 2.5 MB by default); `error` gives it.",
 }
 _PARAMETER = re.compile(r"<(?:(?P<converter>\w+):)?(?P<name>\w+)>")
 

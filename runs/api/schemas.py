@@ -11,6 +11,7 @@ import json
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
 
+from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
@@ -130,6 +131,10 @@ class RunDetailQuery(_Query):
 
 class ApprovalListQuery(_Query):
     status: ApprovalStatus = "pending"
+    limit: Annotated[int, Field(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE
+    before: int | None = Field(
+        default=None, ge=1, description="The last id of a page: only approvals listed after it (the next page)."
+    )
 
 
 # Responses
@@ -312,6 +317,7 @@ class ApprovalOut(_Response):
 
 class ApprovalList(_Response):
     approvals: list[ApprovalOut]
+    next: str | None = Field(description="The next page, if there is one.")
 
 
 class WorkflowOut(_Response):
@@ -324,11 +330,21 @@ class WorkflowOut(_Response):
 
 
 def parse_body(request: HttpRequest, model: type[M]) -> M:
+    # A body past DATA_UPLOAD_MAX_MEMORY_SIZE raises RequestDataTooBig here:
+    # api_view answers it (body_too_large), wherever it is first read.
     try:
         data = json.loads(request.body or b"")
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"invalid JSON: {exc}") from None
     return _validate(model, data)
+
+
+def body_too_large(request: HttpRequest) -> ApiError:
+    """The 413 for a body past DATA_UPLOAD_MAX_MEMORY_SIZE, which Django refuses to read."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    length = request.META.get("CONTENT_LENGTH")
+    size = f" ({length} bytes)" if length else ""
+    return ApiError(413, f"request body too large{size}: the limit is {limit} bytes ({limit / 2**20:g} MB)")
 
 
 def parse_query(request: HttpRequest, model: type[M]) -> M:

@@ -7,7 +7,9 @@ workflows is for staff.
 
 from __future__ import annotations
 
-from django.db.models import Count, Q
+from typing import TypeVar
+
+from django.db.models import Count, F, Model, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 from django.utils.http import urlencode
@@ -22,6 +24,8 @@ from runs.api import schemas as s
 from runs.api.auth import api_view
 from runs.api.schemas import ApiError, dump, parse_body, parse_query
 from runs.models import Approval, ApprovalDecision, Command, Run
+
+T = TypeVar("T", bound=Model)
 
 
 @api_view("POST")
@@ -57,12 +61,7 @@ def run_list(request: HttpRequest) -> JsonResponse:
         runs = runs.filter(workflow__name=query.workflow)
     if query.before:
         runs = runs.filter(pk__lt=query.before)
-    page = list(runs[: query.limit + 1])
-    next_url = None
-    if len(page) > query.limit:
-        page = page[: query.limit]
-        params = {key: request.GET[key] for key in request.GET} | {"before": page[-1].pk}
-        next_url = request.build_absolute_uri(f"{request.path}?{urlencode(params)}")
+    page, next_url = _page(request, runs, query.limit)
     body = s.RunPage(runs=[_run_summary(request, run) for run in page], next=next_url)
     return JsonResponse(dump(body))
 
@@ -139,15 +138,21 @@ def run_cancel(request: HttpRequest, run_id: int) -> JsonResponse:
 
 @api_view("GET")
 def approval_list(request: HttpRequest) -> JsonResponse:
-    """Approvals with a status (pending by default): pending oldest first, others latest decided first."""
+    """Approvals with a status (pending by default), a page at a time (``before``
+    the last id seen): pending oldest first, others latest decided first."""
     _check_approver(request, "the approvals queue needs the approve permission")
     query = parse_query(request, s.ApprovalListQuery)
     do_lapse_expired()
+    pending = query.status == Approval.Status.PENDING
     approvals = _approvals().filter(status=query.status)
-    approvals = (
-        approvals.order_by("created", "pk") if query.status == "pending" else approvals.order_by("-decided_at", "-pk")
-    )
-    body = s.ApprovalList(approvals=[_approval(a) for a in approvals[: s.MAX_PAGE]])
+    if query.before:
+        approvals = approvals.filter(_listed_after(query.before, pending=pending))
+    if pending:
+        approvals = approvals.order_by("created", "pk")
+    else:
+        approvals = approvals.order_by(F("decided_at").desc(nulls_last=True), "-pk")
+    page, next_url = _page(request, approvals, query.limit)
+    body = s.ApprovalList(approvals=[_approval(a) for a in page], next=next_url)
     return JsonResponse(dump(body))
 
 
@@ -242,6 +247,34 @@ def _run_summary(request: HttpRequest, run: Run) -> s.RunSummary:
         error=run.error,
         result=run.result,
     )
+
+
+def _page(request: HttpRequest, rows: QuerySet[T], limit: int) -> tuple[list[T], str | None]:
+    """A page of ``rows`` and the URL of the next one (this query string with
+    ``before`` the page's last id), if more follow."""
+    # One more than a page, to tell whether more follow.
+    page = list(rows[: limit + 1])
+    if len(page) <= limit:
+        return page, None
+    page = page[:limit]
+    params = {key: request.GET[key] for key in request.GET} | {"before": page[-1].pk}
+    return page, request.build_absolute_uri(f"{request.path}?{urlencode(params)}")
+
+
+def _listed_after(approval_id: int, *, pending: bool) -> Q:
+    """What follows approval ``approval_id`` in approval_list's order (by
+    created, or latest decided first), wherever that approval is now: neither
+    time changes once set, so a decision between two pages skips nothing."""
+    cursor = Approval.objects.filter(pk=approval_id).values("created", "decided_at").first()
+    if cursor is None:
+        raise ApiError(400, "invalid request", [{"field": "before", "message": f"no approval {approval_id}"}])
+    if pending:
+        created = cursor["created"]
+        return Q(created__gt=created) | Q(created=created, pk__gt=approval_id)
+    decided = cursor["decided_at"]
+    if decided is None:  # listed after every decided one
+        return Q(decided_at=None, pk__lt=approval_id)
+    return Q(decided_at__lt=decided) | Q(decided_at=decided, pk__lt=approval_id) | Q(decided_at=None)
 
 
 def _check_approver(request: HttpRequest, message: str) -> None:

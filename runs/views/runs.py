@@ -38,15 +38,16 @@ RUN_FILTERS = ("status", "workflow", "user", "from", "to", "q")
 
 def _day_start(value: str, *, days: int = 0) -> datetime | None:
     """The aware start of the day ``value`` (YYYY-MM-DD) names, plus ``days``;
-    None when it names no day. A range on ``created`` keeps its index usable,
-    where ``created__date`` would not."""
+    None when it names no day, or one past 9999-12-31 (``to=9999-12-31`` ends
+    no earlier than no ``to`` at all). A range on ``created`` keeps its index
+    usable, where ``created__date`` would not."""
     try:
         day = parse_date(value)
-    except ValueError:
+        if day is None:
+            return None
+        return timezone.make_aware(datetime.combine(day + timedelta(days=days), time.min))
+    except (ValueError, OverflowError):
         return None
-    if day is None:
-        return None
-    return timezone.make_aware(datetime.combine(day + timedelta(days=days), time.min))
 
 
 def _filter_runs(runs: QuerySet[Run], filters: dict[str, str], *, staff: bool) -> QuerySet[Run]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from datetime import UTC, datetime
 from io import StringIO
 
 import pytest
@@ -13,7 +14,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from runs.actions import do_create_run, do_register_workflow, do_start_run
-from runs.models import ApiToken, Event, Run
+from runs.models import ApiToken, Approval, Event, Run
 from tests.conftest import register, wait_for_run
 
 pytestmark = pytest.mark.django_db
@@ -132,6 +133,35 @@ def test_it_names_the_problem_with_a_bad_body(owner):
     assert too_long.json()["problems"][0]["field"] == "command"
     assert post(client, "/api/commands", ["echo"]).json()["problems"][0]["field"] == "body"
     assert not Run.objects.exists()
+
+
+def test_it_answers_json_413_for_a_body_past_the_upload_limit(owner, staff):
+    huge = "x" * 3 * 2**20
+    limit = "the limit is 2621440 bytes (2.5 MB)"
+
+    command = post(api(owner), "/api/commands", {"command": huge})
+    workflow = post(api(staff), "/api/workflows", {"yaml": huge})
+    # A session's CSRF check reads a form body before any view does.
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(owner)
+    browser.cookies["csrftoken"] = "a" * 32
+    form = browser.post("/api/runs/1/cancel", f"note={huge}", content_type="application/x-www-form-urlencoded")
+
+    for response in (command, workflow, form):
+        assert response.status_code == 413
+        assert response["Content-Type"] == "application/json"
+        length = response.wsgi_request.META["CONTENT_LENGTH"]
+        assert response.json() == {"error": f"request body too large ({length} bytes): {limit}"}
+    assert not Run.objects.exists()
+
+
+def test_it_answers_json_400_for_too_many_query_parameters(owner):
+    response = api(owner).get("/api/runs?" + "&".join(f"p{n}=1" for n in range(1001)))
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "The number of GET/POST parameters exceeded settings.DATA_UPLOAD_MAX_NUMBER_FIELDS."
+    }
 
 
 def test_it_answers_json_405_for_a_wrong_method(owner):
@@ -320,7 +350,55 @@ def test_it_keeps_the_approvals_queue_to_approvers(owner, teammate, approver):
         "approvals": 0,
         "decisions": [],
     }
-    assert api(approver).get("/api/approvals?status=approved").json() == {"approvals": []}
+    assert api(approver).get("/api/approvals?status=approved").json() == {"approvals": [], "next": None}
+
+
+def approvals_of(run, count: int, **fields) -> list[Approval]:
+    """``count`` approvals on ``run``, in id order (their created times may tie)."""
+    Approval.objects.bulk_create(
+        Approval(run=run, kind="tool", what=f"call {n}", why="y", arguments_hash="0" * 64, **fields)
+        for n in range(count)
+    )
+    return list(run.approvals.order_by("pk"))
+
+
+def test_it_pages_through_more_pending_approvals_than_fit_on_a_page(owner, approver):
+    run = Run.objects.create(workflow=register("approvals/wipe"), created_by=owner, status="running")
+    approvals = approvals_of(run, 203)
+    client = api(approver)
+
+    first = client.get("/api/approvals?limit=200").json()
+    second = client.get(first["next"]).json()
+
+    assert [a["id"] for a in first["approvals"]] == [a.pk for a in approvals[:200]]
+    assert first["next"] == f"http://testserver/api/approvals?limit=200&before={approvals[199].pk}"
+    assert ([a["id"] for a in second["approvals"]], second["next"]) == ([a.pk for a in approvals[200:]], None)
+    assert len(client.get("/api/approvals").json()["approvals"]) == 50
+    # A decision between two pages moves nothing that is still pending.
+    Approval.objects.filter(pk=approvals[1].pk).update(status="approved")
+    page = client.get(f"/api/approvals?limit=2&before={approvals[1].pk}").json()
+    assert [a["id"] for a in page["approvals"]] == [approvals[2].pk, approvals[3].pk]
+
+
+def test_it_pages_decided_approvals_latest_decided_first(owner, approver):
+    run = Run.objects.create(workflow=register("approvals/wipe"), created_by=owner, status="completed")
+    a, b, c = approvals_of(run, 3, status="lapsed", decided_at=datetime(2025, 3, 1, tzinfo=UTC))
+    d = approvals_of(run, 1, status="lapsed", decided_at=datetime(2025, 3, 2, tzinfo=UTC))[-1]
+    never = approvals_of(run, 1, status="lapsed")[-1]
+    client = api(approver)
+
+    ids, url = [], "/api/approvals?status=lapsed&limit=2"
+    while url:
+        body = client.get(url).json()
+        ids.append([approval["id"] for approval in body["approvals"]])
+        url = body["next"]
+
+    assert ids == [[d.pk, c.pk], [b.pk, a.pk], [never.pk]]
+    unknown = client.get("/api/approvals?before=999999")
+    assert (unknown.status_code, unknown.json()["problems"]) == (
+        400,
+        [{"field": "before", "message": "no approval 999999"}],
+    )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -392,7 +470,10 @@ def test_it_serves_an_openapi_document_of_every_route():
     }
     assert set(document["components"]["securitySchemes"]) == {"token", "session"}
     decide = document["paths"]["/api/approvals/{approval_id}/decide"]["post"]
-    assert set(decide["responses"]) == {"200", "400", "401", "403", "404", "409"}
+    assert set(decide["responses"]) == {"200", "400", "401", "403", "404", "409", "413"}
+    approvals = document["paths"]["/api/approvals"]["get"]
+    assert {p["name"] for p in approvals["parameters"]} == {"status", "limit", "before"}
+    assert "next" in document["components"]["schemas"]["ApprovalList"]["required"]
     schemas = document["components"]["schemas"]
     assert set(schemas["CommandRequest"]["properties"]) == {"command", "mode"}
     # Every reference points at something the document defines.

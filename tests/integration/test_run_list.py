@@ -91,6 +91,18 @@ def test_it_filters_runs_by_created_date_range(client, owner, relay):
     assert listed(client, to="2025-02-30") == [days[3], days[2], days[1]]
 
 
+def test_it_takes_the_first_and_last_days_there_are_as_dates(client, owner, relay):
+    run = make_run(relay, owner)
+    client.force_login(owner)
+
+    # The day after 9999-12-31 is past datetime's range: no end, as for a date that names no day.
+    assert listed(client, to="9999-12-31") == [run.pk]
+    assert listed(client, **{"from": "0001-01-01", "to": "9999-12-31"}) == [run.pk]
+    assert listed(client, **{"from": "9999-12-31"}) == []
+    assert listed(client, to="0001-01-01") == []
+    assert client.get("/", {"to": "9999-12-31"}, headers=HTMX).status_code == 200
+
+
 def test_it_searches_command_text_result_error_and_id(client, owner, relay):
     asked = make_run(relay, owner, command="compare laptops under $1000")
     answered = make_run(relay, owner, result="the tide is high")
