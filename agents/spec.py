@@ -13,7 +13,6 @@ they are namespaced (``agents.ids``) and ``agents.scheduler`` expands them.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
@@ -36,6 +35,14 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import ErrorDetails
 
+from agents.spec_usage import (
+    STEP_VARIABLES,
+    KnownTools,
+    did_you_mean,
+    mcp_tool_known,
+    placeholder_problems,
+    tool_use_problems,
+)
 from agents.tools.mcp.config import McpServerConfig, ServerName, server_of
 from agents.yaml_locations import Location, line_for, parse_with_locations
 
@@ -51,7 +58,6 @@ MAX_INCLUDE_DEPTH = 5
 DEFAULT_TOOL_TIMEOUT = 300.0
 MAX_TOOL_TIMEOUT = 3600.0
 DEFAULT_FOR_EACH_CONCURRENCY = 5
-
 _PATTERN_HINTS = {
     STEP_ID_PATTERN: "use lowercase letters, digits, '_' and '-', starting with a letter, at most 64 characters",
     INPUT_NAME_PATTERN: "use lowercase letters, digits and '_', starting with a letter, at most 64 characters",
@@ -304,7 +310,9 @@ class WorkflowSpec(_Spec):
     @model_validator(mode="after")
     def _check_references(self, info: ValidationInfo) -> WorkflowSpec:
         if not (info.context or {}).get(_DEFER_CHECKS):
-            problems = [f"{_dotted(loc)}: {msg}" for loc, msg in self._problems(None)]
+            # Stored versions come back this way: they were checked in full when
+            # registered, and a rule added since must not make one unreadable.
+            problems = [f"{_dotted(loc)}: {msg}" for loc, msg in _reference_problems(self, None)]
             if problems:
                 raise ValueError("; ".join(problems))
         return self
@@ -368,42 +376,48 @@ class WorkflowSpec(_Spec):
         """JSON-ready data with the YAML key names; ``model_validate`` reads it back."""
         return self.model_dump(mode="json", by_alias=True)
 
-    def _problems(self, known_tools: Collection[str] | None) -> Iterator[tuple[Location, str]]:
+    def _problems(
+        self, known_tools: KnownTools | None, outer_inputs: Collection[str] = ()
+    ) -> Iterator[tuple[Location, str]]:
         """Problems that span fields: references between steps, agents, inputs,
-        containers and tools. ``self`` may be a lenient stand-in (``_lenient``)."""
-        yield from _steps_problems(self.steps, ("steps",), self, depth=0)
-        coordinator = self.agents.get("coordinator")
-        if not self.steps and "spawn_worker" not in (coordinator.tools if coordinator else []):
-            yield ("steps",), "a workflow needs at least one step, unless its coordinator agent plans with spawn_worker"
-        total = _count_steps(self.steps)
-        if total > MAX_STEPS and len(self.steps) <= MAX_STEPS:
-            yield (
-                ("steps",),
-                f"{total} steps once loops and includes are counted; a workflow has at most {MAX_STEPS}",
-            )
-
-        if known_tools is not None:
-            known = ", ".join(sorted(known_tools)) or "(none)"
-            mcp = set(getattr(self, "mcp", None) or ())
-            for name, agent in self.agents.items():
-                for j, tool in enumerate(agent.tools):
-                    if tool not in known_tools and not _mcp_tool_known(tool, mcp, known_tools):
-                        yield (
-                            ("agents", name, "tools", j),
-                            _unknown_tool(tool, known, mcp, known_tools),
-                        )
-            for j, tool in enumerate(getattr(self, "approvals", None) or []):
-                if tool not in known_tools and not _mcp_tool_known(tool, mcp, known_tools):
-                    yield ("approvals", j), _unknown_tool(tool, known, mcp, known_tools)
+        containers and tools, and what would otherwise only fail at run time
+        (a tool its agent's role cannot call, a script calling a tool its agent
+        lacks, a timeout for no tool, an unknown ``$name``). ``outer_inputs``
+        are the root workflow's inputs when this one is included (the runner
+        substitutes them too). ``self`` may be a lenient stand-in (``_lenient``)."""
+        yield from _reference_problems(self, known_tools)
+        yield from tool_use_problems(self, known_tools)
+        variables = frozenset({*self.inputs, *outer_inputs, *STEP_VARIABLES})
+        yield from placeholder_problems(self.steps, ("steps",), variables)
 
 
-def _mcp_tool_known(tool: str, declared: Collection[str], known_tools: Collection[str]) -> bool:
-    """``<server>__<tool>`` of a server this workflow declares, or of a
-    configured server that could not be listed (``<server>__*`` in
-    ``known_tools``): its tools are only known once zenweb connects, and a
-    name the server does not offer fails the call with the server's list."""
-    server = server_of(tool)
-    return server is not None and (server in declared or f"{server}__*" in known_tools)
+def _reference_problems(workflow: Any, known_tools: KnownTools | None) -> Iterator[tuple[Location, str]]:
+    """References between steps, agents, inputs, containers and tools: what
+    the runtime relies on, checked for stored versions too."""
+    yield from _steps_problems(workflow.steps, ("steps",), workflow, depth=0)
+    coordinator = workflow.agents.get("coordinator")
+    if not workflow.steps and "spawn_worker" not in (coordinator.tools if coordinator else []):
+        yield ("steps",), "a workflow needs at least one step, unless its coordinator agent plans with spawn_worker"
+    total = _count_steps(workflow.steps)
+    if total > MAX_STEPS and len(workflow.steps) <= MAX_STEPS:
+        yield (
+            ("steps",),
+            f"{total} steps once loops and includes are counted; a workflow has at most {MAX_STEPS}",
+        )
+
+    if known_tools is not None:
+        known = ", ".join(sorted(known_tools)) or "(none)"
+        mcp = set(getattr(workflow, "mcp", None) or ())
+        for name, agent in workflow.agents.items():
+            for j, tool in enumerate(agent.tools):
+                if tool not in known_tools and not mcp_tool_known(tool, mcp, known_tools):
+                    yield (
+                        ("agents", name, "tools", j),
+                        _unknown_tool(tool, known, mcp, known_tools),
+                    )
+        for j, tool in enumerate(getattr(workflow, "approvals", None) or []):
+            if tool not in known_tools and not mcp_tool_known(tool, mcp, known_tools):
+                yield ("approvals", j), _unknown_tool(tool, known, mcp, known_tools)
 
 
 def _unknown_tool(tool: str, known: str, declared: Collection[str], known_tools: Collection[str]) -> str:
@@ -469,7 +483,7 @@ def _steps_problems(steps: Sequence[Any], at: Location, workflow: Any, depth: in
             elif dep not in first_index:
                 yield (
                     (*at, i, "dependsOn", j),
-                    f"unknown step {dep!r}{_did_you_mean(dep, first_index)}",
+                    f"unknown step {dep!r}{did_you_mean(dep, first_index)}",
                 )
         if first_index[step.id] == i:
             graph[step.id] = [d for d in step.depends_on if d in first_index and d != step.id]
@@ -526,7 +540,7 @@ def _loop_problems(loop: Any, at: Location, workflow: Any, depth: int) -> Iterat
             known = f"declared inputs: {names}" if names else "this workflow declares no inputs"
             yield (
                 (*at, "forEach"),
-                f"unknown input {loop.for_each!r}{_did_you_mean(loop.for_each, workflow.inputs)}; {known}",
+                f"unknown input {loop.for_each!r}{did_you_mean(loop.for_each, workflow.inputs)}; {known}",
             )
         elif declared.type not in (None, "string"):
             yield (
@@ -675,7 +689,7 @@ class WorkflowValidationError(ValueError):
 def parse_workflow(
     text: str,
     source: str = "<string>",
-    known_tools: Collection[str] | None = None,
+    known_tools: KnownTools | None = None,
     *,
     base_dir: str | Path | None = None,
     from_file: bool = True,
@@ -683,7 +697,9 @@ def parse_workflow(
     """Parse and validate workflow YAML.
 
     ``source`` names the text in problems (usually its file path). With
-    ``known_tools``, every tool an agent lists must be one of them. Include
+    ``known_tools``, every tool an agent lists must be one of them; given as
+    a mapping of each name to the roles that may call it (``coordinator``,
+    ``step``), an agent may list only tools its role can call. Include
     paths resolve against ``base_dir``, by default the folder of ``source``
     when it names a file; an included file's problems are reported under its
     own path. Text that came from a person or a client, not a file, passes
@@ -716,7 +732,10 @@ class _IncludeContext:
     folder: Path | None  # the folder of the file being parsed
     source_folder: Path | None  # the same folder, as problems name it
     chain: tuple[Path, ...]  # the files including this one, root first, and this file
-    known_tools: Collection[str] | None
+    known_tools: KnownTools | None
+    # The root workflow's inputs, in an included file (None in the root): the
+    # runner substitutes them in every step's instructions.
+    root_inputs: frozenset[str] | None = None
 
 
 def _parse(text: str, source: str, context: _IncludeContext) -> WorkflowSpec:
@@ -740,6 +759,7 @@ def _parse(text: str, source: str, context: _IncludeContext) -> WorkflowSpec:
 
     included, include_problems = _resolve_includes(data, source, lines, context)
     known_tools = context.known_tools
+    outer = context.root_inputs or frozenset()
     try:
         spec = WorkflowSpec.model_validate(data, context={_DEFER_CHECKS: True})
     except ValidationError as exc:
@@ -749,7 +769,7 @@ def _parse(text: str, source: str, context: _IncludeContext) -> WorkflowSpec:
         reported = {(p.line, p.field) for p in field_problems}
         cross = [
             SpecProblem(source, line_for(lines, loc), _dotted(loc), message)
-            for loc, message in WorkflowSpec._problems(_lenient(data), known_tools)  # type: ignore[arg-type]
+            for loc, message in WorkflowSpec._problems(_lenient(data), known_tools, outer)  # type: ignore[arg-type]
         ]
         raise WorkflowValidationError(
             field_problems + [p for p in cross if (p.line, p.field) not in reported] + include_problems
@@ -760,7 +780,8 @@ def _parse(text: str, source: str, context: _IncludeContext) -> WorkflowSpec:
         for name, agent in sub.agents.items():
             spec.agents.setdefault(name, agent)
     problems = [
-        SpecProblem(source, line_for(lines, loc), _dotted(loc), message) for loc, message in spec._problems(known_tools)
+        SpecProblem(source, line_for(lines, loc), _dotted(loc), message)
+        for loc, message in spec._problems(known_tools, outer)
     ]
     if problems or include_problems:
         raise WorkflowValidationError(problems + include_problems)
@@ -819,6 +840,7 @@ def _resolve_includes(
             source_folder=Path(sub_source).parent,
             chain=tuple(chain),
             known_tools=context.known_tools,
+            root_inputs=_raw_input_names(data) if context.root_inputs is None else context.root_inputs,
         )
         try:
             found[loc] = _parse(text, sub_source, sub_context)
@@ -827,6 +849,11 @@ def _resolve_includes(
             report(f"the included workflow {path} is invalid ({count}, listed under {sub_source})")
             problems.extend(exc.problems)
     return found, problems
+
+
+def _raw_input_names(data: dict[str, Any]) -> frozenset[str]:
+    inputs = data.get("inputs")
+    return frozenset(name for name in inputs if isinstance(name, str)) if isinstance(inputs, dict) else frozenset()
 
 
 def _raw_includes(steps: object, at: Location) -> Iterator[tuple[Location, str]]:
@@ -865,7 +892,11 @@ def _lenient(data: dict[str, Any]) -> SimpleNamespace:
 
     raw_agents = data.get("agents") if isinstance(data.get("agents"), dict) else {}
     agents = {
-        name: SimpleNamespace(tools=_strings(agent.get("tools") if isinstance(agent, dict) else None))
+        name: SimpleNamespace(
+            tools=_strings(agent.get("tools") if isinstance(agent, dict) else None),
+            provider=agent.get("provider") if isinstance(agent, dict) else None,
+            script=_lenient_script(agent.get("script") if isinstance(agent, dict) else None),
+        )
         for name, agent in raw_agents.items()
     }
     raw_inputs = data.get("inputs") if isinstance(data.get("inputs"), dict) else {}
@@ -874,7 +905,28 @@ def _lenient(data: dict[str, Any]) -> SimpleNamespace:
         for name, declared in raw_inputs.items()
     }
     mcp = data.get("mcp") if isinstance(data.get("mcp"), dict) else {}
-    return SimpleNamespace(steps=_lenient_steps(data.get("steps")), agents=agents, inputs=inputs, mcp=mcp)
+    raw_options = data.get("options") if isinstance(data.get("options"), dict) else {}
+    timeouts = raw_options.get("toolTimeouts")
+    options = SimpleNamespace(
+        tool_timeouts=[t for t in timeouts if isinstance(t, str)] if isinstance(timeouts, dict) else []
+    )
+    return SimpleNamespace(
+        steps=_lenient_steps(data.get("steps")), agents=agents, inputs=inputs, mcp=mcp, options=options
+    )
+
+
+def _lenient_script(raw_script: object) -> list[SimpleNamespace]:
+    """Script turns with the tool names of their calls; None stands for a
+    tool that is not text (field validation reports it)."""
+    turns = []
+    for turn in raw_script if isinstance(raw_script, list) else []:
+        raw_calls = turn.get("calls") if isinstance(turn, dict) else None
+        calls = []
+        for call in raw_calls if isinstance(raw_calls, list) else []:
+            tool = call.get("tool") if isinstance(call, dict) else None
+            calls.append(SimpleNamespace(tool=tool if isinstance(tool, str) else None))
+        turns.append(SimpleNamespace(calls=calls))
+    return turns
 
 
 def _lenient_steps(raw_steps: object) -> list[SimpleNamespace]:
@@ -922,7 +974,7 @@ def _input_type(declared: object) -> str | None:
     return kind if isinstance(kind, str) and kind in _INPUT_TYPES else None
 
 
-def load_workflow(path: str | Path, known_tools: Collection[str] | None = None) -> WorkflowSpec:
+def load_workflow(path: str | Path, known_tools: KnownTools | None = None) -> WorkflowSpec:
     """Read and validate a workflow file; see ``parse_workflow``.
 
     A file that cannot be read is a ``WorkflowValidationError`` too.
@@ -941,7 +993,7 @@ def load_workflow(path: str | Path, known_tools: Collection[str] | None = None) 
     raise WorkflowValidationError([SpecProblem(str(path), None, "", message)])
 
 
-def validate_workflow(path: str | Path, known_tools: Collection[str] | None = None) -> list[SpecProblem]:
+def validate_workflow(path: str | Path, known_tools: KnownTools | None = None) -> list[SpecProblem]:
     """Every problem with a workflow file, sorted by line; empty when it is valid."""
     try:
         load_workflow(path, known_tools)
@@ -988,16 +1040,11 @@ def _allowed_fields(loc: Sequence[str | int]) -> str:
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
         return ""
     allowed = sorted(f.alias or n for n, f in model.model_fields.items() if n not in _LOADER_FIELDS)
-    return _did_you_mean(str(loc[-1]), allowed) or f" (allowed: {', '.join(allowed)})"
+    return did_you_mean(str(loc[-1]), allowed) or f" (allowed: {', '.join(allowed)})"
 
 
 # Fields the loader fills in, which a workflow file does not write.
 _LOADER_FIELDS = {"included"}
-
-
-def _did_you_mean(word: str, choices: Iterable[str]) -> str:
-    match = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {match[0]!r}?)" if match else ""
 
 
 def _dotted(loc: Sequence[str | int]) -> str:

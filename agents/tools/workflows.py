@@ -12,10 +12,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from agents.spec import WorkflowSpec
-from agents.tools.base import Tool, ToolContext
+from agents.tools.base import Role, Tool, ToolContext
 from agents.tools.results import ToolResult
 
 _TYPES: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool}
+# Who may call a workflow offered as a tool: steps, never the coordinator.
+WORKFLOW_TOOL_ROLES: frozenset[Role] = frozenset({"step"})
 
 
 class _WorkflowArgs(BaseModel):
@@ -46,7 +48,7 @@ def workflow_tool(spec: WorkflowSpec) -> Tool:
         spec.tool.name,
         f"{description} Runs as a separate workflow; its final result is this tool's result.",
         model,
-        frozenset({"step"}),
+        WORKFLOW_TOOL_ROLES,
         start,
         toolset="workflows",
         inline=True,

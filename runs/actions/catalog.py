@@ -11,6 +11,8 @@ from django.db import DatabaseError, transaction
 
 from agents import scheduler
 from agents.spec import WorkflowSpec, parse_workflow
+from agents.tools import Role
+from agents.tools.workflows import WORKFLOW_TOOL_ROLES
 from runs.actions.common import REGISTRY
 from runs.models import Workflow
 
@@ -19,30 +21,37 @@ class InputError(ValueError):
     """Run inputs that do not match the workflow's declared inputs."""
 
 
-def known_tool_names(extra: Iterable[str] = ()) -> list[str]:
-    """Every tool name an agent may list: builtins, catalog workflows offered
-    as tools, and ``extra`` (tools declared by files being loaded together)."""
+def known_tool_roles(extra: Iterable[str] = ()) -> dict[str, frozenset[Role]]:
+    """Every tool name an agent may list, with the roles that may call it:
+    builtins, catalog workflows offered as tools, ``extra`` (tools offered by
+    files being loaded together) and the tools of ZENWEB_MCP_SERVERS. Where
+    names clash, the one a run would get wins (builtin, then MCP, then workflow)."""
     try:
         offered = list(Workflow.objects.exclude(tool_name="").values_list("tool_name", flat=True))
     except DatabaseError:
         # validate_workflow works before the database is set up; the files
         # checked together still see each other's tools through ``extra``.
         offered = []
-    return sorted({*REGISTRY.names(), *offered, *extra, *_mcp_tool_names()})
+    return {
+        **{name: WORKFLOW_TOOL_ROLES for name in [*offered, *extra]},
+        **_mcp_tool_roles(),
+        **{tool.name: tool.roles for tool in REGISTRY.tools()},
+    }
 
 
-def _mcp_tool_names() -> list[str]:
+def _mcp_tool_roles() -> dict[str, frozenset[Role]]:
     """The tools of the ZENWEB_MCP_SERVERS servers; ``<server>__*`` for one
-    that cannot be listed now (its tool names are then checked when called)."""
+    that cannot be listed now (its tool names, and who may call them, are
+    then checked when called)."""
     from agents.tools.mcp import servers as mcp_servers
 
-    names: list[str] = []
+    roles: dict[str, frozenset[Role]] = {}
     for config in settings.ZENWEB_MCP_SERVERS.values():
         try:
-            names += [tool.name for tool in mcp_servers.POOL.server(config).tools()]
+            roles.update({tool.name: tool.roles for tool in mcp_servers.POOL.server(config).tools()})
         except mcp_servers.McpUnavailable:
-            names.append(f"{config.name}__*")
-    return names
+            roles[f"{config.name}__*"] = frozenset({"coordinator", "step"})
+    return roles
 
 
 def do_register_workflow(
@@ -56,7 +65,7 @@ def do_register_workflow(
     ``from_file=False``: the text came over the API or a form, and
     ``source`` is only its name (includes cannot reach the server's files).
     """
-    spec = parse_workflow(yaml_text, source, known_tools=known_tool_names(also_offered), from_file=from_file)
+    spec = parse_workflow(yaml_text, source, known_tools=known_tool_roles(also_offered), from_file=from_file)
     with transaction.atomic():
         latest = Workflow.objects.filter(name=spec.name).order_by("-version").first()
         if latest and latest.yaml_text == yaml_text:

@@ -5,7 +5,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from agents.spec import load_workflow, validate_workflow
-from runs.actions.catalog import known_tool_names, offered_tool_name
+from runs.actions.catalog import known_tool_roles, offered_tool_name
 
 
 class Command(BaseCommand):
@@ -18,7 +18,7 @@ class Command(BaseCommand):
         failed = 0
         # Files checked together may use the tools the others offer.
         offered = [name for path in paths if (name := _offered(path))]
-        known = known_tool_names(offered)
+        known = known_tool_roles(offered)
         for path in paths:
             problems = validate_workflow(path, known_tools=known)
             if problems:

@@ -1,0 +1,61 @@
+"""Registering a workflow checks who may call each tool an agent lists, with
+the roles the run would give them: builtins from the registry, and catalog
+workflows offered as tools (steps only)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.spec import WorkflowValidationError
+from runs.actions import do_register_workflow
+from tests.conftest import register
+
+pytestmark = pytest.mark.django_db
+
+COORDINATOR_TOOL_ON_A_STEP = """\
+name: misrouted
+agents:
+  writer:
+    tools: [narrate]
+steps:
+  - {id: one, agent: writer}
+"""
+
+OFFERED_TOOL = """\
+name: delegated
+agents:
+  coordinator:
+    tools: [summarize_topic]
+  caller:
+    tools: [summarize_topic]
+steps:
+  - {id: one, agent: caller}
+"""
+
+
+def test_it_refuses_a_coordinator_tool_on_an_agent_that_runs_steps():
+    with pytest.raises(WorkflowValidationError) as caught:
+        do_register_workflow(COORDINATOR_TOOL_ON_A_STEP, "misrouted.yaml")
+
+    assert [str(p) for p in caught.value.problems] == [
+        "misrouted.yaml:4: agents.writer.tools[0]: tool 'narrate' is only available to the coordinator "
+        "(the agent named 'coordinator'), and agent 'writer' runs steps"
+    ]
+
+
+def test_a_workflow_offered_as_a_tool_is_for_steps_only():
+    register("tools/summarize_topic")
+
+    with pytest.raises(WorkflowValidationError) as caught:
+        do_register_workflow(OFFERED_TOOL, "delegated.yaml")
+    # Offered by a file registered in the same batch, it is known the same way.
+    with pytest.raises(WorkflowValidationError) as batch:
+        do_register_workflow(
+            OFFERED_TOOL.replace("summarize_topic", "brief_topic"), "delegated.yaml", also_offered=["brief_topic"]
+        )
+
+    assert [str(p) for p in caught.value.problems] == [
+        "delegated.yaml:4: agents.coordinator.tools[0]: tool 'summarize_topic' is only available to steps, "
+        "and agent 'coordinator' is the run's coordinator; list it on an agent that runs steps"
+    ]
+    assert [p.field for p in batch.value.problems] == ["agents.coordinator.tools[0]"]
