@@ -177,8 +177,11 @@ def _start_ready_steps(run_id: int) -> None:
 
 
 def _others(run_id: int):
-    """A run's steps and loops: everything but its coordinator."""
-    return Step.objects.filter(run_id=run_id).exclude(kind=Step.Kind.COORDINATOR).order_by()
+    """A run's steps and loops, everything but its coordinator, in the
+    workflow's order: the scheduler starts ready steps in the order given,
+    and a forEach loop's iterations must start as its list goes, not as
+    their ids sort (deploy[10] before deploy[2])."""
+    return Step.objects.filter(run_id=run_id).exclude(kind=Step.Kind.COORDINATOR).order_by("position")
 
 
 def plans_first(run: Run) -> bool:

@@ -60,6 +60,16 @@ def test_it_runs_foreach_iterations_under_their_cap(celery_worker):
     assert log.index(("step_start", "summary")) > log.index(("step_end", "deploy[2].ship"))
 
 
+def test_it_starts_foreach_iterations_in_the_order_of_the_list(celery_worker):
+    regions = [f"r{n}" for n in range(12)]
+    run = run_of("containers/foreach", regions=",".join(regions))
+
+    assert run.status == Run.Status.COMPLETED
+    starts = run.events.filter(type="step_start", step_id__endswith=".ship").order_by("seq")
+    # Not deploy[0], deploy[10], deploy[11], deploy[1], ... as the ids sort.
+    assert list(starts.values_list("step_id", flat=True)) == [f"deploy[{n}].ship" for n in range(12)]
+
+
 def test_it_forwards_a_bare_id_to_the_senders_iteration(celery_worker):
     run = run_of("containers_run/each_relay")
 
