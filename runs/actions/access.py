@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from runs.models import Run
+from django.db.models import Q
+
+from runs.models import Approval, Run
 
 
 def visible_runs(user):
-    """The runs ``user`` may see: staff see all, others their own."""
+    """The runs ``user`` may see: staff see all, others their own, and a
+    person who may decide approvals also the runs that asked for one (the
+    approvals queue links to them: a decision needs the run's context)."""
     runs = Run.objects.select_related("workflow", "created_by")
-    return runs if user.is_staff else runs.filter(created_by=user)
+    if user.is_staff:
+        return runs
+    if user.has_perm("runs.decide_approval"):
+        return runs.filter(Q(created_by=user) | Q(pk__in=Approval.objects.values("run_id")))
+    return runs.filter(created_by=user)
 
 
 def access_run(user, run_id: int) -> Run:

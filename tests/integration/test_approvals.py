@@ -191,3 +191,14 @@ def test_it_tells_the_model_when_its_call_was_rejected(celery_worker, owner, app
     assert call.result.startswith("error: rejected by approver: no shell today")
     assert not (settings.ZENWEB_WORKSPACES / f"run-{run.pk}" / "build.log").exists()
     assert run.status == Run.Status.COMPLETED
+
+
+def test_it_lets_an_approver_open_the_runs_that_ask_for_a_decision(client, owner, approver, teammate):
+    asking = start("wipe", owner)
+    other = do_create_run(register("relay"), {"subject": "tides"}, user=owner)
+
+    client.force_login(approver)
+    assert client.get(f"/runs/{asking.pk}/").status_code == 200
+    assert client.get(f"/runs/{other.pk}/").status_code == 404  # nothing to decide there
+    client.force_login(teammate)  # no approve permission
+    assert client.get(f"/runs/{asking.pk}/").status_code == 404
