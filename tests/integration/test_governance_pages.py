@@ -27,6 +27,21 @@ def test_it_answers_the_command_box_with_the_run_it_started(celery_worker, clien
     assert "shop-aster-swift-14" in html
 
 
+def test_it_shows_a_commands_result_as_running_until_its_run_ends(client, owner):
+    register("research")  # no worker: the run stays pending
+    client.force_login(owner)
+
+    client.post("/commands/", {"command": "Run research workflow for laptops under $1000", "mode": "chat"})
+
+    command = Command.objects.get()
+    for html in (
+        client.get(f"/runs/{command.run_id}/").content.decode(),
+        client.get(f"/commands/{command.pk}/").content.decode(),
+    ):
+        assert 'class="status status-running"' in html
+        assert "status-success" not in html
+
+
 def test_it_shows_why_a_command_started_nothing(celery_worker, client, owner):
     register("research")
     register("code_edit")
