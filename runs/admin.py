@@ -31,6 +31,15 @@ class WorkflowAdmin(admin.ModelAdmin):
     readonly_fields = ["name", "version", "source", "yaml_text", "spec", "created"]
 
 
+class WrittenByZenweb:
+    """For rows only zenweb writes (runs, messages, commands, claims): the
+    admin reviews them, and an 'add' form of read-only fields could only fail
+    on the database's constraints or store a row the pages cannot show."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
 class ReadOnlyInline(admin.TabularInline):
     """Run parts change only through actions: the admin shows them."""
 
@@ -69,7 +78,7 @@ class ClaimInline(ReadOnlyInline):
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(WrittenByZenweb, admin.ModelAdmin):
     list_display = ["id", "workflow", "status", "created_by", "created", "finished", "events_link"]
     list_filter = [
         "status",
@@ -143,7 +152,7 @@ class EventAdmin(admin.ModelAdmin):
 
 
 @admin.register(Message)
-class MessageAdmin(admin.ModelAdmin):
+class MessageAdmin(WrittenByZenweb, admin.ModelAdmin):
     list_display = ["run", "message_id", "sender", "recipient", "type", "drained", "drop_reason"]
     list_filter = ["type", "drop_reason"]
     readonly_fields = [f.name for f in Message._meta.fields]
@@ -173,7 +182,7 @@ class ApprovalAdmin(admin.ModelAdmin):
 
 
 @admin.register(Command)
-class CommandAdmin(admin.ModelAdmin):
+class CommandAdmin(WrittenByZenweb, admin.ModelAdmin):
     list_display = ["id", "text", "mode", "status", "run", "created_by", "created"]
     list_filter = ["status", "mode"]
     search_fields = ["text"]
@@ -181,7 +190,7 @@ class CommandAdmin(admin.ModelAdmin):
 
 
 @admin.register(Claim)
-class ClaimAdmin(admin.ModelAdmin):
+class ClaimAdmin(WrittenByZenweb, admin.ModelAdmin):
     list_display = ["id", "run", "claim", "confidence", "source_domain", "expires_at"]
     search_fields = ["claim", "url", "source_ref"]
     readonly_fields = [f.name for f in Claim._meta.fields]

@@ -141,7 +141,11 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @require_POST
 def run_start(request: HttpRequest) -> HttpResponse:
-    workflow = get_object_or_404(Workflow, pk=request.POST.get("workflow"))
+    chosen = request.POST.get("workflow", "")
+    if not chosen.isdigit():  # the form's select sends a workflow's id
+        messages.error(request, f"workflow: expected a workflow's id, got {chosen!r}")
+        return redirect("runs:list")
+    workflow = get_object_or_404(Workflow, pk=int(chosen))
     inputs = {}
     for number, line in enumerate(request.POST.get("inputs", "").splitlines(), start=1):
         if not line.strip():

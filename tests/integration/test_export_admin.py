@@ -170,3 +170,14 @@ def test_the_admin_lists_the_events_of_one_run(admin_client, owner, full_run):
     assert response.status_code == 200
     assert [(e.run_id, e.seq) for e in response.context["cl"].result_list] == [(other.pk, 1)]
     assert len(admin_client.get("/admin/runs/event/").context["cl"].result_list) == 6
+
+
+@pytest.mark.parametrize("model", ["run", "message", "command", "claim", "approval", "event"])
+def test_it_offers_no_add_form_for_what_only_zenweb_writes(admin_client, model):
+    # Their fields are all read-only: saving the form failed on NOT NULL (a
+    # 500), or stored a command whose page could not be shown.
+    assert admin_client.get(f"/admin/runs/{model}/add/").status_code == 403
+    assert (
+        'href="/admin/runs/{model}/add/"'.format(model=model)
+        not in admin_client.get(f"/admin/runs/{model}/").content.decode()
+    )

@@ -84,6 +84,18 @@ def test_it_starts_a_run_from_the_form_and_reports_bad_inputs(client, owner):
     assert (run.inputs, run.created_by) == ({"subject": "tides"}, owner)
 
 
+@pytest.mark.parametrize("chosen", ["", "abc", "99999"])
+def test_it_answers_a_start_for_no_such_workflow_without_an_error_page(client, owner, chosen):
+    client.force_login(owner)
+
+    response = client.post("/runs/start/", {"workflow": chosen, "inputs": ""}, follow=True)
+
+    assert response.status_code == (404 if chosen.isdigit() else 200)
+    if not chosen.isdigit():
+        assert "workflow: expected a workflow&#x27;s id" in response.content.decode()
+    assert not Run.objects.exists()
+
+
 def test_it_starts_a_code_mode_workflow_from_the_form_only_in_code_mode(client, owner):
     workflow = register("code_edit")
     client.force_login(owner)
