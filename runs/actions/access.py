@@ -24,4 +24,12 @@ def access_run(user, run_id: int) -> Run:
     stranger cannot tell a hidden run from a missing one)."""
     if not user.is_authenticated:
         raise Run.DoesNotExist
-    return visible_runs(user).get(pk=run_id)
+    if user.is_staff:
+        return visible_runs(user).get(pk=run_id)
+    runs = Run.objects.select_related("workflow", "created_by")
+    try:
+        # One query for the usual case, someone's own run: their permissions
+        # (two more) are read only for a run they did not start.
+        return runs.get(pk=run_id, created_by=user)
+    except Run.DoesNotExist:
+        return visible_runs(user).get(pk=run_id)

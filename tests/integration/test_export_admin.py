@@ -177,7 +177,4 @@ def test_it_offers_no_add_form_for_what_only_zenweb_writes(admin_client, model):
     # Their fields are all read-only: saving the form failed on NOT NULL (a
     # 500), or stored a command whose page could not be shown.
     assert admin_client.get(f"/admin/runs/{model}/add/").status_code == 403
-    assert (
-        'href="/admin/runs/{model}/add/"'.format(model=model)
-        not in admin_client.get(f"/admin/runs/{model}/").content.decode()
-    )
+    assert f'href="/admin/runs/{model}/add/"' not in admin_client.get(f"/admin/runs/{model}/").content.decode()
