@@ -133,7 +133,8 @@ def duration(run) -> str:
 
 
 EVENT_ROW = (
-    '<details class="event type-{type}" id="event-{seq}" data-seq="{seq}">\n'
+    # data-type and data-step: the page filters live events by them (static/js/live.js).
+    '<details class="event type-{type}" id="event-{seq}" data-seq="{seq}" data-type="{type}" data-step="{step}">\n'
     '  <summary><span class="seq">{seq}</span><time datetime="{iso}">{clock}</time>'
     '<span class="etype">{type}</span><span class="estep">{step}</span><span class="ewhat">{what}</span></summary>\n'
     "  <pre>{data}</pre>\n</details>\n"

@@ -6,6 +6,7 @@ from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseClientRefresh
 
 from runs import actions
 from runs.actions.recovery import do_resume_run
@@ -23,4 +24,8 @@ def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
         messages.success(request, f"resumed: {', '.join(nudged) or 'the coordinator'} asked to go on")
     else:
         messages.error(request, f"run {run.pk} is {run.status}: only a running run can be resumed")
+    if request.htmx:
+        # The page's form posts with htmx (a live-updated header has no CSRF
+        # token of its own); a reload shows the message.
+        return HttpResponseClientRefresh()
     return redirect("runs:detail", run_id=run.pk)

@@ -18,3 +18,26 @@ window.zenwebGraphStale = function (graph) {
   var mark = document.getElementById("graph-stale");
   return !!mark && Number(mark.dataset.seq) > Number(graph.dataset.seq || 0);
 };
+
+// A live update appends every new event to #event-list; while the event
+// filter is applied, only the matching ones stay. The cursor (#last-seq)
+// comes in its own swap, so a dropped event is not taken for a missing one.
+document.addEventListener("htmx:oobBeforeSwap", function (e) {
+  var list = e.detail.target;
+  var form = document.getElementById("event-filters");
+  if (!list || list.id !== "event-list" || !form) return;
+  var types = Array.from(form.elements.type.selectedOptions, function (o) { return o.value; });
+  var step = form.elements.step.value;
+  if (!types.length && !step) return;
+  var rows = e.detail.fragment.querySelectorAll("details.event");
+  var kept = 0;
+  rows.forEach(function (row) {
+    if ((types.length && types.indexOf(row.dataset.type) < 0) || (step && row.dataset.step !== step)) {
+      row.remove();
+    } else {
+      kept += 1;
+    }
+  });
+  var none = list.querySelector(".no-events");
+  if (kept && none) none.remove();
+});

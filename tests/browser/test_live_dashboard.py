@@ -112,6 +112,27 @@ def test_it_cancels_a_run_from_a_live_updated_header(open_page, server):
     assert_gapless(rows)
 
 
+def test_it_appends_only_the_live_events_the_filter_lets_through(open_page, server):
+    page = open_page()
+    log_in(page, server)
+    start_run_from_list(page, server)
+    shown = ["coordinator_narration", "workflow_end"]
+
+    with page.expect_response(lambda r: "/events/" in r.url):
+        page.select_option("#event-filters select[name=type]", shown)
+    assert status(page) in ("pending", "running"), "the run finished before the filter was applied"
+    filtered_at = len(event_rows(page))
+    rows = wait_until_finished(page)
+
+    assert len(rows) > filtered_at, "no event arrived live under the filter"
+    assert {row["type"] for row in rows} <= set(shown), [row["type"] for row in rows]
+    seqs = [row["seq"] for row in rows]
+    assert seqs == sorted(set(seqs)), f"events out of order or shown twice: {seqs}"
+    # The cursor moved past the events the filter hid, up to the run's last.
+    assert page.locator("#last-seq").get_attribute("data-seq") == str(rows[-1]["seq"])
+    assert page.locator("#event-list .no-events").count() == 0
+
+
 def test_it_fits_a_phone_screen(open_page, server):
     """No sideways scrolling at 390 px; screenshots of both widths for a human
     to look at (/tmp/zenweb-phone.png, /tmp/zenweb-desktop.png)."""

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import html
+import json
+import re
+
 import pytest
+from django.test import Client
 from django.utils import timezone
 
+from agents.events import Event as RuntimeEvent
+from runs import live
 from runs.actions.recovery import do_resume_run
 from runs.models import Run, Step
+from runs.stores import DjangoEventSink
 from tests.conftest import register, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -48,3 +56,29 @@ def test_it_refuses_to_resume_someone_elses_run(celery_worker, client, owner, te
     client.force_login(teammate)
 
     assert client.post(f"/runs/{run.pk}/resume/").status_code == 404
+
+
+def test_it_resumes_from_a_header_a_live_update_redrew(celery_worker, owner):
+    """The header a websocket push draws is rendered without a request, so
+    it has no CSRF token of its own: its Resume must still get through."""
+    run = lost_run(owner)
+    DjangoEventSink(run.pk).emit(RuntimeEvent("coordinator_narration", "coordinator", {"text": "still here"}))
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(owner)
+    page = browser.get(f"/runs/{run.pk}/").content.decode()
+    page_headers = json.loads(html.unescape(re.search(r"<body hx-headers='([^']*)'", page).group(1)))
+
+    update, _ = live.render_update(run.pk, 0)
+    form = re.search(r'<form method="post" action="/runs/\d+/resume/"[^>]*>.*?</form>', update, re.S).group(0)
+    fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', form))
+    # As the browser sends it: with htmx (and the page's headers) if the form
+    # asks for it, else as a plain form post.
+    if hx_post := re.search(r'hx-post="([^"]+)"', form):
+        headers = {f"HTTP_{name.upper().replace('-', '_')}": value for name, value in page_headers.items()}
+        response = browser.post(hx_post.group(1), fields, HTTP_HX_REQUEST="true", **headers)
+    else:
+        response = browser.post(re.search(r'action="([^"]+)"', form).group(1), fields)
+
+    assert response.status_code == 200, response.content.decode()[:300]
+    assert response.headers["HX-Refresh"] == "true"
+    assert run.events.filter(type="run_resumed").exists()
