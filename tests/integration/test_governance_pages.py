@@ -40,6 +40,8 @@ def test_it_shows_a_commands_result_as_running_until_its_run_ends(client, owner)
     ):
         assert 'class="status status-running"' in html
         assert "status-success" not in html
+    # The result as JSON, not as Python's repr of it.
+    assert "&quot;_type&quot;: &quot;COORDINATOR_RESULT&quot;" in html and "None" not in html
 
 
 def test_it_shows_why_a_command_started_nothing(celery_worker, client, owner):
