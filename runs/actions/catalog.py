@@ -16,6 +16,9 @@ from agents.tools.workflows import WORKFLOW_TOOL_ROLES
 from runs.actions.common import REGISTRY
 from runs.models import Workflow
 
+# The most characters one run input may hold (a command is capped at 4,000).
+MAX_INPUT_CHARS = 10_000
+
 
 class InputError(ValueError):
     """Run inputs that do not match the workflow's declared inputs."""
@@ -131,6 +134,11 @@ def check_inputs(spec: WorkflowSpec, raw: Mapping[str, object]) -> dict[str, obj
                 problems.append(f"missing required input {name!r}")
             elif declared.default is not None:
                 values[name] = declared.default
+            continue
+        size = len(str(raw[name]))
+        if size > MAX_INPUT_CHARS:
+            # Inputs go into every step's prompt: a 60 KB one cost 94,000 tokens a turn.
+            problems.append(f"input {name!r} is {size:,} characters; at most {MAX_INPUT_CHARS:,}")
             continue
         try:
             values[name] = _coerce(raw[name], declared.type)

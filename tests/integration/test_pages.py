@@ -84,6 +84,16 @@ def test_it_starts_a_run_from_the_form_and_reports_bad_inputs(client, owner):
     assert (run.inputs, run.created_by) == ({"subject": "tides"}, owner)
 
 
+def test_it_refuses_a_run_input_past_its_size_cap(client, owner):
+    workflow = register("relay")
+    client.force_login(owner)
+
+    response = client.post("/runs/start/", {"workflow": workflow.pk, "inputs": "subject=" + "x" * 60_000}, follow=True)
+
+    assert "input &#x27;subject&#x27; is 60,000 characters; at most 10,000" in response.content.decode()
+    assert not Run.objects.exists()
+
+
 @pytest.mark.parametrize("chosen", ["", "abc", "99999"])
 def test_it_answers_a_start_for_no_such_workflow_without_an_error_page(client, owner, chosen):
     client.force_login(owner)
