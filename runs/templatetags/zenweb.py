@@ -83,6 +83,22 @@ def event_summary(event) -> str:
                 f"catalog sent compact: {data.get('full_tokens')} tokens in full, {data.get('compact_tokens')}"
                 f" compact, budget {data.get('budget_tokens')}"
             )
+        case "tool_started":
+            return _short(f"{data.get('name')} attempt {data.get('attempt')} on {data.get('worker')}")
+        case "tool_result":
+            outcome = "ok" if data.get("ok") else data.get("error_kind") or data.get("status")
+            return _short(f"{data.get('name')}: {outcome} in {data.get('duration_ms')} ms")
+        case "claim_recorded":
+            return _short(f"{data.get('claim')} ({data.get('url') or 'no url'})")
+        case "approval_requested":
+            return _short(f"{data.get('what')}: {data.get('why')}")
+        case "approval_decided":
+            return _short(f"{data.get('decision')} by {data.get('by')}: {data.get('reason', '')}")
+        case "approval_lapsed" | "run_stuck" | "run_resumed":
+            return _short(data.get("reason", ""))
+        case "lease_expired":
+            what = data.get("name") or f"turn {data.get('turn')}"
+            return _short(f"{what}: the lease of {data.get('owner')} ran out")
         case "coordinator_over_budget":
             sent = f", sent {data.get('compact_tokens')} compact" if data.get("compacted") else ""
             return _short(

@@ -195,3 +195,23 @@ def test_dashboards_on_the_same_cursor_share_one_rendering_of_an_update(owner):
     Event.objects.create(run=run, seq=13, type="agent_turn", step_id="first", data={})
     html, last = render_update(run.pk, 12)
     assert last == 13 and 'data-seq="13"' in html
+
+
+@pytest.mark.parametrize(
+    ("type_", "data", "says"),
+    [
+        ("tool_started", {"name": "search", "attempt": 2, "worker": "w1:7:MainThread"}, "search attempt 2 on w1"),
+        ("tool_result", {"name": "search", "ok": False, "error_kind": "timeout", "duration_ms": 30}, "search: timeout"),
+        ("claim_recorded", {"claim": "Aster Swift 14 @ $849", "url": "https://shop.example.net/p"}, "Aster Swift 14"),
+        ("approval_requested", {"what": "run_shell rm -rf build", "why": "destructive"}, "run_shell rm -rf build"),
+        ("approval_decided", {"decision": "approve", "by": "approver", "reason": "ok"}, "approve by approver"),
+        ("approval_lapsed", {"reason": "step s1 failed"}, "step s1 failed"),
+        ("lease_expired", {"owner": "w1", "turn": 3}, "turn 3: the lease of w1 ran out"),
+        ("run_stuck", {"reason": "no progress for 600 s"}, "no progress"),
+    ],
+)
+def test_the_stream_says_what_each_governance_and_task_event_means(type_, data, says):
+    from runs.models import Event
+    from runs.templatetags.zenweb import event_summary
+
+    assert says in event_summary(Event(type=type_, step_id="s1", data=data))
