@@ -167,6 +167,10 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
             # The run's lock, and the message counter read with it: a turn's
             # forwards, written together.
             with messages_held(run.pk, lock=True):
+                if not Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).exists():
+                    # The run ended (cancelled, failed, timed out) while the
+                    # model thought: its answer is neither acted on nor recorded.
+                    return
                 result = apply_completion(
                     turn, request, completion, shown, router=router, sink=sink, registry=registry, tools=tools
                 )

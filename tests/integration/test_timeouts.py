@@ -228,3 +228,18 @@ def test_it_writes_no_last_turn_in_one_trip_for_a_step_that_timed_out(pg_run):
 
     s1.refresh_from_db()
     assert (s1.status, s1.turns, s1.output) == (Step.Status.FAILED, 0, "")
+
+
+def test_a_coordinator_answer_that_comes_back_after_the_run_ended_is_not_recorded(celery_worker):
+    from runs.actions import do_cancel_run
+
+    run = do_create_run(register("coordinator/slow_plan"), {})
+    wait_for(lambda: run.events.filter(type="agent_wake", step_id=COORDINATOR).exists())
+    do_cancel_run(run.pk, "cancelled while the coordinator thought")
+    time.sleep(2.0)  # the planning call (1.5 s) came back meanwhile
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED
+    assert event_types(run)[-1] == "workflow_end"
+    assert not run.steps.exclude(step_id=COORDINATOR).exists()  # no worker spawned
+    assert run.steps.get(step_id=COORDINATOR).transcript == []
