@@ -131,6 +131,15 @@ def register(name: str):
     return workflow
 
 
+def wait_for(predicate, timeout: float = 20.0):
+    """Wait until ``predicate()`` returns something true and return it."""
+    deadline = time.monotonic() + timeout
+    while not (found := predicate()):
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+    return found
+
+
 def wait_for_run(run, timeout: float = 30.0):
     """Wait until ``run`` is terminal and return it refreshed."""
     deadline = time.monotonic() + timeout

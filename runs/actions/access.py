@@ -11,7 +11,7 @@ def visible_runs(user):
     """The runs ``user`` may see: staff see all, others their own, and a
     person who may decide approvals also the runs that asked for one (the
     approvals queue links to them: a decision needs the run's context)."""
-    runs = Run.objects.select_related("workflow", "created_by")
+    runs = _runs()
     if user.is_staff:
         return runs
     if user.has_perm("runs.decide_approval"):
@@ -26,10 +26,13 @@ def access_run(user, run_id: int) -> Run:
         raise Run.DoesNotExist
     if user.is_staff:
         return visible_runs(user).get(pk=run_id)
-    runs = Run.objects.select_related("workflow", "created_by")
     try:
         # One query for the usual case, someone's own run: their permissions
         # (two more) are read only for a run they did not start.
-        return runs.get(pk=run_id, created_by=user)
+        return _runs().get(pk=run_id, created_by=user)
     except Run.DoesNotExist:
         return visible_runs(user).get(pk=run_id)
+
+
+def _runs():
+    return Run.objects.select_related("workflow", "created_by")

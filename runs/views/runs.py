@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, time, timedelta
+from typing import get_args
 
 from django.contrib import messages
 from django.contrib.auth import get_user_model
@@ -16,6 +17,7 @@ from django.utils.cache import patch_vary_headers
 from django.utils.dateparse import parse_date
 from django.views.decorators.http import require_GET, require_POST
 
+from agents.spec import Mode
 from runs import actions, live
 from runs.actions.tooling import catalog_registry, mcp_server_statuses
 from runs.graph import graph_context
@@ -156,8 +158,8 @@ def run_start(request: HttpRequest) -> HttpResponse:
             return redirect("runs:list")
         inputs[name.strip()] = value.strip()
     mode = request.POST.get("mode", "chat")
-    if mode not in ("chat", "code"):
-        messages.error(request, f"mode: expected chat or code, got {mode!r}")
+    if mode not in get_args(Mode):
+        messages.error(request, f"mode: expected {' or '.join(get_args(Mode))}, got {mode!r}")
         return redirect("runs:list")
     try:
         run = actions.do_create_run(workflow, inputs, user=request.user, mode=mode)

@@ -11,21 +11,13 @@ from django.conf import settings
 from runs.actions import do_create_run
 from runs.actions.approvals import ApprovalError, do_decide, do_execute_approved_call, do_lapse_expired
 from runs.models import Approval, Run, Step, ToolCall
-from tests.conftest import assert_gapless, register, wait_for_run
+from tests.conftest import assert_gapless, register, wait_for, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def start(name: str, user=None) -> Run:
     return do_create_run(register(f"approvals/{name}"), {}, user=user)
-
-
-def wait_for(predicate, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while not (found := predicate()):
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-    return found
 
 
 def test_it_holds_a_destructive_workflow_until_approved(celery_worker, owner):

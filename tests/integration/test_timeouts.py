@@ -21,21 +21,13 @@ from runs.actions import do_create_run, do_register_workflow
 from runs.actions.approvals import ApprovalError, do_decide
 from runs.actions.steps import do_enforce_step_timeouts, do_step_turn
 from runs.models import Approval, Run, Step, ToolCall
-from tests.conftest import assert_gapless, event_types, register, wait_for_run
+from tests.conftest import assert_gapless, event_types, register, wait_for, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def start(name: str, user=None) -> Run:
     return do_create_run(register(f"timeouts/{name}"), {}, user=user)
-
-
-def wait_for(predicate, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while not (found := predicate()):
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
-    return found
 
 
 def sleep_until(moment: datetime) -> None:
