@@ -136,10 +136,14 @@ def do_lapse_expired() -> int:
     return sum(_lapse_if_expired(pk, run_id) for pk, run_id in expired.values_list("pk", "run_id"))
 
 
-def lapse_pending_of_step(step: Step, reason: str) -> None:
-    """Lapse the pending approvals of a step that ended: approved, its call
-    would still run. Call with the run's lock held."""
-    pending = Approval.objects.filter(run_id=step.run_id, step_id=step.step_id, status=Approval.Status.PENDING)
+def lapse_pending(run_id: int, reason: str, *, step_id: str | None = None) -> None:
+    """Lapse the pending approvals of a step that ended (or, without
+    ``step_id``, of a run that ended): approved, a call would still run.
+    Each lapse is an event and a gated call gets the refusal as its result.
+    Call with the run's lock held."""
+    pending = Approval.objects.filter(run_id=run_id, status=Approval.Status.PENDING)
+    if step_id is not None:
+        pending = pending.filter(step_id=step_id)
     for approval in pending.select_for_update():
         _close(approval, Approval.Status.LAPSED, reason)
 
@@ -212,7 +216,7 @@ def do_execute_approved_call(approval_id: int) -> None:
     from runs.actions.common import store_artifacts
     from runs.actions.tooling import step_tools, stored_call_context
 
-    approval = Approval.objects.select_related("run__workflow", "tool_call__step").get(pk=approval_id)
+    approval = Approval.objects.select_related("tool_call").get(pk=approval_id)
     call = approval.tool_call
     if approval.kind != Approval.Kind.TOOL or call is None:
         return
@@ -223,7 +227,21 @@ def do_execute_approved_call(approval_id: int) -> None:
         ):
             return
         run = Run.objects.select_related("workflow", "created_by").get(pk=approval.run_id)
-        step: Step = call.step
+        step: Step = Step.objects.get(pk=call.step_id)
+        if step.is_terminal or run.is_terminal:
+            # Approved, then the step or run ended before the call could run.
+            deliver_result(
+                call,
+                failure_text(
+                    f"not run: step {step.step_id} ended {step.status} before the approved call could run",
+                    RetryHint("domain_rejection", "finish"),
+                ),
+                status=ToolCall.Status.BLOCKED,
+                error_kind="domain_rejection",
+                event="tool_result",
+                event_data={"approval_id": approval.pk, "status": "approved", "ok": False},
+            )
+            return
         if arguments_hash({"tool": call.name, "arguments": approval.arguments}) != approval.arguments_hash:
             raise ApprovalError(f"approval {approval.pk}: the stored arguments do not match what was approved")
         spec = workflow_spec(run.workflow)

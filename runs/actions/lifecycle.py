@@ -12,12 +12,13 @@ from agents import scheduler
 from agents.events import Event as RuntimeEvent
 from agents.handler import mode_refusal
 from agents.router import COORDINATOR, DropReason
+from runs.actions.approvals import lapse_pending
 from runs.actions.catalog import InputError, check_inputs, workflow_spec
 from runs.actions.children import cancel_children_after_commit
 from runs.actions.commands import finish_command
 from runs.actions.common import router_for
 from runs.actions.containers import as_runtime, create_steps
-from runs.models import Approval, Run, Step, Workflow
+from runs.models import Run, Step, Workflow
 from runs.stores import (
     DjangoEventSink,
     DjangoMailboxStore,
@@ -304,14 +305,12 @@ def _end_run(run: Run) -> None:
     run.steps.filter(kind=Step.Kind.COORDINATOR).update(status=_COORDINATOR_END[run.status], finished=run.finished)
     Step.objects.filter(run=run, resuming=True).update(resuming=False)
     router_for(run.pk).close(COORDINATOR, DropReason.TARGET_TERMINAL)
+    # Work that ended needs no decision any more; its lapses come before the end.
+    lapse_pending(run.pk, f"the run ended {run.status}")
     DjangoEventSink(run.pk).emit(
         RuntimeEvent("workflow_end", "", {"status": run.status, "result": run.result, "error": run.error})
     )
     cancel_children_after_commit(run)
-    # Work that ended needs no decision any more.
-    run.approvals.filter(status=Approval.Status.PENDING).update(
-        status=Approval.Status.LAPSED, reason=f"the run ended {run.status}", decided_at=run.finished
-    )
     finish_command(run)
     if run.parent_tool_call_id:
         from runs import tasks

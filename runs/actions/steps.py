@@ -25,7 +25,7 @@ from agents.runner import (
 )
 from agents.spec import AgentSpec, WorkflowOptions, WorkflowSpec
 from runs import last_turn, leases, sql
-from runs.actions.approvals import lapse_pending_of_step
+from runs.actions.approvals import lapse_pending
 from runs.actions.budgets import do_enforce_budget, has_run_limits, timeout_breach
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import REGISTRY, Limits, provider_for, router_for, save_turn, warning_cycle
@@ -357,7 +357,7 @@ def do_fail_step(step_pk: int, error: str) -> bool:
         step.finished = timezone.now()
         step.save(update_fields=["status", "error", "finished"])
         DjangoEventSink(step.run_id).emit(RuntimeEvent("error", step.step_id, {"error": error}))
-        lapse_pending_of_step(step, f"step {step.step_id} failed")
+        lapse_pending(step.run_id, f"step {step.step_id} failed", step_id=step.step_id)
         router_for(step.run_id).close(step.step_id)
         apply_failure_policy(step, f"dependency {step.step_id} failed")
         after_step_terminal(step)
@@ -379,6 +379,7 @@ def _cancel_step(step: Step, inbox: list[RouterMessage]) -> None:
         DjangoEventSink(step.run_id).emit(
             RuntimeEvent("step_cancelled", step.step_id, {"message_id": cancel.message_id, "reason": cancel.content})
         )
+        lapse_pending(step.run_id, f"step {step.step_id} was cancelled: {cancel.content}", step_id=step.step_id)
         router.close(step.step_id)
         apply_failure_policy(step, f"dependency {step.step_id} was cancelled")
         after_step_terminal(step)
@@ -403,10 +404,13 @@ def apply_failure_policy(stopped: Step, reason: str) -> None:
         status = Step.Status.CANCELLED if policy == "cascade" else Step.Status.SKIPPED
         drop = DropReason.TARGET_TERMINAL
     for step in affected:
+        was_running = step.status == Step.Status.RUNNING
         step.status = status
         step.finished = timezone.now()
         step.save(update_fields=["status", "finished"])
         sink.emit(RuntimeEvent("step_skipped", step.step_id, {"reason": reason, "status": status}))
+        if was_running:  # only a running step can wait for a decision
+            lapse_pending(run.pk, f"step {step.step_id} was {status}: {reason}", step_id=step.step_id)
         if step.kind == Step.Kind.STEP:
             router.close(step.step_id, drop)
     for step in affected:

@@ -7,11 +7,12 @@ import time
 
 import pytest
 from django.conf import settings
+from django.db import transaction
 
 from runs.actions import do_create_run
 from runs.actions.approvals import ApprovalError, do_decide, do_execute_approved_call, do_lapse_expired
 from runs.models import Approval, Run, Step, ToolCall
-from tests.conftest import assert_gapless, register, wait_for, wait_for_run
+from tests.conftest import assert_gapless, event_types, register, wait_for, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -171,6 +172,20 @@ def test_it_runs_an_approved_tool_call_once_and_the_step_goes_on(celery_worker, 
     assert run.status == Run.Status.COMPLETED
 
 
+def test_it_does_not_run_an_approved_call_whose_step_ended_before_it_could(celery_worker, owner, approver):
+    run = start("gated", owner)
+    call = gated_call(run)
+
+    with transaction.atomic():  # the step ends between the decision and its task
+        do_decide(Approval.objects.get(tool_call=call).pk, approver, "approve", "harmless")
+        Step.objects.filter(pk=call.step_id).update(status=Step.Status.CANCELLED)
+    call = wait_for(lambda: ToolCall.objects.exclude(status__in=ToolCall.PENDING).filter(pk=call.pk).first())
+
+    assert (call.status, call.ok) == (ToolCall.Status.BLOCKED, False)
+    assert call.result.startswith("error: not run: step build ended cancelled before the approved call could run")
+    assert not (settings.ZENWEB_WORKSPACES / f"run-{run.pk}" / "build.log").exists()
+
+
 def test_it_tells_the_model_when_its_call_was_rejected(celery_worker, owner, approver):
     run = start("gated", owner)
     call = gated_call(run)
@@ -194,3 +209,19 @@ def test_it_lets_an_approver_open_the_runs_that_ask_for_a_decision(client, owner
     assert client.get(f"/runs/{other.pk}/").status_code == 404  # nothing to decide there
     client.force_login(teammate)  # no approve permission
     assert client.get(f"/runs/{asking.pk}/").status_code == 404
+
+
+def test_it_lapses_the_approval_of_a_step_the_failure_policy_cancelled(celery_worker, owner, approver):
+    run = do_create_run(register("approvals/gated_abort"), {}, user=owner)
+    approval = wait_for(lambda: run.approvals.filter(status=Approval.Status.PENDING).first())
+
+    run = wait_for_run(run)
+
+    approval.refresh_from_db()
+    assert run.steps.get(step_id="build").status == Step.Status.CANCELLED
+    assert approval.status == Approval.Status.LAPSED
+    assert approval.reason == "step build was cancelled: run aborted: breaker failed"
+    with pytest.raises(ApprovalError, match="is already lapsed"):
+        do_decide(approval.pk, approver, "approve", "too late")
+    assert run.tool_calls.get(name="run_shell").status == ToolCall.Status.BLOCKED
+    assert event_types(run, step_id="build")[-3:] == ["step_skipped", "approval_lapsed", "tool_result"]
