@@ -138,10 +138,16 @@ def inbox_text(messages: list[RouterMessage]) -> str:
 
 
 def build_request(
-    turn: AgentTurn, tools: list[Tool], inbox: list[RouterMessage], extra_user: str = ""
+    turn: AgentTurn,
+    tools: list[Tool],
+    inbox: list[RouterMessage],
+    extra_user: str = "",
+    *,
+    deadline: float | None = None,
 ) -> CompletionRequest:
     """The conversation so far plus what arrived since: drained messages become
-    one user message with a header naming each sender."""
+    one user message with a header naming each sender. ``deadline``: see
+    CompletionRequest."""
     messages = list(turn.transcript)
     added = "\n\n".join(part for part in (inbox_text(inbox), extra_user) if part)
     if added:
@@ -153,6 +159,7 @@ def build_request(
         model=turn.agent.model,
         temperature=turn.agent.temperature,
         variables=turn.variables,
+        deadline=deadline,
     )
 
 

@@ -42,6 +42,10 @@ class CompletionRequest:
     # Values the scripted provider substitutes into its script ($query, $inbox, ...).
     # Real providers ignore them: everything a real model sees is in ``messages``.
     variables: dict[str, str] = field(default_factory=dict)
+    # Unix time by which the answer is needed (the step's or the run's
+    # timeout). A provider that can stop waiting then does, with a
+    # ProviderError; one that cannot (scripted) answers late.
+    deadline: float | None = None
 
 
 @dataclass(frozen=True)

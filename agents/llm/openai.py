@@ -8,6 +8,7 @@ happened and never contains the API key.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -140,10 +141,11 @@ class OpenAIProvider:
             kwargs["parallel_tool_calls"] = True
         if request.temperature is not None:
             kwargs["temperature"] = request.temperature
+        client, timeout = self._client_before(request.deadline)
         try:
-            response = self._client.chat.completions.create(**kwargs)
+            response = client.chat.completions.create(**kwargs)
         except openai.OpenAIError as exc:
-            raise ProviderError(self._describe(exc, model)) from exc
+            raise ProviderError(self._describe(exc, model, timeout)) from exc
 
         choices = getattr(response, "choices", None)
         if not choices:
@@ -174,6 +176,20 @@ class OpenAIProvider:
         content = message.content if message.content is not None else message.refusal
         return Completion(content=content, tool_calls=tool_calls, usage=usage)
 
+    def _client_before(self, deadline: float | None) -> tuple[openai.OpenAI, float]:
+        """The client, and the seconds it waits, for an answer needed by
+        ``deadline``: a call never outlives the step or run that made it,
+        so a stalled server does not keep a worker past its timeout."""
+        if deadline is None:
+            return self._client, self.timeout
+        left = deadline - time.time()
+        if left <= 0:
+            raise ProviderError(f"openai provider: not called: the deadline passed {-left:.1f}s ago")
+        if left >= self.timeout:
+            return self._client, self.timeout
+        # No retries either: the next attempt would start past the deadline.
+        return self._client.with_options(timeout=left, max_retries=0), left
+
     @property
     def _display_url(self) -> str:
         """The base URL without any user:password part."""
@@ -185,11 +201,11 @@ class OpenAIProvider:
     def _redact(self, text: str) -> str:
         return text.replace(self._api_key, "[redacted]")
 
-    def _describe(self, exc: openai.OpenAIError, model: str) -> str:
+    def _describe(self, exc: openai.OpenAIError, model: str, timeout: float) -> str:
         url = self._display_url
         # APITimeoutError subclasses APIConnectionError: test it first.
         if isinstance(exc, openai.APITimeoutError):
-            message = f"request timed out after {self.timeout}s ({url})"
+            message = f"request timed out after {timeout:g}s ({url})"
         elif isinstance(exc, openai.APIConnectionError):
             reason = exc.__cause__ or exc.message
             message = f"could not connect to {url}: {reason}"

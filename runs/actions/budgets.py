@@ -134,9 +134,16 @@ def timeout_breach(run: Run, options: WorkflowOptions) -> str | None:
     if options.timeout is None or run.started is None:
         return None
     ran = ((run.finished or timezone.now()) - run.started).total_seconds()
-    if ran <= options.timeout:
+    if ran < options.timeout:
         return None
     return f"run timed out: ran {ran:.1f}s, options.timeout is {options.timeout:g}s"
+
+
+def run_deadline(run: Run, options: WorkflowOptions) -> float | None:
+    """The Unix time options.timeout ends ``run``, or None."""
+    if options.timeout is None or run.started is None:
+        return None
+    return run.started.timestamp() + options.timeout
 
 
 def budget_breach(run: Run) -> str | None:

@@ -18,6 +18,7 @@ from agents.llm import CompletionRequest, ProviderError, tokens
 from agents.router import COORDINATOR, DoubleDrainError, DropReason, RouterMessage
 from agents.runner import AgentTurn, apply_completion, build_request, coordinator_system_prompt
 from agents.spec import AgentSpec
+from runs.actions.budgets import run_deadline, timeout_breach
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import Limits, provider_for, router_for, save_turn, warning_cycle
 from runs.actions.lifecycle import (
@@ -87,7 +88,9 @@ def do_coordinator_wake(run_id: int) -> None:
         # messages were dropped with their events. Nothing is left to do.
         Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(coordinator_busy=False)
     except ProviderError as exc:
-        do_fail_run(run_id, f"coordinator: {exc}")
+        # A call cut off by the run's timeout fails the run for that reason.
+        run = Run.objects.select_related("workflow").get(pk=run_id)
+        do_fail_run(run_id, timeout_breach(run, workflow_spec(run.workflow).options) or f"coordinator: {exc}")
     except Exception as exc:
         log.exception("coordinator wake of run %s failed", run_id)
         do_fail_run(run_id, f"coordinator: internal error: {type(exc).__name__}: {exc}")
@@ -149,9 +152,10 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
     context = senders.pop() if len(senders) == 1 else None
     router = router_for(run.pk, finishing=reason == "finish", context_sender=context)
     budget = spec.options.budget.coordinator_tokens
+    deadline = run_deadline(run, spec.options)
     for round_no in range(MAX_COORDINATOR_ROUNDS):
         shown = inbox if round_no == 0 else []
-        request = build_request(turn, tools, shown, extra if round_no == 0 else "")
+        request = build_request(turn, tools, shown, extra if round_no == 0 else "", deadline=deadline)
         if budget is not None and prompt_tokens(request) > budget:
             # Only the first "finish" prompt can be made smaller: the inbox
             # must be read, and the transcript is the coordinator's memory.

@@ -26,7 +26,7 @@ from agents.runner import (
 from agents.spec import AgentSpec, WorkflowOptions, WorkflowSpec
 from runs import last_turn, leases, sql
 from runs.actions.approvals import lapse_pending
-from runs.actions.budgets import do_enforce_budget, has_run_limits, timeout_breach
+from runs.actions.budgets import do_enforce_budget, has_run_limits, run_deadline, timeout_breach
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import REGISTRY, Limits, provider_for, router_for, save_turn, warning_cycle
 from runs.actions.containers import after_step_terminal, repeat_loop_of
@@ -66,7 +66,7 @@ def do_step_turn(step_pk: int, turn: int) -> None:
         step.transcript = new_step_transcript(step.step_id, agent, prompt)
     agent_turn = _agent_turn(run, step, agent, variables)
     registry, tools = step_tools(spec, step)
-    request = build_request(agent_turn, tools, inbox)
+    request = build_request(agent_turn, tools, inbox, deadline=turn_deadline(run, step, spec.options))
     journal = DjangoToolJournal(step.pk, owner)
     agent_turn.env.journal = journal
     # Service-backed calls become tasks of their own (runs/actions/tool_tasks.py).
@@ -82,7 +82,9 @@ def do_step_turn(step_pk: int, turn: int) -> None:
                 # worker dies before the turn is recorded, the retry reuses them.
                 run_side_effects(agent_turn, completion, registry=registry, tools=tools, journal=journal)
     except ProviderError as exc:
-        do_fail_step(step.pk, str(exc))
+        # A call cut off by a deadline fails for the deadline's reason.
+        if not _stopped_by_deadline(run, step, spec.options):
+            do_fail_step(step.pk, str(exc))
         return
     if late or _stopped_by_deadline(run, step, spec.options):
         return
@@ -218,9 +220,17 @@ def step_timeout_breach(step: Step, options: WorkflowOptions) -> str | None:
     if options.step_timeout is None or step.started is None:
         return None
     ran = (timezone.now() - step.started).total_seconds()
-    if ran <= options.step_timeout:
+    if ran < options.step_timeout:
         return None
     return f"step {step.step_id} ran {ran:.1f}s, past options.stepTimeout ({options.step_timeout:g}s)"
+
+
+def turn_deadline(run: Run, step: Step, options: WorkflowOptions) -> float | None:
+    """The Unix time the run's or the step's timeout ends this turn, or None."""
+    deadlines = [run_deadline(run, options)]
+    if options.step_timeout is not None and step.started is not None:
+        deadlines.append(step.started.timestamp() + options.step_timeout)
+    return min((d for d in deadlines if d is not None), default=None)
 
 
 def _stopped_by_deadline(run: Run, step: Step, options: WorkflowOptions) -> bool:

@@ -4,11 +4,12 @@ openai SDK (a local fake server), on a real Celery worker."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from runs.actions import do_create_run
-from runs.models import Run
+from runs.models import Run, Step
 from tests.conftest import OPENAI_TEST_MODEL, register, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -44,3 +45,26 @@ def test_it_fails_the_step_with_the_endpoint_error_and_no_secret(celery_worker, 
     assert "HTTP 500" in error and "upstream exploded" in error
     assert "sk-test-not-a-secret" not in error
     assert "sk-test-not-a-secret" not in json.dumps(list(run.events.values_list("data", flat=True)))
+
+
+def test_it_cuts_off_a_stalled_model_call_at_the_step_timeout(celery_worker, openai_endpoint):
+    openai_endpoint.push_text("far too late", delay=60)
+
+    # No sweeper runs here: only the call's own deadline can end the step in time.
+    run = wait_for_run(do_create_run(register("timeouts/stalled_openai"), {}), timeout=20)
+
+    assert run.status == Run.Status.FAILED
+    error = run.steps.get(step_id="analyse").error
+    assert re.fullmatch(r"step analyse ran \d+\.\ds, past options\.stepTimeout \(0\.5s\)", error)
+    assert len(openai_endpoint.requests) == 1
+
+
+def test_it_cuts_off_a_stalled_coordinator_call_at_the_run_timeout(celery_worker, openai_endpoint):
+    openai_endpoint.push_text("far too late", delay=60)
+
+    run = wait_for_run(do_create_run(register("timeouts/stalled_coordinator"), {}), timeout=20)
+
+    assert run.status == Run.Status.FAILED
+    assert re.fullmatch(r"run timed out: ran \d+\.\ds, options\.timeout is 1s", run.error)
+    assert run.steps.get(step_id="quick").status == Step.Status.COMPLETED
+    assert len(openai_endpoint.requests) == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -217,6 +218,26 @@ def test_it_reports_a_timeout(server: FakeOpenAIServer) -> None:
         make_provider(server, timeout=0.5).complete(CompletionRequest(agent="a", messages=MESSAGES))
 
     assert "timed out after 0.5s" in str(caught.value)
+
+
+def test_it_stops_waiting_at_the_requests_deadline(server: FakeOpenAIServer) -> None:
+    server.push_text("too late", delay=3.0)
+    request = CompletionRequest(agent="a", messages=MESSAGES, deadline=time.time() + 0.5)
+
+    with pytest.raises(ProviderError) as caught:
+        make_provider(server, timeout=60, max_retries=2).complete(request)
+
+    assert re.search(r"timed out after 0\.[2-5]\d*s", str(caught.value))
+    assert len(server.requests) == 1  # no retry past the deadline
+
+
+def test_it_does_not_call_a_model_past_the_requests_deadline(server: FakeOpenAIServer) -> None:
+    request = CompletionRequest(agent="a", messages=MESSAGES, deadline=time.time() - 2)
+
+    with pytest.raises(ProviderError, match=r"not called: the deadline passed 2\.\ds ago"):
+        make_provider(server).complete(request)
+
+    assert server.requests == []
 
 
 def test_it_reports_a_server_that_cannot_be_reached() -> None:
