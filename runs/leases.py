@@ -31,7 +31,7 @@ from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from runs import sql
-from runs.models import Event, Run, Step, Workflow
+from runs.models import Event, Run, Step
 from runs.stores import DjangoEventSink, lock_run
 
 log = logging.getLogger(__name__)
@@ -225,13 +225,13 @@ def _enforce_limits() -> dict[str, int]:
     run waits, a step's model call goes on (the worker's late turn then finds
     its step failed, or its run ended, and records nothing)."""
     from runs.actions.budgets import do_enforce_budget, has_run_limits
-    from runs.actions.catalog import workflow_spec
+    from runs.actions.catalog import spec_of
     from runs.actions.steps import do_enforce_step_timeouts
 
     counts = {"over_budget": 0, "steps_timed_out": 0}
     running = Run.objects.filter(status=Run.Status.RUNNING).values_list("pk", "workflow_id", "workflow__created")
     for pk, workflow_id, created in list(running):
-        options = workflow_spec(Workflow.from_db(None, ["id", "created"], [workflow_id, created])).options
+        options = spec_of(workflow_id, created).options
         if has_run_limits(options) and do_enforce_budget(pk):
             counts["over_budget"] += 1
         else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from pathlib import Path
 
 import yaml
@@ -116,6 +117,15 @@ def workflow_spec(workflow: Workflow) -> WorkflowSpec:
     spec = _SPECS.get(key)
     if spec is None:
         spec = _SPECS[key] = WorkflowSpec.model_validate(workflow.spec)
+    return spec
+
+
+def spec_of(workflow_id: int, created: datetime) -> WorkflowSpec:
+    """workflow_spec of the version with this key, for a caller that read
+    only the key: the row is loaded only when its spec is not kept yet."""
+    spec = _SPECS.get((workflow_id, created))
+    if spec is None:
+        spec = workflow_spec(Workflow.objects.get(pk=workflow_id))
     return spec
 
 

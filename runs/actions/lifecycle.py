@@ -12,8 +12,9 @@ from agents import scheduler
 from agents.events import Event as RuntimeEvent
 from agents.handler import mode_refusal
 from agents.router import COORDINATOR, DropReason
+from agents.spec import WorkflowSpec
 from runs.actions.approvals import lapse_pending
-from runs.actions.catalog import InputError, check_inputs, workflow_spec
+from runs.actions.catalog import InputError, check_inputs, spec_of, workflow_spec
 from runs.actions.children import cancel_children_after_commit
 from runs.actions.commands import finish_command
 from runs.actions.common import router_for
@@ -134,7 +135,7 @@ def schedule(run_id: int, state: tuple | None = None) -> None:
     state = _schedule_state(run_id, state)
     if state is None:
         return
-    status, busy, has_mail, has_pending, all_steps_done, workflow = state
+    status, busy, has_mail, has_pending, all_steps_done, spec = state
     if status != Run.Status.RUNNING or busy or has_mail:
         return
     if has_pending:
@@ -142,7 +143,7 @@ def schedule(run_id: int, state: tuple | None = None) -> None:
         return
     # Nothing to start. Reading without the lock is enough: every step's end
     # commits before it calls this, so the last one to end sees all done.
-    if all_steps_done or _plans_first(run_id, workflow):
+    if all_steps_done or _plans_first(run_id, spec):
         with transaction.atomic():
             request_coordinator_wake(run_id)
 
@@ -150,13 +151,13 @@ def schedule(run_id: int, state: tuple | None = None) -> None:
 def _schedule_state(run_id: int, state: tuple | None = None) -> tuple | None:
     """The run's status and coordinator_busy, whether the coordinator has
     unread mail, a step is pending, and every step is done (``all_done``),
-    and its workflow (only its id and created: its parsed spec is cached).
-    Read unless ``state`` has them (stores.schedule_state's tuple)."""
+    and its workflow's spec (read by key: parsed specs are kept). Read
+    unless ``state`` has them (stores.schedule_state's tuple)."""
     state = state or schedule_state(run_id)
     if state is None:
         return None
     *flags, workflow_id, created = state
-    return *flags, Workflow.from_db(None, ["id", "created"], [workflow_id, created])
+    return *flags, spec_of(workflow_id, created)
 
 
 def _start_ready_steps(run_id: int) -> None:
@@ -188,13 +189,13 @@ def _others(run_id: int):
 def plans_first(run: Run) -> bool:
     """A coordinator that can spawn workers takes a plan wake before anything
     else; this is true until it has."""
-    return _plans_first(run.pk, run.workflow)
+    return _plans_first(run.pk, workflow_spec(run.workflow))
 
 
-def _plans_first(run_id: int, workflow: Workflow) -> bool:
+def _plans_first(run_id: int, spec: WorkflowSpec) -> bool:
     # Without a Run: building one (every field's default) cost more than
     # the rest of a fan-out step's scheduling.
-    agent = workflow_spec(workflow).agents.get(COORDINATOR)
+    agent = spec.agents.get(COORDINATOR)
     if agent is None or "spawn_worker" not in agent.tools:
         return False
     return Step.objects.filter(run_id=run_id, step_id=COORDINATOR, turns=0).exists()
