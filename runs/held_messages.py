@@ -81,7 +81,7 @@ def held(run_id: int) -> HeldMessages | None:
 
 
 @contextlib.contextmanager
-def messages_held(run_id: int, *, lock: bool = False) -> Iterator[None]:
+def messages_held(run_id: int, *, lock: bool = False) -> Iterator[str | None]:
     """Hold the messages routed for run ``run_id`` in this block and write
     them together when it ends (see the module's docstring).
 
@@ -90,21 +90,22 @@ def messages_held(run_id: int, *, lock: bool = False) -> Iterator[None]:
     calls): a query of its own would not see the held rows. ``lock``: take
     the run's lock here (sql.lock_run), and on PostgreSQL read the counter
     in the same round trip, for a block that will route: a coordinator's
-    forwards."""
+    forwards. Gives the run's status where that read got it, else None."""
     runs: dict[int, HeldMessages] = _held.__dict__.setdefault("runs", {})
     if run_id in runs:  # an outer block writes them
         if lock:
             lock_run(run_id)
-        yield
+        yield None
         return
     block = HeldMessages(run_id)
+    status = None
     if lock and connection.vendor == "postgresql":
-        block.last_no, block.states = _read_counter(run_id, locking=True)
+        block.last_no, status, block.states = _read_counter(run_id, locking=True)
     elif lock:
         lock_run(run_id)
     runs[run_id] = block
     try:
-        yield
+        yield status
         if not transaction.get_rollback():  # no queries in a doomed transaction
             flush(runs[run_id])
     finally:
@@ -113,7 +114,7 @@ def messages_held(run_id: int, *, lock: bool = False) -> Iterator[None]:
 
 def next_number(block: HeldMessages) -> int:
     if block.last_no is None:
-        block.last_no, states = _read_counter(block.run_id)
+        block.last_no, _, states = _read_counter(block.run_id)
         for mailbox, state in states.items():
             block.states.setdefault(mailbox, state)
     block.last_no += 1
@@ -176,9 +177,9 @@ def flush(block: HeldMessages) -> None:
 STATES_WITH_COUNTER = 64
 
 
-def _read_counter(run_id: int, *, locking: bool = False) -> tuple[int, dict[str, MailboxState]]:
-    """The run's last message number, and the mailbox states of the
-    coordinator and the run's first steps. ``locking`` (PostgreSQL): take
+def _read_counter(run_id: int, *, locking: bool = False) -> tuple[int, str, dict[str, MailboxState]]:
+    """The run's last message number and status, and the mailbox states of
+    the coordinator and the run's first steps. ``locking`` (PostgreSQL): take
     the run's lock first, in the same round trip."""
     params = [run_id, COORDINATOR, STATES_WITH_COUNTER]
     if locking:
@@ -196,7 +197,7 @@ def _read_counter(run_id: int, *, locking: bool = False) -> tuple[int, dict[str,
         for _, status, mailbox, kind, reason, unread in rows
         if mailbox is not None
     }
-    return rows[0][0], states
+    return rows[0][0], rows[0][1], states
 
 
 @functools.cache

@@ -170,8 +170,10 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
         with transaction.atomic(), events_held(run.pk):
             # The run's lock, and the message counter read with it: a turn's
             # forwards, written together.
-            with messages_held(run.pk, lock=True):
-                if not Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).exists():
+            with messages_held(run.pk, lock=True) as status:
+                if status is None:  # not read with the lock (SQLite)
+                    status = Run.objects.filter(pk=run.pk).values_list("status", flat=True).get()
+                if status != Run.Status.RUNNING:
                     # The run ended (cancelled, failed, timed out) while the
                     # model thought: its answer is neither acted on nor recorded.
                     return
