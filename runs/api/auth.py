@@ -42,7 +42,9 @@ def api_view(*methods: str, public: bool = False) -> Callable:
     """Make a function an API view: JSON 405 for other methods, JSON 401 for
     callers who are not signed in (unless ``public``), CSRF for sessions, and
     ApiError raised anywhere inside answered as JSON, as are Django's refusals
-    of a body or query string past its limits."""
+    of a body or query string past its limits. A GET view answers HEAD too
+    (RFC 9110): the same status and headers, no body."""
+    allowed = (*methods, "HEAD") if "GET" in methods and "HEAD" not in methods else methods
 
     def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
         # LoginRequiredMiddleware would redirect to the login page; an API
@@ -52,13 +54,18 @@ def api_view(*methods: str, public: bool = False) -> Callable:
         @wraps(view)
         def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
             try:
-                if request.method not in methods:
+                if request.method not in allowed:
                     response = ApiError(405, f"method {request.method} not allowed").response()
-                    response["Allow"] = ", ".join(methods)
+                    response["Allow"] = ", ".join(allowed)
                     return response
                 if not public:
                     authenticate(request)
-                return view(request, *args, **kwargs)
+                response = view(request, *args, **kwargs)
+                if request.method == "HEAD":
+                    # Servers may send a HEAD response's body as it is.
+                    response["Content-Length"] = str(len(response.content))
+                    response.content = b""
+                return response
             # Django raises these where the body or query string is first read
             # (a view's parse_body, a session's CSRF check of a form), and
             # would answer with its HTML 400 page.

@@ -28,6 +28,8 @@ class Operation:
     summary: str
     response: type[BaseModel] | None  # None: any JSON object
     status: int = 200
+    # Other successful answers, with the same body: (status, when).
+    also: tuple[tuple[int, str], ...] = ()
     body: type[BaseModel] | None = None
     query: type[BaseModel] | None = None
     errors: tuple[int, ...] = (401,)
@@ -88,6 +90,7 @@ OPERATIONS = (
         "Register workflow YAML as a new version (staff only)",
         s.WorkflowOut,
         201,
+        also=((200, "The YAML equals the latest version, which is kept: nothing was created."),),
         body=s.WorkflowRequest,
         errors=(400, 401, 403, 413),
     ),
@@ -166,6 +169,8 @@ def _operation(op: Operation, pattern: str, refs: dict[type[BaseModel], str]) ->
         "parameters": _parameters(op, pattern),
         "responses": {str(op.status): {"description": op.summary, "content": content}},
     }
+    for status, when in op.also:
+        operation["responses"][str(status)] = {"description": when, "content": content}
     if op.body is not None:
         operation["requestBody"] = {"required": True, "content": _json({"$ref": refs[op.body]})}
     for status in op.errors:

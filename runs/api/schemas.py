@@ -88,7 +88,8 @@ class DecideRequest(_Request):
 
     decision: Literal["approve", "reject"]
     reason: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_REASON_CHARS)]
-    arguments_hash: str | None = None
+    # Left out or null: no hash given. An empty string is a mistake, not that.
+    arguments_hash: Annotated[str, StringConstraints(min_length=1)] | None = None
 
 
 class WorkflowRequest(_Request):

@@ -172,7 +172,9 @@ def approval_decide(request: HttpRequest, approval_id: int) -> JsonResponse:
 
 @api_view("POST")
 def workflow_register(request: HttpRequest) -> JsonResponse:
-    """Register workflow YAML as the next version of its name; 400 lists every problem."""
+    """Register workflow YAML as the next version of its name: 201, or 200
+    if it equals the latest version (kept, nothing created); 400 lists
+    every problem."""
     if not request.user.is_staff:
         raise ApiError(403, "registering workflows is for staff")
     body = parse_body(request, s.WorkflowRequest)
@@ -184,7 +186,7 @@ def workflow_register(request: HttpRequest) -> JsonResponse:
         ]
         return JsonResponse(dump(s.InvalidWorkflow(problems=problems)), status=400)
     answer = s.WorkflowOut(name=workflow.name, version=workflow.version, created=created)
-    return JsonResponse(dump(answer), status=201)
+    return JsonResponse(dump(answer), status=201 if created else 200)
 
 
 @api_view("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", public=True)

@@ -409,6 +409,9 @@ def test_it_starts_an_awaiting_run_when_approved_and_refuses_a_second_decision(c
     url = f"/api/approvals/{approval.pk}/decide"
 
     assert post(client, url, {"decision": "approve", "reason": "  "}).json()["problems"][0]["field"] == "reason"
+    empty_hash = post(client, url, {"decision": "approve", "reason": "ok", "arguments_hash": ""})
+    assert empty_hash.status_code == 400
+    assert [p["field"] for p in empty_hash.json()["problems"]] == ["arguments_hash"]
     stale = post(client, url, {"decision": "approve", "reason": "ok", "arguments_hash": "0" * 64})
     assert (stale.status_code, stale.json()["error"]) == (
         409,
@@ -446,7 +449,7 @@ def test_it_registers_a_workflow_or_lists_every_problem_with_its_line(owner, sta
     assert ("broken.yaml", 9, "steps[1].colour") in problems
     assert all(p["message"] for p in body["problems"])
     assert (first.status_code, first.json()) == (201, {"name": "echo", "version": 1, "created": True})
-    assert (unchanged.status_code, unchanged.json()) == (201, {"name": "echo", "version": 1, "created": False})
+    assert (unchanged.status_code, unchanged.json()) == (200, {"name": "echo", "version": 1, "created": False})
     refused = post(api(owner), "/api/workflows", {"yaml": ECHO})
     assert (refused.status_code, refused.json()) == (403, {"error": "registering workflows is for staff"})
 
@@ -471,6 +474,8 @@ def test_it_serves_an_openapi_document_of_every_route():
     assert set(document["components"]["securitySchemes"]) == {"token", "session"}
     decide = document["paths"]["/api/approvals/{approval_id}/decide"]["post"]
     assert set(decide["responses"]) == {"200", "400", "401", "403", "404", "409", "413"}
+    register_workflow = document["paths"]["/api/workflows"]["post"]
+    assert {"200", "201"} <= set(register_workflow["responses"])
     approvals = document["paths"]["/api/approvals"]["get"]
     assert {p["name"] for p in approvals["parameters"]} == {"status", "limit", "before"}
     assert "next" in document["components"]["schemas"]["ApprovalList"]["required"]
@@ -480,3 +485,17 @@ def test_it_serves_an_openapi_document_of_every_route():
     text = response.content.decode()
     for kind, name in re.findall(r'"#/components/(schemas|responses)/([^"]+)"', text):
         assert name in document["components"][kind], name
+
+
+def test_it_answers_head_wherever_it_answers_get(owner):
+    client = api(owner)
+    got = client.get("/api/runs")
+
+    head = client.head("/api/runs")
+
+    assert (head.status_code, head["Content-Type"], head.content) == (200, "application/json", b"")
+    assert head["Content-Length"] == str(len(got.content))
+    assert Client().head("/api/runs").status_code == 401
+    assert Client().head("/api/openapi.json").status_code == 200
+    refused = client.head("/api/workflows")
+    assert (refused.status_code, refused["Allow"]) == (405, "POST")
