@@ -11,9 +11,10 @@ from django.conf import settings
 from django.db import DatabaseError, transaction
 
 from agents import scheduler
-from agents.spec import WorkflowSpec, parse_workflow
+from agents.spec import SpecProblem, WorkflowSpec, WorkflowValidationError, parse_workflow
 from agents.tools import Role
 from agents.tools.workflows import WORKFLOW_TOOL_ROLES
+from agents.yaml_locations import line_for, parse_with_locations
 from runs.actions.common import REGISTRY
 from runs.models import Workflow
 
@@ -74,6 +75,10 @@ def do_register_workflow(
         latest = Workflow.objects.filter(name=spec.name).order_by("-version").first()
         if latest and latest.yaml_text == yaml_text:
             return latest, False
+        if spec.tool is not None:
+            problem = _offer_problem(spec.name, spec.tool.name)
+            if problem:
+                raise WorkflowValidationError([SpecProblem(source, _tool_name_line(yaml_text), "tool.name", problem)])
         version = max(spec.version, latest.version + 1 if latest else 1)
         workflow = Workflow.objects.create(
             name=spec.name,
@@ -92,7 +97,53 @@ def do_load_catalog(directory: Path) -> list[tuple[Workflow, bool]]:
     A workflow may use a tool another file in the batch offers."""
     paths = sorted(directory.glob("*.yaml"))
     offered = [name for path in paths if (name := offered_tool_name(path.read_text()))]
+    _check_offered_once(paths)
     return [do_register_workflow(path.read_text(), str(path), also_offered=offered) for path in paths]
+
+
+def _offer_problem(workflow: str, tool: str) -> str | None:
+    """Why ``workflow`` cannot offer itself as tool ``tool``, or None: an
+    agent listing the name gets the builtin or MCP tool of that name
+    (tooling.catalog_registry), and of two workflows only one."""
+    if REGISTRY.get(tool) is not None:
+        return f"{tool!r} is the name of a builtin tool: agents listing it would never get this workflow"
+    if tool in _mcp_tool_roles():
+        return f"{tool!r} is the name of an MCP server's tool: agents listing it would never get this workflow"
+    for other in (
+        Workflow.objects.filter(tool_name=tool).exclude(name=workflow).values_list("name", flat=True).distinct()
+    ):
+        latest = Workflow.objects.filter(name=other).order_by("-version").first()
+        if latest is not None and latest.tool_name == tool:
+            return f"{tool!r} is already offered by workflow {other!r} ({latest.source}): choose another name"
+    return None
+
+
+def _check_offered_once(paths: list[Path]) -> None:
+    """Raise if two files of one catalog offer the same tool name, naming both."""
+    by_tool: dict[str, list[Path]] = {}
+    for path in paths:
+        if name := offered_tool_name(path.read_text()):
+            by_tool.setdefault(name, []).append(path)
+    problems = [
+        SpecProblem(
+            str(path),
+            _tool_name_line(path.read_text()),
+            "tool.name",
+            f"{tool!r} is offered by more than one workflow: {', '.join(str(p) for p in clashing)}",
+        )
+        for tool, clashing in by_tool.items()
+        if len(clashing) > 1
+        for path in clashing
+    ]
+    if problems:
+        raise WorkflowValidationError(problems)
+
+
+def _tool_name_line(yaml_text: str) -> int | None:
+    try:
+        return line_for(parse_with_locations(yaml_text)[1], ("tool", "name"))
+    except yaml.YAMLError:
+        return None
 
 
 def offered_tool_name(yaml_text: str) -> str | None:
