@@ -7,7 +7,8 @@ import asyncio
 import threading
 import time
 import weakref
-from collections import OrderedDict
+from collections import Counter, OrderedDict
+from collections.abc import Mapping
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -32,20 +33,22 @@ def run_context(run: Run, *, graph: bool = True) -> dict:
     steps = in_display_order(list(run.steps.defer("transcript", "variables")))
     _count_unread(run, steps)
     work = [s for s in steps if s.kind == "step"]
-    return _header(run, totals_of(steps), sum(1 for s in work if s.is_terminal), len(work)) | {
+    ended = Counter(s.status for s in work if s.is_terminal)
+    return _header(run, totals_of(steps), ended, len(work)) | {
         "steps": steps,
         "graph": routing_graph(run, steps=steps) if graph else None,
     }
 
 
-def _header(run: Run, tokens: TokenTotals, done: int, total: int) -> dict:
+def _header(run: Run, tokens: TokenTotals, ended: Mapping[str, int], total: int) -> dict:
     return {
         "run": run,
         # Set for exactly the span between its agent_wake and agent_idle events.
         "coordinator_working": run.coordinator_busy and not run.is_terminal,
-        "steps_done": done,
+        "steps_done": sum(ended.values()),
         "steps_total": total,
-        "progress": int(100 * done / total) if total else 0,
+        # How they ended: 71 of 71 steps that ended cancelled is no success.
+        "steps_ended": [(status, n) for status in Step.TERMINAL if (n := ended.get(status))],
         # By role, with the coordinator's share ("coordination overhead").
         "tokens": tokens,
     }
@@ -220,7 +223,7 @@ def _render_update(run_id: int, after: int) -> tuple[str, int]:
         return "", after
     # With the header's figures, summed by the database: a live update need
     # not load every step of a big run to redraw the header.
-    run, done, total, tokens = live_queries.run_with_header(run_id)
+    run, ended, total, tokens = live_queries.run_with_header(run_id)
     redraw_graph = any(event.type in GRAPH_EVENTS for event in events)
     # A big run's graph is marked stale instead: each page fetches it at
     # most once a second (routing_graph.html). The last update draws it.
@@ -230,7 +233,7 @@ def _render_update(run_id: int, after: int) -> tuple[str, int]:
     if changed is None or redraw_graph:
         context = run_context(run, graph=redraw_graph)
     else:
-        context = _header(run, tokens, done, total)
+        context = _header(run, tokens, ended, total)
     if changed is not None:
         # Only the rows these events touched: a 500-step run's whole list
         # was 400 KB, sent to every dashboard on every update.

@@ -33,10 +33,11 @@ def events_after(run_id: int, after: int, limit: int) -> list[Event]:
         return [instance(Event, names, row) for row in cursor.fetchall()]
 
 
-def run_with_header(run_id: int) -> tuple[Run, int, int, TokenTotals]:
+def run_with_header(run_id: int) -> tuple[Run, dict[str, int], int, TokenTotals]:
     """Run ``run_id`` with its workflow (but its text) and creator, as
-    select_related loads them, and its header's figures: steps done, steps
-    in all, tokens by role. One query. Raises Run.DoesNotExist."""
+    select_related loads them, and its header's figures: the steps that
+    ended, by status, steps in all, tokens by role. One query. Raises
+    Run.DoesNotExist."""
     parts = _run_parts(connection.vendor)
     with plain_cursor() as cursor:
         cursor.execute(_run_with_header_sql(connection.vendor), [run_id, run_id])
@@ -46,9 +47,11 @@ def run_with_header(run_id: int) -> tuple[Run, int, int, TokenTotals]:
     (run, workflow, user), start = instances(parts, row)
     Run._meta.get_field("workflow").set_cached_value(run, workflow)
     Run._meta.get_field("created_by").set_cached_value(run, user)
-    done, total, *sums = (value or 0 for value in row[start:])
+    figures = [value or 0 for value in row[start:]]
+    ended = dict(zip(Step.TERMINAL, figures, strict=False))
+    total, *sums = figures[len(Step.TERMINAL) :]
     tokens = TokenTotals(**{role: Tokens(sums[2 * n], sums[2 * n + 1]) for n, role in enumerate(ROLES)})
-    return run, done, total, tokens
+    return run, ended, total, tokens
 
 
 def step_rows(run_id: int, step_ids: set[str]) -> list[Step]:
@@ -89,9 +92,9 @@ def _run_parts(vendor: str) -> tuple:
 @functools.cache
 def _run_with_header_sql(vendor: str) -> str:
     parts = _run_parts(vendor)
-    terminal = ", ".join(f"'{status}'" for status in Step.TERMINAL)
     work = f"kind = '{Step.Kind.STEP}'"
-    figures = [f"COUNT(*) FILTER (WHERE {work} AND status IN ({terminal}))", f"COUNT(*) FILTER (WHERE {work})"]
+    figures = [f"COUNT(*) FILTER (WHERE {work} AND status = '{status}')" for status in Step.TERMINAL]
+    figures.append(f"COUNT(*) FILTER (WHERE {work})")
     figures += [
         f"SUM({part}_tokens) FILTER (WHERE {ROLE_SQL[role]})" for role in ROLES for part in ("prompt", "completion")
     ]

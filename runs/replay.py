@@ -156,12 +156,19 @@ def last_seq(run: Run) -> int:
 
 def state_at(run: Run, seq: int | None = None) -> ReplayState:
     """The run as its events 1..``seq`` describe it (``seq`` is clamped to
-    the log; None means the last event)."""
+    the log, 1..last, as the scrubber is; None means the last event)."""
     last = last_seq(run)
-    seq = last if seq is None else max(0, min(seq, last))
+    seq = last if seq is None else max(min(1, last), min(seq, last))
     state = ReplayState(run.pk, last_seq=last)
     for event in run.events.filter(seq__lte=seq).order_by("seq"):
         state.apply(event)
+    # A step's agent never changes, but a step that has not started yet has
+    # no event naming it: take it from the step's row.
+    unnamed = [step.step_id for step in state.steps.values() if not step.agent and step.kind == Step.Kind.STEP]
+    if unnamed:
+        agents = dict(run.steps.filter(step_id__in=unnamed).values_list("step_id", "agent"))
+        for step_id in unnamed:
+            state.steps[step_id].agent = agents.get(step_id, "")
     return state
 
 

@@ -96,6 +96,9 @@ def run_events(request: HttpRequest, run_id: int) -> HttpResponse:
         "older_url": _page_url(run, types, step, before=first) if older and not (request.htmx and forward) else "",
         "newer_url": _page_url(run, types, step, after=last) if newer and not (request.htmx and not forward) else "",
         "filtered": bool(types or step),
+        # A page the browser shows on its own says it is empty; a page an
+        # htmx control adds to the list does not.
+        "say_empty": not rows and not (request.htmx and (before is not None or after is not None)),
     }
     if request.htmx:
         response = render(request, "runs/partials/event_stream.html", context)

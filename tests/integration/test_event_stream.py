@@ -113,6 +113,21 @@ def test_it_filters_by_types_and_step(client, owner, run):
     assert "No events match these filters." in get(client, run, type="no_such_type")
 
 
+def test_it_says_a_page_past_the_events_is_empty_and_where_they_are(client, owner, run):
+    client.force_login(owner)
+
+    before_the_first = get(client, run, before=1)
+    past_the_last = get(client, run, after=450)
+    more_of_nothing = get(client, run, HTMX, after=450)
+
+    assert seqs(before_the_first) == []
+    assert "No events in this range; newer ones are a page away." in before_the_first
+    assert "Load newer events" in before_the_first
+    assert "No events in this range; older ones are a page away." in past_the_last
+    # A "load newer" that finds nothing adds nothing to the list it extends.
+    assert "no-events" not in more_of_nothing
+
+
 def test_the_next_page_keeps_the_filters(client, owner, run):
     client.force_login(owner)
 

@@ -71,7 +71,11 @@ def test_it_shows_the_approvals_queue_only_to_approvers(celery_worker, client, o
     run = do_create_run(register("approvals/wipe"), {}, user=owner)
 
     client.force_login(owner)
-    assert client.get("/approvals/").status_code == 403
+    refused = client.get("/approvals/")
+    assert refused.status_code == 403
+    html = refused.content.decode()
+    assert "You cannot do this: the approvals queue needs the approve permission." in html
+    assert '<a href="/">Back to the runs</a>' in html and "<nav>" in html
     assert (
         client.post(f"/approvals/{run.approvals.get().pk}/decide/", {"decision": "approve", "reason": "x"}).status_code
         == 403

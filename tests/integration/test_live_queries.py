@@ -25,10 +25,11 @@ def test_the_header_sums_tokens_by_role_and_counts_finished_work(two_step_run):
     worker = {"agent": "worker", "spawned_by": "call-1", "status": "failed"}
     Step.objects.create(run=run, step_id="w1", prompt_tokens=9, completion_tokens=1, **worker)
 
-    loaded, done, total, tokens = live_queries.run_with_header(run.pk)
+    loaded, ended, total, tokens = live_queries.run_with_header(run.pk)
 
     assert (loaded.pk, loaded.workflow.name, loaded.created_by) == (run.pk, "store-sql", None)
-    assert (done, total) == (2, 3)  # s1 and w1 ended; s2 runs; the coordinator is not work
+    # s1 and w1 ended; s2 runs; the coordinator is not work
+    assert (ended, total) == ({"completed": 1, "failed": 1, "skipped": 0, "cancelled": 0}, 3)
     assert tokens == totals_of(run.steps.all()) == token_totals(run)
     assert (tokens.coordinator.total, tokens.steps.total, tokens.workers.total) == (107, 44, 10)
 

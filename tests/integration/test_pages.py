@@ -60,7 +60,9 @@ def test_it_hides_other_peoples_runs(client, owner, teammate):
     run = Run.objects.create(workflow=register("relay"), inputs={"subject": "x"}, created_by=owner)
     client.force_login(teammate)
 
-    assert client.get(f"/runs/{run.pk}/").status_code == 404
+    hidden = client.get(f"/runs/{run.pk}/")
+    assert hidden.status_code == 404
+    assert f"There is nothing at <code>/runs/{run.pk}/</code>, or it is not yours to see." in hidden.content.decode()
     assert f'href="/runs/{run.pk}/"' not in client.get("/").content.decode()
 
 
@@ -68,6 +70,9 @@ def test_it_requires_login(client):
     response = client.get("/")
     assert response.status_code == 302
     assert response["Location"].startswith("/login/")
+    login = client.get(response["Location"]).content.decode()
+    # Every link of the app's menu would only lead back here.
+    assert "<nav>" not in login and 'href="/catalog/"' not in login
 
 
 def test_it_starts_a_run_from_the_form_and_reports_bad_inputs(client, owner):

@@ -133,6 +133,20 @@ def test_it_renders_the_replay_page_at_a_seq(celery_worker, client, owner):
     assert page.count('data-status="running"') == 5
 
 
+def test_it_clamps_a_seq_before_the_first_event_and_names_pending_steps_agents(celery_worker, client, owner):
+    run = run_of("relay", owner, subject="tides")
+    client.force_login(owner)
+
+    page = client.get(f"/runs/{run.pk}/replay/?seq=0").content.decode()
+    at_start = state_at(run, seq_of(run, "workflow_start"))
+
+    assert f"at event #1 of {run.last_event_seq}" in page
+    assert f'min="1" max="{run.last_event_seq}" value="1"' in page
+    agents = dict(run.steps.exclude(step_id="coordinator").values_list("step_id", "agent"))
+    assert {step.step_id: step.agent for step in at_start.steps.values()} == agents
+    assert all(at_start.steps[step_id].status == "pending" for step_id in ("first", "second"))
+
+
 def test_it_defaults_to_the_last_seq(celery_worker, client, owner):
     run = run_of("relay", owner, subject="tides")
     client.force_login(owner)

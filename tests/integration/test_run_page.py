@@ -96,3 +96,40 @@ def test_it_lists_the_newest_tool_calls_oldest_first_with_their_steps(client, ow
     steps = dict(re.findall(r'<tr id="call-(\d+)"[^>]*>\s*<td>(\w+)</td>', html))
     assert steps[str(calls[-1].pk)] == "first"  # call 205: odd
     assert steps[str(calls[5].pk)] == "second"  # call 6: even
+
+
+def progress_of(html: str) -> str:
+    """The run header's step progress, as its text reads."""
+    found = re.search(r'<span id="run-progress">(.*?)</span>\s*<span>started by', html, re.S)
+    return re.sub(r"<[^>]+>", "", found[1]).strip()
+
+
+def test_it_says_how_the_steps_of_a_run_ended_not_only_that_they_did(client, owner):
+    run = Run.objects.create(workflow=register("relay"), created_by=owner, status="cancelled")
+    for n, status in enumerate(["completed", "cancelled", "cancelled", "running"]):
+        Step.objects.create(run=run, step_id=f"s{n}", agent="worker", status=status)
+    client.force_login(owner)
+
+    html = client.get(f"/runs/{run.pk}/").content.decode()
+
+    assert progress_of(html) == "3/4 steps ended: 1 completed, 2 cancelled"
+    assert '<span class="step-count status-cancelled">2 cancelled</span>' in html
+
+
+def test_it_says_a_run_awaiting_approval_has_not_started(client, owner):
+    run = Run.objects.create(workflow=register("approvals/wipe"), created_by=owner, status="awaiting_approval")
+    client.force_login(owner)
+
+    assert progress_of(client.get(f"/runs/{run.pk}/").content.decode()) == "not started: awaiting approval"
+
+
+def test_it_keeps_long_inputs_inside_the_run_header(client, owner):
+    run = Run.objects.create(
+        workflow=register("relay"), inputs={"subject": "x" * 10_000 + "<b>"}, created_by=owner, status="pending"
+    )
+    client.force_login(owner)
+
+    html = client.get(f"/runs/{run.pk}/").content.decode()
+
+    assert '<span class="run-inputs" id="run-inputs">inputs: <code>subject=' in html
+    assert "&lt;b&gt;</code>" in html
