@@ -178,3 +178,19 @@ def event_rows(events) -> SafeString:
             )
         )
     return mark_safe("".join(rows))  # noqa: S308 - each row was built by format_html
+
+
+@register.filter
+def inputs_hint(workflow) -> str:
+    """What to type in the start form's inputs for ``workflow``: one
+    ``name=...`` line per declared input, with its default or what it is."""
+    from runs.actions.catalog import workflow_spec
+
+    lines = []
+    for name, declared in workflow_spec(workflow).inputs.items():
+        if declared.default is not None:
+            value = json.dumps(declared.default) if not isinstance(declared.default, str) else declared.default
+        else:
+            value = f"<{declared.description or declared.type}>"
+        lines.append(f"{name}={value}{' (required)' if declared.required else ''}")
+    return "\n".join(lines) or "this workflow takes no inputs"

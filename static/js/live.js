@@ -41,3 +41,11 @@ document.addEventListener("htmx:oobBeforeSwap", function (e) {
   var none = list.querySelector(".no-events");
   if (kept && none) none.remove();
 });
+
+// The start form's inputs hint follows the chosen workflow.
+document.addEventListener("change", function (e) {
+  var select = e.target;
+  if (select.name !== "workflow" || !select.closest(".start-form")) return;
+  var inputs = select.form.elements.inputs;
+  inputs.placeholder = select.selectedOptions[0].dataset.inputs || "";
+});

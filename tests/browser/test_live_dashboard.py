@@ -133,6 +133,40 @@ def test_it_appends_only_the_live_events_the_filter_lets_through(open_page, serv
     assert page.locator("#event-list .no-events").count() == 0
 
 
+def test_the_start_forms_inputs_hint_follows_the_chosen_workflow(open_page, server):
+    page = open_page()
+    log_in(page, server)
+    select = page.locator("form.start-form select[name=workflow]")
+    inputs = page.locator("form.start-form textarea[name=inputs]")
+    labels = select.locator("option").all_inner_texts()
+
+    select.select_option(label=next(text for text in labels if text.startswith("research v")))
+    research = inputs.get_attribute("placeholder")
+    select.select_option(label=next(text for text in labels if text.startswith("code_edit v")))
+    code_edit = inputs.get_attribute("placeholder")
+
+    assert research == "query=<What to research.> (required)"
+    assert code_edit == "path=<The file to write, inside the workspace.> (required)\ntext=hello from zenweb"
+
+
+def test_it_keeps_a_long_input_inside_the_run_header_on_a_phone(open_page, server):
+    page = open_page(viewport={"width": 390, "height": 844})
+    log_in(page, server)
+    page.goto(f"{server.base_url}/")
+    select = page.locator("form.start-form select[name=workflow]")
+    labels = select.locator("option").all_inner_texts()
+    select.select_option(label=next(text for text in labels if text.startswith("loop_review")))
+    page.fill("form.start-form textarea[name=inputs]", "topic=" + "long" * 2_500)
+    page.click("form.start-form button[type=submit]")
+    page.wait_for_selector("#run-inputs")
+
+    assert page_width(page) <= 392, f"the run page scrolls sideways: {overflowing(page, 390)}"
+    box = page.locator("#run-inputs").bounding_box()
+    # Wrapped inside the card (not cut off past its edge), a few lines high.
+    assert box["x"] + box["width"] <= 390, f"the inputs run {box['width']}px wide, past the screen"
+    assert box["height"] < 200, f"the inputs take {box['height']}px of the header"
+
+
 def test_it_fits_a_phone_screen(open_page, server):
     """No sideways scrolling at 390 px; screenshots of both widths for a human
     to look at (/tmp/zenweb-phone.png, /tmp/zenweb-desktop.png)."""

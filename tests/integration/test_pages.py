@@ -137,3 +137,13 @@ def test_it_shows_the_catalog_of_workflows_and_tools(client, owner):
     for tool in ("finalize", "forward_to_agent", "narrate", "send_message"):
         assert f'id="tool-zenweb.messaging.{tool}"' in page
     assert "SendMessageArgs" in page
+
+
+def test_it_hints_each_workflows_inputs_in_the_start_form(client, owner):
+    relay = register("relay")
+    client.force_login(owner)
+
+    html = client.get("/").content.decode()
+
+    assert f'<option value="{relay.pk}" data-inputs="subject=&lt;string&gt; (required)">' in html
+    assert 'placeholder="subject=&lt;string&gt; (required)"' in html
