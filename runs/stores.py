@@ -580,6 +580,8 @@ class DjangoMailboxStore:
             "drained": None,
             "drop_reason": drop_reason,
         }
+        if message.type == MessageType.CANCEL and not drop_reason and message.recipient != COORDINATOR:
+            stop_waiting_after_commit(self.run_id, message.recipient)
         block = held_messages.held(self.run_id)
         if block is not None:
             held_messages.hold(block, values, wake=wake)
@@ -760,6 +762,15 @@ def request_coordinator_wake(run_id: int) -> None:
 # commit sends the task, the others find nothing to do. An entry a rollback
 # left behind at worst sends one wake too many, which finds nothing to do.
 _wakes = threading.local()
+
+
+def stop_waiting_after_commit(run_id: int, step_id: str) -> None:
+    """A step waiting for a call's result takes no turn until it comes, so
+    its turn would not read this cancel: stop it now if it waits (see
+    actions.steps.do_stop_waiting_step)."""
+    from runs import tasks
+
+    transaction.on_commit(lambda: tasks.stop_waiting_step.delay(run_id, step_id), robust=True)
 
 
 def wake_after_commit(run_id: int, *, busy: bool) -> None:

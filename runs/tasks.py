@@ -37,6 +37,13 @@ def run_step_turn(step_pk: int, turn: int) -> None:
 
 
 @shared_task
+def stop_waiting_step(run_id: int, step_id: str) -> None:
+    from runs.actions.steps import do_stop_waiting_step
+
+    do_stop_waiting_step(run_id, step_id)
+
+
+@shared_task
 def wake_coordinator(run_id: int) -> None:
     actions.do_coordinator_wake(run_id)
 

@@ -375,6 +375,23 @@ def do_fail_step(step_pk: int, error: str) -> bool:
     return True
 
 
+def do_stop_waiting_step(run_id: int, step_id: str) -> None:
+    """Cancel now a step that a cancel was forwarded to while it waits for
+    a call's result (an approval, a tool task, a child run): no turn would
+    read the cancel until the result came, and an approval could still run
+    the call. A step mid-turn reads it at its next turn, as before."""
+    with transaction.atomic():
+        lock_run(run_id)
+        step = Step.objects.filter(run_id=run_id, step_id=step_id, status=Step.Status.RUNNING).first()
+        # Under the run's lock a step with pending calls is between turns:
+        # its next turn is queued only once none is pending (deliver_result).
+        if step is None or not ToolCall.objects.filter(step=step, status__in=ToolCall.PENDING).exists():
+            return
+        inbox = DjangoMailboxStore(run_id).unread(step_id)
+        if any(message.type == MessageType.CANCEL for message in inbox):
+            _cancel_step(step, inbox)
+
+
 def _cancel_step(step: Step, inbox: list[RouterMessage]) -> None:
     """A forward of kind cancel stops the step at this turn boundary."""
     with transaction.atomic():

@@ -225,3 +225,15 @@ def test_it_lapses_the_approval_of_a_step_the_failure_policy_cancelled(celery_wo
         do_decide(approval.pk, approver, "approve", "too late")
     assert run.tool_calls.get(name="run_shell").status == ToolCall.Status.BLOCKED
     assert event_types(run, step_id="build")[-3:] == ["step_skipped", "approval_lapsed", "tool_result"]
+
+
+def test_it_lapses_the_approval_of_a_step_the_coordinator_cancelled(celery_worker, owner):
+    run = do_create_run(register("approvals/gated_cancel"), {}, user=owner)
+    approval = wait_for(lambda: run.approvals.filter(status=Approval.Status.PENDING).first())
+
+    approval = wait_for(lambda: Approval.objects.filter(pk=approval.pk, status=Approval.Status.LAPSED).first())
+
+    assert approval.reason == "step build was cancelled: stop, not today"
+    assert run.steps.get(step_id="build").status == Step.Status.CANCELLED
+    assert run.tool_calls.get(name="run_shell").status == ToolCall.Status.BLOCKED
+    assert wait_for_run(run).status == Run.Status.PARTIAL
