@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 
 from agents.tools.errors import RetryHint, failure_text
 from agents.tools.results import ToolResult
 from runs.actions.pending import deliver_result
-from runs.models import Run, ToolCall
+from runs.models import Run, Step, ToolCall
 from runs.stores import lock_run
 
 
@@ -50,13 +51,21 @@ def do_deliver_child_result(child_id: int) -> None:
 
 def cancel_children_after_commit(run: Run) -> None:
     """A run that ends takes the child runs its tool calls started with it."""
+    _cancel_after_commit(Run.objects.filter(parent_tool_call__run=run), f"parent run {run.pk} ended {run.status}")
+
+
+def cancel_step_children_after_commit(step: Step) -> None:
+    """A step that ends before its run does takes the child runs its
+    pending tool calls started with it: nobody would read their results."""
+    reason = f"parent step {step.step_id} of run {step.run_id} ended {step.status}"
+    _cancel_after_commit(Run.objects.filter(parent_tool_call__step=step), reason)
+
+
+def _cancel_after_commit(children: QuerySet[Run], reason: str) -> None:
     from runs.actions.lifecycle import do_cancel_run
 
-    children = list(
-        Run.objects.filter(parent_tool_call__run=run).exclude(status__in=Run.TERMINAL).values_list("pk", flat=True)
-    )
-    for child in children:
-        transaction.on_commit(lambda child=child: do_cancel_run(child, f"parent run {run.pk} ended {run.status}"))
+    for child in list(children.exclude(status__in=Run.TERMINAL).values_list("pk", flat=True)):
+        transaction.on_commit(lambda child=child: do_cancel_run(child, reason))
 
 
 def _hint() -> RetryHint:

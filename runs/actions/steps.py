@@ -28,6 +28,7 @@ from runs import last_turn, leases, sql
 from runs.actions.approvals import lapse_pending
 from runs.actions.budgets import do_enforce_budget, has_run_limits, run_deadline, timeout_breach
 from runs.actions.catalog import workflow_spec
+from runs.actions.children import cancel_step_children_after_commit
 from runs.actions.common import REGISTRY, Limits, provider_for, router_for, save_turn, warning_cycle
 from runs.actions.containers import after_step_terminal, repeat_loop_of
 from runs.actions.tooling import step_tools, tool_env
@@ -367,7 +368,7 @@ def do_fail_step(step_pk: int, error: str) -> bool:
         step.finished = timezone.now()
         step.save(update_fields=["status", "error", "finished"])
         DjangoEventSink(step.run_id).emit(RuntimeEvent("error", step.step_id, {"error": error}))
-        lapse_pending(step.run_id, f"step {step.step_id} failed", step_id=step.step_id)
+        _step_stopped(step, f"step {step.step_id} failed")
         router_for(step.run_id).close(step.step_id)
         apply_failure_policy(step, f"dependency {step.step_id} failed")
         after_step_terminal(step)
@@ -406,11 +407,21 @@ def _cancel_step(step: Step, inbox: list[RouterMessage]) -> None:
         DjangoEventSink(step.run_id).emit(
             RuntimeEvent("step_cancelled", step.step_id, {"message_id": cancel.message_id, "reason": cancel.content})
         )
-        lapse_pending(step.run_id, f"step {step.step_id} was cancelled: {cancel.content}", step_id=step.step_id)
+        step.status = Step.Status.CANCELLED
+        _step_stopped(step, f"step {step.step_id} was cancelled: {cancel.content}")
         router.close(step.step_id)
         apply_failure_policy(step, f"dependency {step.step_id} was cancelled")
         after_step_terminal(step)
         schedule_after_commit(step.run_id)
+
+
+def _step_stopped(step: Step, reason: str) -> None:
+    """What a step that stopped unfinished leaves waiting goes with it: its
+    pending approvals lapse (approved, a call would still run) and the
+    child runs of its calls are cancelled. Call with the run's lock held,
+    ``step.status`` set. (A run that ends does the same for all its work.)"""
+    lapse_pending(step.run_id, reason, step_id=step.step_id)
+    cancel_step_children_after_commit(step)
 
 
 def apply_failure_policy(stopped: Step, reason: str) -> None:
@@ -436,8 +447,8 @@ def apply_failure_policy(stopped: Step, reason: str) -> None:
         step.finished = timezone.now()
         step.save(update_fields=["status", "finished"])
         sink.emit(RuntimeEvent("step_skipped", step.step_id, {"reason": reason, "status": status}))
-        if was_running:  # only a running step can wait for a decision
-            lapse_pending(run.pk, f"step {step.step_id} was {status}: {reason}", step_id=step.step_id)
+        if was_running:  # only a running step can wait for a decision or a child
+            _step_stopped(step, f"step {step.step_id} was {status}: {reason}")
         if step.kind == Step.Kind.STEP:
             router.close(step.step_id, drop)
     for step in affected:

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from runs.actions import do_cancel_run, do_create_run
-from runs.models import Run
-from tests.conftest import assert_gapless, register, wait_for_run
+from runs.models import Run, Step
+from tests.conftest import assert_gapless, register, wait_for, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -79,3 +79,17 @@ def test_it_cancels_the_child_run_with_its_parent(celery_worker):
     child = wait_for_run(Run.objects.get(parent_tool_call__run=run))
     assert child.status == Run.Status.CANCELLED
     assert child.error == f"parent run {run.pk} ended cancelled"
+
+
+def test_it_cancels_the_child_run_of_a_step_cancelled_while_its_run_goes_on(celery_worker):
+    register("tools/slow_topic")
+    run = do_create_run(register("tools/waiting_cancelled"), {})
+
+    child = wait_for(lambda: Run.objects.filter(parent_tool_call__run=run, status=Run.Status.CANCELLED).first())
+
+    caller = run.steps.get(step_id="caller")
+    assert caller.status == Step.Status.CANCELLED
+    assert child.error == f"parent step caller of run {run.pk} ended cancelled"
+    run.refresh_from_db()
+    assert run.status == Run.Status.RUNNING  # trigger is still at work
+    assert wait_for_run(run).status == Run.Status.PARTIAL
