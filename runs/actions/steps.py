@@ -35,7 +35,15 @@ from runs.actions.tooling import step_tools, tool_env
 from runs.held_messages import messages_held
 from runs.journal import DjangoToolJournal
 from runs.models import Run, Step, ToolCall
-from runs.stores import DjangoEventSink, DjangoMailboxStore, broadcast, events_held, lock_run, save_last_turn
+from runs.stores import (
+    DjangoEventSink,
+    DjangoMailboxStore,
+    broadcast,
+    events_held,
+    lock_run,
+    save_last_turn,
+    stop_waiting_after_commit,
+)
 
 
 def do_step_turn(step_pk: int, turn: int) -> None:
@@ -139,7 +147,11 @@ def do_step_turn(step_pk: int, turn: int) -> None:
             if broken_policy:
                 do_fail_step(step.pk, broken_policy)
             elif result.status == "waiting":
-                pass  # tasks, a child run or a person answer its calls; the last answer takes the next turn
+                # Tasks, a child run or a person answer its calls; the last
+                # answer takes the next turn. A cancel that came while the
+                # model answered would wait for that too: it is acted on now.
+                if unread:
+                    stop_waiting_after_commit(run.pk, step.step_id)
             elif result.status == "continue" or _wakes_for_late_messages(step, run, unread, sink, router):
                 _next_turn(step.pk, turn + 1)
             else:
