@@ -145,6 +145,8 @@ def test_it_shows_the_progress_of_each_run(client, owner, relay):
     row = re.search(rf'<tr id="run-{run.pk}".*?</tr>', page, re.S).group(0)
     assert '<progress max="3" value="2"></progress>' in row
     assert "2/3" in row
+    # Ended is not done well: what did not complete is said.
+    assert '<span class="step-count status-skipped">1 skipped</span>' in row and "completed</span>" not in row
     assert 'class="status status-running"' in row
     idle_row = re.search(rf'<tr id="run-{idle.pk}".*?</tr>', page, re.S).group(0)
     assert '<progress max="1" value="0"></progress>' in idle_row
