@@ -7,13 +7,13 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from runs.actions.approvals import PERMISSION, ApprovalError, do_decide, do_lapse_expired
 from runs.models import Approval
 
 
-@require_GET
+@require_safe
 def approval_list(request: HttpRequest) -> HttpResponse:
     """Pending approvals first, then the latest decided ones. htmx polls the
     list (the partial) so new requests appear without a reload."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from agents.handler import DEFAULT_BUDGET_TOKENS, CoordinatorResult
 from agents.spec import WorkflowValidationError
@@ -35,7 +35,7 @@ def command_create(request: HttpRequest) -> HttpResponse:
     return redirect("runs:command", command_id=command.pk)
 
 
-@require_GET
+@require_safe
 def command_detail(request: HttpRequest, command_id: int) -> HttpResponse:
     command = _get_command_for_user(request, command_id)
     result = coordinator_result(command.run, command.text) if command.run else CoordinatorResult(**command.result)

@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from agents.events import EVENT_TYPES
 from runs.models import Event, Run
@@ -66,7 +66,7 @@ def _page(events: QuerySet[Event], before: int | None, after: int | None) -> tup
     return rows, older, newer
 
 
-@require_GET
+@require_safe
 def run_events(request: HttpRequest, run_id: int) -> HttpResponse:
     """GET /runs/<id>/events/?type=&type=&step=&before=&after=
 

@@ -6,7 +6,7 @@ import json
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest, HttpResponse
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from runs.export import export_run
 from runs.views.runs import _get_run_for_user
@@ -21,7 +21,7 @@ def json_attachment(document: object, filename: str) -> HttpResponse:
     return response
 
 
-@require_GET
+@require_safe
 def run_export(request: HttpRequest, run_id: int) -> HttpResponse:
     """GET /runs/<id>/export.json: the whole run, 404 for a run the user may not see."""
     run = _get_run_for_user(request, run_id)

@@ -6,13 +6,13 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from runs.replay import replay_context
 from runs.views.runs import _get_run_for_user
 
 
-@require_GET
+@require_safe
 def run_replay(request: HttpRequest, run_id: int) -> HttpResponse:
     """GET /runs/<id>/replay/?seq=N (default: the last event). htmx gets
     only the graph card; a history restore gets the whole page."""

@@ -15,7 +15,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.utils.dateparse import parse_date
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from agents.spec import Mode
 from runs import actions, live
@@ -96,7 +96,7 @@ def _with_progress(runs: list[Run]) -> list[Run]:
     return runs
 
 
-@require_GET
+@require_safe
 def run_list(request: HttpRequest) -> HttpResponse:
     """Runs, filtered from the querystring. htmx polls the same URL for the
     table body, so statuses move without a reload."""
@@ -122,7 +122,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
     return response
 
 
-@require_GET
+@require_safe
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     from runs.views.events import event_filter_context  # events.py uses this module's access helper
 
@@ -183,7 +183,7 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
     return redirect("runs:detail", run_id=run.pk)
 
 
-@require_GET
+@require_safe
 def catalog(request: HttpRequest) -> HttpResponse:
     """The workflows people can start and the tools agents can call."""
     latest: dict[str, Workflow] = {}
@@ -198,7 +198,7 @@ def catalog(request: HttpRequest) -> HttpResponse:
     return render(request, "runs/catalog.html", context)
 
 
-@require_GET
+@require_safe
 def step_transcript(request: HttpRequest, run_id: int, step_pk: int) -> HttpResponse:
     """A step's conversation, loaded when someone opens it (htmx), since
     transcripts are too big to send with every live update."""
@@ -207,7 +207,7 @@ def step_transcript(request: HttpRequest, run_id: int, step_pk: int) -> HttpResp
     return render(request, "runs/partials/transcript.html", {"transcript": step.transcript})
 
 
-@require_GET
+@require_safe
 def run_graph(request: HttpRequest, run_id: int) -> HttpResponse:
     """The routing graph card now: a big run's page fetches it when a live
     update marked it stale (see ZENWEB_LIVE_GRAPH_STEPS)."""

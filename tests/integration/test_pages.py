@@ -147,3 +147,12 @@ def test_it_hints_each_workflows_inputs_in_the_start_form(client, owner):
 
     assert f'<option value="{relay.pk}" data-inputs="subject=&lt;string&gt; (required)">' in html
     assert 'placeholder="subject=&lt;string&gt; (required)"' in html
+
+
+def test_it_answers_head_on_its_pages(client, owner):
+    client.force_login(owner)
+
+    for path in ("/", "/catalog/", "/claims/"):
+        head = client.head(path)
+        assert (head.status_code, head.content) == (200, b""), path
+    assert client.post("/catalog/").status_code == 405
