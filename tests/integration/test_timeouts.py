@@ -149,7 +149,7 @@ options: {stepTimeout: 0.5}
 agents:
   worker:
     script:
-      - {say: "too late", delay: 1.2}
+      - {say: "too late", delay: 2.5}
 steps:
   - {id: s1, agent: worker}
   - {id: s2, agent: worker}
@@ -159,7 +159,8 @@ steps:
 @pytest.fixture
 def slow_run(two_step_run) -> Run:
     """two_step_run of a workflow whose steps may take half a second and
-    whose model answers after 1.2 s: s1 started now, s2 waits."""
+    whose model answers after 2.5 s (the sweep at 0.6 s must come first,
+    on a loaded machine too): s1 started now, s2 waits."""
     workflow, _ = do_register_workflow(SLOW_STEPS, __file__)
     Run.objects.filter(pk=two_step_run.pk).update(workflow=workflow, started=timezone.now())
     Step.objects.filter(run=two_step_run, step_id="s1").update(started=timezone.now())
