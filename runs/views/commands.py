@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
@@ -57,12 +58,12 @@ def command_detail(request: HttpRequest, command_id: int) -> HttpResponse:
 def workflow_register(request: HttpRequest) -> HttpResponse:
     """Register a workflow from pasted YAML: every problem is listed with its
     line; a valid one becomes the next version of its name."""
+    if not request.user.is_staff:
+        raise PermissionDenied("registering workflows is for staff")
     problems = []
     yaml_text = request.POST.get("yaml", "")
     if request.method == "POST":
-        if not request.user.is_staff:
-            messages.error(request, "registering workflows is for staff")
-        elif not yaml_text.strip() or len(yaml_text) > MAX_YAML_CHARS:
+        if not yaml_text.strip() or len(yaml_text) > MAX_YAML_CHARS:
             messages.error(request, f"yaml: paste a workflow of at most {MAX_YAML_CHARS:,} characters")
         else:
             try:

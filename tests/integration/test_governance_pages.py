@@ -148,3 +148,19 @@ def test_it_registers_a_pasted_workflow_as_a_new_version(client, staff):
     client.post("/catalog/register/", {"yaml": text + "description: changed\n"})
 
     assert list(Workflow.objects.filter(name="pasted").values_list("version", flat=True).order_by("version")) == [1, 2]
+
+
+def test_it_refuses_the_register_page_to_someone_not_staff_with_a_page_that_says_so(client, owner):
+    client.force_login(owner)
+
+    text = "name: pasted\nagents: {a: {}}\nsteps:\n  - {id: s, agent: a}\n"
+    page = client.get("/catalog/register/")
+    posted = client.post("/catalog/register/", {"yaml": text})
+
+    assert (page.status_code, posted.status_code) == (403, 403)
+    html = page.content.decode()
+    assert "<title>Not allowed · zenweb</title>" in html
+    assert "You cannot do this: registering workflows is for staff." in html
+    assert '<a href="/">Back to the runs</a>' in html
+    assert 'name="yaml"' not in html
+    assert not Workflow.objects.exists()
