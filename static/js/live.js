@@ -42,10 +42,19 @@ document.addEventListener("htmx:oobBeforeSwap", function (e) {
   if (kept && none) none.remove();
 });
 
-// The start form's inputs hint follows the chosen workflow.
-document.addEventListener("change", function (e) {
-  var select = e.target;
-  if (select.name !== "workflow" || !select.closest(".start-form")) return;
-  var inputs = select.form.elements.inputs;
-  inputs.placeholder = select.selectedOptions[0].dataset.inputs || "";
-});
+// The start form's inputs hint follows the chosen workflow, also a choice
+// the browser restored on a reload or going back (the page is drawn with
+// the first workflow's hint).
+(function () {
+  function hint(select) {
+    var chosen = select.selectedOptions[0];
+    select.form.elements.inputs.placeholder = chosen ? chosen.dataset.inputs || "" : "";
+  }
+  document.addEventListener("change", function (e) {
+    if (e.target.name === "workflow" && e.target.closest(".start-form")) hint(e.target);
+  });
+  window.addEventListener("pageshow", function () {
+    var select = document.querySelector(".start-form select[name=workflow]");
+    if (select) hint(select);
+  });
+})();

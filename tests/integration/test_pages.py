@@ -140,13 +140,17 @@ def test_it_shows_the_catalog_of_workflows_and_tools(client, owner):
 
 
 def test_it_hints_each_workflows_inputs_in_the_start_form(client, owner):
+    code_edit = register("code_edit")
     relay = register("relay")
     client.force_login(owner)
 
     html = client.get("/").content.decode()
 
+    edit_hint = "path=&lt;The file to write, inside the workspace.&gt; (required)\ntext=hello from zenweb"
+    assert f'<option value="{code_edit.pk}" data-inputs="{edit_hint}">' in html
     assert f'<option value="{relay.pk}" data-inputs="subject=&lt;string&gt; (required)">' in html
-    assert 'placeholder="subject=&lt;string&gt; (required)"' in html
+    # The first workflow is the one chosen when the page opens.
+    assert f'placeholder="{edit_hint}"' in html
 
 
 def test_it_answers_head_on_its_pages(client, owner):

@@ -4,6 +4,8 @@ any seq, the same graph as the live page at the end, and the replay page
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from runs.actions import do_create_run
@@ -139,12 +141,18 @@ def test_it_clamps_a_seq_before_the_first_event_and_names_pending_steps_agents(c
 
     page = client.get(f"/runs/{run.pk}/replay/?seq=0").content.decode()
     at_start = state_at(run, seq_of(run, "workflow_start"))
+    start_page = client.get(f"/runs/{run.pk}/replay/?seq={at_start.seq}").content.decode()
 
     assert f"at event #1 of {run.last_event_seq}" in page
     assert f'min="1" max="{run.last_event_seq}" value="1"' in page
+    assert 'value="0"' not in page
     agents = dict(run.steps.exclude(step_id="coordinator").values_list("step_id", "agent"))
     assert {step.step_id: step.agent for step in at_start.steps.values()} == agents
     assert all(at_start.steps[step_id].status == "pending" for step_id in ("first", "second"))
+    # No event has named the agent of a step that has not started: the row shows it all the same.
+    for step_id, agent in agents.items():
+        row = re.search(rf'<tr id="replay-step-{step_id}" .*?</tr>', start_page, re.S)[0]
+        assert f"<td>{agent}</td>" in row and 'data-status="pending"' in row and "—" not in row
 
 
 def test_it_defaults_to_the_last_seq(celery_worker, client, owner):
