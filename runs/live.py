@@ -45,9 +45,8 @@ def _header(run: Run, tokens: TokenTotals, ended: Mapping[str, int], total: int)
         "run": run,
         # Set for exactly the span between its agent_wake and agent_idle events.
         "coordinator_working": run.coordinator_busy and not run.is_terminal,
-        "steps_done": sum(ended.values()),
         "steps_total": total,
-        # How they ended: 71 of 71 steps that ended cancelled is no success.
+        # How they ended: only completed steps count as done (step_progress).
         "steps_ended": [(status, n) for status in Step.TERMINAL if (n := ended.get(status))],
         # By role, with the coordinator's share ("coordination overhead").
         "tokens": tokens,

@@ -11,6 +11,8 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from runs.models import Step
+
 register = template.Library()
 
 SUMMARY_CHARS = 240
@@ -194,3 +196,18 @@ def inputs_hint(workflow) -> str:
             value = f"<{declared.description or declared.type}>"
         lines.append(f"{name}={value}{' (required)' if declared.required else ''}")
     return "\n".join(lines) or "this workflow takes no inputs"
+
+
+@register.inclusion_tag("runs/partials/step_progress.html")
+def step_progress(run, total: int, ended) -> dict:
+    """A run's step progress, for its header and its row in the runs list.
+    ``ended`` holds (status, how many steps ended with it) pairs. Only
+    completed steps are done: a run whose 71 steps were all cancelled reads
+    "0/71 steps completed, 71 cancelled", its bar empty, not full."""
+    done = Step.Status.COMPLETED
+    return {
+        "run": run,
+        "total": total,
+        "completed": dict(ended).get(done, 0),
+        "otherwise": [(status, n) for status, n in ended if status != done],
+    }

@@ -74,25 +74,23 @@ def _filter_runs(runs: QuerySet[Run], filters: dict[str, str], *, staff: bool) -
 
 
 def _with_progress(runs: list[Run]) -> list[Run]:
-    """Set steps_total, steps_done and steps_ended (how many ended with each
-    status but completed) on each run, in one query for the page
+    """Set steps_total and steps_ended (how many ended with each status) on
+    each run, as the run header has them, in one query for the page
     (annotating the paginated queryset would make its COUNT group by run)."""
-    unsuccessful = [status for status in Step.TERMINAL if status != Step.Status.COMPLETED]
     counts = (
         Step.objects.filter(run__in=[run.pk for run in runs], kind=Step.Kind.STEP)
         .values("run")
         .annotate(
             total=Count("pk"),
-            done=Count("pk", filter=Q(status__in=Step.TERMINAL)),
-            **{status: Count("pk", filter=Q(status=status)) for status in unsuccessful},
+            **{status: Count("pk", filter=Q(status=status)) for status in Step.TERMINAL},
         )
         .order_by()
     )
     progress = {row["run"]: row for row in counts}
     for run in runs:
         row = progress.get(run.pk, {})
-        run.steps_total, run.steps_done = row.get("total", 0), row.get("done", 0)
-        run.steps_ended = [(status, row[status]) for status in unsuccessful if row.get(status)]
+        run.steps_total = row.get("total", 0)
+        run.steps_ended = [(status, row[status]) for status in Step.TERMINAL if row.get(status)]
     return runs
 
 

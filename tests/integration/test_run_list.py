@@ -143,13 +143,22 @@ def test_it_shows_the_progress_of_each_run(client, owner, relay):
     page = client.get("/").content.decode()
 
     row = re.search(rf'<tr id="run-{run.pk}".*?</tr>', page, re.S).group(0)
-    assert '<progress max="3" value="2"></progress>' in row
-    assert "2/3" in row
-    # Ended is not done well: what did not complete is said.
-    assert '<span class="step-count status-skipped">1 skipped</span>' in row and "completed</span>" not in row
+    # Skipped is not done: the bar and the count hold only the completed step.
+    assert '<progress max="3" value="1"></progress>' in row
+    assert '1/3 steps completed, <span class="step-count status-skipped">1 skipped</span>' in row
     assert 'class="status status-running"' in row
     idle_row = re.search(rf'<tr id="run-{idle.pk}".*?</tr>', page, re.S).group(0)
-    assert '<progress max="1" value="0"></progress>' in idle_row
+    assert "no steps yet" in idle_row and "<progress" not in idle_row
+
+
+def test_it_says_a_run_awaiting_approval_has_not_started(client, owner, relay):
+    run = make_run(relay, owner, status=Run.Status.AWAITING_APPROVAL)
+    client.force_login(owner)
+
+    row = re.search(rf'<tr id="run-{run.pk}".*?</tr>', client.get("/").content.decode(), re.S).group(0)
+
+    assert re.search(r'<td class="run-progress">(.*?)</td>', row, re.S)[1].strip() == "not started: awaiting approval"
+    assert "0/0" not in row
 
 
 def test_it_pages_and_keeps_the_filters_in_pager_links(client, owner, relay):

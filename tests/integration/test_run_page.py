@@ -8,7 +8,7 @@ import pytest
 
 from runs import live
 from runs.actions import do_create_run
-from runs.models import Command, Message, Run, Step, ToolCall
+from runs.models import Command, Event, Message, Run, Step, ToolCall
 from tests.conftest import register, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -104,16 +104,35 @@ def progress_of(html: str) -> str:
     return re.sub(r"<[^>]+>", "", found[1]).strip()
 
 
-def test_it_says_how_the_steps_of_a_run_ended_not_only_that_they_did(client, owner):
+def test_it_counts_only_completed_steps_as_done(client, owner):
     run = Run.objects.create(workflow=register("relay"), created_by=owner, status="cancelled")
-    for n, status in enumerate(["completed", "cancelled", "cancelled", "running"]):
+    for n, status in enumerate(["completed", "cancelled", "cancelled", "failed", "skipped", "running"]):
         Step.objects.create(run=run, step_id=f"s{n}", agent="worker", status=status)
     client.force_login(owner)
 
     html = client.get(f"/runs/{run.pk}/").content.decode()
 
-    assert progress_of(html) == "3/4 steps ended: 1 completed, 2 cancelled"
+    assert progress_of(html) == "1/6 steps completed, 1 failed, 1 skipped, 2 cancelled"
+    assert '<progress max="6" value="1"></progress>' in html
     assert '<span class="step-count status-cancelled">2 cancelled</span>' in html
+
+
+def test_it_does_not_show_a_cancelled_runs_steps_as_done(client, owner):
+    run = Run.objects.create(workflow=register("relay"), created_by=owner, status="cancelled")
+    Step.objects.bulk_create(
+        [Step(run=run, step_id=f"s{n}", agent="worker", position=n, status="cancelled") for n in range(71)]
+    )
+    Event.objects.create(run=run, seq=1, type="workflow_end", data={"status": "cancelled"})
+    client.force_login(owner)
+
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    # A live update redraws the header from figures summed in SQL.
+    update, _ = live.render_update(run.pk, 0)
+
+    for html in (page, update):
+        assert progress_of(html) == "0/71 steps completed, 71 cancelled"
+        assert '<progress max="71" value="0"></progress>' in html
+        assert "71/71" not in html
 
 
 def test_it_says_a_run_awaiting_approval_has_not_started(client, owner):
