@@ -124,7 +124,7 @@ def persistent(messages: int, repeats: int, per: int = 1) -> list[float]:
     from runs.actions import do_register_workflow
     from runs.held_messages import messages_held
     from runs.models import Message, Run, Step
-    from runs.stores import DjangoEventSink, DjangoMailboxStore, events_held, lock_run
+    from runs.stores import DjangoEventSink, DjangoMailboxStore, events_held
 
     workflow, _ = do_register_workflow(WORKFLOW_YAML, "bench/router.py")
     rates = []
@@ -140,18 +140,13 @@ def persistent(messages: int, repeats: int, per: int = 1) -> list[float]:
         @contextlib.contextmanager
         def in_transaction(kind: str, run_id: int = run.pk):
             # As a turn: the run locked, its events and messages held and
-            # written together. A step's turn takes the lock with its own
-            # first statement and reads the message counter when it first
-            # routes; the coordinator's takes the lock and reads the counter
-            # together (runs/actions/coordinator.py).
-            with transaction.atomic(), events_held(run_id):
-                if kind == "forward":
-                    with messages_held(run_id, lock=True):
-                        yield
-                else:
-                    lock_run(run_id)
-                    with messages_held(run_id):
-                        yield
+            # written together. A turn that routes, a step's (its first
+            # statement, which records the turn, takes the lock: steps.py
+            # _record_turn) or the coordinator's (coordinator.py), reads the
+            # message counter in the round trip that takes the lock, and on
+            # PostgreSQL its BEGIN goes with them (zenweb/postgresql).
+            with transaction.atomic(), events_held(run_id), messages_held(run_id, lock=True):
+                yield
 
         def mark_read(run_id: int = run.pk) -> None:
             # Untimed, and cheaper than the router's drain (no events): it

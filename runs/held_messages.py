@@ -34,7 +34,17 @@ from django.db import connection, transaction
 
 from agents.router import COORDINATOR, MailboxState
 from runs.models import Message, Run, Step
-from runs.sql import json_rows, lock_run, lock_run_sql, pipelined, plain_cursor, row_document, row_values, table
+from runs.sql import (
+    json_rows,
+    lock_run,
+    lock_run_sql,
+    pipelined,
+    pipelined_cursors,
+    plain_cursor,
+    row_document,
+    row_values,
+    table,
+)
 from zenweb.pg_text import json_text
 
 
@@ -80,8 +90,13 @@ def held(run_id: int) -> HeldMessages | None:
     return _held.__dict__.get("runs", {}).get(run_id)
 
 
+# What the counter's read gives: the run's last message number, its status,
+# and the mailbox states read with them.
+Counted = tuple[int, str, dict[str, MailboxState]]
+
+
 @contextlib.contextmanager
-def messages_held(run_id: int, *, lock: bool = False) -> Iterator[str | None]:
+def messages_held(run_id: int, *, lock: bool = False, counted: Counted | None = None) -> Iterator[str | None]:
     """Hold the messages routed for run ``run_id`` in this block and write
     them together when it ends (see the module's docstring).
 
@@ -90,7 +105,9 @@ def messages_held(run_id: int, *, lock: bool = False) -> Iterator[str | None]:
     calls): a query of its own would not see the held rows. ``lock``: take
     the run's lock here (sql.lock_run), and on PostgreSQL read the counter
     in the same round trip, for a block that will route: a coordinator's
-    forwards. Gives the run's status where that read got it, else None."""
+    forwards. ``counted``: the counter as read under the lock this
+    transaction holds (``counted_after``), for a block that will route.
+    Gives the run's status where this block read it, else None."""
     runs: dict[int, HeldMessages] = _held.__dict__.setdefault("runs", {})
     if run_id in runs:  # an outer block writes them
         if lock:
@@ -99,7 +116,9 @@ def messages_held(run_id: int, *, lock: bool = False) -> Iterator[str | None]:
         return
     block = HeldMessages(run_id)
     status = None
-    if lock and connection.vendor == "postgresql":
+    if counted is not None:
+        block.last_no, _, block.states = counted
+    elif lock and connection.vendor == "postgresql":
         block.last_no, status, block.states = _read_counter(run_id, locking=True)
     elif lock:
         lock_run(run_id)
@@ -177,17 +196,36 @@ def flush(block: HeldMessages) -> None:
 STATES_WITH_COUNTER = 64
 
 
-def _read_counter(run_id: int, *, locking: bool = False) -> tuple[int, str, dict[str, MailboxState]]:
+def counted_after(statement: tuple[str, list], run_id: int) -> tuple[int, Counted]:
+    """Run ``statement`` (SQL, parameters), one that takes run ``run_id``'s
+    lock (a step's turn record), and read the run's counter after it in the
+    same round trip (PostgreSQL): its row count, and the counter for
+    ``messages_held(counted=...)``. For a turn that will route: one that
+    reads the counter only when it first numbers a message pays a round
+    trip for it while every other turn of the run waits for the lock."""
+    first, counter = pipelined_cursors([statement, (_counter_sql(), _counter_params(run_id))])
+    return first.rowcount, _counted(run_id, counter.fetchall())
+
+
+def _read_counter(run_id: int, *, locking: bool = False) -> Counted:
     """The run's last message number and status, and the mailbox states of
     the coordinator and the run's first steps. ``locking`` (PostgreSQL): take
     the run's lock first, in the same round trip."""
-    params = [run_id, COORDINATOR, STATES_WITH_COUNTER]
+    params = _counter_params(run_id)
     if locking:
         rows = pipelined([(lock_run_sql(), [run_id]), (_counter_sql(), params)])
     else:
         with plain_cursor() as cursor:
             cursor.execute(_counter_sql(), params)
             rows = cursor.fetchall()
+    return _counted(run_id, rows)
+
+
+def _counter_params(run_id: int) -> list:
+    return [run_id, COORDINATOR, STATES_WITH_COUNTER]
+
+
+def _counted(run_id: int, rows: list[tuple]) -> Counted:
     if not rows:
         raise Run.DoesNotExist(f"run {run_id} does not exist")
     from runs.stores import mailbox_state_of

@@ -44,9 +44,25 @@ def plain_cursor():
 @functools.cache
 def _prepared_cursor_class():
     from django.db.backends.postgresql.base import ServerBindingCursor
+    from psycopg.pq import TransactionStatus
+
+    from zenweb.postgresql.base import OneTripBeginConnection
 
     class PreparedCursor(ServerBindingCursor):
         def execute(self, query, params=None, *, prepare=None, binary=None):
+            conn = self.connection
+            if (
+                isinstance(conn, OneTripBeginConnection)
+                and conn._pipeline is None
+                and not conn.autocommit
+                and conn.info.transaction_status == TransactionStatus.IDLE
+            ):
+                # The first statement of a transaction: pipelined, its BEGIN
+                # goes with it (zenweb/postgresql/base.py). Its rows are read
+                # once the pipeline is done.
+                with conn.pipeline():
+                    super().execute(query, params, prepare=True, binary=binary)
+                return self
             return super().execute(query, params, prepare=True, binary=binary)
 
     return PreparedCursor
@@ -66,7 +82,7 @@ def in_one_round_trip(statements: list[tuple[str, list]]) -> tuple | None:
     # before its Sync are one implicit transaction, committed at the Sync
     # (rolled back, and raised here, if one fails). psycopg's transaction()
     # would sync after BEGIN and again before COMMIT: three round trips.
-    return _pipeline(statements, in_transaction=False).fetchone()
+    return _pipeline(statements, in_transaction=False)[-1].fetchone()
 
 
 def pipelined(statements: list[tuple[str, list]]) -> list[tuple]:
@@ -75,31 +91,39 @@ def pipelined(statements: list[tuple[str, list]]) -> list[tuple]:
     one. Each statement still sees what committed before it started: two
     statements, a lock and a read, read what the lock's earlier holders
     committed, where one statement would read with a snapshot taken before
-    it waited for the lock. (A transaction's BEGIN is a round trip of its
-    own: psycopg waits for it, in pipeline mode too.)"""
-    return _pipeline(statements, in_transaction=True).fetchall()
+    it waited for the lock. (The transaction's BEGIN, if they open it, goes
+    with them: zenweb/postgresql/base.py.)"""
+    return _pipeline(statements, in_transaction=True)[-1].fetchall()
 
 
-def _pipeline(statements: list[tuple[str, list]], *, in_transaction: bool):
-    """Send ``statements`` at once and return the cursor holding the last
-    one's result: inside a transaction.atomic() block, or outside any."""
+def pipelined_cursors(statements: list[tuple[str, list]]) -> list:
+    """``pipelined``, giving each statement's cursor: its ``rowcount`` and
+    its rows."""
+    return _pipeline(statements, in_transaction=True)
+
+
+def _pipeline(statements: list[tuple[str, list]], *, in_transaction: bool) -> list:
+    """Send ``statements`` at once and return their cursors, each holding
+    its statement's result: inside a transaction.atomic() block, or outside
+    any."""
     db = _db()
     if db.vendor != "postgresql" or db.in_atomic_block != in_transaction:
         where = "an open transaction" if in_transaction else "no open transaction"
         raise RuntimeError(f"a pipeline of statements here needs PostgreSQL and {where}")
     db.ensure_connection()
     db.validate_thread_sharing()
-    cursor = db.make_cursor(_prepared_cursor_class()(db.connection))
+    cursor_class = _prepared_cursor_class()
+    cursors = [db.make_cursor(cursor_class(db.connection)) for _ in statements]
     started = time.monotonic()
     with db.wrap_database_errors, db.connection.pipeline():
-        for statement, params in statements:
+        for cursor, (statement, params) in zip(cursors, statements, strict=True):
             cursor.execute(statement, params)
     if db.queries_logged:
         # Django's debug cursor cannot read a pipelined statement back: log
         # each one's text (with its placeholders) and their time together.
         spent = f"{time.monotonic() - started:.3f}"
         db.queries_log.extend({"sql": statement, "time": spent} for statement, _ in statements)
-    return cursor
+    return cursors
 
 
 def table(model) -> str:
@@ -158,24 +182,29 @@ def update(model, values: dict, where: str, params: list, *, locking_run: int | 
 
     ``locking_run``: take that run's lock first (``lock_run``), in the same
     statement on PostgreSQL: one round trip fewer while the run is locked."""
-    assignments, values_params = _assignments(model, values, {})
-    statement = f"UPDATE {table(model)} SET {assignments} WHERE {where}"
-    params = [*values_params, *params]
-    if locking_run is not None:
-        if _db().vendor == "postgresql":
-            # An uncorrelated EXISTS is evaluated once, before any row is
-            # read: the run's lock is taken before the rows', as lock_run
-            # would. (A row changed while this waited is checked again.)
-            statement = (
-                f"WITH locked AS ({lock_run_sql()}) "
-                f"UPDATE {table(model)} SET {assignments} WHERE ({where}) AND EXISTS (SELECT 1 FROM locked)"
-            )
-            params = [locking_run, *params]
-        else:
-            lock_run(locking_run)
+    if locking_run is not None and _db().vendor != "postgresql":
+        lock_run(locking_run)
+        locking_run = None
+    statement, params = update_sql(model, values, where, params, locking_run=locking_run)
     with plain_cursor() as cursor:
         cursor.execute(statement, params)
         return cursor.rowcount
+
+
+def update_sql(model, values: dict, where: str, params: list, *, locking_run: int | None = None) -> tuple[str, list]:
+    """``update``'s statement and its parameters, to run with others
+    (``pipelined_cursors``); ``locking_run`` on PostgreSQL only."""
+    assignments, values_params = _assignments(model, values, {})
+    if locking_run is None:
+        return f"UPDATE {table(model)} SET {assignments} WHERE {where}", [*values_params, *params]
+    # An uncorrelated EXISTS is evaluated once, before any row is read: the
+    # run's lock is taken before the rows', as lock_run would. (A row
+    # changed while this waited is checked again.)
+    statement = (
+        f"WITH locked AS ({lock_run_sql()}) "
+        f"UPDATE {table(model)} SET {assignments} WHERE ({where}) AND EXISTS (SELECT 1 FROM locked)"
+    )
+    return statement, [locking_run, *values_params, *params]
 
 
 def _run_model():

@@ -10,6 +10,8 @@ from agents.router import COORDINATOR, DropReason
 from agents.tools.base import Tool, ToolContext
 
 MAX_MESSAGE_CHARS = 32_000
+# The one tool by which a step routes a message.
+SEND_MESSAGE = "send_message"
 
 
 class _Args(BaseModel):
@@ -71,7 +73,7 @@ def _finalize(ctx: ToolContext, args: FinalizeArgs) -> str:
 
 MESSAGING_TOOLS = (
     Tool(
-        "send_message",
+        SEND_MESSAGE,
         "Send a message to the coordinator. It decides whether to forward it to another step.",
         SendMessageArgs,
         frozenset({"step"}),
