@@ -106,6 +106,22 @@ def test_a_transaction_begun_with_its_first_statement_rolls_that_statement_back(
     assert pg_run.status == Run.Status.RUNNING
 
 
+def test_transactions_inside_one_pipeline_each_begin_and_end(pg_run):
+    # BEGIN queued with no sync: a COMMIT or ROLLBACK in the same pipeline
+    # must still find the transaction open, and the next one begin again.
+    with connection.connection.pipeline():
+        with transaction.atomic():
+            # Its rows read back before the commit: the pipeline has no
+            # result outstanding when COMMIT is asked for.
+            assert sql.update_returning(Run, pg_run.pk, {"status": Run.Status.FAILED}, {}, ["status"]) == ("failed",)
+        with pytest.raises(RuntimeError), transaction.atomic():
+            sql.update(Run, {"status": Run.Status.COMPLETED}, "id = %s", [pg_run.pk])
+            raise RuntimeError("rolled back")
+
+    pg_run.refresh_from_db()
+    assert pg_run.status == Run.Status.FAILED
+
+
 def test_a_first_statement_that_fails_leaves_the_connection_ready_for_the_next_transaction(pg_run):
     Event.objects.create(run=pg_run, seq=1, type="workflow_start", data={})
     now = timezone.now()

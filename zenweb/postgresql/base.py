@@ -13,6 +13,11 @@ a transaction), BEGIN is queued ahead of it with no sync, and the pipeline
 itself remembers that it sent BEGIN; the pipeline's own sync then brings
 the server's "in a transaction" back before anything else is sent. The ORM's
 statements are sent as Django sends them.
+
+It overrides private methods of psycopg's connection (``_start_query``,
+``_commit_gen``, ``_rollback_gen``), as psycopg 3.3 has them:
+requirements.txt pins psycopg, and tests/integration/test_round_trips.py
+fails if a new version changes them.
 """
 
 from __future__ import annotations
@@ -39,11 +44,28 @@ class OneTripBeginConnection(psycopg.Connection):
         self._began_in = self._pipeline
         return None
 
+    def _commit_gen(self):
+        yield from self._settle()
+        return (yield from super()._commit_gen())
+
+    def _rollback_gen(self):
+        yield from self._settle()
+        return (yield from super()._rollback_gen())
+
+    def _settle(self):
+        """Before COMMIT or ROLLBACK in the pipeline that carried BEGIN, sync
+        it: until then the status may still say no transaction is open, and
+        psycopg would send neither. The next transaction begins anew."""
+        if self._began_in is not None and self._began_in is self._pipeline:
+            yield from self._pipeline._sync_gen()
+        self._began_in = None
+
 
 class DatabaseWrapper(base.DatabaseWrapper):
     def get_new_connection(self, conn_params):
         connection = super().get_new_connection(conn_params)
         # psycopg takes no connection class at connect time; the subclass
-        # adds behaviour only (a class attribute), no state of its own.
+        # adds methods and one attribute with a class default, nothing
+        # psycopg's own __init__ would have to set.
         connection.__class__ = OneTripBeginConnection
         return connection
