@@ -27,6 +27,7 @@ from agents.router import COORDINATOR, DropReason, MailboxState, MessageType, Ro
 from runs import held_messages
 from runs.models import Event, Message, Run, Step, Workflow
 from runs.sql import from_db, insert, lock_run, plain_cursor, row_values, table
+from zenweb.channel_layers import InMemoryChannelLayer
 from zenweb.pg_text import json_text
 from zenweb.pubsub_publisher import pubsub_publisher
 
@@ -66,14 +67,17 @@ def broadcast(run_id: int, seq: int) -> None:
         publisher.group_send(run_group(run_id), message)
         return
     layer = get_channel_layer()
-    if layer is None:
+    group = run_group(run_id)
+    if layer is None or (isinstance(layer, InMemoryChannelLayer) and not layer.listening(group)):
+        # Nobody to tell: a dashboard that opens later reads every event
+        # from the database once it has joined the group (runs/consumers.py).
         return
     try:
         if _in_sync_to_async_thread():
             # Back to the loop that runs this thread, as async_to_sync does.
-            async_to_sync(layer.group_send)(run_group(run_id), message)
+            async_to_sync(layer.group_send)(group, message)
         else:
-            sent = asyncio.run_coroutine_threadsafe(layer.group_send(run_group(run_id), message), _broadcast_loop())
+            sent = asyncio.run_coroutine_threadsafe(layer.group_send(group, message), _broadcast_loop())
             # Not waited for (about 1 ms a commit): the loop publishes in
             # order, and a failure costs only latency, which the poll bounds.
             _in_flight.add(sent)

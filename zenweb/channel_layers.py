@@ -25,3 +25,9 @@ class InMemoryChannelLayer(ChannelsInMemoryChannelLayer):
             await asyncio.wrap_future(sent)
             return
         await super().send(channel, message)
+
+    def listening(self, group: str) -> bool:
+        """Whether any channel is in ``group`` now. A dict read, safe from
+        any thread: a broadcast to a run nobody watches in this process is
+        skipped before it costs a trip through an event loop's thread."""
+        return bool(self.groups.get(group))

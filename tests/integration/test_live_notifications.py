@@ -178,3 +178,32 @@ def test_it_wakes_a_dashboard_that_waits_on_another_threads_loop():
     waiting.join(timeout=5)  # only a lost wake-up takes this long
 
     assert got == [{"type": "run.event", "seq": 1}]
+
+
+def test_it_tells_only_runs_somebody_watches_in_this_process(monkeypatch):
+    # Embedded, a broadcast goes through the broadcast loop's thread; for a
+    # run no dashboard of this process watches, it is not sent at all (a
+    # dashboard opened later reads every event from the database).
+    from asgiref.sync import async_to_sync
+
+    from runs import stores
+    from zenweb.channel_layers import InMemoryChannelLayer
+
+    layer = InMemoryChannelLayer()
+    monkeypatch.setattr(stores, "get_channel_layer", lambda: layer)
+    async_to_sync(layer.group_add)("run-8", "specific.dashboard")
+    sent = []
+    group_send = layer.group_send
+
+    async def counted(group, message):
+        sent.append(group)
+        await group_send(group, message)
+
+    monkeypatch.setattr(layer, "group_send", counted)
+
+    stores.broadcast(7, 42)
+    stores.broadcast(8, 43)
+    stores._flush_broadcasts()
+
+    assert sent == ["run-8"]
+    assert async_to_sync(layer.receive)("specific.dashboard") == {"type": "run.event", "seq": 43}
