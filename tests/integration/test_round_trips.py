@@ -131,7 +131,10 @@ def test_a_first_statement_that_fails_leaves_the_connection_ready_for_the_next_t
     with transaction.atomic():
         sql.insert(Event, run=pg_run.pk, seq=2, type="workflow_end", step_id="", data={}, created=now)
 
-    assert list(pg_run.events.order_by("seq").values_list("seq", "type")) == [(1, "workflow_start"), (2, "workflow_end")]
+    assert list(pg_run.events.order_by("seq").values_list("seq", "type")) == [
+        (1, "workflow_start"),
+        (2, "workflow_end"),
+    ]
 
 
 def test_a_step_turn_that_sends_reads_the_message_counter_with_its_lock(transactional_db):
