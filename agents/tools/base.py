@@ -8,6 +8,7 @@ validation, and the catalog entry (``tool_schemas.json``). The registry
 from __future__ import annotations
 
 import copy
+import threading
 import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -136,6 +137,11 @@ class ToolContext:
     # pending and ``queued``, and the host runs each as its own task.
     defer: bool = False
     finalized: list[str] = field(default_factory=list)
+    # Set by the host when the call's step or run stops while the call runs
+    # (a cancel, a failure elsewhere): a tool that takes long stops what it
+    # started and returns (run_shell kills its command), as a Temporal
+    # activity does when its heartbeat hears of a cancel.
+    cancelled: threading.Event = field(default_factory=threading.Event)
 
     @property
     def run_id(self) -> str:

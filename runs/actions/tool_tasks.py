@@ -95,7 +95,16 @@ def do_execute_tool_call(call_pk: int) -> None:
         ctx = stored_call_context(call, run, step, in_run=False, destructive_approved=run.destructive_approved)
         arguments = _model_arguments(call, registry.get(call.name))
         with leases.renewing(call.pk, owner, model=ToolCall):
-            outcome = _within(timeout, lambda: registry.call(ctx, call.name, arguments, tools))
+            outcome, stopped = _within(
+                timeout, lambda: registry.call(ctx, call.name, arguments, tools), lambda: _stopped(step), ctx.cancelled
+            )
+        if stopped:
+            # Not journaled as finished: what the tool did before it stopped is unknown.
+            how = "it returned" if outcome is not None else f"it was abandoned after {STOP_GRACE_SECONDS:g}s more"
+            text = failure_text(f"{call.name} was stopped ({how}): {stopped}", RetryHint("unavailable", "finish"))
+            halted = ToolOutcome(text, ok=False, error_kind="unavailable")
+            _finish(call, owner, halted, ToolCall.Status.FAILED, _ms(started))
+            return
         if outcome is None:
             message = f"{call.name} did not finish within {timeout:g}s (toolTimeout); it was abandoned"
             text = failure_text(message, RetryHint("timeout", "replan", question="Is there a smaller request?"))
@@ -171,10 +180,21 @@ def _model_arguments(call: ToolCall, tool: Tool | None) -> str:
     return json.dumps(data)
 
 
-def _within(timeout: float, work: Callable[[], ToolOutcome]) -> ToolOutcome | None:
-    """Run ``work`` in a thread and wait at most ``timeout`` seconds; None if
-    it is still running then (the thread is abandoned, not killed: tools with
-    their own limits, such as run_shell, stop themselves)."""
+# How often a running call asks whether its step still runs, and how long
+# a call told to stop has to return before it is abandoned.
+STOP_CHECK_SECONDS = 1.0
+STOP_GRACE_SECONDS = 5.0
+
+
+def _within(
+    timeout: float, work: Callable[[], ToolOutcome], stopped: Callable[[], str], cancel: threading.Event
+) -> tuple[ToolOutcome | None, str]:
+    """Run ``work`` in a thread and wait at most ``timeout`` seconds, asking
+    every STOP_CHECK_SECONDS whether to stop (``stopped`` gives why, or "").
+    Returns what ``work`` returned (None if it is still running: the thread
+    is abandoned, not killed; tools with their own limits, such as
+    run_shell, stop themselves) and why it was stopped. A call told to stop
+    has ``cancel`` set and STOP_GRACE_SECONDS to return."""
     box: list[ToolOutcome] = []
 
     def target() -> None:
@@ -185,8 +205,29 @@ def _within(timeout: float, work: Callable[[], ToolOutcome]) -> ToolOutcome | No
 
     thread = threading.Thread(target=target, name="zenweb-tool", daemon=True)
     thread.start()
-    thread.join(timeout)
-    return box[0] if box else None
+    deadline = time.monotonic() + timeout
+    why = ""
+    while thread.is_alive() and (left := deadline - time.monotonic()) > 0:
+        thread.join(min(left, STOP_CHECK_SECONDS))
+        if thread.is_alive() and (why := stopped()):
+            cancel.set()
+            thread.join(STOP_GRACE_SECONDS)
+            break
+    return (box[0] if box else None), why
+
+
+def _stopped(step: Step) -> str:
+    """Why a call of ``step`` should stop now: its step or its run is no
+    longer running (a cancel, a failure elsewhere); "" while both run."""
+    found = Step.objects.filter(pk=step.pk).values_list("status", "run__status").first()
+    if found is None:
+        return f"step {step.step_id} no longer exists"
+    step_status, run_status = found
+    if run_status != Run.Status.RUNNING:
+        return f"the run is {run_status}"
+    if step_status != Step.Status.RUNNING:
+        return f"step {step.step_id} is {step_status}"
+    return ""
 
 
 def _ms(started: float) -> int:

@@ -5,6 +5,8 @@ sees every result in the order its model asked for them."""
 from __future__ import annotations
 
 import json
+import subprocess
+import time
 from datetime import timedelta
 
 import pytest
@@ -13,7 +15,7 @@ from django.utils import timezone
 from runs.actions import do_create_run, do_start_run, tool_tasks
 from runs.actions import steps as step_actions
 from runs.models import Run, Step, ToolCall, ToolExecution
-from tests.conftest import assert_gapless, register, wait_for_run
+from tests.conftest import assert_gapless, register, wait_for, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -116,7 +118,7 @@ def test_a_finished_call_whose_worker_died_before_delivering_is_not_run_again(qu
 def test_a_call_lost_with_its_worker_twice_fails_and_the_step_goes_on(queued, monkeypatch):
     for _ in range(tool_tasks.MAX_ATTEMPTS):
         with monkeypatch.context() as patch:
-            patch.setattr(tool_tasks, "_within", lambda *a: (_ for _ in ()).throw(WorkerDied()))
+            patch.setattr(tool_tasks, "_within", lambda *a, **k: (_ for _ in ()).throw(WorkerDied()))
             with pytest.raises(WorkerDied):
                 tool_tasks.do_execute_tool_call(queued.pk)
         _expire(queued)
@@ -147,6 +149,37 @@ def test_a_call_queued_when_its_run_is_cancelled_never_runs(queued, settings):
     assert queued.status == ToolCall.Status.FAILED
     assert "was not run" in queued.result
     assert not (settings.ZENWEB_WORKSPACES / f"run-{queued.run_id}" / "effects.log").exists()
+
+
+def test_a_cancel_stops_a_call_that_is_running_and_kills_its_command(settings, tmp_path, owner):
+    import threading
+
+    from runs.actions import do_cancel_run
+
+    settings.ZENWEB_WORKSPACES = tmp_path
+    run = do_create_run(register("tools/long_call"), {}, user=owner)
+    do_start_run(run.pk)
+    step_actions.do_step_turn(Step.objects.get(run=run, step_id="wait").pk, 1)
+    call = ToolCall.objects.get(run=run)
+    workspace = tmp_path / f"run-{run.pk}"
+    worker = threading.Thread(target=tool_tasks.do_execute_tool_call, args=(call.pk,))
+    worker.start()
+    wait_for(lambda: (workspace / "began.txt").exists())
+
+    do_cancel_run(run.pk, "changed my mind")
+    worker.join(30)  # the command would sleep 60 s
+
+    assert not worker.is_alive()
+    call.refresh_from_db()
+    assert (call.status, call.error_kind) == (ToolCall.Status.FAILED, "unavailable")
+    assert call.result.startswith("error: run_shell was stopped (it returned): the run is cancelled")
+    assert call.lease_owner == "" and call.finished is not None
+    # The call's end is recorded, after the run's end that stopped it.
+    assert list(run.events.order_by("-seq").values_list("type", flat=True)[:2]) == ["tool_result", "workflow_end"]
+    # The command was killed, not left to finish in the background.
+    time.sleep(1.5)
+    assert not (workspace / "ended.txt").exists()
+    assert not subprocess.run(["pgrep", "-f", "sleep 60 && echo done"], capture_output=True).stdout
 
 
 def test_the_run_page_shows_each_call_queued_running_then_done(queued, client, owner):

@@ -15,6 +15,7 @@ import selectors
 import shutil
 import signal
 import subprocess
+import threading
 import time
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -109,8 +110,9 @@ class _Output:
         return f"{self.head}\n[output truncated: {shown} of {self.total} chars shown, the middle left out]\n{self.tail}"
 
 
-def _pump(proc: subprocess.Popen[bytes], output: _Output, deadline: float) -> bool:
-    """Read the child's output until bash is done; False if the deadline came first."""
+def _pump(proc: subprocess.Popen[bytes], output: _Output, deadline: float, cancelled: threading.Event) -> bool:
+    """Read the child's output until bash is done; False if the deadline, or
+    a cancel, came first."""
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -119,7 +121,7 @@ def _pump(proc: subprocess.Popen[bytes], output: _Output, deadline: float) -> bo
         selector.register(fd, selectors.EVENT_READ)
         while True:
             now = time.monotonic()
-            if now >= deadline:
+            if now >= deadline or cancelled.is_set():
                 return False
             if exited_at is None and proc.poll() is not None:
                 exited_at = now
@@ -168,13 +170,20 @@ def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
         start_new_session=True,
     ) as proc:
         try:
-            finished = _pump(proc, output, time.monotonic() + args.timeout)
+            finished = _pump(proc, output, time.monotonic() + args.timeout, ctx.cancelled)
         finally:
             # Also stops whatever the command left running in the background.
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+    if not finished and ctx.cancelled.is_set():
+        tail = output.text()[-2_000:]
+        raise ToolError(
+            f"stopped: the step ended while the command ran; it was killed. Last output:\n{tail or '(none)'}",
+            kind="unavailable",
+            action="finish",
+        )
     if not finished:
         tail = output.text()[-2_000:]
         raise ToolError(
