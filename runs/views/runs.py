@@ -111,6 +111,8 @@ def run_list(request: HttpRequest) -> HttpResponse:
             latest.setdefault(workflow.name, workflow)
         users = get_user_model().objects.order_by("username").values_list("username", flat=True)
         context |= {
+            # What a refused start sent, shown again once (run_start).
+            "start_form": request.session.pop("start_form", None),
             "statuses": Run.Status.choices,
             "workflows": latest.values(),
             "usernames": list(users) if request.user.is_staff else [],
@@ -148,30 +150,46 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @require_POST
 def run_start(request: HttpRequest) -> HttpResponse:
+    """Start a run from the form. A refusal says what and where, and the
+    form comes back as it was sent (``start_form`` in the session)."""
     chosen = request.POST.get("workflow", "")
-    if not chosen.isdigit():  # the form's select sends a workflow's id
-        messages.error(request, f"workflow: expected a workflow's id, got {chosen!r}")
+    text = request.POST.get("inputs", "")
+    mode = request.POST.get("mode", "chat")
+    sent = {"workflow": int(chosen) if chosen.isdigit() else None, "inputs": text, "mode": mode}
+
+    def refuse(message: str) -> HttpResponse:
+        messages.error(request, message)
+        if len(text) > KEPT_INPUT_CHARS:  # not kept in the session: the form asks again
+            sent["inputs"] = ""
+        request.session["start_form"] = sent
         return redirect("runs:list")
-    workflow = get_object_or_404(Workflow, pk=int(chosen))
-    inputs = {}
-    for number, line in enumerate(request.POST.get("inputs", "").splitlines(), start=1):
+
+    if sent["workflow"] is None:  # the form's select sends a workflow's id
+        return refuse(f"workflow: expected a workflow's id, got {chosen!r}")
+    workflow = get_object_or_404(Workflow, pk=sent["workflow"])
+    inputs: dict[str, str] = {}
+    lines: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         name, sep, value = line.partition("=")
+        name = name.strip()
         if not sep:
-            messages.error(request, f"inputs line {number}: expected name=value, got {line!r}")
-            return redirect("runs:list")
-        inputs[name.strip()] = value.strip()
-    mode = request.POST.get("mode", "chat")
+            return refuse(f"inputs line {number}: expected name=value, got {line!r}")
+        if name in lines:
+            return refuse(f"inputs line {number}: {name} is given twice (first on line {lines[name]})")
+        inputs[name], lines[name] = value.strip(), number
     if mode not in get_args(Mode):
-        messages.error(request, f"mode: expected {' or '.join(get_args(Mode))}, got {mode!r}")
-        return redirect("runs:list")
+        return refuse(f"mode: expected {' or '.join(get_args(Mode))}, got {mode!r}")
     try:
         run = actions.do_create_run(workflow, inputs, user=request.user, mode=mode)
     except actions.InputError as exc:
-        messages.error(request, f"{workflow}: {exc}")
-        return redirect("runs:list")
+        return refuse(f"{workflow}: {exc}")
     return redirect("runs:detail", run_id=run.pk)
+
+
+# Inputs this long are not kept for the form to show again after a refusal.
+KEPT_INPUT_CHARS = 50_000
 
 
 @require_POST

@@ -99,6 +99,33 @@ def test_it_refuses_a_run_input_past_its_size_cap(client, owner):
     assert not Run.objects.exists()
 
 
+def test_it_refuses_an_input_given_twice(client, owner):
+    workflow = register("relay")
+    client.force_login(owner)
+
+    response = client.post("/runs/start/", {"workflow": workflow.pk, "inputs": "subject=a\n\nsubject=b"}, follow=True)
+
+    assert "inputs line 3: subject is given twice (first on line 1)" in response.content.decode()
+    assert not Run.objects.exists()
+
+
+def test_a_refused_start_shows_the_form_as_it_was_sent_once(client, owner):
+    register("code_edit")
+    relay = register("relay")
+    client.force_login(owner)
+
+    sent = {"workflow": relay.pk, "inputs": "subject=<b>tides</b>\nextra=1", "mode": "code"}
+    page = client.post("/runs/start/", sent, follow=True).content.decode()
+
+    assert f'<option value="{relay.pk}" data-inputs="subject=&lt;string&gt; (required)" selected>' in page
+    assert ">subject=&lt;b&gt;tides&lt;/b&gt;\nextra=1</textarea>" in page
+    assert '<option value="code" selected>code mode</option>' in page
+    # Shown once: the next visit starts afresh.
+    again = client.get("/").content.decode()
+    assert " selected>" not in again.split('class="start-form"')[1].split("</form>")[0]
+    assert "tides" not in again
+
+
 @pytest.mark.parametrize("chosen", ["", "abc", "99999"])
 def test_it_answers_a_start_for_no_such_workflow_without_an_error_page(client, owner, chosen):
     client.force_login(owner)
