@@ -20,6 +20,7 @@ from agents.handler import (
     CatalogEntry,
     CoordinatorResult,
     SelectionError,
+    SelectionPlan,
     ToolRun,
     claims_problem,
     decide,
@@ -29,7 +30,7 @@ from agents.handler import (
 )
 from agents.handler import Claim as ClaimData
 from agents.llm import ProviderError, build_provider
-from runs.actions.catalog import workflow_spec
+from runs.actions.catalog import InputError, workflow_spec
 from runs.models import Command, Event, Run, Workflow
 from runs.stores import DjangoEventSink
 
@@ -49,8 +50,6 @@ def latest_workflows() -> dict[str, Workflow]:
 def do_command(text: str, *, user=None, mode: str = "chat") -> Command:
     """Answer a command: select a workflow, check it, start it. Never raises
     for a bad command; the answer says what was wrong."""
-    from runs.actions.lifecycle import do_create_run
-
     text = text.strip()
     workflows = latest_workflows()
     entries = [CatalogEntry.of(workflow_spec(w)) for w in workflows.values()]
@@ -70,8 +69,29 @@ def do_command(text: str, *, user=None, mode: str = "chat") -> Command:
     if decision.result is not None:
         return _answer(command, decision.result)
     workflow = workflows[decision.entry.name]
+    try:
+        _start(command, workflow, decision.args, plan, user=user, mode=mode)
+    except InputError as exc:
+        # The arguments the model read from the command do not fit the
+        # workflow's inputs (a forEach list that is not one, say).
+        refused = CoordinatorResult(
+            command_received=text,
+            workflow_selected=workflow.name,
+            workflow_args=decision.args,
+            status="error",
+            error=f"{workflow.name}: {exc}",
+        )
+        return _answer(command, refused)
+    return command
+
+
+def _start(command: Command, workflow: Workflow, args: dict, plan: SelectionPlan, *, user, mode: str) -> None:
+    """Start the selected workflow's run and store the command's answer, in
+    one transaction."""
+    from runs.actions.lifecycle import do_create_run
+
     with transaction.atomic():
-        run = do_create_run(workflow, decision.args, user=user, command=text, mode=mode)
+        run = do_create_run(workflow, args, user=user, command=command.text, mode=mode)
         if plan.compacted:
             # The run keeps the record: a command row has no event log.
             DjangoEventSink(run.pk).emit(RuntimeEvent("catalog_compacted", "", plan.event_data()))
@@ -80,7 +100,6 @@ def do_command(text: str, *, user=None, mode: str = "chat") -> Command:
         command.result = result.model_dump(mode="json", by_alias=True)
         command.status = result.status
         command.save()
-    return command
 
 
 def catalog_compaction(command: Command) -> dict | None:

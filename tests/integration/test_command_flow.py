@@ -83,6 +83,17 @@ def test_it_names_an_input_of_the_wrong_type(catalog, owner):
     assert command.result["error"].startswith("Invalid parameter count: expected integer")
 
 
+def test_it_answers_a_foreach_input_that_is_not_a_list_without_starting_a_run(catalog, owner):
+    register("regions_foreach")
+
+    command = do_command("ship regions='[1, 2'", user=owner)
+
+    command.refresh_from_db()  # the answer was stored
+    assert command.run is None and not Run.objects.exists()
+    assert (command.status, command.result["workflow_selected"]) == ("error", "regions_foreach")
+    assert command.result["error"].startswith("regions_foreach: forEach input 'regions' is not a valid JSON list")
+
+
 def test_it_holds_a_destructive_command_for_approval(catalog, owner, approver):
     command = do_command("Run cleanup workspace workflow", user=owner)
 
