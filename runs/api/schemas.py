@@ -337,6 +337,8 @@ def parse_body(request: HttpRequest, model: type[M]) -> M:
         data = json.loads(request.body or b"")
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"invalid JSON: {exc}") from None
+    except RecursionError:
+        raise ApiError(400, "invalid JSON: nested too deeply") from None
     return _validate(model, data)
 
 

@@ -119,6 +119,9 @@ def test_it_names_the_problem_with_a_bad_body(owner):
         "error": "invalid JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"
     }
 
+    deep = client.post("/api/commands", "[" * 100_000 + "]" * 100_000, content_type="application/json")
+    assert (deep.status_code, deep.json()) == (400, {"error": "invalid JSON: nested too deeply"})
+
     wrong_mode = post(client, "/api/commands", {"command": "echo for tides", "mode": "shell"})
     assert wrong_mode.status_code == 400
     assert wrong_mode.json() == {
