@@ -83,7 +83,8 @@ _DEFER_CHECKS = "zenweb.spec.defer_checks"
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, alias_generator=to_camel)
+    # Infinity is no timeout, budget or count a run can keep (nor JSON can store).
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, alias_generator=to_camel, allow_inf_nan=False)
 
 
 class InputSpec(_Spec):
@@ -279,7 +280,8 @@ class WorkflowSpec(_Spec):
     agent lists spawn_worker)."""
 
     name: Name
-    version: int = Field(default=1, ge=1)
+    # Stored in an integer column: PostgreSQL's holds at most 2**31 - 1.
+    version: int = Field(default=1, ge=1, le=2**31 - 1)
     description: str = Field(default="", max_length=MAX_DESCRIPTION)
     inputs: dict[InputName, InputSpec] = Field(default_factory=dict)
     agents: dict[Name, AgentSpec] = Field(min_length=1)
@@ -898,11 +900,13 @@ def _lenient(data: dict[str, Any]) -> SimpleNamespace:
             script=_lenient_script(agent.get("script") if isinstance(agent, dict) else None),
         )
         for name, agent in raw_agents.items()
+        if isinstance(name, str)  # another key's problem is field validation's to report
     }
     raw_inputs = data.get("inputs") if isinstance(data.get("inputs"), dict) else {}
     inputs = {
         name: SimpleNamespace(type=_input_type(declared), required=False, default=None)
         for name, declared in raw_inputs.items()
+        if isinstance(name, str)
     }
     mcp = data.get("mcp") if isinstance(data.get("mcp"), dict) else {}
     raw_options = data.get("options") if isinstance(data.get("options"), dict) else {}

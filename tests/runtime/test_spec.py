@@ -1004,3 +1004,32 @@ def test_it_locates_an_input_type_that_is_not_a_name(tmp_path):
     path.write_text("name: typed\ninputs:\n  name:\n    type: []\nagents: {a1: {}}\nsteps: [{id: s, agent: a1}]\n")
 
     assert problems(path) == [f"{path}:4: inputs.name.type: Input should be 'string', 'integer', 'number' or 'boolean'"]
+
+
+def test_it_refuses_numbers_no_run_or_database_can_keep(tmp_path):
+    path = write(
+        tmp_path,
+        """\
+        name: flow
+        version: 99999999999999999999999
+        agents: {a1: {}}
+        steps:
+          - {id: s, agent: a1}
+        options: {timeout: .inf, stepTimeout: 1e400, budget: {wallTime: .nan}}
+        """,
+    )
+
+    assert problems(path) == [
+        f"{path}:2: version: Input should be less than or equal to 2147483647",
+        f"{path}:6: options.timeout: Input should be a finite number",
+        f"{path}:6: options.stepTimeout: Input should be a finite number",
+        f"{path}:6: options.budget.wallTime: Input should be a finite number",
+    ]
+
+
+def test_it_names_an_agent_whose_name_is_not_a_string(tmp_path):
+    path = write(tmp_path, 'name: flow\nagents:\n  5: {}\nsteps:\n  - {id: s, agent: "5"}\n')
+
+    found = problems(path)
+
+    assert found[0] == f"{path}:3: agents[5]: invalid name: Input should be a valid string"
