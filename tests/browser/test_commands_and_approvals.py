@@ -76,6 +76,11 @@ def test_it_runs_a_destructive_command_only_after_an_approver_approves(open_page
     request.wait_for()
     screenshot(approver, "approvals-queue")
     request.locator("input[name=reason]").fill("only build output")
+    # Reading elsewhere on the page while the queue refreshes (every 2 s)
+    # keeps what was typed.
+    approver.locator("h1").first.click()
+    approver.wait_for_timeout(2_500)
+    assert request.locator("input[name=reason]").input_value() == "only build output"
     request.locator("button[value=approve]").click()
     approver.wait_for_url(re.compile(r".*/approvals/$"))
     assert "approved" in approver.locator(".flash").first.inner_text()
