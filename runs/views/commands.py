@@ -63,8 +63,12 @@ def workflow_register(request: HttpRequest) -> HttpResponse:
     problems = []
     yaml_text = request.POST.get("yaml", "")
     if request.method == "POST":
-        if not yaml_text.strip() or len(yaml_text) > MAX_YAML_CHARS:
-            messages.error(request, f"yaml: paste a workflow of at most {MAX_YAML_CHARS:,} characters")
+        if not yaml_text.strip():
+            messages.error(request, "yaml: empty; paste a workflow's YAML")
+        elif len(yaml_text) > MAX_YAML_CHARS:
+            messages.error(
+                request, f"yaml: {len(yaml_text):,} characters; paste a workflow of at most {MAX_YAML_CHARS:,}"
+            )
         else:
             try:
                 workflow, created = do_register_workflow(yaml_text, "<dashboard>", from_file=False)

@@ -164,3 +164,19 @@ def test_it_refuses_the_register_page_to_someone_not_staff_with_a_page_that_says
     assert '<a href="/">Back to the runs</a>' in html
     assert 'name="yaml"' not in html
     assert not Workflow.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("pasted", "said"),
+    [
+        (" \n\t\n", "yaml: empty; paste a workflow&#x27;s YAML"),
+        ("#" * 200_001, "yaml: 200,001 characters; paste a workflow of at most 200,000"),
+    ],
+)
+def test_it_says_why_it_refuses_a_paste_that_is_no_workflow(client, staff, pasted, said):
+    client.force_login(staff)
+
+    page = client.post("/catalog/register/", {"yaml": pasted}, follow=True).content.decode()
+
+    assert said in page
+    assert not Workflow.objects.exists()
