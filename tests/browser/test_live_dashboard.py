@@ -183,3 +183,31 @@ def test_it_fits_a_phone_screen(open_page, server):
         assert scroll_width <= width + 2, (
             f"the run page scrolls sideways at {width}px ({name}): {scroll_width}px wide; widest: {culprits}"
         )
+
+
+def _clipped(page, table: str) -> list[str]:
+    """Header cells of ``table`` that end past the right edge of its card (a
+    card scrolls sideways rather than widen the page, which hides them)."""
+    return page.evaluate(
+        """(selector) => {
+            const table = document.querySelector(selector);
+            const card = table.closest('.card').getBoundingClientRect();
+            return [...table.querySelectorAll('th')]
+                .filter((th) => th.getBoundingClientRect().right > card.right + 1)
+                .map((th) => th.textContent.trim());
+        }""",
+        table,
+    )
+
+
+def test_it_shows_every_column_of_the_steps_without_scrolling_a_card(open_page, server):
+    run_path = urlsplit(server.demo_url).path
+    desktop = open_page(viewport={"width": 1280, "height": 800})
+    log_in(desktop, server, next_path=run_path)
+    wait_until_finished(desktop)
+    assert _clipped(desktop, "#step-list") == []
+
+    phone = open_page(viewport={"width": 600, "height": 900})
+    log_in(phone, server, next_path=f"{run_path}replay/")
+    phone.wait_for_selector(".replay-detail table")
+    assert _clipped(phone, ".replay-detail table") == []
