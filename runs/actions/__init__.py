@@ -14,7 +14,7 @@ access.py    visibility rules
 
 from __future__ import annotations
 
-from runs.actions.access import access_run, visible_runs
+from runs.actions.access import access_run, control_refusal, visible_runs
 from runs.actions.catalog import (
     InputError,
     check_inputs,
@@ -38,6 +38,7 @@ __all__ = [
     "REGISTRY",
     "InputError",
     "access_run",
+    "control_refusal",
     "check_inputs",
     "do_cancel_run",
     "do_coordinator_wake",

@@ -34,5 +34,17 @@ def access_run(user, run_id: int) -> Run:
         return visible_runs(user).get(pk=run_id)
 
 
+def may_control(user, run: Run) -> bool:
+    """Whether ``user`` may cancel or resume ``run``: staff, or the person
+    who started it. An approver sees the runs that ask for a decision in
+    order to decide; stopping them is not theirs to do."""
+    return user.is_staff or (run.created_by_id is not None and run.created_by_id == user.pk)
+
+
+def control_refusal(user, run: Run, what: str) -> str:
+    """Why ``user`` may not ``what`` (cancel, resume) ``run``; "" if they may."""
+    return "" if may_control(user, run) else f"only the person who started run {run.pk}, or staff, may {what} it"
+
+
 def _runs():
     return Run.objects.select_related("workflow", "created_by")

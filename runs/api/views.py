@@ -16,7 +16,7 @@ from django.utils.http import urlencode
 
 from agents.handler import CoordinatorResult
 from agents.spec import WorkflowValidationError
-from runs.actions import access_run, do_cancel_run, do_register_workflow, visible_runs
+from runs.actions import access_run, control_refusal, do_cancel_run, do_register_workflow, visible_runs
 from runs.actions.approvals import PERMISSION, ApprovalError, do_decide, do_lapse_expired
 from runs.actions.budgets import totals_of
 from runs.actions.commands import coordinator_result, do_command
@@ -128,6 +128,9 @@ def run_detail(request: HttpRequest, run_id: int) -> JsonResponse:
 def run_cancel(request: HttpRequest, run_id: int) -> JsonResponse:
     """Cancel a run: 200 with its status, 409 if it had already ended."""
     run = _get_run_for_user(request, run_id)
+    refusal = control_refusal(request.user, run, "cancel")
+    if refusal:
+        raise ApiError(403, refusal)
     cancelled = do_cancel_run(run.pk, f"cancelled by {request.user.get_username()}")
     run.refresh_from_db()
     body = s.CancelOut(id=run.pk, status=run.status, cancelled=cancelled)

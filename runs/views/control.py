@@ -19,8 +19,11 @@ def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
         run = actions.access_run(request.user, run_id)
     except Run.DoesNotExist:
         raise Http404("No such run") from None
-    nudged = do_resume_run(run.pk, f"resumed by {request.user.get_username()}")
-    if run.status == Run.Status.RUNNING:
+    refusal = actions.control_refusal(request.user, run, "resume")
+    if refusal:
+        messages.error(request, refusal)
+    elif run.status == Run.Status.RUNNING:
+        nudged = do_resume_run(run.pk, f"resumed by {request.user.get_username()}")
         messages.success(request, f"resumed: {', '.join(nudged) or 'the coordinator'} asked to go on")
     else:
         messages.error(request, f"run {run.pk} is {run.status}: only a running run can be resumed")

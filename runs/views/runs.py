@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.utils.dateparse import parse_date
 from django.views.decorators.http import require_POST, require_safe
+from django_htmx.http import HttpResponseClientRefresh
 
 from agents.spec import Mode
 from runs import actions, live
@@ -195,7 +196,15 @@ KEPT_INPUT_CHARS = 50_000
 @require_POST
 def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _get_run_for_user(request, run_id)
-    actions.do_cancel_run(run.pk, f"cancelled by {request.user.get_username()}")
+    refusal = actions.control_refusal(request.user, run, "cancel")
+    if refusal:
+        messages.error(request, refusal)
+    else:
+        actions.do_cancel_run(run.pk, f"cancelled by {request.user.get_username()}")
+    if request.htmx:
+        # The header's form posts with htmx and swaps nothing: a reload
+        # shows the refusal (a cancel shows by itself, live).
+        return HttpResponseClientRefresh() if refusal else HttpResponse(status=204)
     return redirect("runs:detail", run_id=run.pk)
 
 

@@ -13,6 +13,7 @@ from runs.actions import do_create_run
 from runs.actions.approvals import ApprovalError, do_decide, do_execute_approved_call, do_lapse_expired
 from runs.models import Approval, Run, Step, ToolCall
 from tests.conftest import assert_gapless, event_types, register, wait_for, wait_for_run
+from tests.integration.test_api import api
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -209,6 +210,26 @@ def test_it_lets_an_approver_open_the_runs_that_ask_for_a_decision(client, owner
     assert client.get(f"/runs/{other.pk}/").status_code == 404  # nothing to decide there
     client.force_login(teammate)  # no approve permission
     assert client.get(f"/runs/{asking.pk}/").status_code == 404
+
+
+def test_an_approver_may_decide_but_not_cancel_or_resume_someone_elses_run(client, owner, approver):
+    asking = start("wipe", owner)
+    client.force_login(approver)
+
+    page = client.post(f"/runs/{asking.pk}/cancel/", follow=True).content.decode()
+    assert "only the person who started run" in page and "or staff, may cancel it" in page
+    resumed = client.post(f"/runs/{asking.pk}/resume/", follow=True).content.decode()
+    assert "or staff, may resume it" in resumed
+    refused = api(approver).post(f"/api/runs/{asking.pk}/cancel")
+    assert refused.status_code == 403
+    assert refused.json() == {"error": f"only the person who started run {asking.pk}, or staff, may cancel it"}
+    asking.refresh_from_db()
+    assert asking.status == Run.Status.AWAITING_APPROVAL
+
+    client.force_login(owner)
+    client.post(f"/runs/{asking.pk}/cancel/")
+    asking.refresh_from_db()
+    assert asking.status == Run.Status.CANCELLED
 
 
 def test_it_lapses_the_approval_of_a_step_the_failure_policy_cancelled(celery_worker, owner, approver):
