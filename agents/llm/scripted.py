@@ -142,17 +142,22 @@ def _mentions(text: str, phrase: str) -> bool:
 
 
 _ARG_VALUE = r"\s*[=:]\s*(?:\"([^\"]*)\"|'([^']*)'|([^\s,;]+))"
+# "regions eu,us": a declared input's name, a space, and a value that is no
+# word of the sentence around it ("deploy regions to eu" names no value).
+_SPACED_VALUE = r"\s+(?!(?:a|an|the|to|of|in|on|for|about|with|and|or|is|are)\b)(?:\"([^\"]*)\"|'([^']*)'|([^\s;]+))"
 _FREE_TEXT_INPUTS = ("query", "topic", "subject")
 
 
 def _command_args(command: str, inputs: dict[str, Any]) -> dict[str, str]:
-    """``name=value`` and ``name: value`` pairs for declared inputs, and the text
-    after " for " for the input that takes free text. Values stay strings: the
-    handler types them."""
+    """``name=value``, ``name: value`` and ``name value`` pairs for declared
+    inputs, and the text after " for " or " about " for the input that takes
+    free text. Values stay strings: the handler types them."""
     args: dict[str, str] = {}
     rest = command
     for name in inputs:
-        pair = re.search(rf"(?<![\w-]){re.escape(name)}{_ARG_VALUE}", command, re.I)
+        pair = re.search(rf"(?<![\w-]){re.escape(name)}{_ARG_VALUE}", command, re.I) or re.search(
+            rf"(?<![\w-]){re.escape(name)}{_SPACED_VALUE}", command, re.I
+        )
         if pair:
             args[name] = next(group for group in pair.groups() if group is not None)
             rest = rest.replace(pair.group(0), " ")
@@ -161,7 +166,7 @@ def _command_args(command: str, inputs: dict[str, Any]) -> dict[str, str]:
     required = [name for name in strings if inputs[name].get("required")]
     if free is None and len(required) == 1:
         free = required[0]
-    tail = re.search(r"\sfor\s+(.*)$", rest, re.I | re.S)
+    tail = re.search(r"\s(?:for|about)\s+(.*)$", rest, re.I | re.S)
     if free is not None and free not in args and tail:
         text = " ".join(tail.group(1).split()).strip("\"'“”‘’ ")
         if text:

@@ -104,6 +104,18 @@ def test_it_takes_name_value_pairs_from_the_command(catalog):
     assert decision.args == {"query": "quiet keyboards", "limit": 3, "fresh": True}
 
 
+def test_it_takes_a_value_after_an_inputs_name_and_free_text_after_about():
+    catalog = [
+        entry("name: ship\ntriggers: [deploy]\ninputs:\n  regions: {type: string, default: 'eu,us,asia'}\n"),
+        entry("name: hub\ntriggers: [hub]\ninputs:\n  topic: {type: string, default: laptops}\n"),
+    ]
+
+    assert handle("deploy regions eu,us", catalog).args == {"regions": "eu,us"}
+    # A word of the sentence is no value: the default stands.
+    assert handle("deploy regions to everyone", catalog).args == {"regions": "eu,us,asia"}
+    assert handle("Run hub about tides and moons", catalog).args == {"topic": "tides and moons"}
+
+
 def test_it_asks_for_clarification_when_the_command_names_no_workflow(catalog):
     decision = handle("Get the thing", catalog)
 
