@@ -1,6 +1,6 @@
 """Workflow checks for what would otherwise only fail at run time: a tool an
 agent lists that its role can never call, a script calling a tool its agent
-lacks, a toolTimeouts entry no call can use, and ``$name`` in instructions
+lacks, a toolTimeouts or approvals entry no call can use, and ``$name`` in instructions
 that nothing substitutes. agents/spec.py runs them when a workflow is parsed
 or registered (not when a stored version is read back)."""
 
@@ -38,7 +38,7 @@ def mcp_tool_known(tool: str, declared: Collection[str], known_tools: Collection
 
 def tool_use_problems(workflow: Any, known_tools: KnownTools | None) -> Iterator[tuple[Location, str]]:
     """Tools an agent lists that its role can never call, script calls of tools
-    the agent does not have, and toolTimeouts that no call can use."""
+    the agent does not have, and toolTimeouts or approvals that no call can use."""
     in_steps = set(_step_agents(workflow.steps))
     roles = {name: _agent_roles(name, in_steps) for name in workflow.agents}
     coordinator = workflow.agents.get(COORDINATOR)
@@ -72,19 +72,22 @@ def tool_use_problems(workflow: Any, known_tools: KnownTools | None) -> Iterator
 
     options = getattr(workflow, "options", None)
     listed_anywhere = {tool for agent in workflow.agents.values() for tool in agent.tools}
-    for tool in getattr(options, "tool_timeouts", None) or {}:
+    timeouts = getattr(options, "tool_timeouts", None) or {}
+    named = [(("options", "toolTimeouts", tool), tool, "timeout") for tool in timeouts]
+    named += [(("approvals", i), tool, "approval") for i, tool in enumerate(getattr(workflow, "approvals", None) or [])]
+    for at, tool, what in named:
         if tool in listed_anywhere:
             continue
         if not spawns:
             tools = ", ".join(sorted(listed_anywhere)) or "none"
             yield (
-                ("options", "toolTimeouts", tool),
-                f"no agent lists tool {tool!r}, so this timeout applies to no call"
+                at,
+                f"no agent lists tool {tool!r}, so this {what} applies to no call"
                 f"{did_you_mean(tool, listed_anywhere)}; the agents' tools: {tools}",
             )
         elif known_tools is not None and tool not in known_tools and not mcp_tool_known(tool, mcp, known_tools):
             # The coordinator may give a worker any tool, so only an unknown one is wrong.
-            yield ("options", "toolTimeouts", tool), f"unknown tool {tool!r}{did_you_mean(tool, known_tools)}"
+            yield at, f"unknown tool {tool!r}{did_you_mean(tool, known_tools)}"
 
 
 def _step_agents(steps: Iterable[Any]) -> Iterator[str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from runs.actions import do_create_run
@@ -164,6 +166,22 @@ def test_it_shows_the_catalog_of_workflows_and_tools(client, owner):
     for tool in ("finalize", "forward_to_agent", "narrate", "send_message"):
         assert f'id="tool-zenweb.messaging.{tool}"' in page
     assert "SendMessageArgs" in page
+
+
+def test_the_catalog_says_which_workflows_wait_for_approvals(client, owner):
+    register("approvals/gated")
+    register("cleanup_workspace")
+    register("relay")
+    client.force_login(owner)
+
+    page = client.get("/catalog/").content.decode()
+
+    def row(name: str) -> str:
+        return re.search(rf'<tr id="workflow-{name}">.*?</tr>', page, re.S)[0]
+
+    assert '<span class="badge warn">calls need approval: run_shell</span>' in row("gated")
+    assert "destructive: needs approval" in row("cleanup_workspace")
+    assert "approval" not in row("relay")
 
 
 def test_it_hints_each_workflows_inputs_in_the_start_form(client, owner):

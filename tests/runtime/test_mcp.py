@@ -284,7 +284,7 @@ agents:
 steps:
   - id: call
     agent: caller
-approvals: [everything__get-sum]
+approvals: [everything__echo]
 """
 
 
@@ -293,7 +293,7 @@ def test_a_workflow_declares_servers_and_lists_their_tools():
 
     server = spec.mcp["everything"]
     assert (server.name, server.command, server.timeout) == ("everything", "${EVERYTHING_BIN}", 10)
-    assert spec.approvals == ["everything__get-sum"]
+    assert spec.approvals == ["everything__echo"]
     assert type(spec).model_validate(spec.to_data()).mcp == spec.mcp
 
 

@@ -227,6 +227,22 @@ def test_it_rejects_a_tool_timeout_for_a_tool_no_agent_lists(tmp_path):
     ]
 
 
+def test_it_rejects_an_approval_for_a_tool_no_agent_lists(tmp_path):
+    text = """\
+        name: flow
+        approvals: [run_shell, search]
+        agents:
+          a1: {tools: [run_shell, read_file]}
+        steps:
+          - {id: one, agent: a1}
+        """
+
+    assert problems(tmp_path, text, ROLES) == [
+        "2: approvals[1]: no agent lists tool 'search', so this approval applies to no call; "
+        "the agents' tools: read_file, run_shell"
+    ]
+
+
 def test_with_spawn_worker_a_tool_timeout_may_name_any_tool_a_worker_could_be_given(tmp_path):
     text = """\
         name: flow
