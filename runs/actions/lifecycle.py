@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from django.db import transaction
+from django.db.models import Case, F, TextField, Value, When
 from django.utils import timezone
 
 from agents import scheduler
@@ -303,7 +304,11 @@ def _end_run(run: Run) -> None:
     # Never a full save: the counters on this row moved while we emitted events.
     run.save(update_fields=["status", "error", "finished", "coordinator_busy"])
     # The coordinator lives as long as its run and ends the way the run did.
-    run.steps.filter(kind=Step.Kind.COORDINATOR).update(status=_COORDINATOR_END[run.status], finished=run.finished)
+    # A coordinator that did not end completed says why, unless it had said already.
+    ended = _COORDINATOR_END[run.status]
+    why = run.error if ended != Step.Status.COMPLETED else ""
+    said = Case(When(error="", then=Value(why)), default=F("error"), output_field=TextField())
+    run.steps.filter(kind=Step.Kind.COORDINATOR).update(status=ended, finished=run.finished, error=said)
     Step.objects.filter(run=run, resuming=True).update(resuming=False)
     router_for(run.pk).close(COORDINATOR, DropReason.TARGET_TERMINAL)
     # Work that ended needs no decision any more; its lapses come before the end.

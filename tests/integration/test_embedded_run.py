@@ -105,6 +105,9 @@ def test_it_fails_the_run_with_the_provider_error_and_cancels_dependents(celery_
     # onStepFailure defaults to cascade: dependents are cancelled, not run.
     assert run.steps.get(step_id="summarize").status == Step.Status.CANCELLED
     assert "step fetch failed: model endpoint said: 503 upstream overloaded" in run.error
+    # The coordinator ends as its run did, and says why.
+    coordinator = run.steps.get(step_id="coordinator")
+    assert (coordinator.status, coordinator.error) == (Step.Status.FAILED, run.error)
     error = run.events.get(type="error")
     assert (error.step_id, error.data["error"]) == ("fetch", "model endpoint said: 503 upstream overloaded")
     assert run.events.get(type="step_skipped").step_id == "summarize"
