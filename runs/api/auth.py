@@ -16,6 +16,7 @@ from functools import wraps
 from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import HttpRequest, HttpResponse
+from django.http.multipartparser import MultiPartParserError
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
@@ -102,7 +103,11 @@ def authenticate(request: HttpRequest) -> None:
     if not request.user.is_authenticated:
         raise ApiError(401, "authentication required")
     if request.method not in SAFE_METHODS:
-        reason = _CsrfCheck(lambda request: HttpResponse()).process_view(request, None, (), {})
+        try:
+            # The check reads a form body for its token: one that cannot be parsed is the client's error.
+            reason = _CsrfCheck(lambda request: HttpResponse()).process_view(request, None, (), {})
+        except MultiPartParserError as exc:
+            raise ApiError(400, f"malformed multipart body: {exc}") from None
         if reason:
             raise ApiError(403, f"CSRF failed: {reason}")
 

@@ -110,6 +110,17 @@ def test_it_requires_a_csrf_token_for_session_posts_only(owner):
     assert script.post("/api/runs/999/cancel").json() == {"error": "run 999 not found"}
 
 
+def test_it_answers_a_session_post_with_an_unreadable_form_body_in_json(owner):
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(owner)
+    browser.cookies["csrftoken"] = "a" * 32  # the check gets as far as reading the form for its token
+
+    refused = browser.post("/api/commands", b"x", content_type="multipart/form-data")
+
+    assert refused.status_code == 400
+    assert refused.json()["error"].startswith("malformed multipart body: ")
+
+
 def test_it_names_the_problem_with_a_bad_body(owner):
     client = api(owner)
 
