@@ -38,7 +38,6 @@ from runs.sql import (
     json_rows,
     lock_run,
     lock_run_sql,
-    pipelined,
     pipelined_cursors,
     plain_cursor,
     row_document,
@@ -211,14 +210,11 @@ def _read_counter(run_id: int, *, locking: bool = False) -> Counted:
     """The run's last message number and status, and the mailbox states of
     the coordinator and the run's first steps. ``locking`` (PostgreSQL): take
     the run's lock first, in the same round trip."""
-    params = _counter_params(run_id)
     if locking:
-        rows = pipelined([(lock_run_sql(), [run_id]), (_counter_sql(), params)])
-    else:
-        with plain_cursor() as cursor:
-            cursor.execute(_counter_sql(), params)
-            rows = cursor.fetchall()
-    return _counted(run_id, rows)
+        return counted_after((lock_run_sql(), [run_id]), run_id)[1]
+    with plain_cursor() as cursor:
+        cursor.execute(_counter_sql(), _counter_params(run_id))
+        return _counted(run_id, cursor.fetchall())
 
 
 def _counter_params(run_id: int) -> list:

@@ -48,6 +48,8 @@ def _prepared_cursor_class():
 
     from zenweb.postgresql.base import OneTripBeginConnection
 
+    idle = TransactionStatus.IDLE
+
     class PreparedCursor(ServerBindingCursor):
         def execute(self, query, params=None, *, prepare=None, binary=None):
             conn = self.connection
@@ -55,7 +57,8 @@ def _prepared_cursor_class():
                 isinstance(conn, OneTripBeginConnection)
                 and conn._pipeline is None
                 and not conn.autocommit
-                and conn.info.transaction_status == TransactionStatus.IDLE
+                # (pgconn's status: conn.info would build an object per statement)
+                and conn.pgconn.transaction_status == idle
             ):
                 # The first statement of a transaction: pipelined, its BEGIN
                 # goes with it (zenweb/postgresql/base.py). Its rows are read

@@ -62,12 +62,12 @@ def broadcast(run_id: int, seq: int) -> None:
     consumers read the event itself from the database, so a lost notification
     costs a little latency, never an event."""
     message = {"type": "run.event", "seq": seq}
+    group = run_group(run_id)
     publisher = pubsub_publisher()
     if publisher is not None:  # Redis: one PUBLISH, no event loop
-        publisher.group_send(run_group(run_id), message)
+        publisher.group_send(group, message)
         return
     layer = get_channel_layer()
-    group = run_group(run_id)
     if layer is None or (isinstance(layer, InMemoryChannelLayer) and not layer.listening(group)):
         # Nobody to tell: a dashboard that opens later reads every event
         # from the database once it has joined the group (runs/consumers.py).

@@ -9,8 +9,8 @@ On this machine a round trip is about 80 us, and a turn's transaction is
 three or four of them: BEGIN was a fifth of what routing a message waited
 for. Here, when a transaction's first statement goes out in pipeline mode
 (runs/sql.py sends every one of its statements that way when it would open
-a transaction), BEGIN is queued ahead of it with no sync, and the pipeline
-itself remembers that it sent BEGIN; the pipeline's own sync then brings
+a transaction), BEGIN is queued ahead of it with no sync, and the connection
+remembers which pipeline carried it; that pipeline's own sync then brings
 the server's "in a transaction" back before anything else is sent. The ORM's
 statements are sent as Django sends them.
 

@@ -177,15 +177,14 @@ def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-    if not finished and ctx.cancelled.is_set():
-        tail = output.text()[-2_000:]
-        raise ToolError(
-            f"stopped: the step ended while the command ran; it was killed. Last output:\n{tail or '(none)'}",
-            kind="unavailable",
-            action="finish",
-        )
     if not finished:
         tail = output.text()[-2_000:]
+        if ctx.cancelled.is_set():
+            raise ToolError(
+                f"stopped: the step ended while the command ran; it was killed. Last output:\n{tail or '(none)'}",
+                kind="unavailable",
+                action="finish",
+            )
         raise ToolError(
             f"timed out after {args.timeout}s; the command was stopped. Last output:\n{tail or '(none)'}",
             kind="timeout",
