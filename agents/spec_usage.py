@@ -167,6 +167,26 @@ def placeholder_problems(
             yield from placeholder_problems(loop.steps, (*at, i, "loop", "steps"), inner)
 
 
+def coordinator_prompt_problems(agents: Mapping[str, Any], inputs: frozenset[str]) -> Iterator[tuple[Location, str]]:
+    """``$name`` in the coordinator agent's ``system`` that is not an input:
+    its prompt is rendered with the run's inputs (``agents.coordinator_prompts``),
+    as a step's instructions are, and nothing else."""
+    agent = agents.get(COORDINATOR)
+    system = getattr(agent, "system", None)
+    if not isinstance(system, str):
+        return
+    choices = sorted(f"${name}" for name in inputs)
+    for name in Template(system).get_identifiers():
+        if name in inputs or not any(c.islower() for c in name):
+            continue
+        allowed = f"it may use {', '.join(choices)}" if choices else "this workflow has no inputs"
+        yield (
+            ("agents", COORDINATOR, "system"),
+            f"'${name}' is not an input of this workflow{did_you_mean(f'${name}', choices)}; the coordinator's "
+            f"system prompt is rendered with the run's inputs only: {allowed} (write $$ for a literal $)",
+        )
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     match = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" (did you mean {match[0]!r}?)" if match else ""
