@@ -18,6 +18,8 @@ from typing import Any
 
 # A step's instructions as the coordinator's system prompt lists them.
 STEP_SUMMARY_CHARS = 200
+# Step ids named per state in a wake's "Steps now".
+STATE_IDS = 20
 # The command as the prompts quote it (a person's text: bounded like inputs are).
 COMMAND_CHARS = 2000
 
@@ -74,10 +76,23 @@ def plan_prompt(view: RunView) -> str:
 
 
 def states_text(steps: Sequence[StepState]) -> str:
-    """The steps' states now, said at the start of every wake."""
+    """The steps' states now, said at the start of every wake: grouped by
+    state, at most ``STATE_IDS`` ids each (a wide fan-out's wakes would
+    otherwise grow the coordinator's transcript by every step id each time)."""
     if not steps:
         return "Steps now: none yet."
-    return "Steps now: " + ", ".join(f"{step.step_id} {step.status}" for step in steps) + "."
+    by_status: dict[str, list[str]] = {}
+    for step in steps:
+        by_status.setdefault(step.status, []).append(step.step_id)
+    if len(by_status) == 1 and len(steps) <= STATE_IDS:
+        # The common small case reads as a sentence: "write completed".
+        status, ids = next(iter(by_status.items()))
+        return f"Steps now: {', '.join(ids)} {status}."
+    parts = []
+    for status, ids in by_status.items():
+        shown = ", ".join(ids[:STATE_IDS]) + (f" and {len(ids) - STATE_IDS} more" if len(ids) > STATE_IDS else "")
+        parts.append(f"{len(ids)} {status} ({shown})")
+    return "Steps now: " + "; ".join(parts) + "."
 
 
 def _run_text(view: RunView) -> str:
