@@ -1,7 +1,7 @@
 """Workflow checks for what would otherwise only fail at run time: a tool an
 agent lists that its role can never call, a script calling a tool its agent
 lacks, a toolTimeouts or approvals entry no call can use, and ``$name`` in instructions
-that nothing substitutes. agents/spec.py runs them when a workflow is parsed
+or in the coordinator's ``system`` that nothing substitutes. agents/spec.py runs them when a workflow is parsed
 or registered (not when a stored version is read back)."""
 
 from __future__ import annotations
