@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -219,6 +220,8 @@ class CatalogEntry:
     mode: str = "chat"
     destructive: bool = False
     outputs: tuple[str, ...] = ()
+    # Text inputs a forEach loop iterates: their value is a list of items.
+    list_inputs: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, spec: WorkflowSpec) -> CatalogEntry:
@@ -230,6 +233,7 @@ class CatalogEntry:
             mode=spec.mode,
             destructive=spec.destructive,
             outputs=tuple(spec.outputs),
+            list_inputs=frozenset(_for_each_inputs(spec.steps)) & set(spec.inputs),
         )
 
     def as_prompt_data(self, compact: bool = False) -> dict[str, Any]:
@@ -237,6 +241,8 @@ class CatalogEntry:
         inputs: dict[str, Any] = {}
         for name, spec in self.inputs.items():
             data: dict[str, Any] = {"type": spec.type, "required": spec.required}
+            if name in self.list_inputs:
+                data["list"] = True
             if spec.default is not None or not compact:
                 data["default"] = spec.default
             if not compact:
@@ -278,7 +284,8 @@ Rules:
 - Select only a workflow whose name is in the catalog. Never invent a workflow and never answer with a tool name.
 - Match the command against each workflow's name, triggers and description.
 - Put the workflow's inputs in "workflow_args", taking the values from the command and giving each the \
-input's type (string, integer, number or boolean). Never guess a value the command does not give.
+input's type (string, integer, number or boolean); an input with "list": true takes a JSON list of strings \
+("eu and us" is ["eu", "us"]). Never guess a value the command does not give, and never add to what it says.
 - The current mode is {mode}. A workflow with "mode": "code" runs only in code mode.
 - A workflow with "destructive": true may be selected as usual: a person approves it before it runs.
 
@@ -287,7 +294,9 @@ Statuses:
 - "needs_more_info": one workflow fits but required inputs have no value; list them in "missing" \
 and say what you need in "message".
 - "needs_clarification": several workflows could fit, or none does; give "clarification_options", \
-each {{"interpretation": "<what the command might mean>", "would_select": "<catalog name>"}}.
+each {{"interpretation": "<what the command might mean>", "would_select": "<catalog name>"}}. \
+Also when one workflow fits but the command's value for an input is unclear ("eu or us", "all regions"): \
+name that input in "missing" and ask in "message".
 - "blocked": the workflow is not allowed in the current mode; in chat mode a code-mode workflow gets \
 "error": "<workflow> workflow requires code mode - currently in chat mode".
 
@@ -453,7 +462,10 @@ def decide(selection: CoordinatorSelection, entries: list[CatalogEntry], mode: s
                 missing.append(input_name)
             continue
         try:
-            args[input_name] = _coerce(value, spec.type)
+            if input_name in entry.list_inputs and isinstance(value, list):
+                args[input_name] = _list_value(value)
+            else:
+                args[input_name] = _coerce(value, spec.type)
         except ValueError:
             error = f"Invalid parameter {input_name}: expected {spec.type}, got {_short(repr(value))}"
             result = CoordinatorResult(**base, workflow_args=selection.workflow_args, status="error", error=error)
@@ -531,6 +543,23 @@ def _coerce(value: Any, kind: str) -> Any:
                 if math.isfinite(number):
                     return number
     raise ValueError(kind)
+
+
+def _list_value(items: list[Any]) -> str:
+    """A list input's items as the run takes them: comma-separated, or a
+    JSON list when an item has a comma of its own (agents.scheduler reads both)."""
+    texts = [_coerce(item, "string") for item in items]
+    if any("," in text for text in texts):
+        return json.dumps(texts, ensure_ascii=False)
+    return ",".join(texts)
+
+
+def _for_each_inputs(steps: list[Any]) -> Iterator[str]:
+    for step in steps:
+        if step.loop is not None:
+            if step.loop.for_each is not None:
+                yield step.loop.for_each
+            yield from _for_each_inputs(step.loop.steps)
 
 
 def _check_mode(mode: str) -> None:

@@ -122,17 +122,6 @@ def step_system_prompt(step_id: str, agent: AgentSpec) -> str:
     return f"{agent.system.strip()}\n\n{rules}" if agent.system.strip() else rules
 
 
-def coordinator_system_prompt(workflow: str, steps: dict[str, str]) -> str:
-    listing = "\n".join(f"- {step_id}: {summary}" for step_id, summary in steps.items())
-    return (
-        f"You are the coordinator of the zenweb workflow '{workflow}'. Steps talk only through "
-        "you. Messages they send arrive in your inbox. Use forward_to_agent(target_step_id, text, "
-        "kind) to pass a message to a step (address it by step id, exactly as listed), narrate(text) "
-        "to tell the people watching what is going on, and finalize(summary) once every step has "
-        f"finished.\n\nSteps:\n{listing}"
-    )
-
-
 def inbox_text(messages: list[RouterMessage]) -> str:
     return "\n\n".join(f"[message {m.message_id} from {m.sender} ({m.type})]\n{m.content}" for m in messages)
 
@@ -392,7 +381,6 @@ __all__ = [
     "TurnResult",
     "apply_completion",
     "build_request",
-    "coordinator_system_prompt",
     "inbox_text",
     "new_step_transcript",
     "step_prompt",

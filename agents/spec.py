@@ -38,6 +38,7 @@ from pydantic_core import ErrorDetails
 from agents.spec_usage import (
     STEP_VARIABLES,
     KnownTools,
+    coordinator_prompt_problems,
     did_you_mean,
     mcp_tool_known,
     placeholder_problems,
@@ -391,6 +392,7 @@ class WorkflowSpec(_Spec):
         yield from tool_use_problems(self, known_tools)
         variables = frozenset({*self.inputs, *outer_inputs, *STEP_VARIABLES})
         yield from placeholder_problems(self.steps, ("steps",), variables)
+        yield from coordinator_prompt_problems(self.agents, frozenset({*self.inputs, *outer_inputs}))
 
 
 def _reference_problems(workflow: Any, known_tools: KnownTools | None) -> Iterator[tuple[Location, str]]:

@@ -1,7 +1,7 @@
 """Workflow checks for what would otherwise only fail at run time: a tool an
 agent lists that its role can never call, a script calling a tool its agent
 lacks, a toolTimeouts or approvals entry no call can use, and ``$name`` in instructions
-that nothing substitutes. agents/spec.py runs them when a workflow is parsed
+or in the coordinator's ``system`` that nothing substitutes. agents/spec.py runs them when a workflow is parsed
 or registered (not when a stored version is read back)."""
 
 from __future__ import annotations
@@ -165,6 +165,26 @@ def placeholder_problems(
         if loop is not None and not getattr(loop, "broken", False):
             inner = variables | LOOP_VARIABLES[loop.kind]
             yield from placeholder_problems(loop.steps, (*at, i, "loop", "steps"), inner)
+
+
+def coordinator_prompt_problems(agents: Mapping[str, Any], inputs: frozenset[str]) -> Iterator[tuple[Location, str]]:
+    """``$name`` in the coordinator agent's ``system`` that is not an input:
+    its prompt is rendered with the run's inputs (``agents.coordinator_prompts``),
+    as a step's instructions are, and nothing else."""
+    agent = agents.get(COORDINATOR)
+    system = getattr(agent, "system", None)
+    if not isinstance(system, str):
+        return
+    choices = sorted(f"${name}" for name in inputs)
+    for name in Template(system).get_identifiers():
+        if name in inputs or not any(c.islower() for c in name):
+            continue
+        allowed = f"it may use {', '.join(choices)}" if choices else "this workflow has no inputs"
+        yield (
+            ("agents", COORDINATOR, "system"),
+            f"'${name}' is not an input of this workflow{did_you_mean(f'${name}', choices)}; the coordinator's "
+            f"system prompt is rendered with the run's inputs only: {allowed} (write $$ for a literal $)",
+        )
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:

@@ -8,7 +8,8 @@ has a script, follows a rule policy: a message that starts with ``for <step>:``
 or ``@<step>:`` is forwarded to that step, any other message is narrated, and
 when every step has finished it finalizes with their outputs. The workflow
 handler (``agents.handler``), unless it has a script, picks a workflow by the
-triggers and names the command mentions (``_workflow_handler_policy``).
+triggers and names the command mentions and reads its inputs from the
+command's words, asking when they are unclear (``agents.llm.scripted_handler``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Sequence
 from string import Template
 from typing import TYPE_CHECKING, Any
 
-from agents.llm import tokens
+from agents.llm import scripted_handler, tokens
 from agents.llm.base import Completion, CompletionRequest, ProviderError, ToolCallRequest, Usage
 
 if TYPE_CHECKING:
@@ -93,85 +94,12 @@ def _coordinator_policy(request: CompletionRequest) -> Completion:
 
 
 def _workflow_handler_policy(request: CompletionRequest) -> Completion:
-    """A COORDINATOR_SELECTION for ``$command``: the catalog entry whose name and
-    triggers the command mentions most; a tie, or no mention, asks which one."""
+    """A COORDINATOR_SELECTION for ``$command``, read from its words
+    (``agents.llm.scripted_handler``): never a guess."""
     variables = request.variables
-    command = variables.get("command", "")
     catalog: list[dict[str, Any]] = json.loads(variables.get("catalog_json") or "[]")
-    scores = [_mention_score(entry, command) for entry in catalog]
-    best = max(scores, default=0)
-    winners = [entry for entry, score in zip(catalog, scores, strict=True) if best and score == best]
-    selection: dict[str, Any] = {
-        "_type": "COORDINATOR_SELECTION",
-        "command_received": command,
-        "workflow_selected": None,
-        "workflow_args": {},
-    }
-    if len(winners) == 1:
-        entry = winners[0]
-        selection["workflow_selected"] = entry["name"]
-        selection["workflow_args"] = _command_args(command, entry.get("inputs", {}))
-        if entry.get("mode") == "code" and variables.get("mode") != "code":
-            selection["status"] = "blocked"
-            selection["error"] = f"{entry['name']} workflow requires code mode - currently in chat mode"
-        else:
-            selection["status"] = "selected"
-    else:
-        selection["status"] = "needs_clarification"
-        selection["message"] = "Which workflow do you mean?"
-        selection["clarification_options"] = [
-            {"interpretation": entry.get("description") or entry["name"], "would_select": entry["name"]}
-            for entry in winners or catalog[:5]
-        ]
-    return _answer(json.dumps(selection), request)
-
-
-def _mention_score(entry: dict[str, Any], command: str) -> int:
-    # Naming the workflow outweighs any number of trigger words.
-    name = entry["name"]
-    named = any(_mentions(command, n) for n in {name, name.replace("_", " ").replace("-", " ")})
-    return sum(1 for trigger in entry.get("triggers", []) if _mentions(command, trigger)) + (100 if named else 0)
-
-
-def _mentions(text: str, phrase: str) -> bool:
-    words = phrase.split()
-    if not words:
-        return False
-    pattern = r"\s+".join(re.escape(word) for word in words)
-    return re.search(rf"(?<!\w){pattern}(?!\w)", text, re.I) is not None
-
-
-_ARG_VALUE = r"\s*[=:]\s*(?:\"([^\"]*)\"|'([^']*)'|([^\s,;]+))"
-# "regions eu,us": a declared input's name, a space, and a value that is no
-# word of the sentence around it ("deploy regions to eu" names no value).
-_SPACED_VALUE = r"\s+(?!(?:a|an|the|to|of|in|on|for|about|with|and|or|is|are)\b)(?:\"([^\"]*)\"|'([^']*)'|([^\s;]+))"
-_FREE_TEXT_INPUTS = ("query", "topic", "subject")
-
-
-def _command_args(command: str, inputs: dict[str, Any]) -> dict[str, str]:
-    """``name=value``, ``name: value`` and ``name value`` pairs for declared
-    inputs, and the text after " for " or " about " for the input that takes
-    free text. Values stay strings: the handler types them."""
-    args: dict[str, str] = {}
-    rest = command
-    for name in inputs:
-        pair = re.search(rf"(?<![\w-]){re.escape(name)}{_ARG_VALUE}", command, re.I) or re.search(
-            rf"(?<![\w-]){re.escape(name)}{_SPACED_VALUE}", command, re.I
-        )
-        if pair:
-            args[name] = next(group for group in pair.groups() if group is not None)
-            rest = rest.replace(pair.group(0), " ")
-    strings = [name for name, spec in inputs.items() if spec.get("type", "string") == "string"]
-    free = next((name for name in strings if name in _FREE_TEXT_INPUTS), None)
-    required = [name for name in strings if inputs[name].get("required")]
-    if free is None and len(required) == 1:
-        free = required[0]
-    tail = re.search(r"\s(?:for|about)\s+(.*)$", rest, re.I | re.S)
-    if free is not None and free not in args and tail:
-        text = " ".join(tail.group(1).split()).strip("\"'“”‘’ ")
-        if text:
-            args[free] = text
-    return args
+    answer = scripted_handler.selection(variables.get("command", ""), catalog, variables.get("mode", "chat"))
+    return _answer(json.dumps(answer), request)
 
 
 def _calls(request: CompletionRequest, calls: list[tuple[str, dict[str, Any]]]) -> Completion:

@@ -13,10 +13,11 @@ import logging
 from django.db import transaction
 from django.db.models import F
 
+from agents import coordinator_prompts as prompts
 from agents.events import Event as RuntimeEvent
 from agents.llm import CompletionRequest, ProviderError, tokens
 from agents.router import COORDINATOR, DoubleDrainError, DropReason, RouterMessage
-from agents.runner import AgentTurn, apply_completion, build_request, coordinator_system_prompt
+from agents.runner import AgentTurn, apply_completion, build_request
 from agents.spec import AgentSpec
 from runs.actions.budgets import run_deadline, timeout_breach
 from runs.actions.catalog import workflow_spec
@@ -110,25 +111,21 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
         cap = Limits.of(run).coordinator_wake_cycles
         if coordinator.turns == warning_cycle(cap):
             sink.emit(RuntimeEvent("max_wake_cycles_warning", COORDINATOR, {"cycle": coordinator.turns, "max": cap}))
-    transcript = coordinator.transcript or [
-        {
-            "role": "system",
-            "content": coordinator_system_prompt(
-                spec.name, {s.step_id: f"agent {s.agent}; {s.instructions.strip()[:200]}" for s in steps}
-            ),
-        }
-    ]
+    view = prompts.RunView(
+        workflow=spec.name,
+        inputs=run.inputs,
+        steps=[prompts.StepState(s.step_id, s.agent, s.status, s.instructions) for s in steps],
+        command=run.command,
+        description=spec.description,
+    )
+    transcript = coordinator.transcript or [{"role": "system", "content": prompts.system_prompt(view, agent.system)}]
     outputs = {s.step_id: s.output if s.status == Step.Status.COMPLETED else f"({s.status}) {s.error}" for s in steps}
-    extra = ""
+    # Every wake says where the run stands: the system prompt was written at the first.
+    extra = prompts.states_text(view.steps)
     if reason == "plan":
-        task = run.command or json.dumps(run.inputs) or spec.description
-        extra = (
-            f"Plan the work for: {task}\n"
-            "Split it into workers with spawn_worker(task, tools, depends_on, writes): each starts with only "
-            "its task and the outputs of the steps it depends on. Independent workers run in parallel."
-        )
+        extra += "\n\n" + prompts.plan_prompt(view)
     elif reason == "finish":
-        extra = _finish_prompt(outputs, FINISH_OUTPUT_CHARS)
+        extra += "\n\n" + _finish_prompt(outputs, FINISH_OUTPUT_CHARS)
     turn = AgentTurn(
         run_id=str(run.pk),
         step_id=COORDINATOR,
@@ -161,7 +158,10 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
             # must be read, and the transcript is the coordinator's memory.
             compact = None
             if reason == "finish" and round_no == 0:
-                compact = build_request(turn, tools, shown, _finish_prompt(outputs, COMPACT_FINISH_OUTPUT_CHARS))
+                compact_extra = (
+                    prompts.states_text(view.steps) + "\n\n" + _finish_prompt(outputs, COMPACT_FINISH_OUTPUT_CHARS)
+                )
+                compact = build_request(turn, tools, shown, compact_extra)
             where = {"reason": reason, "cycle": coordinator.turns, "round": round_no + 1}
             request = _record_over_budget(sink, request, compact, budget, where)
             # Recorded once a wake; later rounds are the same conversation grown.

@@ -121,3 +121,20 @@ def test_it_blocks_a_result_whose_claims_lack_sources(catalog, owner):
     assert command.run.status == Run.Status.COMPLETED
     assert (command.status, command.result["requires_retry"]) == ("blocked", True)
     assert command.result["error"] == "Missing source metadata in workflow results"
+
+
+def test_it_runs_exactly_the_regions_and_topic_a_command_says(celery_worker, owner):
+    register("regions_foreach")
+    register("hub_and_spoke")
+
+    deploy = do_command("deploy to eu and us", user=owner)
+    summary = do_command("summarize tablets", user=owner)
+    unclear = do_command("deploy to eu or us", user=owner)
+
+    run = wait_for_run(deploy.run)
+    assert run.inputs == {"regions": "eu,us"}
+    ships = sorted(run.steps.filter(step_id__endswith=".ship").values_list("step_id", flat=True))
+    assert ships == ["deploy[0].ship", "deploy[1].ship"]
+    assert wait_for_run(summary.run).inputs == {"topic": "tablets"}
+    assert (unclear.run, unclear.status, unclear.result["missing"]) == (None, "needs_clarification", ["regions"])
+    assert Run.objects.count() == 2

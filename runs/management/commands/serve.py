@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import secrets
 
 from django.conf import settings
@@ -7,7 +8,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
 from runs import actions
-from runs.models import Workflow
+from runs.models import Command as CommandRow
+from runs.models import Run, Workflow
 
 # Started on every `make run`: messaging through the hub, and workers the
 # coordinator plans with real tools (bounded search, a price chart, files).
@@ -23,9 +25,15 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
-        parser.add_argument("--no-demo", action="store_true", help="do not start the demo runs")
+        demo = parser.add_mutually_exclusive_group()
+        demo.add_argument(
+            "--demo",
+            action="store_true",
+            help="start the demo runs even with a real model configured or in services mode (they spend its tokens)",
+        )
+        demo.add_argument("--no-demo", action="store_true", help="do not start the demo runs")
 
-    def handle(self, *args, host: str, port: int, no_demo: bool, **options):
+    def handle(self, *args, host: str, port: int, demo: bool, no_demo: bool, **options):
         from zenweb import embedded
 
         for workflow, created in actions.do_load_catalog(settings.ZENWEB_CATALOG_DIR):
@@ -40,14 +48,45 @@ class Command(BaseCommand):
         base = f"http://{host}:{port}"
         self.stdout.write(self.style.SUCCESS(f"zenweb is at {base}/"))
         self.stdout.write(f"log in as {admin.username!r} with password {password!r}")
-        for name in () if no_demo else DEMO_WORKFLOWS:
-            workflow = Workflow.objects.filter(name=name).order_by("-version").first()
-            if workflow:
-                run = actions.do_create_run(workflow, {}, user=admin, command=f"demo run of {name}")
-                self.stdout.write(f"demo run: {base}/runs/{run.pk}/ ({name})")
-        if not no_demo:
-            self._demo_command(admin, base)
+        if self._wants_demo(demo=demo, no_demo=no_demo):
+            self._start_demos(admin, base)
         embedded.serve(host, port)
+
+    def _wants_demo(self, *, demo: bool, no_demo: bool) -> bool:
+        """Demo runs start by themselves only where they cost nothing: the
+        embedded default on the scripted provider. A real model would be
+        sent their prompts unasked, so it takes ``--demo``."""
+        if demo or no_demo:
+            return demo
+        model = os.environ.get("ZENWEB_LLM", "").strip().lower()
+        if model not in ("", "scripted"):
+            self.stdout.write(f"demo runs: not started (ZENWEB_LLM={model} would spend its tokens; pass --demo)")
+            return False
+        if not settings.EMBEDDED:
+            self.stdout.write("demo runs: not started in services mode (pass --demo)")
+            return False
+        return True
+
+    def _start_demos(self, admin, base: str) -> None:
+        """Start the demo runs and the demo command, each unless it exists
+        already: a restart shows the ones it started before."""
+        for name in DEMO_WORKFLOWS:
+            label = f"demo run of {name}"
+            run = Run.objects.filter(command=label).order_by("-pk").first()
+            if run is None:
+                workflow = Workflow.objects.filter(name=name).order_by("-version").first()
+                if workflow is None:
+                    continue
+                run = actions.do_create_run(workflow, {}, user=admin, command=label)
+            self.stdout.write(f"demo run: {base}/runs/{run.pk}/ ({name})")
+        earlier = CommandRow.objects.filter(text=DEMO_COMMAND, created_by=admin).exclude(run=None).order_by("-pk")
+        command = earlier.select_related("run__workflow").first()
+        if command is None:
+            self._demo_command(admin, base)
+        else:
+            self.stdout.write(
+                f"demo command: {DEMO_COMMAND!r} started {base}/runs/{command.run_id}/ ({command.run.workflow.name})"
+            )
 
     def _demo_command(self, admin, base: str) -> None:
         from runs.actions.commands import do_command

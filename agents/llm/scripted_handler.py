@@ -1,0 +1,344 @@
+"""The scripted provider's workflow handler: a COORDINATOR_SELECTION read from
+the command's words, offline, never guessing.
+
+The workflow is the catalog entry whose name and triggers the command
+mentions most (a typo of one letter in a word of five or more still counts,
+for less); a tie, or no mention, asks which one. Its inputs are what the
+command says and nothing else:
+
+- ``name=value`` and ``name: value`` (quoted, or up to the next such pair);
+- ``name value`` right after the words that name the workflow;
+- the rest of the command after those words (and a ``for``, ``about``,
+  ``to``...) for the input that takes it: ``query``/``topic``/``subject``,
+  else the workflow's only list input, else its only required text input,
+  else its only input.
+
+A list input (one a forEach loop iterates) is read as a list: "eu and us",
+"eu, us", "EU/US" and ``["eu", "us"]`` are all ``["eu", "us"]``. What cannot
+be read with certainty ("eu or us", "all regions", text no input takes, an
+input given twice) is answered ``needs_clarification`` naming the input, so
+nothing starts; a required input the command does not give is left out, and
+``agents.handler.decide`` answers ``needs_more_info`` naming it. An input the
+command says nothing about takes the workflow's declared default there.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_OPTIONS = 5
+# The inputs that take a command's free text, by name.
+FREE_TEXT_INPUTS = ("query", "topic", "subject")
+# Words around a workflow's name that say "run it", not what to run it on.
+_FRAME_WORDS = frozenset(
+    "please kindly can could would will you i i'd we want need like let's lets go and then now "
+    "run start launch execute do use trigger kick off begin the a an my our this that "
+    "workflow workflows flow pipeline".split()
+)
+# Words that end the naming of a workflow and start what it is run on.
+_PREPOSITIONS = frozenset("for about on regarding re to with into of in".split())
+_ARTICLES = frozenset({"the", "a", "an"})
+_POLITE_TAIL = re.compile(r"(?:[\s,]+(?:please|thanks|thank\s+you))+\s*$", re.I)
+# A list item that stands for items the command does not name.
+_QUANTIFIERS = frozenset(
+    "all every everywhere everyone each any some other others rest none several few many various both".split()
+)
+# A word that inside a list item means the item is a phrase, not a value.
+_CONNECTORS = frozenset("to for of in on with from except but not without or".split())
+_LIST_SPLIT = re.compile(r"\s*(?:,|&|/|\+|;|\band\b)\s*", re.I)
+_OR = re.compile(r"\bor\b", re.I)
+_DANGLING = re.compile(r"(?:\band|&|\+|/)\s*$", re.I)
+_PUNCTUATION = "\"'“”‘’.,!?;:()"
+_TYPO_MIN_LENGTH = 5
+
+
+@dataclass
+class Reading:
+    """What a command says for one workflow: ``args``, and the inputs it
+    leaves unclear (``unclear``, with why in ``message``)."""
+
+    args: dict[str, Any] = field(default_factory=dict)
+    unclear: list[str] = field(default_factory=list)
+    message: str = ""
+    # Inputs the command starts to give and does not ("deploy to").
+    missing: list[str] = field(default_factory=list)
+
+    def refuse(self, names: list[str], message: str) -> Reading:
+        self.unclear = list(dict.fromkeys([*self.unclear, *names]))
+        self.message = self.message or message
+        return self
+
+
+def selection(command: str, catalog: list[dict[str, Any]], mode: str) -> dict[str, Any]:
+    """The COORDINATOR_SELECTION for ``command`` over ``catalog`` (the entries
+    as the handler's prompt lists them)."""
+    scores = [mention_score(entry, command) for entry in catalog]
+    best = max(scores, default=0)
+    winners = [entry for entry, score in zip(catalog, scores, strict=True) if best and score == best]
+    answer: dict[str, Any] = {
+        "_type": "COORDINATOR_SELECTION",
+        "command_received": command,
+        "workflow_selected": None,
+        "workflow_args": {},
+    }
+    if len(winners) != 1:
+        answer["status"] = "needs_clarification"
+        answer["message"] = "Which workflow do you mean?"
+        answer["clarification_options"] = [
+            {"interpretation": entry.get("description") or entry["name"], "would_select": entry["name"]}
+            for entry in (winners or catalog)[:MAX_OPTIONS]
+        ]
+        return answer
+    entry = winners[0]
+    answer["workflow_selected"] = entry["name"]
+    if entry.get("mode") == "code" and mode != "code":
+        answer["status"] = "blocked"
+        answer["error"] = f"{entry['name']} workflow requires code mode - currently in chat mode"
+        return answer
+    reading = read_args(command, entry)
+    answer["workflow_args"] = reading.args
+    if reading.unclear:
+        answer["status"] = "needs_clarification"
+        answer["missing"] = reading.unclear
+        answer["message"] = reading.message
+        said = f"{entry['name']} with {', '.join(reading.unclear)} named plainly"
+        answer["clarification_options"] = [{"interpretation": said, "would_select": entry["name"]}]
+    elif reading.missing:
+        answer["status"] = "needs_more_info"
+        answer["missing"] = reading.missing
+        answer["message"] = f"Need {', '.join(reading.missing)} to continue"
+    else:
+        answer["status"] = "selected"
+    return answer
+
+
+def mention_score(entry: dict[str, Any], command: str) -> int:
+    """How strongly ``command`` names ``entry``: its name outweighs any number
+    of triggers, and an exact word outweighs one with a typo."""
+    words = _words(command)
+    name_score = max((_phrase_score(words, phrase) for phrase in _name_phrases(entry["name"])), default=0)
+    score = {2: 100, 1: 90}.get(name_score, 0)
+    return score + sum(_phrase_score(words, trigger) for trigger in entry.get("triggers", []))
+
+
+def read_args(command: str, entry: dict[str, Any]) -> Reading:
+    """The inputs ``command`` gives ``entry``, exactly as it says them."""
+    inputs: dict[str, Any] = entry.get("inputs", {})
+    reading = Reading()
+    markers = _markers(command, inputs)
+    head_end = markers[0][0] if markers else len(command)
+    start, after_preposition = _frame_end(command[:head_end], entry)
+    head = command[start:head_end]
+    given: dict[str, list[str]] = {}
+    spaced = None if after_preposition else _spaced_pair(head, inputs)
+    if spaced is not None:
+        name, value = spaced
+        given.setdefault(name, []).append(value)
+        head = ""
+    for n, (_begin, end, name) in enumerate(markers):
+        stop = markers[n + 1][0] if n + 1 < len(markers) else len(command)
+        given.setdefault(name, []).append(_value_text(command[end:stop]))
+    free = _clean(head)
+    slot = free_text_input(inputs)
+    if free:
+        if slot is None:
+            if inputs:
+                names = [name for name in inputs if name not in given] or list(inputs)
+                return reading.refuse(names, f"Which input is {free!r} for? This workflow takes: {', '.join(inputs)}")
+            # A workflow that takes no inputs has nothing to misread the rest into.
+        else:
+            given.setdefault(slot, []).insert(0, free)
+    elif after_preposition and slot is not None and slot not in given:
+        reading.missing.append(slot)
+    for name, values in given.items():
+        if len(set(values)) > 1:
+            reading.refuse([name], f"{name} is given more than once: {', '.join(repr(v) for v in values)}")
+            continue
+        value = values[0]
+        if not value:
+            continue
+        if inputs[name].get("list"):
+            items, problem = list_items(value, name)
+            if problem:
+                reading.refuse([name], problem)
+            elif items is not None:
+                reading.args[name] = items
+        else:
+            reading.args[name] = value
+    return reading
+
+
+def free_text_input(inputs: dict[str, Any]) -> str | None:
+    """The input that takes what a command says after naming the workflow."""
+    texts = [name for name, spec in inputs.items() if spec.get("type", "string") == "string"]
+    named = [name for name in texts if name in FREE_TEXT_INPUTS and not inputs[name].get("list")]
+    if named:
+        return named[0]
+    lists = [name for name in texts if inputs[name].get("list")]
+    if len(lists) == 1:
+        return lists[0]
+    required = [name for name in texts if inputs[name].get("required")]
+    if len(required) == 1:
+        return required[0]
+    return texts[0] if len(inputs) == 1 and texts else None
+
+
+def list_items(text: str, name: str) -> tuple[Any, str]:
+    """``text`` as the items of list input ``name``: ``(items, "")``, or
+    ``(None, why)`` when it cannot be read with certainty. A JSON list that
+    does not parse is passed on as it is, for the run to refuse it by name."""
+    text = text.strip()
+    if text.startswith("["):
+        try:
+            items = json.loads(text)
+        except ValueError:
+            return text, ""
+        if isinstance(items, list) and all(isinstance(i, str | int | float) for i in items):
+            return [str(i) for i in items], ""
+        return text, ""
+    if _OR.search(text):
+        return None, f"Which {name} do you mean: {text!r} offers a choice"
+    if _DANGLING.search(text):
+        return None, f"Which {name} do you mean: {text!r} stops mid-list"
+    words = text.split()
+    # "eu and us regions", "both eu and us": the words around the list.
+    if words and words[-1].lower().strip(_PUNCTUATION) in {name, name.rstrip("s")}:
+        words = words[:-1]
+    while words and words[0].lower() in _ARTICLES | {"both"}:
+        words = words[1:]
+    items = []
+    for part in _LIST_SPLIT.split(" ".join(words)):
+        item_words = [w for w in part.split() if w.lower() not in _ARTICLES]
+        if not item_words:
+            continue
+        lowered = [w.lower() for w in item_words]
+        if set(lowered) & (_QUANTIFIERS | _CONNECTORS):
+            return None, f"Which {name} do you mean: {text!r} does not name them one by one"
+        items.append(" ".join(lowered))
+    if not items:
+        return None, f"Which {name} do you mean? The command names none"
+    return items, ""
+
+
+def _markers(command: str, inputs: dict[str, Any]) -> list[tuple[int, int, str]]:
+    """``name=`` and ``name:`` of declared inputs (with a ``with`` before
+    them): (start, end of the marker, input name), in order."""
+    found = []
+    for name in inputs:
+        pattern = rf"(?:(?<=\s)with\s+)?(?<![\w-]){re.escape(name)}\s*[=:]\s*"
+        for match in re.finditer(pattern, command, re.I):
+            found.append((match.start(), match.end(), name))
+    return sorted(found)
+
+
+def _frame_end(text: str, entry: dict[str, Any]) -> tuple[int, bool]:
+    """Where the words naming the workflow end in ``text`` ("Please run the
+    research workflow for ..."), past one preposition after them; and
+    whether a preposition was passed."""
+    own = _own_words(entry)
+    tokens = [(m.start(), m.end(), m.group().lower().strip(_PUNCTUATION)) for m in re.finditer(r"\S+", text)]
+    last_own = -1
+    for i, (_start, _end, word) in enumerate(tokens):
+        if _is_own(word, own) or word in {"workflow", "workflows"}:
+            last_own = i
+        elif word not in _FRAME_WORDS:
+            break
+    if last_own < 0:
+        return 0, False
+    i = last_own + 1
+    if i < len(tokens) and tokens[i][2] in _PREPOSITIONS:
+        return (tokens[i + 1][0] if i + 1 < len(tokens) else len(text)), True
+    return (tokens[i][0] if i < len(tokens) else len(text)), False
+
+
+def _spaced_pair(head: str, inputs: dict[str, Any]) -> tuple[str, str] | None:
+    """``topic tides`` at the start of what follows the workflow's name."""
+    words = head.split(maxsplit=1)
+    if len(words) < 2 or words[0].lower() not in inputs:
+        return None
+    value = words[1]
+    # "regions to eu": the preposition belongs to the sentence, not the value.
+    first, _, rest = value.partition(" ")
+    if first.lower() in _PREPOSITIONS and rest:
+        value = rest
+    return words[0].lower(), _value_text(value)
+
+
+def _value_text(text: str) -> str:
+    text = text.strip()
+    quoted = re.match(r"^([\"'“‘])(.*?)([\"'”’])", text, re.S)
+    if quoted:
+        return quoted.group(2)
+    text = re.sub(r"[\s,;]*(?:\band|\bwith)?\s*$", "", text, flags=re.I)
+    return _clean(text)
+
+
+def _clean(text: str) -> str:
+    """A value as said: without the sentence's end, a "please", surrounding
+    quotes or one leading article."""
+    text = _POLITE_TAIL.sub("", " ".join(text.split()))
+    text = text.rstrip(".!?,;: ").strip("\"'“”‘’ ")
+    first, _, rest = text.partition(" ")
+    if first.lower() in _ARTICLES and rest:
+        text = rest
+    return text
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in (t.lower().strip(_PUNCTUATION) for t in text.split()) if w]
+
+
+def _name_phrases(name: str) -> set[str]:
+    return {name, name.replace("_", " ").replace("-", " ")}
+
+
+def _own_words(entry: dict[str, Any]) -> set[str]:
+    words = {entry["name"].lower()}
+    for phrase in [*_name_phrases(entry["name"]), *entry.get("triggers", [])]:
+        words |= set(phrase.lower().split())
+    return words
+
+
+def _is_own(word: str, own: set[str]) -> bool:
+    return word in own or any(_typo_of(word, target) for target in own | {"workflow"})
+
+
+def _phrase_score(words: list[str], phrase: str) -> int:
+    """2 when ``phrase`` occurs in ``words`` exactly, 1 with typos, else 0."""
+    wanted = phrase.lower().split()
+    if not wanted:
+        return 0
+    best = 0
+    for i in range(len(words) - len(wanted) + 1):
+        window = words[i : i + len(wanted)]
+        if window == wanted:
+            return 2
+        if all(w == t or _typo_of(w, t) for w, t in zip(window, wanted, strict=True)):
+            best = 1
+    return best
+
+
+def _typo_of(word: str, target: str) -> bool:
+    """One letter added, dropped, changed or two swapped, in a word long
+    enough for that to be a slip rather than another word."""
+    if word == target or min(len(word), len(target)) < _TYPO_MIN_LENGTH or abs(len(word) - len(target)) > 1:
+        return False
+    return _edit_distance(word, target) <= 1
+
+
+def _edit_distance(a: str, b: str) -> int:
+    """Optimal string alignment distance: insertions, deletions,
+    substitutions and swaps of neighbours."""
+    rows = [list(range(len(b) + 1))]
+    for i in range(1, len(a) + 1):
+        row = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            row[j] = min(rows[i - 1][j] + 1, row[j - 1] + 1, rows[i - 1][j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                row[j] = min(row[j], rows[i - 2][j - 2] + 1)
+        rows.append(row)
+    return rows[-1][-1]
