@@ -15,10 +15,10 @@ from pathlib import Path
 import dj_database_url
 
 from zenweb.env import env_bool, env_float, env_int, env_str
+from zenweb.private_files import private_dir, private_file, write_private
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-DATA_DIR = Path(env_str("ZENWEB_DATA_DIR", str(BASE_DIR / "var")))
-DATA_DIR.mkdir(parents=True, exist_ok=True)
+DATA_DIR = private_dir(Path(env_str("ZENWEB_DATA_DIR", str(BASE_DIR / "var"))))
 
 # Off unless asked for, embedded too: a debug page shows settings, paths and
 # tracebacks to anyone who can cause one (a 3 MB POST to /login/ is enough),
@@ -34,8 +34,8 @@ def _secret_key() -> str:
     # fresh clone needs no setup and no key ever lives in the repository.
     path = DATA_DIR / "secret_key"
     if not path.exists():
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
+        write_private(path, secrets.token_urlsafe(50))
+    path.chmod(0o600)  # one an older zenweb wrote may be world-readable
     return path.read_text().strip()
 
 
@@ -107,7 +107,8 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": DATA_DIR / "zenweb.sqlite3",
+            # Created 0600 before SQLite opens it (SQLite would use the umask).
+            "NAME": private_file(DATA_DIR / "zenweb.sqlite3"),
             # One writer at a time: IMMEDIATE takes the write lock up front so
             # two threads never deadlock upgrading a read lock; WAL lets the
             # dashboard read while a worker writes.
