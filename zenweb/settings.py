@@ -43,6 +43,21 @@ SECRET_KEY = _secret_key()
 ALLOWED_HOSTS = [h for h in env_str("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h]
 CSRF_TRUSTED_ORIGINS = [o for o in env_str("DJANGO_CSRF_TRUSTED_ORIGINS").split(",") if o]
 
+# Served over HTTPS only (docs/production.md): redirect plain HTTP, send
+# cookies over HTTPS only, and tell browsers never to use HTTP again (HSTS).
+# Off by default: the embedded default serves http://127.0.0.1.
+HTTPS = env_bool("DJANGO_HTTPS", False)
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", HTTPS)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", HTTPS)
+SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 31_536_000 if HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", HTTPS)
+# Behind a proxy that ends TLS, the header it sets to "https" (e.g.
+# X-Forwarded-Proto); without it every request looks like plain HTTP and the
+# redirect would loop. Only name a header the proxy always overwrites.
+if _proxy_header := env_str("DJANGO_SECURE_PROXY_SSL_HEADER"):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_header.upper().replace("-", "_"), "https")
+
 INSTALLED_APPS = [
     "daphne",
     "django.contrib.admin",
