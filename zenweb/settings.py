@@ -230,6 +230,10 @@ def _mcp_servers() -> dict:
 # when zenweb connects; servers start on first use, so one that is down
 # never stops zenweb from starting.
 ZENWEB_MCP_SERVERS = _mcp_servers()
+# Off: the person who started a run cannot approve its requests. On, for a
+# single-person install: they can where one approval is required (never
+# under the two-person rule); the approvals page says so.
+ZENWEB_ALLOW_SELF_APPROVAL = env_bool("ZENWEB_ALLOW_SELF_APPROVAL", False)
 # Durability: a step turn's lease (renewed while the model thinks), how often
 # each worker sweeps for expired leases, and when a silent run counts as stuck.
 ZENWEB_LEASE_SECONDS = env_float("ZENWEB_LEASE_SECONDS", 60.0)
