@@ -200,6 +200,8 @@ ZENWEB_LIVE_POLL_SECONDS = env_float("ZENWEB_LIVE_POLL_SECONDS", 2.0)
 # steps itself; a bigger one's graph (235 KB and 100 ms for 500 steps) is
 # marked stale instead, and each page fetches it at most once a second.
 ZENWEB_LIVE_GRAPH_STEPS = env_int("ZENWEB_LIVE_GRAPH_STEPS", 60)
+# Live run pages one user may have open at once, per daphne process (0 = no cap).
+ZENWEB_MAX_WEBSOCKETS_PER_USER = env_int("ZENWEB_MAX_WEBSOCKETS_PER_USER", 20)
 
 # Messaging limits (zenflow's defaults); a workflow's options can override them.
 ZENWEB_MAX_MAILBOX_SIZE = env_int("ZENWEB_MAX_MAILBOX_SIZE", 10_000)  # 0 = unbounded
