@@ -43,3 +43,30 @@ def test_it_warns_without_them(tmp_path):
 
     assert done.returncode != 0
     assert "security.W004" in done.stderr + done.stdout
+
+
+def test_it_redirects_to_https_and_sends_secure_cookies_and_hsts_with_django_https(tmp_path):
+    keep = {"PATH", "HOME", "LANG", "PYTHONPATH"}
+    env = {k: v for k, v in os.environ.items() if k in keep} | {
+        "ZENWEB_DATA_DIR": str(tmp_path),
+        "DJANGO_SETTINGS_MODULE": "zenweb.settings",
+        "DJANGO_HTTPS": "1",
+    }
+    code = """
+import django; django.setup()
+from django.test import Client
+client = Client()
+plain = client.get("/login/")
+print(plain.status_code, plain["Location"])
+secure = client.get("/login/", secure=True)
+print(secure["Strict-Transport-Security"])
+print(secure.cookies["csrftoken"]["secure"])
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "301 https://testserver/login/",
+        "max-age=31536000; includeSubDomains; preload",
+        "True",
+    ]
