@@ -271,7 +271,8 @@ LOGGING = {
     "loggers": {
         "daphne": {"level": "WARNING"},
         "django.channels.server": {"level": "WARNING"},
-        # Its version banner on every process start; failed logins still log.
-        "axes.apps": {"level": "WARNING"},
+        # django-axes: failed logins and lockouts are warnings; its banner on
+        # every start and a line per successful login are not needed.
+        "axes": {"level": "WARNING"},
     },
 }
