@@ -7,11 +7,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
+
 
 def private_dir(path: Path) -> Path:
     """Create ``path`` (and its parents) and make it 0700, an existing one too."""
-    path.mkdir(parents=True, exist_ok=True)
-    path.chmod(0o700)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        path.chmod(0o700)
+    except OSError as exc:
+        raise ImproperlyConfigured(f"data directory {path} (ZENWEB_DATA_DIR): cannot make it 0700: {exc}") from None
     return path
 
 
