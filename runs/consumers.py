@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
@@ -29,6 +30,12 @@ from runs.stores import run_group
 log = logging.getLogger(__name__)
 
 FORBIDDEN = 4403
+# Past ZENWEB_MAX_WEBSOCKETS_PER_USER (like HTTP's 429); the page does not
+# reconnect after it.
+TOO_MANY_SOCKETS = 4429
+# Open run-page sockets per user id, in this process: each one holds a task
+# and database reads, so one user must not open hundreds.
+OPEN_SOCKETS: Counter[int] = Counter()
 # The page's websocket extension reconnects after this one, from its cursor.
 INTERNAL_ERROR = 1011
 NOTIFICATION = "run.event"
@@ -43,9 +50,20 @@ class RunConsumer(AsyncWebsocketConsumer):
         # while last_seq is below it.
         self.wanted = 0
         self.woken = asyncio.Event()
+        self.counted_user: int | None = None
         if not await self._may_see():
             await self.close(code=FORBIDDEN)
             return
+        user_id = self.scope["user"].pk
+        cap = settings.ZENWEB_MAX_WEBSOCKETS_PER_USER
+        if cap and OPEN_SOCKETS[user_id] >= cap:
+            # Accepted first: a close before accepting reaches the browser as
+            # a failed handshake (1006), without this code and reason.
+            await self.accept()
+            await self.close(code=TOO_MANY_SOCKETS, reason=f"too many live pages open (at most {cap} per user)")
+            return
+        OPEN_SOCKETS[user_id] += 1
+        self.counted_user = user_id
         query = parse_qs(self.scope.get("query_string", b"").decode())
         try:
             self.last_seq = max(0, int(query.get("after", ["0"])[0]))
@@ -57,6 +75,11 @@ class RunConsumer(AsyncWebsocketConsumer):
         self.sender.add_done_callback(self._sender_stopped)
 
     async def disconnect(self, code: int) -> None:
+        if self.counted_user is not None:
+            OPEN_SOCKETS[self.counted_user] -= 1
+            if OPEN_SOCKETS[self.counted_user] <= 0:
+                del OPEN_SOCKETS[self.counted_user]
+            self.counted_user = None
         if self.sender:
             self.sender.cancel()
         await self.channel_layer.group_discard(self.group, self.channel_name)

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 
 from zenweb.env import env_bool, env_float, env_int, env_str
+from zenweb.private_files import private_dir, private_file, write_private
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-DATA_DIR = Path(env_str("ZENWEB_DATA_DIR", str(BASE_DIR / "var")))
-DATA_DIR.mkdir(parents=True, exist_ok=True)
+DATA_DIR = private_dir(Path(env_str("ZENWEB_DATA_DIR", str(BASE_DIR / "var"))))
 
 # Off unless asked for, embedded too: a debug page shows settings, paths and
 # tracebacks to anyone who can cause one (a 3 MB POST to /login/ is enough),
@@ -34,14 +35,29 @@ def _secret_key() -> str:
     # fresh clone needs no setup and no key ever lives in the repository.
     path = DATA_DIR / "secret_key"
     if not path.exists():
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
+        write_private(path, secrets.token_urlsafe(50))
+    path.chmod(0o600)  # one an older zenweb wrote may be world-readable
     return path.read_text().strip()
 
 
 SECRET_KEY = _secret_key()
 ALLOWED_HOSTS = [h for h in env_str("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h]
 CSRF_TRUSTED_ORIGINS = [o for o in env_str("DJANGO_CSRF_TRUSTED_ORIGINS").split(",") if o]
+
+# Served over HTTPS only (docs/production.md): redirect plain HTTP, send
+# cookies over HTTPS only, and tell browsers never to use HTTP again (HSTS).
+# Off by default: the embedded default serves http://127.0.0.1.
+HTTPS = env_bool("DJANGO_HTTPS", False)
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", HTTPS)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", HTTPS)
+SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 31_536_000 if HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", HTTPS)
+# Behind a proxy that ends TLS, the header it sets to "https" (e.g.
+# X-Forwarded-Proto); without it every request looks like plain HTTP and the
+# redirect would loop. Only name a header the proxy always overwrites.
+if _proxy_header := env_str("DJANGO_SECURE_PROXY_SSL_HEADER"):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_header.upper().replace("-", "_"), "https")
 
 INSTALLED_APPS = [
     "daphne",
@@ -53,11 +69,13 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "axes",
     "runs",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "zenweb.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -67,6 +85,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into its page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "zenweb.urls"
@@ -107,7 +127,8 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": DATA_DIR / "zenweb.sqlite3",
+            # Created 0600 before SQLite opens it (SQLite would use the umask).
+            "NAME": private_file(DATA_DIR / "zenweb.sqlite3"),
             # One writer at a time: IMMEDIATE takes the write lock up front so
             # two threads never deadlock upgrading a read lock; WAL lets the
             # dashboard read while a worker writes.
@@ -126,6 +147,20 @@ else:
     }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Password logins (the dashboard's and the admin's) are limited by django-axes:
+# after ZENWEB_LOGIN_FAILURE_LIMIT failures for one username, or from one
+# address, that username or address is locked out, the right password too,
+# until ZENWEB_LOGIN_LOCKOUT_MINUTES pass without another try. API tokens are
+# not passwords (random, 256 bits): they are not counted.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("ZENWEB_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_float("ZENWEB_LOGIN_LOCKOUT_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
@@ -184,6 +219,8 @@ ZENWEB_LIVE_POLL_SECONDS = env_float("ZENWEB_LIVE_POLL_SECONDS", 2.0)
 # steps itself; a bigger one's graph (235 KB and 100 ms for 500 steps) is
 # marked stale instead, and each page fetches it at most once a second.
 ZENWEB_LIVE_GRAPH_STEPS = env_int("ZENWEB_LIVE_GRAPH_STEPS", 60)
+# Live run pages one user may have open at once, per daphne process (0 = no cap).
+ZENWEB_MAX_WEBSOCKETS_PER_USER = env_int("ZENWEB_MAX_WEBSOCKETS_PER_USER", 20)
 
 # Messaging limits (zenflow's defaults); a workflow's options can override them.
 ZENWEB_MAX_MAILBOX_SIZE = env_int("ZENWEB_MAX_MAILBOX_SIZE", 10_000)  # 0 = unbounded
@@ -214,6 +251,10 @@ def _mcp_servers() -> dict:
 # when zenweb connects; servers start on first use, so one that is down
 # never stops zenweb from starting.
 ZENWEB_MCP_SERVERS = _mcp_servers()
+# Off: the person who started a run cannot approve its requests. On, for a
+# single-person install: they can where one approval is required (never
+# under the two-person rule); the approvals page says so.
+ZENWEB_ALLOW_SELF_APPROVAL = env_bool("ZENWEB_ALLOW_SELF_APPROVAL", False)
 # Durability: a step turn's lease (renewed while the model thinks), how often
 # each worker sweeps for expired leases, and when a silent run counts as stuck.
 ZENWEB_LEASE_SECONDS = env_float("ZENWEB_LEASE_SECONDS", 60.0)
@@ -227,5 +268,11 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("ZENWEB_LOG_LEVEL", "INFO")},
-    "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
+    "loggers": {
+        "daphne": {"level": "WARNING"},
+        "django.channels.server": {"level": "WARNING"},
+        # django-axes: failed logins and lockouts are warnings; its banner on
+        # every start and a line per successful login are not needed.
+        "axes": {"level": "WARNING"},
+    },
 }

@@ -4,8 +4,9 @@ A destructive workflow waits as ``awaiting_approval`` before it starts; a
 call to a tool on the workflow's approval list waits (only its step does)
 until a person decides. Deciding needs the ``runs.decide_approval``
 permission and a reason, and covers exactly the arguments shown (by hash).
-With ``approval: {approvers: 2}`` two different people must approve and
-nobody approves their own request; with ``expiresAfter`` a request lapses.
+Nobody approves their own request (unless ZENWEB_ALLOW_SELF_APPROVAL
+allows it where one approval is required); with ``approval: {approvers: 2}``
+two different people must approve; with ``expiresAfter`` a request lapses.
 Approved work is claimed once (``executed``), so approving twice or a
 redelivered task never runs it twice. A rejected or lapsed workflow ends
 ``blocked`` with the reason; a rejected tool call tells the model why.
@@ -18,6 +19,7 @@ import json
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -102,9 +104,8 @@ def do_decide(approval_id: int, user, decision: str, reason: str, seen_hash: str
             raise ApprovalError("the arguments changed since you looked at them: review them again")
         if approval.decisions.filter(user=user).exists():
             raise ApprovalError("you already decided on this approval")
-        two_person = approval.required_approvals > 1
-        if decision == "approve" and two_person and approval.requested_by_id == user.pk:
-            raise ApprovalError("with the two-person rule nobody approves their own request")
+        if decision == "approve" and approval.requested_by_id == user.pk:
+            _refuse_self_approval(approval)
         ApprovalDecision.objects.create(
             approval=approval, user=user, decision=decision, reason=reason, arguments_hash=approval.arguments_hash
         )
@@ -128,6 +129,19 @@ def do_decide(approval_id: int, user, decision: str, reason: str, seen_hash: str
         elif approvals >= approval.required_approvals:
             _approve(approval)
     return approval
+
+
+def _refuse_self_approval(approval: Approval) -> None:
+    """The person who started the run approves its request only where the
+    operator allows it (ZENWEB_ALLOW_SELF_APPROVAL, for single-person
+    installs), and never under the two-person rule."""
+    if approval.required_approvals > 1:
+        raise ApprovalError("with the two-person rule nobody approves their own request")
+    if not settings.ZENWEB_ALLOW_SELF_APPROVAL:
+        raise ApprovalError(
+            "nobody approves their own request: another approver must decide"
+            " (ZENWEB_ALLOW_SELF_APPROVAL=1 allows it on a single-person install)"
+        )
 
 
 def do_lapse_expired() -> int:

@@ -97,7 +97,11 @@ def _timeseries(data: dict, title: str) -> SafeString:
         )
         polyline = "<polyline fill='none' stroke='{}' stroke-width='2' points='{}'/>{}"
         lines.append(format_html(polyline, colour, path, dots))
-        legend.append(format_html("<span class='legend'><i style='background:{}'></i>{}</span>", colour, name))
+        # An SVG swatch, not a style attribute: the Content-Security-Policy refuses inline styles.
+        swatch = (
+            "<svg class='swatch' viewBox='0 0 10 10' aria-hidden='true'><rect width='10' height='10' fill='{}'/></svg>"
+        )
+        legend.append(format_html("<span class='legend'>" + swatch + "{}</span>", colour, name))
     first_label = series[0][1][0][2]
     last_label = series[0][1][-1][2]
     axes = format_html(

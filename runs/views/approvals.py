@@ -3,6 +3,7 @@ approve permission, each with a reason."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
@@ -26,6 +27,7 @@ def approval_list(request: HttpRequest) -> HttpResponse:
     context = {
         "pending": list(approvals.filter(status=Approval.Status.PENDING).order_by("created")),
         "decided": list(approvals.exclude(status=Approval.Status.PENDING).order_by("-decided_at")[:50]),
+        "self_approval": settings.ZENWEB_ALLOW_SELF_APPROVAL,
     }
     template = "runs/partials/approval_queue.html" if request.htmx else "runs/approvals.html"
     return render(request, template, context)

@@ -12,12 +12,32 @@
 })();
 
 // A big run's live updates mark its routing graph stale instead of sending
-// it; the graph card (hx-trigger "every 1s [zenwebGraphStale(this)]") then
-// fetches itself, at most once a second, while it is older than the mark.
+// it; the graph card (hx-trigger "graph-stale") then fetches itself, at most
+// once a second, while it is older than the mark.
 window.zenwebGraphStale = function (graph) {
   var mark = document.getElementById("graph-stale");
   return !!mark && Number(mark.dataset.seq) > Number(graph.dataset.seq || 0);
 };
+
+// Polls that depend on the page's state. htmx would evaluate a trigger's
+// [condition] as script, which the Content-Security-Policy forbids (no
+// 'unsafe-eval'), so the condition is checked here and htmx gets an event.
+(function () {
+  function every(ms, selector, event, when) {
+    setInterval(function () {
+      if (!window.htmx) return;
+      document.querySelectorAll(selector).forEach(function (el) {
+        if (when(el)) htmx.trigger(el, event);
+      });
+    }, ms);
+  }
+  every(1000, "#routing-graph[data-seq][hx-get]", "graph-stale", window.zenwebGraphStale);
+  // The approvals queue refreshes unless someone is typing a reason into it.
+  var typing = "#approval-queue form :focus, #approval-queue :is(textarea, input[name=reason]):not(:placeholder-shown)";
+  every(2000, "#approvals-poll", "approvals-poll", function () {
+    return !document.querySelector(typing);
+  });
+})();
 
 // A live update appends every new event to #event-list; while the event
 // filter is applied, only the matching ones stay. The cursor (#last-seq)

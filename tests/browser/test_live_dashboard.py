@@ -72,12 +72,12 @@ def test_it_catches_up_after_the_socket_reconnects(open_page, server):
     first_after = int(parse_qs(urlsplit(page.evaluate(f"{sockets}[0].url")).query)["after"][0])
     # Drop the socket only once it has delivered an event live, so the cursor
     # the reconnect must use is not the one the page was rendered with.
-    page.wait_for_function(f"{sockets}[0].messages.some(m => m.seqs.length)")
+    page.wait_for_function(f"() => {sockets}[0].messages.some(m => m.seqs.length)")
     assert status(page) in ("pending", "running"), "the run finished before the socket could be dropped"
 
     dropped_at = page.evaluate("window.__zenwebDropSocket(1000)")
     assert dropped_at > first_after
-    page.wait_for_function(f"{sockets}.length === 2 && {sockets}[1].openedAt !== null")
+    page.wait_for_function(f"() => {sockets}.length === 2 && {sockets}[1].openedAt !== null")
     rows = wait_until_finished(page)
 
     records = page.evaluate(f"{sockets}.map(({{url, messages}}) => ({{url, messages}}))")
@@ -100,7 +100,7 @@ def test_it_cancels_a_run_from_a_live_updated_header(open_page, server):
     start_run_from_list(page, server)
     rendered = len(event_rows(page))
     # Every live update replaces the header, Cancel button included.
-    page.wait_for_function(f"document.querySelectorAll('#event-list details.event').length > {rendered}")
+    page.wait_for_function(f"() => document.querySelectorAll('#event-list details.event').length > {rendered}")
     assert status(page) in ("pending", "running"), "the run finished before it could be cancelled"
 
     page.click("#run-header button.danger")

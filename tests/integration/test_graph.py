@@ -254,7 +254,7 @@ def test_it_serves_a_stale_graph_to_those_who_may_see_the_run(owner, teammate, c
     # Polled again only while the page's stale mark is newer than data-seq.
     assert page.startswith(
         f'<section class="card routing-graph" id="routing-graph" data-seq="1" hx-get="/runs/{run.pk}/graph/" '
-        'hx-trigger="every 1s [zenwebGraphStale(this)]" hx-swap="outerHTML">'
+        'hx-trigger="graph-stale" hx-swap="outerHTML">'
     )
     assert 'data-node="first" data-status="completed"' in page
     assert hidden.status_code == 404

@@ -74,9 +74,10 @@ class GrepArgs(_Args):
 
 
 def workspace_root(workspace: str) -> Path:
-    """The workspace directory, created if missing, fully resolved."""
+    """The workspace directory, created if missing (0700: other users on the
+    machine have no business in a run's files), fully resolved."""
     root = Path(workspace)
-    root.mkdir(parents=True, exist_ok=True)
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
     return root.resolve()
 
 

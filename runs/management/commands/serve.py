@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand
 from runs import actions
 from runs.models import Command as CommandRow
 from runs.models import Run, Workflow
+from zenweb.private_files import write_private
 
 # Started on every `make run`: messaging through the hub, and workers the
 # coordinator plans with real tools (bounded search, a price chart, files).
@@ -39,7 +40,7 @@ class Command(BaseCommand):
         for workflow, created in actions.do_load_catalog(settings.ZENWEB_CATALOG_DIR):
             if created:
                 self.stdout.write(f"catalog: registered {workflow}")
-        admin, password = self._admin()
+        admin, login = self._admin()
         if settings.EMBEDDED:
             embedded.start_worker_thread()
             self.stdout.write("embedded mode: SQLite, in-process Celery worker, in-memory channel layer")
@@ -47,7 +48,7 @@ class Command(BaseCommand):
             self.stdout.write("services mode: start workers with `celery -A zenweb worker`")
         base = f"http://{host}:{port}"
         self.stdout.write(self.style.SUCCESS(f"zenweb is at {base}/"))
-        self.stdout.write(f"log in as {admin.username!r} with password {password!r}")
+        self.stdout.write(login)
         if self._wants_demo(demo=demo, no_demo=no_demo):
             self._start_demos(admin, base)
         embedded.serve(host, port)
@@ -101,22 +102,22 @@ class Command(BaseCommand):
         )
 
     def _admin(self):
-        """The local admin login, created on first start with a random password
-        kept beside the database (or ZENWEB_ADMIN_PASSWORD when set)."""
+        """The local admin login and how to log in as it. Created on first
+        start, then never touched: a password its user changed stays changed.
+        Its password is ZENWEB_ADMIN_PASSWORD when set (read only then), else
+        a random one, printed once and kept in var/admin_password (0600)."""
         import os
 
         users = get_user_model()
-        path = settings.DATA_DIR / "admin_password"
-        password = os.environ.get("ZENWEB_ADMIN_PASSWORD") or (
-            path.read_text().strip() if path.exists() else secrets.token_urlsafe(12)
-        )
         admin = users.objects.filter(username="admin").first()
-        if admin is None:
+        if admin is not None:
+            return admin, f"log in as {admin.username!r} (`manage.py changepassword admin` sets a new password)"
+        password = os.environ.get("ZENWEB_ADMIN_PASSWORD")
+        if password:
             admin = users.objects.create_superuser("admin", password=password)
-        elif not admin.check_password(password):
-            admin.set_password(password)
-            admin.save(update_fields=["password"])
-        if "ZENWEB_ADMIN_PASSWORD" not in os.environ:
-            path.write_text(password)
-            path.chmod(0o600)
-        return admin, password
+            return admin, f"created {admin.username!r}: log in with the password in ZENWEB_ADMIN_PASSWORD"
+        password = secrets.token_urlsafe(12)
+        admin = users.objects.create_superuser("admin", password=password)
+        path = settings.DATA_DIR / "admin_password"
+        write_private(path, password)
+        return admin, f"created {admin.username!r}: log in with password {password!r} (kept in {path})"
