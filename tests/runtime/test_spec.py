@@ -114,9 +114,9 @@ def test_it_lists_the_allowed_fields_when_nothing_is_close(tmp_path):
     assert problems(path) == [
         (
             f"{path}:5: options.colour: unknown field 'colour' (allowed: budget, holdTimeout, maxConcurrency, "
-            "maxConsecutiveToolFailures, maxMailboxSize, maxRunToolCalls, maxToolCalls, maxTurns, "
-            "maxWakeCycles, maxWorkers, onStepFailure, stepMaxWakeCycles, stepTimeout, timeout, toolExecution, "
-            "toolTimeout, toolTimeouts, workerAgent)"
+            "maxConsecutiveToolFailures, maxEmptyAnswerRetries, maxMailboxSize, maxRunToolCalls, maxToolCalls, "
+            "maxTurns, maxWakeCycles, maxWorkers, onStepFailure, stepMaxWakeCycles, stepTimeout, timeout, "
+            "toolExecution, toolTimeout, toolTimeouts, workerAgent)"
         )
     ]
 
