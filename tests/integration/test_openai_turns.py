@@ -103,9 +103,7 @@ def test_a_finalize_with_an_empty_result_fails_the_run(celery_worker, openai_end
     assert len(openai_endpoint.requests) == 1
 
 
-def test_a_coordinator_that_answers_nothing_at_the_finish_gets_hints_then_fails_the_run(
-    celery_worker, openai_endpoint
-):
+def test_a_coordinator_that_answers_nothing_at_the_finish_gets_hints_then_fails_the_run(celery_worker, openai_endpoint):
     for _ in range(3):
         openai_endpoint.push_text("")
 
