@@ -132,3 +132,18 @@ def test_a_coordinator_that_must_plan_workers_cannot_finalize_before_spawning_on
     assert (run.status, run.result) == (Run.Status.COMPLETED, "worker-1 worked it out")
     assert run.steps.get(step_id="worker-1").output == "worked it out"
     assert len(openai_endpoint.requests) == 4
+
+
+def test_a_run_whose_coordinator_must_plan_workers_and_planned_none_fails(celery_worker, openai_endpoint):
+    openai_endpoint.push_text("Nothing to plan.")  # the plan wake
+    openai_endpoint.push_tool_calls([("call_1", "finalize", json.dumps({"summary": "Done."}))])  # the finish wake
+    openai_endpoint.push_text("Understood.")
+
+    run = wait_for_run(do_create_run(register("openai_planner"), {}))
+
+    assert messages(openai_endpoint, 2)[-1]["content"].startswith("error: finalize refused")
+    assert run.status == Run.Status.FAILED
+    assert run.error == (
+        "coordinator: no worker was spawned, and this workflow's coordinator must plan workers (requireWorkers)"
+    )
+    assert run.result == ""
