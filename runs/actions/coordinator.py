@@ -147,12 +147,12 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
             "inbox_json": json.dumps([{"from": m.sender, "content": m.content, "type": str(m.type)} for m in inbox]),
             "outputs_json": json.dumps(outputs),
         },
-        # A wake for messages may well have nothing to say; one that must
-        # plan or finish the run has not done its part with an empty answer.
-        empty_answer_retries=spec.options.max_empty_answer_retries if reason in ("plan", "finish") else None,
     )
     registry, tools = tools_for(spec, "coordinator", agent.tools)
     turn.env = tool_env(run, coordinator)
+    # A wake for messages may well have nothing to say; one that must plan
+    # or finish the run has not done its part with an empty answer.
+    turn.empty_answer_retries = spec.options.max_empty_answer_retries if reason in ("plan", "finish") else None
     turn.env.require_workers = spec.coordinator.require_workers
     if turn.env.require_workers:
         turn.env.workers = _workers(run.pk)
