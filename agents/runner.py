@@ -319,7 +319,7 @@ def is_empty(completion: Completion) -> bool:
 def empty_answer_hint(role: Role, retry: int, cap: int) -> str:
     """What the model reads after its ``retry``-th empty answer in a row."""
     what = (
-        "Call finalize(summary) with the run's result, or another of your tools."
+        "Call one of your tools; finalize(summary) gives the run its result once the work is done."
         if role == "coordinator"
         else "Answer with your result as text, or call one of your tools."
     )

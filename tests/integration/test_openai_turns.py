@@ -111,7 +111,7 @@ def test_a_coordinator_that_answers_nothing_at_the_finish_gets_hints_then_fails_
 
     assert len(openai_endpoint.requests) == 3
     hint = messages(openai_endpoint, 1)[-1]["content"]
-    assert hint.startswith(HINT) and "Call finalize(summary)" in hint
+    assert hint.startswith(HINT) and "finalize(summary) gives the run its result" in hint
     assert (run.status, run.error) == (Run.Status.FAILED, "coordinator: empty answer from the model")
 
 
