@@ -21,14 +21,20 @@ from pydantic import ValidationError
 from agents.events import Event, EventSink
 from agents.llm.base import Completion, CompletionRequest, ToolCallRequest
 from agents.router import COORDINATOR, MessageRouter, RouterMessage
-from agents.spec import AgentSpec
+from agents.spec import DEFAULT_EMPTY_ANSWER_RETRIES, AgentSpec
 from agents.tools.base import INJECTED, Role, Tool, ToolCallMeta, ToolContext, ToolHost, ToolJournal
+from agents.tools.errors import RetryHint, failure_text
 from agents.tools.registry import ToolOutcome, ToolRegistry, idempotency_key
 
 TRUNCATION_MARKER = "...[truncated for context limit]"
 MAX_DEPENDENCY_CHARS = 8 * 1024
 MAX_PROMPT_CHARS = 120 * 1024
 PREVIEW_CHARS = 2000
+# Why a step (or the run, for the coordinator) fails; stored as its error.
+EMPTY_ANSWER = "empty answer from the model"
+EMPTY_FINALIZE = "finalize with an empty result"
+FINALIZE = "finalize"
+SPAWN_WORKER = "spawn_worker"
 
 
 @dataclass
@@ -43,6 +49,10 @@ class AgentTurn:
     transcript: list[dict[str, Any]]
     variables: dict[str, str] = field(default_factory=dict)
     env: ToolEnv | None = None
+    # Empty answers in a row answered with a hint before the turn fails
+    # (options.maxEmptyAnswerRetries); None: an empty answer is a plain
+    # answer (a coordinator with nothing to route).
+    empty_answer_retries: int | None = DEFAULT_EMPTY_ANSWER_RETRIES
 
     @property
     def turn(self) -> int:
@@ -65,6 +75,13 @@ class ToolEnv:
     journal: ToolJournal | None = None
     # Service-backed calls come back queued; the host runs each as a task.
     defer: bool = False
+    # options.maxToolCalls and the counted calls the step made before this
+    # turn: a turn asking for more than is left runs none of its calls.
+    tool_call_cap: int | None = None
+    tool_calls_made: int = 0
+    # coordinator.requireWorkers, and the workers the run had before this turn.
+    require_workers: bool = False
+    workers: int = 0
 
 
 @dataclass(frozen=True)
@@ -91,15 +108,21 @@ class ToolCallRecord:
 
 @dataclass
 class TurnResult:
-    """``waiting`` means a tool call's result comes later (a child run)."""
+    """``waiting`` means a tool call's result comes later (a child run);
+    ``failed``, that the turn ends its step (or, the coordinator's, its run)
+    for ``error``. ``over_call_cap``: the turn asked for more tool calls than
+    the step had left, and none ran; ``call_cap_exhausted``: it had none left."""
 
-    status: Literal["continue", "completed", "waiting"]
+    status: Literal["continue", "completed", "waiting", "failed"]
     transcript: list[dict[str, Any]]
     output: str = ""
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     finalized: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    error: str = ""
+    over_call_cap: bool = False
+    call_cap_exhausted: bool = False
 
 
 def step_prompt(instructions: str, dependency_outputs: dict[str, str]) -> str:
@@ -170,22 +193,25 @@ def apply_completion(
     # thinking stay unread for the next turn.
     router.drain(turn.step_id, only=inbox)
     transcript = list(request.messages)
-    transcript.append(completion.as_message())
+    message = completion.as_message()
+    empty = turn.empty_answer_retries is not None and is_empty(completion)
+    if empty:
+        # A null content with no tool call is a message some endpoints refuse to read back.
+        message["content"] = completion.content or ""
+    transcript.append(message)
     usage = completion.usage
-    sink.emit(
-        Event(
-            "agent_turn",
-            turn.step_id,
-            {
-                "turn": turn.turn,
-                "agent": turn.agent_name,
-                "content": _cap(completion.content or "", PREVIEW_CHARS),
-                "tool_calls": [call.name for call in completion.tool_calls],
-                "prompt_tokens": usage.prompt_tokens if usage else None,
-                "completion_tokens": usage.completion_tokens if usage else None,
-            },
-        )
-    )
+    data: dict[str, Any] = {
+        "turn": turn.turn,
+        "agent": turn.agent_name,
+        "content": _cap(completion.content or "", PREVIEW_CHARS),
+        "tool_calls": [call.name for call in completion.tool_calls],
+        "prompt_tokens": usage.prompt_tokens if usage else None,
+        "completion_tokens": usage.completion_tokens if usage else None,
+    }
+    misses = _empty_answers_in_a_row(transcript) if empty else 0
+    if empty:
+        data["empty_answer"] = misses
+    sink.emit(Event("agent_turn", turn.step_id, data))
     result = TurnResult(
         status="continue" if completion.tool_calls else "completed",
         transcript=transcript,
@@ -193,7 +219,21 @@ def apply_completion(
         prompt_tokens=usage.prompt_tokens if usage else 0,
         completion_tokens=usage.completion_tokens if usage else 0,
     )
+    if empty:
+        cap = turn.empty_answer_retries or 0
+        if misses > cap:
+            result.status, result.error = "failed", EMPTY_ANSWER
+        else:
+            # The model gets to fix it: the hint is the next thing it reads.
+            result.status = "continue"
+            transcript.append({"role": "user", "content": empty_answer_hint(turn.role, misses, cap)})
+        return result
     env = turn.env or ToolEnv()
+    over_cap = _over_call_cap(completion.tool_calls, registry, env)
+    if over_cap is not None:
+        result.over_call_cap = True
+        result.call_cap_exhausted = env.tool_calls_made >= (env.tool_call_cap or 0)
+    workers = env.workers
     for call, occurrence in _with_occurrence(completion.tool_calls):
         ctx = _tool_context(turn, env, call.id, router, sink, occurrence)
         meta = ctx.meta
@@ -212,7 +252,18 @@ def apply_completion(
             )
         )
         started = time.monotonic()
-        outcome = registry.call(ctx, call.name, call.arguments, tools)
+        refusal = over_cap
+        if refusal is None and call.name == FINALIZE and turn.role == "coordinator":
+            refusal = _finalize_refusal(call.arguments, env.require_workers and not workers)
+            if refusal == EMPTY_FINALIZE:
+                result.error = EMPTY_FINALIZE
+        if refusal is not None:
+            # Not run: each call of the turn gets its own error, keyed by its id.
+            outcome = _refused(refusal, over_cap is not None, env)
+        else:
+            outcome = registry.call(ctx, call.name, call.arguments, tools)
+        if call.name == SPAWN_WORKER and outcome.ok:
+            workers += 1
         duration_ms = int((time.monotonic() - started) * 1000)
         end: dict[str, Any] = {
             "phase": "end",
@@ -244,7 +295,93 @@ def apply_completion(
         result.tool_calls.append(ToolCallRecord(meta, call.name, raw_arguments, outcome, duration_ms))
         if ctx.finalized:
             result.finalized = ctx.finalized[-1]
+    if result.error:
+        result.status = "failed"
     return result
+
+
+def is_empty(completion: Completion) -> bool:
+    """An answer with no text (whitespace is none) and no tool call."""
+    return not completion.tool_calls and not (completion.content or "").strip()
+
+
+def empty_answer_hint(role: Role, retry: int, cap: int) -> str:
+    """What the model reads after its ``retry``-th empty answer in a row."""
+    what = (
+        "Call one of your tools; finalize(summary) gives the run its result once the work is done."
+        if role == "coordinator"
+        else "Answer with your result as text, or call one of your tools."
+    )
+    ends = "the run" if role == "coordinator" else "the step"
+    return (
+        f"Your answer was empty: no text and no tool call. {what} "
+        f'(Retry {retry} of {cap}: one more empty answer fails {ends} with "{EMPTY_ANSWER}".)'
+    )
+
+
+def _empty_answers_in_a_row(transcript: list[dict[str, Any]]) -> int:
+    """How many of the last assistant messages were empty, counting back to
+    the last one that said or called something."""
+    count = 0
+    for message in reversed(transcript):
+        if message.get("role") != "assistant":
+            continue
+        if message.get("tool_calls") or (message.get("content") or "").strip():
+            break
+        count += 1
+    return count
+
+
+def _over_call_cap(calls: list[ToolCallRequest], registry: ToolRegistry, env: ToolEnv) -> str | None:
+    """Why none of this turn's calls may run: it asks for more counted calls
+    than the step has left under maxToolCalls. All or none, so that the
+    model decides which calls matter rather than the cap cutting the list."""
+    if env.tool_call_cap is None or not calls:
+        return None
+    left = max(env.tool_call_cap - env.tool_calls_made, 0)
+    # Bookkeeping (messaging) does not count; an unknown tool does, as the registry counts it.
+    asked = sum(1 for call in calls if not ((tool := registry.get(call.name)) and tool.bookkeeping))
+    if asked <= left:
+        return None
+    if left == 0:
+        return f"the step has made all {env.tool_call_cap} tool calls it may make (maxToolCalls); no call ran"
+    return (
+        f"this turn asks for {asked} tool calls and the step has {left} of {env.tool_call_cap} left (maxToolCalls); "
+        f"none of them ran: ask for at most {left}"
+    )
+
+
+def _finalize_refusal(arguments: str, needs_workers: bool) -> str | None:
+    """Why a coordinator's finalize does not end the run: no worker yet
+    (coordinator.requireWorkers), or an empty summary (EMPTY_FINALIZE)."""
+    if needs_workers:
+        return (
+            "finalize refused: this workflow's coordinator must plan the work with spawn_worker "
+            "(coordinator.requireWorkers) and no worker has been spawned"
+        )
+    try:
+        summary = json.loads(arguments or "{}").get("summary")
+    except (json.JSONDecodeError, AttributeError):
+        return None  # the registry explains malformed arguments
+    if isinstance(summary, str) and not summary.strip():
+        return EMPTY_FINALIZE
+    return None
+
+
+def _refused(reason: str, over_cap: bool, env: ToolEnv) -> ToolOutcome:
+    if over_cap:
+        exhausted = env.tool_calls_made >= (env.tool_call_cap or 0)
+        hint = RetryHint("domain_rejection", "finish" if exhausted else "replan")
+    elif reason == EMPTY_FINALIZE:
+        hint = RetryHint("invalid_call", "finish", fields=["summary"])
+    else:
+        hint = RetryHint(
+            "domain_rejection",
+            "replan",
+            question="Which workers does the task need? Call spawn_worker for each, then finalize once they finish.",
+        )
+    # Refused calls did not run: they count as failures, not against the call caps.
+    return ToolOutcome(failure_text(reason, hint), ok=False, error_kind=hint.kind, counted=False)
 
 
 def run_side_effects(
@@ -264,6 +401,8 @@ def run_side_effects(
     ran = 0
     if env.defer:
         return ran  # they run as tasks, each journaled there
+    if _over_call_cap(completion.tool_calls, registry, env) is not None:
+        return ran  # the turn asks for more calls than the step has left: none runs
     for call, occurrence in _with_occurrence(completion.tool_calls):
         tool = registry.get(call.name)
         if tool is None or not tool.side_effects or tool.name in env.gated or tool not in tools:
@@ -374,6 +513,8 @@ def _cap(text: str, limit: int) -> str:
 
 __all__ = [
     "COORDINATOR",
+    "EMPTY_ANSWER",
+    "EMPTY_FINALIZE",
     "AgentTurn",
     "ToolCallRecord",
     "ToolEnv",
@@ -381,7 +522,9 @@ __all__ = [
     "TurnResult",
     "apply_completion",
     "build_request",
+    "empty_answer_hint",
     "inbox_text",
+    "is_empty",
     "new_step_transcript",
     "step_prompt",
 ]

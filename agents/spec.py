@@ -59,6 +59,8 @@ MAX_INCLUDE_DEPTH = 5
 DEFAULT_TOOL_TIMEOUT = 300.0
 MAX_TOOL_TIMEOUT = 3600.0
 DEFAULT_FOR_EACH_CONCURRENCY = 5
+# Hints for empty answers before the step fails (options.maxEmptyAnswerRetries).
+DEFAULT_EMPTY_ANSWER_RETRIES = 2
 _PATTERN_HINTS = {
     STEP_ID_PATTERN: "use lowercase letters, digits, '_' and '-', starting with a letter, at most 64 characters",
     INPUT_NAME_PATTERN: "use lowercase letters, digits and '_', starting with a letter, at most 64 characters",
@@ -242,6 +244,10 @@ class WorkflowOptions(_Spec):
     max_tool_calls: int = Field(default=200, ge=1)
     max_consecutive_tool_failures: int = Field(default=5, ge=1)
     max_run_tool_calls: int = Field(default=2000, ge=1)
+    # An answer with no text and no tool call is answered with a hint this
+    # many times in a row; the next one fails the step (or, the coordinator's,
+    # the run) with "empty answer from the model".
+    max_empty_answer_retries: int = Field(default=DEFAULT_EMPTY_ANSWER_RETRIES, ge=0, le=10)
     budget: Budget = Field(default_factory=Budget)
     # Workers the coordinator may add with spawn_worker, and the agent they
     # run as when spawn_worker names none.
@@ -254,6 +260,14 @@ class WorkflowOptions(_Spec):
     # The longest one tool call may take (seconds), and per-tool overrides.
     tool_timeout: float = Field(default=DEFAULT_TOOL_TIMEOUT, gt=0, le=MAX_TOOL_TIMEOUT)
     tool_timeouts: dict[str, Annotated[float, Field(gt=0, le=MAX_TOOL_TIMEOUT)]] = Field(default_factory=dict)
+
+
+class CoordinatorPolicy(_Spec):
+    """What the run's coordinator must do. ``requireWorkers``: it plans the
+    work with spawn_worker, and a finalize before any worker was spawned is
+    refused with a hint (the model gets another turn)."""
+
+    require_workers: bool = False
 
 
 class ToolExposure(_Spec):
@@ -288,6 +302,7 @@ class WorkflowSpec(_Spec):
     agents: dict[Name, AgentSpec] = Field(min_length=1)
     steps: list[StepSpec] = Field(default_factory=list, max_length=MAX_STEPS)
     options: WorkflowOptions = Field(default_factory=WorkflowOptions)
+    coordinator: CoordinatorPolicy = Field(default_factory=CoordinatorPolicy)
     tool: ToolExposure | None = None
     # The catalog entry (seed 004): what a command must say to select this
     # workflow, what it returns, how to tell it worked, the mode it needs,
@@ -390,6 +405,13 @@ class WorkflowSpec(_Spec):
         substitutes them too). ``self`` may be a lenient stand-in (``_lenient``)."""
         yield from _reference_problems(self, known_tools)
         yield from tool_use_problems(self, known_tools)
+        policy = getattr(self, "coordinator", None)  # a lenient stand-in has none
+        coordinator = self.agents.get("coordinator")
+        if policy and policy.require_workers and "spawn_worker" not in (coordinator.tools if coordinator else []):
+            yield (
+                ("coordinator", "requireWorkers"),
+                "requireWorkers needs a coordinator agent that lists spawn_worker in its tools",
+            )
         variables = frozenset({*self.inputs, *outer_inputs, *STEP_VARIABLES})
         yield from placeholder_problems(self.steps, ("steps",), variables)
         yield from coordinator_prompt_problems(self.agents, frozenset({*self.inputs, *outer_inputs}))

@@ -8,8 +8,9 @@ between two of them kept every other step of the run waiting: in the
 orchestration bench the lock was held nearly all the time, mostly by
 processes waiting to be scheduled (pg_stat_activity: "idle in transaction").
 
-For the usual last turn (an answer with no tool calls, no mail read, no
-repeat-until loop to decide), ``write`` sends the whole transaction at once
+For the usual last turn (an answer with text and no tool calls, no mail
+read, no repeat-until loop to decide; an empty answer is no last turn: the
+general path gives the model a hint or fails the step), ``write`` sends the whole transaction at once
 (sql.in_one_round_trip): the run's lock, then one statement that records
 the turn, completes the step, closes its mailbox, stores the turn's events
 numbered after the run's last, and reads what scheduling needs. The lock

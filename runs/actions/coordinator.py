@@ -43,6 +43,9 @@ MAX_COORDINATOR_ROUNDS = 8
 # The fields of its steps a coordinator wake reads (prompts, all_done); "run"
 # too, or Django would load each step's run to link it.
 WAKE_FIELDS = ("run", "step_id", "kind", "agent", "instructions", "status", "output", "error", "resuming")
+# A workflow whose coordinator must plan workers (coordinator.requireWorkers)
+# fails with this when its steps are all done and it planned none.
+NO_WORKERS = "coordinator: no worker was spawned, and this workflow's coordinator must plan workers (requireWorkers)"
 # How much of each step's output the "finish" prompt quotes; over the
 # per-invocation budget (options.budget.coordinatorTokens), the compact figure.
 FINISH_OUTPUT_CHARS = 2000
@@ -79,6 +82,8 @@ def do_coordinator_wake(run_id: int) -> None:
                 # A coordinator that already called finalize has said its last word.
                 if not run.result:
                     _coordinator_rounds(run, "finish", [], steps)
+                if workflow_spec(run.workflow).coordinator.require_workers and not _workers(run.pk):
+                    do_fail_run(run_id, NO_WORKERS)
                 do_finish_run(run_id)
                 return
             if Run.objects.filter(pk=run_id, wake_requests=seen).update(coordinator_busy=False):
@@ -142,6 +147,12 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
     )
     registry, tools = tools_for(spec, "coordinator", agent.tools)
     turn.env = tool_env(run, coordinator)
+    # A wake for messages may well have nothing to say; one that must plan
+    # or finish the run has not done its part with an empty answer.
+    turn.empty_answer_retries = spec.options.max_empty_answer_retries if reason in ("plan", "finish") else None
+    turn.env.require_workers = spec.coordinator.require_workers
+    if turn.env.require_workers:
+        turn.env.workers = _workers(run.pk)
     provider = provider_for(agent)
     # A bare target id picks the sender's iteration only when the inbox came
     # from one step; with several senders it is unclear whom a forward answers.
@@ -184,11 +195,22 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
             enforce_budget_after_commit(run.pk, spec)
             if result.finalized is not None:
                 Run.objects.filter(pk=run.pk).update(result=result.finalized)
+        if result.status == "failed":
+            do_fail_run(run.pk, f"coordinator: {result.error}")
+            return
         turn.transcript = result.transcript
-        if result.status == "completed":
+        turn.env.workers += sum(1 for call in result.tool_calls if call.name == "spawn_worker" and call.ok)
+        # finalize is the coordinator's last word: the model is not asked
+        # again to read its "finalized" (a request nobody needs, and tokens).
+        if result.status == "completed" or result.finalized is not None:
             break
     with transaction.atomic():
         sink.emit(RuntimeEvent("agent_idle", COORDINATOR, {"cycle": coordinator.turns}))
+
+
+def _workers(run_id: int) -> int:
+    """How many workers the coordinator has spawned in this run."""
+    return Step.objects.filter(run_id=run_id).exclude(spawned_by="").count()
 
 
 def prompt_tokens(request: CompletionRequest) -> int:

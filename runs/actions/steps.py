@@ -8,7 +8,7 @@ from datetime import timedelta
 from string import Template
 
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import Count, F, Max, Q
 from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
@@ -17,8 +17,10 @@ from agents.llm import ProviderError
 from agents.router import DoubleDrainError, DropReason, MessageRouter, MessageType, RouterMessage
 from agents.runner import (
     AgentTurn,
+    TurnResult,
     apply_completion,
     build_request,
+    is_empty,
     new_step_transcript,
     run_side_effects,
     step_prompt,
@@ -75,6 +77,7 @@ def do_step_turn(step_pk: int, turn: int) -> None:
         prompt = step_prompt(instructions, _dependency_outputs(step))
         step.transcript = new_step_transcript(step.step_id, agent, prompt)
     agent_turn = _agent_turn(run, step, agent, variables)
+    agent_turn.empty_answer_retries = spec.options.max_empty_answer_retries
     registry, tools = step_tools(spec, step)
     request = build_request(agent_turn, tools, inbox, deadline=turn_deadline(run, step, spec.options))
     journal = DjangoToolJournal(step.pk, owner)
@@ -87,6 +90,10 @@ def do_step_turn(step_pk: int, turn: int) -> None:
             # An answer that came back past a deadline is not acted on, nor
             # recorded (checked again below: its tools may have run long).
             late = _stopped_by_deadline(run, step, spec.options)
+            if completion.tool_calls:
+                # What is left under maxToolCalls decides whether any call runs.
+                agent_turn.env.tool_call_cap = spec.options.max_tool_calls
+                agent_turn.env.tool_calls_made = ToolCall.objects.filter(step=step, counted=True).count()
             if not late:
                 # Files and commands run now, each result kept at once: if this
                 # worker dies before the turn is recorded, the retry reuses them.
@@ -140,8 +147,10 @@ def do_step_turn(step_pk: int, turn: int) -> None:
             else:
                 unread = save_turn(step, result)
                 enforce_budget_after_commit(run.pk, spec)
-            broken_policy = _tool_policy_breach(step, spec.options) if result.tool_calls else None
-            if broken_policy:
+            broken_policy = _tool_policy_breach(step, spec.options, result) if result.tool_calls else None
+            if result.status == "failed":
+                do_fail_step(step.pk, result.error)
+            elif broken_policy:
                 do_fail_step(step.pk, broken_policy)
             elif result.status == "waiting":
                 # Tasks, a child run or a person answer its calls; the last
@@ -175,6 +184,8 @@ def _last_turn_in_one_trip(step, turn, spec, agent_turn, request, completion, in
     path below takes the turn then."""
     if completion.tool_calls or inbox or not last_turn.applies() or repeat_loop_of(step.step_id) is not None:
         return False
+    if is_empty(completion):
+        return False  # not a last turn: the model gets a hint, or the step fails
     events = ListSink()
     # ``router`` routes nothing here: no mail to drain, no tool call.
     result = apply_completion(
@@ -209,21 +220,29 @@ def _agent_turn(run: Run, step: Step, agent: AgentSpec, variables: dict[str, str
     )
 
 
-def _tool_policy_breach(step: Step, options: WorkflowOptions) -> str | None:
-    """Why the step must stop after this turn's tool calls, if it must: too
-    many calls for the step or the run, or too many failures in a row."""
+def _tool_policy_breach(step: Step, options: WorkflowOptions, result: TurnResult) -> str | None:
+    """Why the step must stop after this turn's tool calls, if it must: it
+    asked for a call with none left under maxToolCalls, the run made too
+    many, or too many turns in a row had every call fail.
+
+    A turn asking for more calls than are left, with some left, ran none of
+    them and got an error per call saying so (agents.runner): the model may
+    ask for fewer. With none left there is nothing to ask for: the step
+    fails, as it did when it passed the cap."""
+    if result.call_cap_exhausted:
+        return f"step {step.step_id} asked for more than {options.max_tool_calls} tool calls (maxToolCalls)"
     # Bookkeeping calls (messaging) do not count against the caps.
-    calls = ToolCall.objects.filter(step=step, counted=True)
-    if calls.count() > options.max_tool_calls:
-        return f"step {step.step_id} made more than {options.max_tool_calls} tool calls (maxToolCalls)"
     if ToolCall.objects.filter(run_id=step.run_id, counted=True).count() > options.max_run_tool_calls:
         return f"the run made more than {options.max_run_tool_calls} tool calls (maxRunToolCalls)"
     cap = options.max_consecutive_tool_failures
-    # A model stuck on a failing call is stuck whatever the tool: every call counts here.
-    every = ToolCall.objects.filter(step=step).exclude(status__in=ToolCall.PENDING)
-    recent = list(every.order_by("-id").values_list("ok", flat=True)[:cap])
+    # Turns, not calls: five bad calls in one turn are one mistake the model
+    # can fix at once. A model stuck on a failing call is stuck whatever the
+    # tool: every call counts here, and a turn fails when none of its calls worked.
+    finished = ToolCall.objects.filter(step=step).exclude(status__in=ToolCall.PENDING)
+    turns = finished.values("turn_id").annotate(last=Max("id"), worked=Count("id", filter=Q(ok=True)))
+    recent = list(turns.order_by("-last").values_list("worked", flat=True)[:cap])
     if len(recent) == cap and not any(recent):
-        return f"step {step.step_id}'s last {cap} tool calls all failed (maxConsecutiveToolFailures)"
+        return f"step {step.step_id}'s tool calls all failed in its last {cap} turns (maxConsecutiveToolFailures)"
     return None
 
 
@@ -508,6 +527,7 @@ def do_resume_turn(step_pk: int) -> None:
     inbox = store.unread(step.step_id)
     agent = workflow_spec(run.workflow).agents[step.agent]
     agent_turn = _agent_turn(run, step, agent, _variables(run, step, inbox))
+    agent_turn.empty_answer_retries = None  # one answer: an empty one replies "(no answer)"
     # One answer, no tools: a resumed step replies; it does not start work.
     request = build_request(agent_turn, [], inbox)
     sink = DjangoEventSink(run.pk)

@@ -179,3 +179,31 @@ def test_both_writers_of_a_last_turn_leave_the_same_step_and_events(pg_run, monk
 
     assert seen(s1) == seen(s2)
     assert list(pg_run.events.order_by("seq").values_list("seq", flat=True)) == [1, 2, 3, 4]
+
+
+def test_an_empty_answer_is_no_last_turn_on_either_path(pg_run, monkeypatch):
+    """Neither writer completes a step with an empty answer: both leave it
+    running with the retry hint as the next thing its model reads."""
+    from agents.llm.base import Completion
+    from runs.actions import steps
+
+    class Silent:
+        def complete(self, request):
+            return Completion(content=" ")
+
+    monkeypatch.setattr(steps, "provider_for", lambda agent: Silent())
+    queued = []
+    monkeypatch.setattr("runs.tasks.run_step_turn.delay", lambda *args: queued.append(args))
+    s1, s2 = pg_run.steps.get(step_id="s1"), pg_run.steps.get(step_id="s2")
+
+    do_step_turn(s1.pk, 1)  # where the one-trip writer would apply
+    monkeypatch.setattr(last_turn, "applies", lambda: False)
+    do_step_turn(s2.pk, 1)  # the general path
+
+    for step in (s1, s2):
+        step.refresh_from_db()
+        assert (step.status, step.turns, step.output) == (Step.Status.RUNNING, 1, "")
+        assert step.transcript[-2] == {"role": "assistant", "content": " "}
+        assert step.transcript[-1]["content"].startswith("Your answer was empty: no text and no tool call.")
+    assert queued == [(s1.pk, 2), (s2.pk, 2)]
+    assert not pg_run.events.filter(type="step_end").exists()

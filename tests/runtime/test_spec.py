@@ -114,9 +114,9 @@ def test_it_lists_the_allowed_fields_when_nothing_is_close(tmp_path):
     assert problems(path) == [
         (
             f"{path}:5: options.colour: unknown field 'colour' (allowed: budget, holdTimeout, maxConcurrency, "
-            "maxConsecutiveToolFailures, maxMailboxSize, maxRunToolCalls, maxToolCalls, maxTurns, "
-            "maxWakeCycles, maxWorkers, onStepFailure, stepMaxWakeCycles, stepTimeout, timeout, toolExecution, "
-            "toolTimeout, toolTimeouts, workerAgent)"
+            "maxConsecutiveToolFailures, maxEmptyAnswerRetries, maxMailboxSize, maxRunToolCalls, maxToolCalls, "
+            "maxTurns, maxWakeCycles, maxWorkers, onStepFailure, stepMaxWakeCycles, stepTimeout, timeout, "
+            "toolExecution, toolTimeout, toolTimeouts, workerAgent)"
         )
     ]
 
@@ -975,6 +975,32 @@ def test_it_requires_steps_unless_the_coordinator_plans_them(tmp_path):
         f"{empty}:3: steps: a workflow needs at least one step, unless its coordinator agent plans with spawn_worker"
     ]
     assert problems(planned) == []
+
+
+def test_a_workflow_can_require_its_coordinator_to_plan_workers(tmp_path):
+    planned = write(
+        tmp_path,
+        "name: flow\ncoordinator: {requireWorkers: true}\nagents: {coordinator: {tools: [spawn_worker]}}\nsteps: []\n",
+    )
+    unable = tmp_path / "unable.yaml"
+    unable.write_text(
+        "name: flow\ncoordinator: {requireWorkers: true}\nagents: {a1: {}}\nsteps: [{id: one, agent: a1}]\n"
+    )
+
+    assert load_workflow(planned).coordinator.require_workers
+    assert problems(unable) == [
+        f"{unable}:2: coordinator.requireWorkers: requireWorkers needs a coordinator agent that lists spawn_worker "
+        "in its tools"
+    ]
+    assert not parse_workflow(
+        "name: flow\nagents: {a1: {}}\nsteps: [{id: one, agent: a1}]\n"
+    ).coordinator.require_workers
+
+
+def test_the_research_brief_coordinator_must_plan_workers():
+    spec = load_workflow(Path(__file__).parents[2] / "catalog" / "research_brief.yaml")
+
+    assert spec.coordinator.require_workers
 
 
 def test_it_rejects_a_tool_timeout_out_of_range_naming_the_tool(tmp_path):
