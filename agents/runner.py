@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from agents.events import Event, EventSink
 from agents.llm.base import Completion, CompletionRequest, ToolCallRequest
 from agents.router import COORDINATOR, MessageRouter, RouterMessage
+from agents.sandbox import Sandbox
 from agents.spec import AgentSpec
 from agents.tools.base import INJECTED, Role, Tool, ToolCallMeta, ToolContext, ToolHost, ToolJournal
 from agents.tools.registry import ToolOutcome, ToolRegistry, idempotency_key
@@ -65,6 +66,8 @@ class ToolEnv:
     journal: ToolJournal | None = None
     # Service-backed calls come back queued; the host runs each as a task.
     defer: bool = False
+    # How tool processes start (None: the default sandbox).
+    sandbox: Sandbox | None = None
 
 
 @dataclass(frozen=True)
@@ -342,6 +345,7 @@ def _tool_context(
         journal=env.journal,
         occurrence=occurrence,
         defer=env.defer,
+        sandbox=env.sandbox,
     )
 
 
