@@ -115,8 +115,8 @@ def test_it_lists_the_allowed_fields_when_nothing_is_close(tmp_path):
         (
             f"{path}:5: options.colour: unknown field 'colour' (allowed: budget, holdTimeout, maxConcurrency, "
             "maxConsecutiveToolFailures, maxMailboxSize, maxRunToolCalls, maxToolCalls, maxTurns, "
-            "maxWakeCycles, maxWorkers, onStepFailure, stepMaxWakeCycles, stepTimeout, timeout, toolExecution, "
-            "toolTimeout, toolTimeouts, workerAgent)"
+            "maxWakeCycles, maxWorkers, onStepFailure, sandbox, stepMaxWakeCycles, stepTimeout, timeout, "
+            "toolExecution, toolTimeout, toolTimeouts, workerAgent)"
         )
     ]
 
