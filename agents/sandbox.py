@@ -64,7 +64,8 @@ class SandboxUnavailable(RuntimeError):
 class Limits:
     """What one sandboxed call may use. ``cpu_seconds`` is CPU time, not
     wall time; ``memory_mb`` is address space (ulimit -v); ``file_size_mb``
-    is the largest file it may write; ``disk_mb`` the workspace's size."""
+    is the largest file it may write; ``disk_mb`` the workspace's size.
+    0 means no limit (a long-lived MCP server has no CPU-time cap)."""
 
     processes: int = 256
     cpu_seconds: int = 300
@@ -196,12 +197,15 @@ class Sandbox:
 
 
 def _prlimit(limits: Limits) -> list[str]:
+    def value(number: int, unit: int = 1) -> int | str:
+        return number * unit if number > 0 else "unlimited"
+
     return [
         "prlimit",
-        f"--nproc={limits.processes}",
-        f"--cpu={limits.cpu_seconds}",
-        f"--as={limits.memory_mb * MB}",
-        f"--fsize={limits.file_size_mb * MB}",
+        f"--nproc={value(limits.processes)}",
+        f"--cpu={value(limits.cpu_seconds)}",
+        f"--as={value(limits.memory_mb, MB)}",
+        f"--fsize={value(limits.file_size_mb, MB)}",
     ]
 
 
