@@ -254,6 +254,10 @@ def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
     status = f"exit code: {code}"
     if code < 0:
         status += f" (killed by signal {-code})"
+    elif code > 128:
+        # bash and bwrap report a command killed by signal N as 128 + N;
+        # SIGKILL and SIGXCPU are how the CPU-time limit stops one.
+        status += f" (killed by signal {code - 128}; a sandbox limit, CPU time or memory, may have stopped it)"
     return f"{status}\n{output.text() or '(no output)'}"
 
 
