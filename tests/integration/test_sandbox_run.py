@@ -9,7 +9,7 @@ import json
 import pytest
 from django.conf import settings as django_settings
 
-from agents.sandbox import Sandbox
+from agents.sandbox import Limits, Sandbox
 from runs.actions import do_create_run
 from runs.export import export_run
 from runs.models import Run, ToolCall
@@ -93,3 +93,17 @@ def test_the_opt_out_runs_unsandboxed_redacts_and_says_so_on_the_run_page(
     client.force_login(staff)
     html = client.get(f"/runs/{run.pk}/").content.decode()
     assert 'id="run-unsandboxed"' in html and "ZENWEB_SANDBOX=off" in html
+
+
+def test_a_workflow_sets_its_own_limits_within_the_operators(celery_worker, settings):
+    run = wait_for_run(do_create_run(register("sandbox/limited"), {}), timeout=60)
+
+    result = ToolCall.objects.get(run=run, name="run_shell").result
+    assert "size=1048576" in result  # the workflow's 1 MB, under the operator's 1024
+    assert "net=unreachable" in result  # asked for, but the operator allows no network
+
+    settings.ZENWEB_SANDBOX = Sandbox(limits=Limits(network=True, file_size_mb=2))
+    run = wait_for_run(do_create_run(register("sandbox/limited"), {}), timeout=60)
+
+    result = ToolCall.objects.get(run=run, name="run_shell").result
+    assert "size=1048576" in result and "net=reached" in result

@@ -254,3 +254,12 @@ def test_the_file_tools_refuse_special_files_without_hanging(workspace):
 
     assert not outcome.ok
     assert "is a special file" in outcome.text
+
+
+def test_a_workflows_limits_never_pass_the_operators_maxima():
+    operator = Limits(processes=10, cpu_seconds=5, memory_mb=100, file_size_mb=2, disk_mb=3, network=False)
+    asked = Limits(processes=50, cpu_seconds=1, memory_mb=1000, file_size_mb=1, disk_mb=30, network=True)
+
+    assert asked.within(operator) == Limits(
+        processes=10, cpu_seconds=1, memory_mb=100, file_size_mb=1, disk_mb=3, network=False
+    )
