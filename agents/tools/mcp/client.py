@@ -239,7 +239,10 @@ def sandboxed_command(config: McpServerConfig, sandbox: Sandbox) -> tuple[list[s
     # cap (a JavaScript runtime reserves gigabytes it never uses).
     limits = replace(sandbox.limits, cpu_seconds=0, memory_mb=0, network=config.network and sandbox.limits.network)
     argv = sandbox.with_limits(limits).command(
-        [str(program), *config.args], env=env, readonly=[p for p in readonly if not _is_system(p)], cwd=readonly[-1]
+        [str(program), *config.args],
+        env=env,
+        readonly=[p for p in readonly if not _is_system(p)],
+        cwd=Path(config.cwd).resolve() if config.cwd else Path("/tmp"),
     )
     return argv, env
 
