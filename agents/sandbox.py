@@ -19,7 +19,6 @@ directory's size.
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import subprocess
@@ -227,9 +226,22 @@ def workspace_bytes(root: Path) -> int:
     return total
 
 
-@functools.cache
+_WORKING: set[str] = set()
+
+
 def probe(bwrap: str) -> str:
-    """Why ``bwrap`` cannot start a sandbox here, or "" if it can (asked once per path)."""
+    """Why ``bwrap`` cannot start a sandbox here, or "" if it can. A
+    success is remembered for the process; a failure is asked again at the
+    next call, so installing bubblewrap needs no restart."""
+    if bwrap in _WORKING:
+        return ""
+    problem = _probe(bwrap)
+    if not problem:
+        _WORKING.add(bwrap)
+    return problem
+
+
+def _probe(bwrap: str) -> str:
     found = shutil.which(bwrap)
     if not found:
         return f"bubblewrap ({bwrap!r}) is not installed"
