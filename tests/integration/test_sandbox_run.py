@@ -5,6 +5,7 @@ never reaches a request, an event, a log line, an export or a tool result."""
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 from django.conf import settings as django_settings
@@ -95,7 +96,15 @@ def test_the_opt_out_runs_unsandboxed_redacts_and_says_so_on_the_run_page(
     assert 'id="run-unsandboxed"' in html and "ZENWEB_SANDBOX=off" in html
 
 
-def test_a_workflow_sets_its_own_limits_within_the_operators(celery_worker, settings):
+@pytest.fixture
+def listener():
+    """Something to reach on the loopback interface (the port limited.yaml names)."""
+    with socket.create_server(("127.0.0.1", 47613), reuse_port=True) as server:
+        server.listen(8)
+        yield server
+
+
+def test_a_workflow_sets_its_own_limits_within_the_operators(celery_worker, settings, listener):
     run = wait_for_run(do_create_run(register("sandbox/limited"), {}), timeout=60)
 
     result = ToolCall.objects.get(run=run, name="run_shell").result

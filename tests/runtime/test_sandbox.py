@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -87,11 +88,14 @@ def test_it_lets_the_command_write_only_its_workspace_and_tmp(workspace):
 
 
 def test_it_reaches_no_network_unless_allowed(workspace):
-    # PostgreSQL listens on this port on the test machine.
-    command = "(echo > /dev/tcp/127.0.0.1/5432) 2>/dev/null && echo reached || echo unreachable"
+    server = socket.create_server(("127.0.0.1", 0))
+    server.listen(8)
+    port = server.getsockname()[1]
+    command = f"(echo > /dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo reached || echo unreachable"
 
     assert shell(workspace, command).text.splitlines()[1] == "unreachable"
     assert shell(workspace, command, sandbox=limited(network=True)).text.splitlines()[1] == "reached"
+    server.close()
 
 
 def test_a_setsid_background_process_does_not_outlive_the_call(workspace):
