@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -154,7 +155,8 @@ class Sandbox:
             line += ["--ro-bind-try", path, path]
         line += ["--proc", "/proc", "--dev", "/dev"]
         # /tmp lives in memory: its size counts against the disk quota's figure.
-        line += ["--perms", "1777", "--size", str(self.limits.disk_mb * MB), "--tmpfs", "/tmp"]
+        size = ["--size", str(self.limits.disk_mb * MB)] if self.limits.disk_mb > 0 else []
+        line += ["--perms", "1777", *size, "--tmpfs", "/tmp"]
         binds = [("--ro-bind", Path(p)) for p in readonly] + ([("--bind", writable)] if writable else [])
         for flag, path in binds:
             # Directories bubblewrap makes on the way are root's and 0700 otherwise.
@@ -189,7 +191,7 @@ class Sandbox:
         for path in _tree(workspace):
             try:
                 info = path.lstat()
-                if info.st_uid != self.uid and (path.is_dir() or info.st_nlink == 1):
+                if info.st_uid != self.uid and (stat.S_ISDIR(info.st_mode) or info.st_nlink == 1):
                     os.lchown(path, self.uid, self.uid)
             except OSError:
                 continue

@@ -204,11 +204,15 @@ def test_a_killed_worker_leaves_no_process_of_the_call_behind(workspace):
 
 
 def processes_running_now(command_line: str) -> bool:
-    return any(
-        (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip() == command_line
-        for entry in Path("/proc").iterdir()
-        if entry.name.isdigit() and (entry / "cmdline").exists()
-    )
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip() == (
+                command_line
+            ):
+                return True
+        except OSError:
+            continue  # it ended while we looked
+    return False
 
 
 def test_the_file_tools_refuse_hard_links_to_files_outside_the_workspace(workspace, secret_file):

@@ -132,13 +132,15 @@ class _Quota:
     def __init__(self, root: Path, limit: int) -> None:
         self.root = root
         self.limit = limit
-        self.start = workspace_bytes(root)
+        self.start = workspace_bytes(root) if limit > 0 else 0
         self.checked = time.monotonic()
 
     def exceeded(self, now: float | None = None) -> bool:
         if now is not None and now - self.checked < QUOTA_CHECK_SECONDS:
             return False
         self.checked = time.monotonic()
+        if self.limit <= 0:
+            return False  # 0: no quota
         size = workspace_bytes(self.root)
         return size > self.limit and size > self.start
 
