@@ -20,6 +20,7 @@ setup: $(VENV)/.installed
 	$(PY) manage.py migrate --noinput -v0
 
 run: setup
+	@command -v bwrap >/dev/null || echo "bubblewrap is missing: run_shell is refused until you install it (apt-get install bubblewrap) or set ZENWEB_SANDBOX=off (docs/sandbox.md)"
 	$(PY) manage.py serve --host $(HOST) --port $(PORT)
 
 test: $(VENV)/.installed

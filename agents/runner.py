@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from agents.events import Event, EventSink
 from agents.llm.base import Completion, CompletionRequest, ToolCallRequest
 from agents.router import COORDINATOR, MessageRouter, RouterMessage
+from agents.sandbox import Sandbox
 from agents.spec import DEFAULT_EMPTY_ANSWER_RETRIES, AgentSpec
 from agents.tools.base import INJECTED, Role, Tool, ToolCallMeta, ToolContext, ToolHost, ToolJournal
 from agents.tools.errors import RetryHint, failure_text
@@ -82,6 +83,8 @@ class ToolEnv:
     # coordinator.requireWorkers, and the workers the run had before this turn.
     require_workers: bool = False
     workers: int = 0
+    # How tool processes start (None: the default sandbox).
+    sandbox: Sandbox | None = None
 
 
 @dataclass(frozen=True)
@@ -470,6 +473,7 @@ def _tool_context(
         journal=env.journal,
         occurrence=occurrence,
         defer=env.defer,
+        sandbox=env.sandbox,
     )
 
 

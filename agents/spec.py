@@ -224,6 +224,20 @@ class Budget(_Spec):
     )
 
 
+class SandboxOptions(_Spec):
+    """Limits of this workflow's tool processes (run_shell), each at most
+    the operator's maximum (ZENWEB_SANDBOX_MAX_*): a larger value is lowered
+    to it, and an unset one is the maximum. ``network`` is granted only where
+    the operator allows it (ZENWEB_SANDBOX_ALLOW_NETWORK)."""
+
+    processes: int | None = Field(default=None, ge=1, description="processes and threads at once")
+    cpu_seconds: int | None = Field(default=None, ge=1, description="CPU seconds per call")
+    memory_mb: int | None = Field(default=None, ge=16, description="address space per process, MiB")
+    file_size_mb: int | None = Field(default=None, ge=1, description="largest file written, MiB")
+    disk_mb: int | None = Field(default=None, ge=1, description="the workspace's size, MiB")
+    network: bool = False
+
+
 class WorkflowOptions(_Spec):
     """Run-wide limits. Timeouts are in seconds; None means no limit."""
 
@@ -260,6 +274,7 @@ class WorkflowOptions(_Spec):
     # The longest one tool call may take (seconds), and per-tool overrides.
     tool_timeout: float = Field(default=DEFAULT_TOOL_TIMEOUT, gt=0, le=MAX_TOOL_TIMEOUT)
     tool_timeouts: dict[str, Annotated[float, Field(gt=0, le=MAX_TOOL_TIMEOUT)]] = Field(default_factory=dict)
+    sandbox: SandboxOptions = Field(default_factory=SandboxOptions)
 
 
 class CoordinatorPolicy(_Spec):

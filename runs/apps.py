@@ -7,6 +7,11 @@ class RunsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.conf import settings
+
+        from agents.tools.mcp import servers
         from zenweb import pg_text
 
+        # Stdio MCP servers start in the operator's sandbox (read once, here at the edge).
+        servers.POOL.sandbox = settings.ZENWEB_SANDBOX
         connection_created.connect(pg_text.on_connection_created, dispatch_uid="zenweb-pg-text")

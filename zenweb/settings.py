@@ -41,6 +41,27 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
+
+
+def _secret_values() -> tuple[str, ...]:
+    """Every secret value zenweb knows of, for the redaction of tool output:
+    the signing key, the admin password file, the database and Redis
+    passwords, and any variable whose name says it is secret."""
+    from urllib.parse import urlsplit
+
+    from agents.redaction import secret_values
+
+    files = [DATA_DIR / "secret_key", DATA_DIR / "admin_password"]
+    extra = [SECRET_KEY, *(p.read_text().strip() for p in files if p.is_file())]
+    for url in (env_str("DATABASE_URL"), env_str("REDIS_URL")):
+        try:
+            extra.append(urlsplit(url).password or "")
+        except ValueError:
+            continue
+    return secret_values(os.environ, extra)
+
+
+ZENWEB_SECRET_VALUES = _secret_values()
 ALLOWED_HOSTS = [h for h in env_str("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h]
 CSRF_TRUSTED_ORIGINS = [o for o in env_str("DJANGO_CSRF_TRUSTED_ORIGINS").split(",") if o]
 
@@ -232,6 +253,36 @@ ZENWEB_MAX_TRANSCRIPT_BYTES = env_int("ZENWEB_MAX_TRANSCRIPT_BYTES", 1_000_000)
 # a result longer than this reaches the model as an "omitted" preview.
 ZENWEB_WORKSPACES = Path(env_str("ZENWEB_WORKSPACES", str(DATA_DIR / "workspaces")))
 ZENWEB_MAX_TOOL_RESULT_CHARS = env_int("ZENWEB_MAX_TOOL_RESULT_CHARS", 16_000)
+
+
+def _sandbox():
+    from django.core.exceptions import ImproperlyConfigured
+
+    from agents.sandbox import Limits, Sandbox
+
+    mode = env_str("ZENWEB_SANDBOX", "on").strip().lower()
+    if mode not in ("on", "off"):
+        raise ImproperlyConfigured(f"ZENWEB_SANDBOX={mode!r}: use on (the default) or off")
+    default = Limits()
+    maxima = Limits(
+        processes=env_int("ZENWEB_SANDBOX_MAX_PROCESSES", default.processes),
+        cpu_seconds=env_int("ZENWEB_SANDBOX_MAX_CPU_SECONDS", default.cpu_seconds),
+        memory_mb=env_int("ZENWEB_SANDBOX_MAX_MEMORY_MB", default.memory_mb),
+        file_size_mb=env_int("ZENWEB_SANDBOX_MAX_FILE_SIZE_MB", default.file_size_mb),
+        disk_mb=env_int("ZENWEB_SANDBOX_MAX_DISK_MB", default.disk_mb),
+        network=env_bool("ZENWEB_SANDBOX_ALLOW_NETWORK", False),
+    )
+    return Sandbox(
+        mode=mode,
+        bwrap=env_str("ZENWEB_SANDBOX_BWRAP", "bwrap"),
+        uid=env_int("ZENWEB_SANDBOX_UID", 65534),
+        limits=maxima,
+    )
+
+
+# How tool processes (run_shell, stdio MCP servers) start: bubblewrap with
+# these maxima (docs/sandbox.md). ZENWEB_SANDBOX=off is the explicit opt-out.
+ZENWEB_SANDBOX = _sandbox()
 
 
 def _mcp_servers() -> dict:

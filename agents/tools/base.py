@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from agents.events import EventSink
 from agents.router import MessageRouter
+from agents.sandbox import Sandbox
 from agents.tools.errors import FailureKind, RecoveryAction
 from agents.tools.results import ARTIFACT_SCHEMAS, Audience, ToolResult
 
@@ -142,6 +143,8 @@ class ToolContext:
     # started and returns (run_shell kills its command), as a Temporal
     # activity does when its heartbeat hears of a cancel.
     cancelled: threading.Event = field(default_factory=threading.Event)
+    # How tool processes start (run_shell): None is the default sandbox, on.
+    sandbox: Sandbox | None = None
 
     @property
     def run_id(self) -> str:

@@ -13,11 +13,12 @@ import hashlib
 import json
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
 
+from agents.redaction import Redactor
 from agents.tools.base import INJECTED, Role, Tool, ToolContext, ToolError
 from agents.tools.errors import FailureKind, RetryHint, example_input, failure_text
 from agents.tools.results import MAX_RESULT_CHARS, Artifact, Bounds, ToolResult
@@ -47,9 +48,15 @@ class ToolOutcome:
 
 
 class ToolRegistry:
-    def __init__(self, tools: Iterable[Tool] = (), *, max_result_chars: int = MAX_RESULT_CHARS) -> None:
+    """``secrets`` are values no outcome may carry: every call's result
+    text, artifacts and arguments have them replaced by ``[redacted]``."""
+
+    def __init__(
+        self, tools: Iterable[Tool] = (), *, max_result_chars: int = MAX_RESULT_CHARS, secrets: Iterable[str] = ()
+    ) -> None:
         self._tools: dict[str, Tool] = {}
         self.max_result_chars = max_result_chars
+        self.redactor = Redactor(secrets)
         for tool in tools:
             self.add(tool)
 
@@ -82,7 +89,21 @@ class ToolRegistry:
         return chosen
 
     def call(self, ctx: ToolContext, name: str, raw_arguments: str, allowed: list[Tool]) -> ToolOutcome:
-        """Run one tool call; every failure is an outcome with a retry hint."""
+        """Run one tool call; every failure is an outcome with a retry hint.
+        Known secrets are redacted from what it returns, before anything
+        stores it or sends it to the model."""
+        outcome = self._call(ctx, name, raw_arguments, allowed)
+        if not self.redactor:
+            return outcome
+        redact = self.redactor
+        return replace(
+            outcome,
+            text=redact.text(outcome.text),
+            arguments=redact.data(outcome.arguments) if outcome.arguments is not None else None,
+            artifacts=[replace(a, title=redact.text(a.title), data=redact.data(a.data)) for a in outcome.artifacts],
+        )
+
+    def _call(self, ctx: ToolContext, name: str, raw_arguments: str, allowed: list[Tool]) -> ToolOutcome:
         # Both the agent's tool list and the tool's own roles must allow it,
         # so a caller passing the wrong list still cannot cross roles.
         tool = next((t for t in allowed if t.name == name and ctx.role in t.roles), None)

@@ -18,6 +18,7 @@ from agents.events import Event as RuntimeEvent
 from agents.handler import ttl_seconds
 from agents.router import COORDINATOR
 from agents.runner import ToolEnv
+from agents.sandbox import Limits, Sandbox
 from agents.spec import WorkflowSpec
 from agents.tools import Tool, ToolCallMeta, ToolContext, ToolError, ToolRegistry, WorkerRequest
 from agents.tools.mcp import McpServerConfig
@@ -33,7 +34,11 @@ def tools_for(spec: WorkflowSpec, role: str, requested: Iterable[str]) -> tuple[
     """The registry to call through and the tools an agent of ``role`` gets:
     builtins, plus catalog workflows offered as tools that it asks for."""
     requested = list(requested)
-    registry = ToolRegistry(REGISTRY.tools(), max_result_chars=settings.ZENWEB_MAX_TOOL_RESULT_CHARS)
+    registry = ToolRegistry(
+        REGISTRY.tools(),
+        max_result_chars=settings.ZENWEB_MAX_TOOL_RESULT_CHARS,
+        secrets=settings.ZENWEB_SECRET_VALUES,
+    )
     wanted = [name for name in requested if registry.get(name) is None]
     for tool in mcp_servers.tools_for_names(mcp_servers_of(spec), wanted):
         registry.add(tool)
@@ -113,14 +118,31 @@ def tool_env(run: Run, step: Step) -> ToolEnv:
     parent = step.spawned_by
     if not parent and run.parent_tool_call_id:
         parent = run.parent_tool_call.tool_call_id
+    spec = workflow_spec(run.workflow)
     return ToolEnv(
         host=DjangoToolHost(run.pk),
         workspace=workspace_of(run.pk),
         injected={"user": run.created_by.get_username() if run.created_by else ""},
         destructive_approved=run.destructive_approved,
         parent_tool_call_id=parent,
-        gated=frozenset(workflow_spec(run.workflow).approvals),
+        gated=frozenset(spec.approvals),
+        sandbox=sandbox_for(spec),
     )
+
+
+def sandbox_for(spec: WorkflowSpec) -> Sandbox:
+    """The operator's sandbox with the workflow's limits, none past the operator's maxima."""
+    operator: Sandbox = settings.ZENWEB_SANDBOX
+    top, asked = operator.limits, spec.options.sandbox
+    limits = Limits(
+        processes=asked.processes or top.processes,
+        cpu_seconds=asked.cpu_seconds or top.cpu_seconds,
+        memory_mb=asked.memory_mb or top.memory_mb,
+        file_size_mb=asked.file_size_mb or top.file_size_mb,
+        disk_mb=asked.disk_mb or top.disk_mb,
+        network=asked.network,
+    )
+    return operator.with_limits(limits.within(top))
 
 
 def step_tools(spec: WorkflowSpec, step: Step) -> tuple[ToolRegistry, list[Tool]]:
@@ -149,6 +171,7 @@ def stored_call_context(
         workspace=env.workspace,
         injected={**env.injected, "run_id": str(run.pk), "workspace": str(env.workspace)},
         destructive_approved=destructive_approved,
+        sandbox=env.sandbox,
     )
 
 

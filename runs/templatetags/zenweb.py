@@ -211,3 +211,24 @@ def step_progress(run, total: int, ended) -> dict:
         "completed": dict(ended).get(done, 0),
         "otherwise": [(status, n) for status, n in ended if status != done],
     }
+
+
+@register.filter
+def unsandboxed_tools(workflow) -> str:
+    """What of ``workflow`` runs without a sandbox because the operator
+    turned it off (ZENWEB_SANDBOX=off): ``run_shell``, stdio MCP servers; or ""."""
+    from django.conf import settings
+
+    from agents.tools.mcp.config import server_of
+    from runs.actions.catalog import workflow_spec
+    from runs.actions.tooling import mcp_servers_of
+
+    if settings.ZENWEB_SANDBOX.enabled:
+        return ""
+    spec = workflow_spec(workflow)
+    names = {name for agent in spec.agents.values() for name in agent.tools}
+    names |= {name for step in spec.steps for name in getattr(step, "tools", [])}
+    servers = mcp_servers_of(spec)
+    stdio = sorted({s for s in map(server_of, names) if s in servers and servers[s].transport == "stdio"})
+    found = (["run_shell"] if "run_shell" in names else []) + [f"MCP server {name}" for name in stdio]
+    return ", ".join(found)

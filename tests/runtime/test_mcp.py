@@ -10,11 +10,12 @@ import time
 
 import pytest
 
+from agents.sandbox import Sandbox
 from agents.spec import WorkflowValidationError, parse_workflow
 from agents.tools import ToolCallMeta, ToolContext, ToolRegistry
 from agents.tools.mcp import McpConfigError, McpServerConfig, load_server_configs, server_configs
 from agents.tools.mcp.schema import args_model, model_name
-from agents.tools.mcp.servers import McpServer, McpServerPool, tools_for_names
+from agents.tools.mcp.servers import McpServer, McpServerPool, McpUnavailable, tools_for_names
 from tests.mcp.servers import EVERYTHING, everything_over_http, kill_stdio_servers, require_servers
 
 KILL_MARKER = "zenweb-test-killable"
@@ -319,3 +320,37 @@ def test_settings_servers_that_are_down_still_let_workflows_name_their_tools():
     spec = parse_workflow(text, known_tools=["send_message", "remote__*"])
 
     assert spec.agents["caller"].tools == ["remote__echo"]
+
+
+def test_a_stdio_server_runs_sandboxed_with_only_its_configured_environment(monkeypatch):
+    require_servers()
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-canary-mcp-0123456789")
+    monkeypatch.setenv("MCP_TEST_REGION", "eu-west")
+    config = McpServerConfig(
+        name="envcheck", command=str(EVERYTHING), args=["stdio"], env={"REGION": "${MCP_TEST_REGION}"}
+    )
+    server = McpServer(config)
+    try:
+        outcome = call(server, "get-env", {})
+    finally:
+        server.close()
+
+    assert outcome.ok, outcome.text
+    env = json.loads(outcome.text)
+    assert env == {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": "/tmp",
+        "LANG": "C.UTF-8",
+        "PWD": "/tmp",  # set by bubblewrap
+        "REGION": "eu-west",
+    }
+
+
+def test_a_stdio_server_does_not_start_where_no_sandbox_can(tmp_path):
+    require_servers()
+    server = McpServer(
+        McpServerConfig(name="nosandbox", command=str(EVERYTHING), args=["stdio"]), Sandbox(bwrap="/nonexistent/bwrap")
+    )
+
+    with pytest.raises(McpUnavailable, match=r"no sandbox can start: bubblewrap .*apt-get install bubblewrap"):
+        server.tools()

@@ -115,7 +115,7 @@ def test_it_lists_the_allowed_fields_when_nothing_is_close(tmp_path):
         (
             f"{path}:5: options.colour: unknown field 'colour' (allowed: budget, holdTimeout, maxConcurrency, "
             "maxConsecutiveToolFailures, maxEmptyAnswerRetries, maxMailboxSize, maxRunToolCalls, maxToolCalls, "
-            "maxTurns, maxWakeCycles, maxWorkers, onStepFailure, stepMaxWakeCycles, stepTimeout, timeout, "
+            "maxTurns, maxWakeCycles, maxWorkers, onStepFailure, sandbox, stepMaxWakeCycles, stepTimeout, timeout, "
             "toolExecution, toolTimeout, toolTimeouts, workerAgent)"
         )
     ]

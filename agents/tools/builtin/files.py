@@ -2,13 +2,18 @@
 
 The workspace reaches each tool as the injected ``workspace`` argument; the
 model never sees it. Every path is relative to it, and a path that leaves it
-(absolute, ``..``, or a symlink resolving outside) is refused.
+(absolute, ``..``, or a symlink resolving outside) is refused. Files are
+opened without following a symlink, and hard-linked or special files (a
+FIFO, a device) are refused: a hard link made by a shell command can name a
+file outside the workspace (another run's, the server's secret key).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -130,12 +135,49 @@ def _bounds(returned: int, start: int, total: int | None, hint: str) -> Bounds:
     )
 
 
+def _open(target: Path, shown: str, flags: int) -> int:
+    """A descriptor of ``target``, a plain file with one link, opened
+    without following a symlink (and without blocking on a FIFO)."""
+    try:
+        fd = os.open(target, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except FileNotFoundError:
+        raise _refuse(shown, "does not exist") from None
+    except IsADirectoryError:
+        raise _refuse(shown, "is a directory") from None
+    except OSError as exc:
+        raise _refuse(shown, f"cannot be opened ({exc.strerror}); only plain files can") from None
+    info = os.fstat(fd)
+    why = ""
+    if stat.S_ISDIR(info.st_mode):
+        why = "is a directory"
+    elif not stat.S_ISREG(info.st_mode):
+        why = "is a special file (a FIFO, socket or device); only plain files can be used"
+    elif info.st_nlink > 1:
+        why = f"is hard-linked ({info.st_nlink} names); hard-linked files are refused"
+    if why:
+        os.close(fd)
+        raise _refuse(shown, why)
+    return fd
+
+
+def _read_bytes(target: Path, shown: str, cap: int) -> bytes:
+    fd = _open(target, shown, os.O_RDONLY)
+    with os.fdopen(fd, "rb") as handle:
+        if os.fstat(fd).st_size > cap:
+            raise ToolError(f"{shown} is larger than {cap} bytes; use grep to find what you need", fields=["path"])
+        return handle.read(cap + 1)
+
+
+def _write_text(target: Path, shown: str, text: str) -> None:
+    # No O_TRUNC: a hard-linked file must be refused before anything of it changes.
+    fd = _open(target, shown, os.O_WRONLY | os.O_CREAT)
+    with os.fdopen(fd, "wb") as handle:
+        handle.truncate(0)
+        handle.write(text.encode("utf-8"))
+
+
 def _read_text(target: Path, shown: str, cap: int) -> str:
-    if not target.is_file():
-        raise _refuse(shown, "is a directory" if target.is_dir() else "does not exist")
-    if target.stat().st_size > cap:
-        raise ToolError(f"{shown} is larger than {cap} bytes; use grep to find what you need", fields=["path"])
-    data = target.read_bytes()
+    data = _read_bytes(target, shown, cap)
     if b"\0" in data[:8192]:
         raise ToolError(f"{shown} is a binary file", kind="invalid_call", action="correct_call", fields=["path"])
     return data.decode("utf-8", errors="replace")
@@ -184,7 +226,7 @@ def _write_file(ctx: ToolContext, args: WriteFileArgs) -> str:
         raise _refuse(shown, "is a directory")
     existed = target.exists()
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(args.content, encoding="utf-8")
+    _write_text(target, shown, args.content)
     return f"{'overwrote' if existed else 'created'} {shown} ({len(args.content.encode('utf-8'))} bytes)"
 
 
@@ -202,7 +244,7 @@ def _edit_file(ctx: ToolContext, args: EditFileArgs) -> str:
             action="correct_call",
             fields=["old"],
         )
-    target.write_text(text.replace(args.old, args.new, 1), encoding="utf-8")
+    _write_text(target, shown, text.replace(args.old, args.new, 1))
     return f"edited {shown}: replaced 1 occurrence"
 
 
@@ -252,7 +294,10 @@ def _grep(ctx: ToolContext, args: GrepArgs) -> ToolResult:
             break
         if not path.is_file() or path.stat().st_size > MAX_GREP_FILE_BYTES:
             continue
-        data = path.read_bytes()
+        try:
+            data = _read_bytes(path, _shown(root, path), MAX_GREP_FILE_BYTES)
+        except ToolError:
+            continue  # hard-linked, special, or changed under us: not searched
         if b"\0" in data[:8192]:
             continue
         for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):

@@ -1,9 +1,17 @@
 """The shell toolset: run_shell runs a bash command in the run's workspace.
 
-The child gets a minimal environment (never the parent's, where API keys
-live), a timeout that kills its whole process group, and a cap on output.
-Commands matching DESTRUCTIVE_PATTERNS are refused unless the run was approved
-for destructive work. The patterns catch accidents; they are not a sandbox.
+The command runs in the sandbox (``agents.sandbox``): its own PID namespace,
+an allow-listed environment (never the parent's, where API keys live), the
+workspace as the only writable and visible directory of the host, and
+limits on processes, CPU, memory, file size and the workspace's size. A
+timeout or a cancel kills the namespace, so nothing it started outlives the
+call. Where no sandbox can start, run_shell is refused unless the operator
+turned the sandbox off.
+
+DESTRUCTIVE_PATTERNS is NOT a security control: quoting, variables or any
+interpreter get past a regex (``"rm" -rf``, ``python3 -c 'shutil.rmtree()'``).
+It only catches obvious accidents and tells the approval screen what a
+command looks like; the sandbox is what bounds a command.
 """
 
 from __future__ import annotations
@@ -17,9 +25,11 @@ import signal
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agents.sandbox import MB, SYSTEM_PATH, Sandbox, SandboxUnavailable, workspace_bytes
 from agents.tools.base import Tool, ToolContext, ToolError
 from agents.tools.builtin.files import workspace_root
 from agents.tools.results import MAX_RESULT_CHARS
@@ -31,6 +41,8 @@ MAX_COMMAND_CHARS = 10_000
 MAX_OUTPUT_CHARS = MAX_RESULT_CHARS - 1_000
 # How long to keep reading after bash exits while a background child still holds the pipe.
 DRAIN_SECONDS = 0.5
+# How often the workspace's size is measured while a command runs.
+QUOTA_CHECK_SECONDS = 0.5
 
 # Where a command word starts: the beginning, after a separator, or after a prefix such as sudo.
 _AT_COMMAND = r"(?:^|[;&|(`{]|\$\()\s*(?:(?:sudo|doas|exec|nohup|command|xargs|env|time|then|do|else)\s+(?:-\S+\s+)*)*"
@@ -77,7 +89,9 @@ class RunShellArgs(BaseModel):
 
 
 def destructive_reason(command: str) -> str | None:
-    """What makes ``command`` destructive, or None."""
+    """What makes ``command`` look destructive, or None. A hint for the
+    approval screen and a guard against accidents, not a security control
+    (see the module's docstring): the sandbox is the boundary."""
     for pattern, description in DESTRUCTIVE_PATTERNS:
         if pattern.search(command):
             return description
@@ -110,9 +124,32 @@ class _Output:
         return f"{self.head}\n[output truncated: {shown} of {self.total} chars shown, the middle left out]\n{self.tail}"
 
 
-def _pump(proc: subprocess.Popen[bytes], output: _Output, deadline: float, cancelled: threading.Event) -> bool:
-    """Read the child's output until bash is done; False if the deadline, or
-    a cancel, came first."""
+class _Quota:
+    """The workspace's disk quota, checked while the command runs: past it,
+    and grown since the call began (so a call that deletes still runs), the
+    command is stopped."""
+
+    def __init__(self, root: Path, limit: int) -> None:
+        self.root = root
+        self.limit = limit
+        self.start = workspace_bytes(root) if limit > 0 else 0
+        self.checked = time.monotonic()
+
+    def exceeded(self, now: float | None = None) -> bool:
+        if now is not None and now - self.checked < QUOTA_CHECK_SECONDS:
+            return False
+        self.checked = time.monotonic()
+        if self.limit <= 0:
+            return False  # 0: no quota
+        size = workspace_bytes(self.root)
+        return size > self.limit and size > self.start
+
+
+def _pump(
+    proc: subprocess.Popen[bytes], output: _Output, deadline: float, cancelled: threading.Event, quota: _Quota
+) -> str:
+    """Read the child's output until bash is done; "" if it was, else what
+    came first: "timeout", "cancelled" or "quota"."""
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -121,8 +158,12 @@ def _pump(proc: subprocess.Popen[bytes], output: _Output, deadline: float, cance
         selector.register(fd, selectors.EVENT_READ)
         while True:
             now = time.monotonic()
-            if now >= deadline or cancelled.is_set():
-                return False
+            if cancelled.is_set():
+                return "cancelled"
+            if now >= deadline:
+                return "timeout"
+            if quota.exceeded(now):
+                return "quota"
             if exited_at is None and proc.poll() is not None:
                 exited_at = now
             if exited_at is not None and now - exited_at > DRAIN_SECONDS:
@@ -136,13 +177,14 @@ def _pump(proc: subprocess.Popen[bytes], output: _Output, deadline: float, cance
     try:
         proc.wait(timeout=max(deadline - time.monotonic(), 0))
     except subprocess.TimeoutExpired:
-        return False
-    return True
+        return "timeout"
+    return "quota" if quota.exceeded() else ""
 
 
 # A command dies with the worker that runs it (Linux's parent-death signal,
 # set by util-linux's setpriv): a worker killed mid-call must not leave the
-# command running on, or the retry of that call would overlap it.
+# command running on, or the retry of that call would overlap it. The
+# sandbox's own --die-with-parent then takes its PID namespace down with it.
 _DIE_WITH_WORKER = ("setpriv", "--pdeathsig", "KILL", "--") if shutil.which("setpriv") else ()
 
 
@@ -155,13 +197,24 @@ def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
             kind="domain_rejection",
             action="replan",
         )
+    sandbox = ctx.sandbox or Sandbox()
+    try:
+        sandbox.require()
+    except SandboxUnavailable as exc:
+        raise ToolError(f"refused: run_shell cannot run here, {exc}", kind="unavailable", action="finish") from None
     root = workspace_root(args.workspace)
-    tmp = root / ".tmp"
-    tmp.mkdir(exist_ok=True)
-    env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(root), "LANG": "C.UTF-8", "TMPDIR": str(tmp)}
+    sandbox.prepare(root)
+    env = {"PATH": SYSTEM_PATH, "HOME": str(root), "LANG": "C.UTF-8", "TERM": "dumb", "TMPDIR": "/tmp"}
+    if not sandbox.enabled:
+        # No private /tmp without the sandbox: temporary files stay in the run's workspace.
+        tmp = root / ".tmp"
+        tmp.mkdir(exist_ok=True)
+        env["TMPDIR"] = str(tmp)
+    argv = sandbox.command(["bash", "-c", args.command], env=env, writable=root, cwd=root)
+    quota = _Quota(root, sandbox.limits.disk_mb * MB)
     output = _Output(MAX_OUTPUT_CHARS)
     with subprocess.Popen(
-        [*_DIE_WITH_WORKER, "bash", "-c", args.command],
+        [*_DIE_WITH_WORKER, *argv],
         cwd=root,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -170,20 +223,28 @@ def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
         start_new_session=True,
     ) as proc:
         try:
-            finished = _pump(proc, output, time.monotonic() + args.timeout, ctx.cancelled)
+            stopped = _pump(proc, output, time.monotonic() + args.timeout, ctx.cancelled, quota)
         finally:
-            # Also stops whatever the command left running in the background.
+            # Also stops whatever the command left running in the background
+            # (with the sandbox: killing bwrap ends its whole PID namespace).
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-    if not finished:
+    if stopped:
         tail = output.text()[-2_000:]
-        if ctx.cancelled.is_set():
+        if stopped == "cancelled":
             raise ToolError(
                 f"stopped: the step ended while the command ran; it was killed. Last output:\n{tail or '(none)'}",
                 kind="unavailable",
                 action="finish",
+            )
+        if stopped == "quota":
+            raise ToolError(
+                f"stopped: the workspace grew past its disk quota of {sandbox.limits.disk_mb} MB; the command was "
+                f"killed. Delete files you do not need. Last output:\n{tail or '(none)'}",
+                kind="domain_rejection",
+                action="replan",
             )
         raise ToolError(
             f"timed out after {args.timeout}s; the command was stopped. Last output:\n{tail or '(none)'}",
@@ -195,14 +256,20 @@ def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
     status = f"exit code: {code}"
     if code < 0:
         status += f" (killed by signal {-code})"
+    elif code > 128:
+        # bash and bwrap report a command killed by signal N as 128 + N;
+        # SIGKILL and SIGXCPU are how the CPU-time limit stops one.
+        status += f" (killed by signal {code - 128}; a sandbox limit, CPU time or memory, may have stopped it)"
     return f"{status}\n{output.text() or '(no output)'}"
 
 
 RUN_SHELL = Tool(
     "run_shell",
     "Run a bash command in the workspace directory and return its exit code and combined output "
-    f"(stdout and stderr, cut in the middle past {MAX_OUTPUT_CHARS} chars). The environment is minimal: "
-    "no credentials. Destructive commands (rm -r, git push --force, ...) are refused unless the run allows them.",
+    f"(stdout and stderr, cut in the middle past {MAX_OUTPUT_CHARS} chars). It runs in a sandbox: only "
+    "the workspace is writable, no credentials, no network unless the workflow allows it, limits on "
+    "processes, CPU, memory, file size and disk; nothing it starts outlives the call. "
+    "Destructive commands (rm -r, git push --force, ...) are refused unless the run allows them.",
     RunShellArgs,
     frozenset({"step"}),
     _run_shell,

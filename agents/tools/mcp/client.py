@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import threading
 from collections import deque
 from contextlib import ExitStack
+from dataclasses import replace
+from pathlib import Path
 from typing import IO, Any
 
 import anyio
@@ -27,6 +30,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, CallToolResult, Implementation
 from mcp_types import Tool as RemoteTool
 
+from agents.sandbox import SYSTEM_PATH, Sandbox, SandboxUnavailable
 from agents.tools.mcp.config import McpServerConfig
 
 log = logging.getLogger(__name__)
@@ -54,8 +58,9 @@ class McpConnection:
     ``list_tools`` and ``call_tool`` raise McpTransportError, McpCallTimeout,
     or MCPError for a JSON-RPC error the server answered."""
 
-    def __init__(self, config: McpServerConfig) -> None:
+    def __init__(self, config: McpServerConfig, sandbox: Sandbox | None = None) -> None:
         self.config = config
+        self.sandbox = sandbox or Sandbox()
         self._stack = ExitStack()
         self._portal: BlockingPortal | None = None
         self._session: ClientSession | None = None
@@ -90,9 +95,8 @@ class McpConnection:
         # ExitStack unwinds them in order.
         portal = self._portal = self._stack.enter_context(start_blocking_portal())
         if config.command is not None:
-            params = StdioServerParameters(
-                command=config.command, args=config.args, env=config.env or None, cwd=config.cwd
-            )
+            argv, env = sandboxed_command(config, self.sandbox)
+            params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=config.cwd)
             errlog = self._stderr_pipe()
             try:
                 streams = self._stack.enter_context(
@@ -200,6 +204,8 @@ class McpConnection:
             reason = f"no answer within {self.config.start_timeout:g} s"
         elif isinstance(exc, FileNotFoundError):
             reason = f"command not found: {self.config.command}"
+        elif isinstance(exc, SandboxUnavailable):
+            reason = f"cannot start sandboxed: {exc}"
         elif isinstance(exc, httpx2.HTTPStatusError):
             reason = f"HTTP {exc.response.status_code} from {self.config.target()}"
         elif isinstance(exc, httpx2.HTTPError):
@@ -210,6 +216,48 @@ class McpConnection:
         if tail:
             reason += f" (server stderr: {tail[-800:]})"
         return self.config.redact(reason)
+
+
+def sandboxed_command(config: McpServerConfig, sandbox: Sandbox) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment that start a stdio server in the
+    sandbox: only the variables its configuration names (and PATH, HOME,
+    LANG), the system directories, its own program's files and its ``cwd``
+    read-only, a private /tmp as its home, no network unless ``network``.
+    Raises SandboxUnavailable, or FileNotFoundError for a missing command."""
+    assert config.command is not None
+    sandbox.require()
+    found = shutil.which(config.command)
+    if found is None:
+        raise FileNotFoundError(config.command)
+    # Run by its real path: only the real files are mounted, not the links to them.
+    program = Path(found).resolve()
+    env = {"PATH": SYSTEM_PATH, "HOME": "/tmp", "LANG": "C.UTF-8", **config.env}
+    readonly = [_program_files(program)]
+    if config.cwd:
+        readonly.append(Path(config.cwd).resolve())
+    # A server lives as long as its connection: no CPU-time or address-space
+    # cap (a JavaScript runtime reserves gigabytes it never uses).
+    limits = replace(sandbox.limits, cpu_seconds=0, memory_mb=0, network=config.network and sandbox.limits.network)
+    argv = sandbox.with_limits(limits).command(
+        [str(program), *config.args],
+        env=env,
+        readonly=[p for p in readonly if not _is_system(p)],
+        cwd=Path(config.cwd).resolve() if config.cwd else Path("/tmp"),
+    )
+    return argv, env
+
+
+def _program_files(program: Path) -> Path:
+    """What a server's program needs to read: its whole ``node_modules``
+    tree for an npm package (its dependencies live beside it), else its folder."""
+    parts = program.parts
+    if "node_modules" in parts:
+        return Path(*parts[: parts.index("node_modules") + 1])
+    return program.parent
+
+
+def _is_system(path: Path) -> bool:
+    return any(path.is_relative_to(root) for root in ("/usr", "/bin", "/sbin", "/lib", "/lib64"))
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -55,6 +55,8 @@ class McpServerConfig(BaseModel):
     timeout: float = Field(default=DEFAULT_CALL_TIMEOUT, gt=0, le=3600, description="seconds per tool call")
     start_timeout: float = Field(default=DEFAULT_START_TIMEOUT, gt=0, le=600, description="seconds to connect")
     tools: list[str] | None = Field(default=None, description="offer only these tools of the server")
+    # A stdio server runs sandboxed (agents.sandbox) with no network unless this says so.
+    network: bool = Field(default=False, description="a stdio server may reach the network")
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:

@@ -42,6 +42,7 @@ from mcp_types import (
 from mcp_types import Tool as RemoteTool
 from pydantic import ValidationError
 
+from agents.sandbox import Sandbox
 from agents.tools.base import Role, Tool, ToolContext, ToolError
 from agents.tools.mcp.client import McpCallTimeout, McpConnection, McpStartError, McpTransportError
 from agents.tools.mcp.config import McpServerConfig
@@ -82,8 +83,9 @@ class McpServer:
     """One configured server in this process: its connection (started on
     first use), its tool listing, its status and why it failed."""
 
-    def __init__(self, config: McpServerConfig) -> None:
+    def __init__(self, config: McpServerConfig, sandbox: Sandbox | None = None) -> None:
         self.config = config
+        self.sandbox = sandbox
         self._lock = threading.Lock()
         self._connection: McpConnection | None = None
         self._remote: list[RemoteTool] = []
@@ -170,7 +172,7 @@ class McpServer:
                 return self._connection
             if self.status == "failed" and not force and time.monotonic() - self._failed_at < RESTART_AFTER:
                 raise McpUnavailable(self.error)
-            connection = McpConnection(self.config)
+            connection = McpConnection(self.config, self.sandbox)
             try:
                 connection.open()
                 self._remote, self._tools = connection.list_tools(), None
@@ -299,12 +301,14 @@ class McpServerPool:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._servers: dict[str, McpServer] = {}
+        # How stdio servers start; the Django edge sets the operator's (runs/apps.py).
+        self.sandbox: Sandbox | None = None
 
     def server(self, config: McpServerConfig) -> McpServer:
         with self._lock:
             key = config.fingerprint
             if key not in self._servers:
-                self._servers[key] = McpServer(config)
+                self._servers[key] = McpServer(config, self.sandbox)
             return self._servers[key]
 
     def close_all(self) -> None:

@@ -1,0 +1,273 @@
+"""run_shell in the sandbox, as an attacker would try it: secrets out of
+reach, nothing outlives a call, limits hold, hard links are refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from agents.events import ListSink
+from agents.router import InMemoryMailboxStore, MessageRouter
+from agents.sandbox import Limits, Sandbox
+from agents.tools import ToolCallMeta, ToolContext, ToolRegistry, default_registry
+from tests.runtime.test_builtin_tools import processes_running
+
+CANARY = "sk-canary-8f14e45fceea167a5a36dedd4bea2543"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def shell(workspace: Path, command: str, *, sandbox: Sandbox | None = None, timeout: int = 30, secrets=()):
+    """One run_shell call through a registry, as a step's turn makes it."""
+    registry = ToolRegistry(default_registry().tools(), secrets=secrets)
+    sink = ListSink()
+    ctx = ToolContext(
+        ToolCallMeta("run-1", "run-1/build", "build/1", "call-1"),
+        "build",
+        "step",
+        MessageRouter(InMemoryMailboxStore(), sink),
+        sink,
+        injected={"workspace": str(workspace)},
+        sandbox=sandbox,
+    )
+    arguments = json.dumps({"command": command, "timeout": timeout})
+    return registry.call(ctx, "run_shell", arguments, registry.for_role("step", ["run_shell"]))
+
+
+def limited(**limits) -> Sandbox:
+    return Sandbox(limits=Limits(**limits))
+
+
+@pytest.fixture
+def workspace(tmp_path) -> Path:
+    path = tmp_path / "run-1"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def secret_file(tmp_path) -> Path:
+    """A file beside the workspace, as var/secret_key is beside var/workspaces."""
+    path = tmp_path / "secret_key"
+    path.write_text(CANARY)
+    return path
+
+
+def test_it_keeps_the_servers_environment_and_files_out_of_reach(workspace, secret_file, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", CANARY)
+    command = (
+        f"env; cat /proc/*/environ; ps e; ps auxe; cat {secret_file}; ls {secret_file.parent} {ROOT}; "
+        "ls ~root /root; cat /proc/1/environ; echo END"
+    )
+
+    outcome = shell(workspace, command)
+
+    assert outcome.ok, outcome.text
+    assert "END" in outcome.text
+    assert CANARY not in outcome.text
+    assert f"cat: {secret_file}: No such file or directory" in outcome.text
+    assert f"ls: cannot access '{ROOT}': No such file or directory" in outcome.text
+
+
+def test_it_lets_the_command_write_only_its_workspace_and_tmp(workspace):
+    outcome = shell(workspace, "touch /usr/x /etc/x /x; echo t > /tmp/t && cat /tmp/t; echo w > here && cat here")
+
+    assert outcome.text.splitlines()[0] == "exit code: 0"
+    for path in ("/usr/x", "/etc/x", "/x"):
+        assert f"touch: cannot touch '{path}'" in outcome.text
+    assert "t\nw\n" in outcome.text
+    assert (workspace / "here").read_text() == "w\n"
+
+
+def test_it_reaches_no_network_unless_allowed(workspace):
+    server = socket.create_server(("127.0.0.1", 0))
+    server.listen(8)
+    port = server.getsockname()[1]
+    command = f"(echo > /dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo reached || echo unreachable"
+
+    assert shell(workspace, command).text.splitlines()[1] == "unreachable"
+    assert shell(workspace, command, sandbox=limited(network=True)).text.splitlines()[1] == "reached"
+    server.close()
+
+
+def test_a_setsid_background_process_does_not_outlive_the_call(workspace):
+    outcome = shell(workspace, "setsid sleep 100.5 > /dev/null 2>&1 < /dev/null & echo started")
+
+    assert outcome.ok and "started" in outcome.text
+    assert processes_running("sleep 100.5") == []
+
+
+def test_it_caps_the_number_of_processes(workspace):
+    command = "for i in $(seq 30); do sleep 7.25 & done; echo spawned"
+
+    outcome = shell(workspace, command, sandbox=limited(processes=8), timeout=4)
+
+    assert "fork: retry: Resource temporarily unavailable" in outcome.text
+    assert processes_running("sleep 7.25") == []
+
+
+def test_it_caps_the_size_of_a_file(workspace):
+    outcome = shell(workspace, "head -c 3000000 /dev/zero > big; echo status=$?", sandbox=limited(file_size_mb=1))
+
+    assert "File size limit exceeded" in outcome.text
+    assert (workspace / "big").stat().st_size == 1024 * 1024
+
+
+def test_it_caps_cpu_time(workspace):
+    started = time.monotonic()
+
+    outcome = shell(workspace, "while :; do :; done", sandbox=limited(cpu_seconds=1), timeout=20)
+
+    assert time.monotonic() - started < 10
+    assert outcome.text.startswith("exit code: 137 (killed by signal 9; a sandbox limit")
+
+
+def test_it_caps_memory(workspace):
+    command = "x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo got ${#x}"
+
+    outcome = shell(workspace, command, sandbox=limited(memory_mb=64))
+
+    assert "got 200000000" not in outcome.text
+    assert "bash: xrealloc: cannot allocate" in outcome.text
+
+
+def test_it_stops_a_command_that_fills_the_disk_past_the_quota(workspace):
+    command = "for i in $(seq 8); do head -c 1000000 /dev/zero > f$i; done; sleep 20"
+    started = time.monotonic()
+
+    outcome = shell(workspace, command, sandbox=limited(disk_mb=3, file_size_mb=2))
+
+    assert time.monotonic() - started < 5
+    assert not outcome.ok
+    assert "past its disk quota of 3 MB" in outcome.text
+    assert processes_running("sleep 20") == []
+    # A call that frees space still runs in a full workspace.
+    assert shell(workspace, "rm f*; echo freed", sandbox=limited(disk_mb=3)).text.splitlines()[1] == "freed"
+
+
+def test_it_refuses_run_shell_when_no_sandbox_can_start(workspace):
+    outcome = shell(workspace, "touch ran", sandbox=Sandbox(bwrap="/nonexistent/bwrap"))
+
+    assert not outcome.ok
+    assert "bubblewrap ('/nonexistent/bwrap') is not installed" in outcome.text
+    assert "apt-get install bubblewrap" in outcome.text and "ZENWEB_SANDBOX=off" in outcome.text
+    assert not (workspace / "ran").exists()
+
+
+def test_the_operators_opt_out_runs_unsandboxed_and_redaction_still_holds(workspace, secret_file):
+    off = Sandbox(mode="off", bwrap="/nonexistent/bwrap")
+
+    outcome = shell(workspace, f"echo key=$(cat {secret_file}); touch ran", sandbox=off, secrets=[CANARY])
+
+    assert outcome.ok, outcome.text
+    assert (workspace / "ran").exists()
+    # Without the sandbox the command reads what the server can; only redaction stands between.
+    assert "key=[redacted]" in outcome.text
+    assert CANARY not in outcome.text
+
+
+def test_a_killed_worker_leaves_no_process_of_the_call_behind(workspace):
+    # A worker process running one call, killed mid-call as the OOM killer or a deploy would.
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                f"""
+                from pathlib import Path
+                from tests.runtime.test_sandbox import shell
+                shell(Path({str(workspace)!r}), "sh -c 'sleep 5.125; echo x >> f'")
+                """
+            ),
+        ],
+        cwd=ROOT,
+    )
+    deadline = time.monotonic() + 10
+    while not processes_running_now("sleep 5.125") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert processes_running_now("sleep 5.125"), "the command never started"
+
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.wait()
+
+    assert processes_running("sleep 5.125") == []
+    time.sleep(5.5)
+    assert not (workspace / "f").exists()
+
+
+def processes_running_now(command_line: str) -> bool:
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip() == (
+                command_line
+            ):
+                return True
+        except OSError:
+            continue  # it ended while we looked
+    return False
+
+
+def test_the_file_tools_refuse_hard_links_to_files_outside_the_workspace(workspace, secret_file):
+    os.link(secret_file, workspace / "key")
+    registry = default_registry()
+    sink = ListSink()
+    ctx = ToolContext(
+        ToolCallMeta("run-1", "run-1/build", "build/1", "call-1"),
+        "build",
+        "step",
+        MessageRouter(InMemoryMailboxStore(), sink),
+        sink,
+        injected={"workspace": str(workspace)},
+    )
+    tools = registry.for_role("step", ["read_file", "write_file", "edit_file", "grep"])
+
+    def call(name: str, arguments: dict):
+        return registry.call(ctx, name, json.dumps(arguments), tools)
+
+    read = call("read_file", {"path": "key"})
+    written = call("write_file", {"path": "key", "content": "owned"})
+    edited = call("edit_file", {"path": "key", "old": CANARY, "new": "owned"})
+    grepped = call("grep", {"pattern": "sk-"})
+
+    for outcome in (read, written, edited):
+        assert not outcome.ok
+        assert "path 'key' is hard-linked (2 names); hard-linked files are refused" in outcome.text
+    assert CANARY not in read.text and CANARY not in grepped.text
+    assert secret_file.read_text() == CANARY
+
+
+def test_the_file_tools_refuse_special_files_without_hanging(workspace):
+    os.mkfifo(workspace / "pipe")
+    registry = default_registry()
+    sink = ListSink()
+    ctx = ToolContext(
+        ToolCallMeta("run-1", "run-1/build", "build/1", "call-1"),
+        "build",
+        "step",
+        MessageRouter(InMemoryMailboxStore(), sink),
+        sink,
+        injected={"workspace": str(workspace)},
+    )
+    tools = registry.for_role("step", ["read_file"])
+
+    outcome = registry.call(ctx, "read_file", json.dumps({"path": "pipe"}), tools)
+
+    assert not outcome.ok
+    assert "is a special file" in outcome.text
+
+
+def test_a_workflows_limits_never_pass_the_operators_maxima():
+    operator = Limits(processes=10, cpu_seconds=5, memory_mb=100, file_size_mb=2, disk_mb=3, network=False)
+    asked = Limits(processes=50, cpu_seconds=1, memory_mb=1000, file_size_mb=1, disk_mb=30, network=True)
+
+    assert asked.within(operator) == Limits(
+        processes=10, cpu_seconds=1, memory_mb=100, file_size_mb=1, disk_mb=3, network=False
+    )
