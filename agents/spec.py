@@ -35,6 +35,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import ErrorDetails
 
+from agents.inputs import workspace_path
 from agents.spec_usage import (
     STEP_VARIABLES,
     KnownTools,
@@ -65,7 +66,8 @@ _PATTERN_HINTS = {
 
 Name = Annotated[str, StringConstraints(pattern=STEP_ID_PATTERN)]
 InputName = Annotated[str, StringConstraints(pattern=INPUT_NAME_PATTERN)]
-InputType = Literal["string", "integer", "number", "boolean"]
+# ``path``: a place inside the run's workspace (agents.inputs.workspace_path).
+InputType = Literal["string", "integer", "number", "boolean", "path"]
 Provider = Literal["scripted", "openai"]
 OnStepFailure = Literal["cascade", "skip-dependents", "abort"]
 Mode = Literal["chat", "code"]
@@ -75,6 +77,7 @@ _INPUT_TYPES: dict[str, type | tuple[type, ...]] = {
     "integer": int,
     "number": (int, float),
     "boolean": bool,
+    "path": str,
 }
 
 # Set by parse_workflow, which runs the cross-field checks itself so that each
@@ -102,6 +105,11 @@ class InputSpec(_Spec):
         wrong_bool = isinstance(default, bool) != (self.type == "boolean")
         if default is not None and (wrong_bool or not isinstance(default, _INPUT_TYPES[self.type])):
             raise ValueError(f"default {default!r} is not of type {self.type}")
+        if default is not None and self.type == "path":
+            try:
+                workspace_path(default)
+            except ValueError as exc:
+                raise ValueError(f"default {default!r}: {exc}") from None
         return self
 
 

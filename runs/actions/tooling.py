@@ -20,6 +20,7 @@ from agents.router import COORDINATOR
 from agents.runner import ToolEnv
 from agents.spec import WorkflowSpec
 from agents.tools import Tool, ToolCallMeta, ToolContext, ToolError, ToolRegistry, WorkerRequest
+from agents.tools.builtin.shell import destructive_reason
 from agents.tools.mcp import McpServerConfig
 from agents.tools.mcp import servers as mcp_servers
 from agents.tools.workflows import workflow_tool
@@ -113,14 +114,25 @@ def tool_env(run: Run, step: Step) -> ToolEnv:
     parent = step.spawned_by
     if not parent and run.parent_tool_call_id:
         parent = run.parent_tool_call.tool_call_id
+    spec = workflow_spec(run.workflow)
     return ToolEnv(
         host=DjangoToolHost(run.pk),
         workspace=workspace_of(run.pk),
         injected={"user": run.created_by.get_username() if run.created_by else ""},
         destructive_approved=run.destructive_approved,
         parent_tool_call_id=parent,
-        gated=frozenset(workflow_spec(run.workflow).approvals),
+        gated=frozenset(spec.approvals),
+        bound=_approved_calls(run) if spec.destructive else None,
     )
+
+
+def _approved_calls(run: Run) -> frozenset[str]:
+    """The calls the approver of this destructive run was shown: only those
+    run without asking again (approvals.planned_actions)."""
+    from runs.actions.approvals import bound_calls
+
+    approved = Approval.objects.filter(run_id=run.pk, kind=Approval.Kind.WORKFLOW, status=Approval.Status.APPROVED)
+    return bound_calls(list(approved.values_list("actions", flat=True)))
 
 
 def step_tools(spec: WorkflowSpec, step: Step) -> tuple[ToolRegistry, list[Tool]]:
@@ -193,11 +205,20 @@ class DjangoToolHost:
         from runs.actions.approvals import request_approval
 
         run = Run.objects.select_related("workflow", "created_by").get(pk=self.run_id)
+        if tool in workflow_spec(run.workflow).approvals:
+            why = f"{tool} is on the approval list of {run.workflow.name}"
+        else:
+            why = f"{run.workflow.name} is destructive and this {tool} call was not shown when the run was approved"
+        # The pattern is a hint for the person deciding, not a check: the
+        # sandbox, not a regex, is what limits a command.
+        looks_like = destructive_reason(arguments.get("command", "")) if tool == "run_shell" else None
+        if looks_like:
+            why += f"; it looks like {looks_like}"
         approval = request_approval(
             run,
             kind=Approval.Kind.TOOL,
             what=f"{tool} in step {ctx.step_id}",
-            why=f"{tool} is on the approval list of {run.workflow.name}",
+            why=why,
             subject={"tool": tool, "arguments": arguments},
             arguments=arguments,
             step_id=ctx.step_id,
@@ -286,11 +307,15 @@ class DjangoToolHost:
             values = check_inputs(workflow_spec(version), inputs)
         except InputError as exc:
             raise ToolError(str(exc), kind="invalid_call", action="correct_call") from None
+        spec = workflow_spec(version)
         child = Run.objects.create(
             workflow=version,
             inputs=values,
             created_by=parent.created_by,
             command=f"tool call {ctx.meta.tool_call_id} of run {parent.pk} (step {ctx.step_id})",
+            # A destructive workflow called as a tool passes the same gate as
+            # one a person starts: it waits for its own approval.
+            status=Run.Status.AWAITING_APPROVAL if spec.destructive else Run.Status.PENDING,
         )
         # The ToolCall row is written with the turn, after this; save_turn links it.
         DjangoEventSink(parent.pk).emit(
@@ -305,7 +330,12 @@ class DjangoToolHost:
                 },
             )
         )
-        transaction.on_commit(lambda: tasks.start_run.delay(child.pk), robust=True)
+        if spec.destructive:
+            from runs.actions.approvals import request_workflow_approval
+
+            request_workflow_approval(child)
+        else:
+            transaction.on_commit(lambda: tasks.start_run.delay(child.pk), robust=True)
         return str(child.pk)
 
 
