@@ -360,7 +360,8 @@ def test_it_keeps_the_approvals_queue_to_approvers(owner, teammate, approver):
                 "agent": "janitor",
                 "tool": "run_shell",
                 "arguments": {
-                    "command": "mkdir -p build && touch build/x && rm -rf build && echo wiped >> wipe.log && cat wipe.log"
+                    "command": "mkdir -p build && touch build/x && rm -rf build"
+                    " && echo wiped >> wipe.log && cat wipe.log"
                 },
             }
         ],
