@@ -47,29 +47,29 @@ def tools_for(spec: WorkflowSpec, role: str, requested: Iterable[str]) -> tuple[
 
 
 def mcp_servers_of(spec: WorkflowSpec | None = None) -> dict[str, McpServerConfig]:
-    """The MCP servers a workflow's agents may use: ZENWEB_MCP_SERVERS, and
-    the workflow's own ``mcp:`` section (a name there wins)."""
-    return {**settings.ZENWEB_MCP_SERVERS, **(spec.mcp if spec else {})}
+    """The MCP servers a workflow's agents may use: the operator's
+    (ZENWEB_MCP_SERVERS). A workflow only names them."""
+    return dict(settings.ZENWEB_MCP_SERVERS)
 
 
 def mcp_server_statuses() -> list[dict[str, Any]]:
-    """Every configured MCP server (settings, and those the latest workflow
-    versions declare) with its status, started if it was not: for the catalog page."""
-    found: dict[str, tuple[McpServerConfig, list[str]]] = {}
-    for config in settings.ZENWEB_MCP_SERVERS.values():
-        found.setdefault(config.fingerprint, (config, ["settings"]))
+    """Every configured MCP server with its status (started if it was not)
+    and the latest workflow versions that name it: for the catalog page,
+    which shows names, never command lines or URLs."""
+    users: dict[str, list[str]] = {}
     for workflow in _latest_workflows():
-        for config in workflow_spec(workflow).mcp.values():
-            found.setdefault(config.fingerprint, (config, []))[1].append(workflow.name)
+        for name in workflow_spec(workflow).mcp:
+            users.setdefault(name, []).append(workflow.name)
     statuses = []
-    for config, users in found.values():
+    for config in settings.ZENWEB_MCP_SERVERS.values():
         server = mcp_servers.POOL.server(config)
         try:
             server.tools()
         except mcp_servers.McpUnavailable:
             pass  # the status says why
-        statuses.append({**server.status_data(), "declared_by": users})
-    return sorted(statuses, key=lambda s: (s["name"], s["target"]))
+        data = {key: value for key, value in server.status_data().items() if key != "target"}
+        statuses.append({**data, "declared_by": users.get(config.name, [])})
+    return sorted(statuses, key=lambda s: s["name"])
 
 
 def _latest_workflows() -> list[Workflow]:
