@@ -81,6 +81,9 @@ def test_it_holds_a_relayed_delete_for_its_own_approval(celery_worker, owner, ap
         },
     ]
 
+    requested = run.events.get(type="approval_requested")
+    assert requested.data["actions"] == approval.actions
+
     do_decide(approval.pk, approver, "approve", "target build only")
 
     relayed = wait_for(lambda: run.approvals.filter(kind=Approval.Kind.TOOL).first())
