@@ -102,3 +102,16 @@ def test_it_holds_a_relayed_delete_for_its_own_approval(celery_worker, owner, ap
     assert (victim / "report.txt").read_text() == "another run's work"
     blocked = run.tool_calls.get(approval=relayed)
     assert (blocked.status, blocked.ok) == ("blocked", False)
+
+
+def test_the_approvals_page_shows_the_commands_an_approval_covers(owner, approver, client):
+    run = do_create_run(register("cleanup_workspace"), {"target": "out/$(id)"}, user=owner)
+    client.force_login(approver)
+
+    html = client.get("/approvals/").content.decode()
+
+    article = html[html.index(f'id="approval-{run.approvals.get().pk}"') :]
+    assert "What its steps will run" in article
+    # The target as it will run: one quoted word (escaped for HTML here).
+    assert "mkdir -p -- &#x27;out/$(id)&#x27; &amp;&amp; touch -- &#x27;out/$(id)&#x27;/old.o" in article
+    assert "any other command, file change or MCP call in the run asks for its own" in article
