@@ -117,10 +117,18 @@ def planned_actions(spec: WorkflowSpec, inputs: dict[str, Any]) -> list[dict[str
     """The calls with effects the workflow's agents' scripts make, rendered
     as they will run with these inputs (shell commands quoted the same way).
     A call that uses anything but inputs (``$inbox``, ``$item``: known only
-    at run time) is listed with ``at_run_time`` and is not approved here."""
+    at run time) is listed with ``at_run_time`` and is not approved here, as
+    is each tool with effects of an agent with no script (a model's)."""
     variables = {name: str(value) for name, value in inputs.items()}
     actions: list[dict[str, Any]] = []
     for agent_name, agent in spec.agents.items():
+        if not agent.script:
+            # A model composes this agent's calls: each one with effects asks again.
+            actions += [
+                {"agent": agent_name, "tool": tool, "arguments": {}, "at_run_time": ["model"]}
+                for tool in agent.tools
+                if _has_effects(tool)
+            ]
         for turn in agent.script:
             for call in turn.calls or []:
                 if not _has_effects(call.tool):

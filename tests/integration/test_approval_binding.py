@@ -115,3 +115,13 @@ def test_the_approvals_page_shows_the_commands_an_approval_covers(owner, approve
     # The target as it will run: one quoted word (escaped for HTML here).
     assert "mkdir -p -- &#x27;out/$(id)&#x27; &amp;&amp; touch -- &#x27;out/$(id)&#x27;/old.o" in article
     assert "any other command, file change or MCP call in the run asks for its own" in article
+
+
+def test_an_approval_says_which_calls_a_model_will_compose(owner):
+    run = do_create_run(register("approvals/model_janitor"), {}, user=owner)
+
+    # None of these is approved by the workflow's approval: each call asks again.
+    assert run.approvals.get().actions == [
+        {"agent": "janitor", "tool": "run_shell", "arguments": {}, "at_run_time": ["model"]},
+        {"agent": "janitor", "tool": "write_file", "arguments": {}, "at_run_time": ["model"]},
+    ]
