@@ -125,3 +125,21 @@ def test_an_approval_says_which_calls_a_model_will_compose(owner):
         {"agent": "janitor", "tool": "run_shell", "arguments": {}, "at_run_time": ["model"]},
         {"agent": "janitor", "tool": "write_file", "arguments": {}, "at_run_time": ["model"]},
     ]
+
+
+def test_a_called_destructive_workflow_waiting_for_approval_ends_with_its_caller(celery_worker, owner):
+    from runs.actions import do_cancel_run
+
+    register("approvals/wipe_tool")
+    parent = do_create_run(register("approvals/calls_wipe"), {}, user=owner)
+    child = wait_for(lambda: Run.objects.filter(parent_tool_call__run=parent).first())
+    approval = wait_for(lambda: child.approvals.first())
+
+    do_cancel_run(parent.pk, "changed my mind")
+
+    child = wait_for_run(child)
+    approval.refresh_from_db()
+    assert child.status == Run.Status.CANCELLED
+    # Nobody can approve it any more: nothing of it runs later.
+    assert approval.status == Approval.Status.LAPSED
+    assert not (workspace(child.pk) / "wipe.log").exists()
