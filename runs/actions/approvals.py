@@ -31,6 +31,7 @@ from django.utils import timezone
 from agents.events import Event as RuntimeEvent
 from agents.llm.scripted import placeholders, render_call
 from agents.spec import WorkflowSpec
+from agents.tools.builtin.shell import destructive_reason
 from agents.tools.errors import RetryHint, failure_text
 from agents.tools.mcp.config import server_of
 from agents.tools.registry import call_key, has_effects
@@ -139,6 +140,10 @@ def planned_actions(spec: WorkflowSpec, inputs: dict[str, Any]) -> list[dict[str
                     action |= {"arguments": call.args, "at_run_time": later}
                 else:
                     action["arguments"] = render_call(call.tool, call.args, variables)
+                    # A hint for the person deciding, not a check (shell.DESTRUCTIVE_PATTERNS).
+                    looks_like = destructive_reason(str(action["arguments"].get("command", "")))
+                    if call.tool == "run_shell" and looks_like:
+                        action["looks_like"] = looks_like
                 if action not in actions:
                     actions.append(action)
     return actions

@@ -363,6 +363,7 @@ def test_it_keeps_the_approvals_queue_to_approvers(owner, teammate, approver):
                     "command": "mkdir -p build && touch build/x && rm -rf build"
                     " && echo wiped >> wipe.log && cat wipe.log"
                 },
+                "looks_like": "recursive delete (rm -r)",
             }
         ],
         "arguments_hash": approval.arguments_hash,

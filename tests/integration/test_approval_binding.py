@@ -29,7 +29,12 @@ def test_it_holds_a_destructive_workflow_called_as_a_tool_for_its_own_approval(c
     assert child.status == Run.Status.AWAITING_APPROVAL
     assert (approval.kind, approval.status, approval.requested_by) == ("workflow", "pending", owner)
     assert approval.actions == [
-        {"agent": "janitor", "tool": "run_shell", "arguments": {"command": "echo wiped >> wipe.log && rm -rf build"}}
+        {
+            "agent": "janitor",
+            "tool": "run_shell",
+            "arguments": {"command": "echo wiped >> wipe.log && rm -rf build"},
+            "looks_like": "recursive delete (rm -r)",
+        }
     ]
     assert not child.steps.exists()
     assert not (workspace(child.pk) / "wipe.log").exists()
@@ -72,6 +77,7 @@ def test_it_holds_a_relayed_delete_for_its_own_approval(celery_worker, owner, ap
             "agent": "janitor",
             "tool": "run_shell",
             "arguments": {"command": "mkdir -p -- build && rm -rf -- build && echo deleted build"},
+            "looks_like": "recursive delete (rm -r)",
         },
         {
             "agent": "janitor",
@@ -115,6 +121,7 @@ def test_the_approvals_page_shows_the_commands_an_approval_covers(owner, approve
     # The target as it will run: one quoted word (escaped for HTML here).
     assert "mkdir -p -- &#x27;out/$(id)&#x27; &amp;&amp; touch -- &#x27;out/$(id)&#x27;/old.o" in article
     assert "any other command, file change or MCP call in the run asks for its own" in article
+    assert "looks like recursive delete (rm -r) (a hint, not a check)" in article
 
 
 def test_an_approval_says_which_calls_a_model_will_compose(owner):
