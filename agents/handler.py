@@ -284,8 +284,8 @@ Rules:
 - Select only a workflow whose name is in the catalog. Never invent a workflow and never answer with a tool name.
 - Match the command against each workflow's name, triggers and description.
 - Put the workflow's inputs in "workflow_args", taking the values from the command and giving each the \
-input's type (string, integer, number or boolean); an input with "list": true takes a JSON list of strings \
-("eu and us" is ["eu", "us"]). Never guess a value the command does not give, and never add to what it says.
+input's type (string, integer, number, boolean, or path: text); an input with "list": true takes a JSON list \
+of strings ("eu and us" is ["eu", "us"]). Never guess a value the command does not give, and never add to what it says.
 - The current mode is {mode}. A workflow with "mode": "code" runs only in code mode.
 - A workflow with "destructive": true may be selected as usual: a person approves it before it runs.
 
@@ -516,7 +516,8 @@ def _coerce(value: Any, kind: str) -> Any:
     # bool is an int in Python, but not an integer, a number or a string here.
     if isinstance(value, bool):
         raise ValueError(kind)
-    if kind == "string":
+    # A path is text here; runs.actions.catalog.check_inputs keeps it inside the workspace.
+    if kind in ("string", "path"):
         if isinstance(value, str):
             return value
         if isinstance(value, int | float):

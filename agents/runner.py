@@ -73,6 +73,8 @@ class ToolEnv:
     destructive_approved: bool = False
     parent_tool_call_id: str = ""
     gated: frozenset[str] = frozenset()
+    # The calls shown when a destructive workflow was approved (ToolContext.bound).
+    bound: frozenset[str] | None = None
     journal: ToolJournal | None = None
     # Service-backed calls come back queued; the host runs each as a task.
     defer: bool = False
@@ -470,6 +472,7 @@ def _tool_context(
         },
         destructive_approved=env.destructive_approved,
         gated=env.gated,
+        bound=env.bound,
         journal=env.journal,
         occurrence=occurrence,
         defer=env.defer,

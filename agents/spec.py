@@ -35,6 +35,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import ErrorDetails
 
+from agents.inputs import workspace_path
 from agents.spec_usage import (
     STEP_VARIABLES,
     KnownTools,
@@ -44,7 +45,7 @@ from agents.spec_usage import (
     placeholder_problems,
     tool_use_problems,
 )
-from agents.tools.mcp.config import McpServerConfig, ServerName, server_of
+from agents.tools.mcp.config import ServerName, server_of
 from agents.yaml_locations import Location, line_for, parse_with_locations
 
 STEP_ID_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
@@ -68,7 +69,8 @@ _PATTERN_HINTS = {
 
 Name = Annotated[str, StringConstraints(pattern=STEP_ID_PATTERN)]
 InputName = Annotated[str, StringConstraints(pattern=INPUT_NAME_PATTERN)]
-InputType = Literal["string", "integer", "number", "boolean"]
+# ``path``: a place inside the run's workspace (agents.inputs.workspace_path).
+InputType = Literal["string", "integer", "number", "boolean", "path"]
 Provider = Literal["scripted", "openai"]
 OnStepFailure = Literal["cascade", "skip-dependents", "abort"]
 Mode = Literal["chat", "code"]
@@ -78,6 +80,7 @@ _INPUT_TYPES: dict[str, type | tuple[type, ...]] = {
     "integer": int,
     "number": (int, float),
     "boolean": bool,
+    "path": str,
 }
 
 # Set by parse_workflow, which runs the cross-field checks itself so that each
@@ -105,6 +108,11 @@ class InputSpec(_Spec):
         wrong_bool = isinstance(default, bool) != (self.type == "boolean")
         if default is not None and (wrong_bool or not isinstance(default, _INPUT_TYPES[self.type])):
             raise ValueError(f"default {default!r} is not of type {self.type}")
+        if default is not None and self.type == "path":
+            try:
+                workspace_path(default)
+            except ValueError as exc:
+                raise ValueError(f"default {default!r}: {exc}") from None
         return self
 
 
@@ -329,16 +337,22 @@ class WorkflowSpec(_Spec):
     destructive: bool = False
     approvals: list[str] = Field(default_factory=list, description="tools whose every call needs approval")
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
-    # MCP servers whose tools this workflow's agents may list as <server>__<tool>
-    # (agents/tools/mcp); a name here shadows a server of ZENWEB_MCP_SERVERS.
-    mcp: dict[ServerName, McpServerConfig] = Field(default_factory=dict)
+    # MCP servers this workflow's agents use, by name: each is one the
+    # operator configured (ZENWEB_MCP_SERVERS). A workflow never says how to
+    # start or reach one: registering needs staff, but staff is not root,
+    # and a server's command runs as the server user.
+    mcp: list[ServerName] = Field(default_factory=list)
 
     @field_validator("mcp", mode="before")
     @classmethod
-    def _mcp_names_from_keys(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {key: {**entry, "name": key} if isinstance(entry, dict) else entry for key, entry in value.items()}
-        return value
+    def _mcp_names_only(cls, value: Any, info: ValidationInfo) -> Any:
+        if not isinstance(value, dict):
+            return value
+        if (info.context or {}).get(_DEFER_CHECKS):
+            raise ValueError(_mcp_config_refusal(value))
+        # A version stored when workflows could configure servers: only the
+        # names are kept, so its tools come from the operator's servers.
+        return list(value)
 
     @model_validator(mode="after")
     def _check_references(self, info: ValidationInfo) -> WorkflowSpec:
@@ -449,6 +463,13 @@ def _reference_problems(workflow: Any, known_tools: KnownTools | None) -> Iterat
     if known_tools is not None:
         known = ", ".join(sorted(known_tools)) or "(none)"
         mcp = set(getattr(workflow, "mcp", None) or ())
+        configured = sorted({server for tool in known_tools if (server := server_of(tool))})
+        for j, server in enumerate(getattr(workflow, "mcp", None) or []):
+            if server not in configured:
+                yield (
+                    ("mcp", j),
+                    f"no MCP server {server!r} is configured (ZENWEB_MCP_SERVERS: {', '.join(configured) or 'none'})",
+                )
         for name, agent in workflow.agents.items():
             for j, tool in enumerate(agent.tools):
                 if tool not in known_tools and not mcp_tool_known(tool, mcp, known_tools):
@@ -947,7 +968,7 @@ def _lenient(data: dict[str, Any]) -> SimpleNamespace:
         for name, declared in raw_inputs.items()
         if isinstance(name, str)
     }
-    mcp = data.get("mcp") if isinstance(data.get("mcp"), dict) else {}
+    mcp = _strings(data.get("mcp"))
     raw_options = data.get("options") if isinstance(data.get("options"), dict) else {}
     timeouts = raw_options.get("toolTimeouts")
     options = SimpleNamespace(
@@ -1005,6 +1026,21 @@ def _lenient_steps(raw_steps: object) -> list[SimpleNamespace]:
             )
         )
     return steps
+
+
+def _mcp_config_refusal(servers: dict[Any, Any]) -> str:
+    """Why a workflow's ``mcp:`` mapping of server configs is refused."""
+    names = ", ".join(str(name) for name in servers)
+    given = sorted({str(key) for entry in servers.values() if isinstance(entry, dict) for key in entry})
+    why = (
+        "MCP servers are configured by the operator (ZENWEB_MCP_SERVERS), not in a workflow: "
+        f"name the configured servers this workflow uses (mcp: [{names}])"
+    )
+    if given:
+        why += f"; found {', '.join(given)}"
+    if "${" in str(servers):
+        why += "; nothing a workflow says is expanded from the server's environment (${VAR})"
+    return why
 
 
 def _strings(value: object) -> list[str]:

@@ -28,7 +28,7 @@ KnownTools = Collection[str] | Mapping[str, Collection[Role]]
 
 
 def mcp_tool_known(tool: str, declared: Collection[str], known_tools: Collection[str]) -> bool:
-    """``<server>__<tool>`` of a server this workflow declares, or of a
+    """``<server>__<tool>`` of a configured server this workflow names, or of a
     configured server that could not be listed (``<server>__*`` in
     ``known_tools``): its tools are only known once zenweb connects, and a
     name the server does not offer fails the call with the server's list."""
@@ -47,9 +47,7 @@ def tool_use_problems(workflow: Any, known_tools: KnownTools | None) -> Iterator
     if isinstance(known_tools, Mapping):
         for name, agent in workflow.agents.items():
             for j, tool in enumerate(agent.tools):
-                # A server the workflow declares shadows a configured one of that
-                # name, whose tools' roles are then not the ones known here.
-                allowed = None if server_of(tool) in mcp else known_tools.get(tool)
+                allowed = known_tools.get(tool)
                 if allowed is not None and not roles[name] & set(allowed):
                     yield ("agents", name, "tools", j), _wrong_role(tool, name, roles[name], allowed)
 

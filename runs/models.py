@@ -442,6 +442,10 @@ class Approval(models.Model):
     what = models.TextField()
     why = models.TextField()
     arguments = models.JSONField(default=dict)
+    # A workflow's: the calls with effects its steps will make, as shown to
+    # the approver (agent, tool, arguments; ``at_run_time`` for those a model
+    # or message fills in, which ask again). Covered by ``arguments_hash``.
+    actions = models.JSONField(default=list, blank=True)
     arguments_hash = models.CharField(max_length=64)
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="approval_requests"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import time
 from collections.abc import Sequence
 from string import Template
@@ -64,7 +65,7 @@ class ScriptedProvider:
                 ToolCallRequest(
                     id=f"call-{request.agent}-{turn + 1}-{n + 1}",
                     name=call.tool,
-                    arguments=json.dumps(_fill(call.args, variables)),
+                    arguments=json.dumps(render_call(call.tool, call.args, variables)),
                 )
                 for n, call in enumerate(entry.calls)
             ]
@@ -124,6 +125,35 @@ def _usage(request: CompletionRequest, *, content: str | None = None, calls: Seq
     completion = tokens.count_text(content or "", model)
     completion += sum(tokens.count_call(call.name, call.arguments, model) for call in calls)
     return Usage(prompt_tokens=prompt, completion_tokens=completion)
+
+
+# Tool arguments that bash runs as a command line: what a script
+# substitutes into them is quoted for the shell.
+SHELL_ARGUMENTS = {"run_shell": "command"}
+
+
+def render_call(tool: str, args: dict[str, Any], variables: dict[str, str]) -> dict[str, Any]:
+    """A script's tool call with ``$name`` substituted. Into a shell command
+    every value goes quoted (shlex.quote), so an input such as ``x; rm -rf ~``
+    or ``$(id)`` is one word, never more commands. Approvals render a
+    workflow's calls with this same function, so what is shown is what runs."""
+    rendered = {key: _fill(value, variables) for key, value in args.items()}
+    shell = SHELL_ARGUMENTS.get(tool)
+    if shell is not None and isinstance(args.get(shell), str):
+        quoted = {name: shlex.quote(value) for name, value in variables.items()}
+        rendered[shell] = Template(args[shell]).safe_substitute(quoted)
+    return rendered
+
+
+def placeholders(value: Any) -> set[str]:
+    """The ``$name`` and ``${name}`` placeholders in a script value."""
+    if isinstance(value, str):
+        return {m.group("named") or m.group("braced") for m in Template.pattern.finditer(value)} - {None}
+    if isinstance(value, dict):
+        return set().union(*(placeholders(v) for v in value.values()))
+    if isinstance(value, list):
+        return set().union(*(placeholders(v) for v in value))
+    return set()
 
 
 def _fill(value: Any, variables: dict[str, str]) -> Any:

@@ -130,6 +130,11 @@ class ToolContext:
     destructive_approved: bool = False
     # Tools whose every call waits for a person's approval (the workflow's approval list).
     gated: frozenset[str] = frozenset()
+    # A run of a destructive workflow: the keys (registry.call_key) of the
+    # calls its approver was shown. Any other call of a tool with effects
+    # waits for its own approval, whatever message asked for it. None: the
+    # workflow is not marked destructive.
+    bound: frozenset[str] | None = None
     # Results of side-effecting calls already run for this turn (see ToolJournal).
     journal: ToolJournal | None = None
     # Which identical call of this turn this is (0 for the first).

@@ -155,7 +155,7 @@ class ToolRegistry:
             done = ctx.journal.get(idempotency_key(ctx, tool.name, args.model_dump(mode="json")))
             if done is not None:
                 return done
-        if tool.name in ctx.gated:
+        if tool.name in ctx.gated or not _shown(ctx, tool, _visible(data, tool)):
             # Nothing runs yet: a person decides on exactly these arguments.
             try:
                 # The validated arguments, defaults filled in: what runs is what was shown.
@@ -215,6 +215,27 @@ class ToolRegistry:
         return ToolOutcome(
             text, ok=True, arguments=shown, bounds=result.bounds, artifacts=artifacts, omitted=omitted, counted=counted
         )
+
+
+def has_effects(tool: Tool) -> bool:
+    """Whether a call of ``tool`` is destructive work in a destructive
+    workflow: it changes files, runs commands or calls an MCP server (tagged
+    ``execution`` or ``destructive-capable``)."""
+    return tool.side_effects or "destructive-capable" in tool.tags
+
+
+def call_key(name: str, arguments: dict[str, Any]) -> str:
+    """What binds an approval to one call: the tool and its exact arguments
+    as the caller wrote them (injected fields left out)."""
+    text = json.dumps({"tool": name, "arguments": arguments}, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _shown(ctx: ToolContext, tool: Tool, arguments: dict[str, Any]) -> bool:
+    """False for a call with effects, in a destructive workflow's run, that
+    its approver was not shown: a command a model composed, one a message
+    asked for. Such a call needs its own approval."""
+    return ctx.bound is None or not has_effects(tool) or call_key(tool.name, arguments) in ctx.bound
 
 
 def idempotency_key(ctx: ToolContext, name: str, arguments: dict[str, Any]) -> str:

@@ -8,7 +8,14 @@ Nobody approves their own request (unless ZENWEB_ALLOW_SELF_APPROVAL
 allows it where one approval is required); with ``approval: {approvers: 2}``
 two different people must approve; with ``expiresAfter`` a request lapses.
 Approved work is claimed once (``executed``), so approving twice or a
-redelivered task never runs it twice. A rejected or lapsed workflow ends
+redelivered task never runs it twice.
+
+A workflow's approval binds its effects: it shows the calls with effects
+(commands, file writes, MCP calls) that its agents' scripts will make, with
+the run's inputs filled in (``planned_actions``), and only those run on it.
+Any other such call in the run (one a model composes, one a message asks
+for) waits for an approval of its own (``ToolContext.bound``), so no message
+widens what was approved. A rejected or lapsed workflow ends
 ``blocked`` with the reason; a rejected tool call tells the model why.
 """
 
@@ -24,7 +31,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
+from agents.llm.scripted import placeholders, render_call
+from agents.spec import WorkflowSpec
+from agents.tools.builtin.shell import destructive_reason
 from agents.tools.errors import RetryHint, failure_text
+from agents.tools.mcp.config import server_of
+from agents.tools.registry import call_key, has_effects
 from runs.actions.catalog import workflow_spec
 from runs.actions.pending import deliver_result
 from runs.models import Approval, ApprovalDecision, Run, Step, ToolCall
@@ -44,7 +56,15 @@ def arguments_hash(subject: dict[str, Any]) -> str:
 
 
 def request_approval(
-    run: Run, *, kind: str, what: str, why: str, subject: dict[str, Any], arguments: dict[str, Any], step_id: str = ""
+    run: Run,
+    *,
+    kind: str,
+    what: str,
+    why: str,
+    subject: dict[str, Any],
+    arguments: dict[str, Any],
+    step_id: str = "",
+    actions: list[dict[str, Any]] | None = None,
 ) -> Approval:
     """Create a pending approval and say so in the run's events. Call inside
     the transaction that pauses the work."""
@@ -56,6 +76,7 @@ def request_approval(
         what=what,
         why=why,
         arguments=arguments,
+        actions=actions or [],
         arguments_hash=arguments_hash(subject),
         requested_by=run.created_by,
         required_approvals=policy.approvers,
@@ -65,7 +86,14 @@ def request_approval(
         RuntimeEvent(
             "approval_requested",
             step_id,
-            {"approval_id": approval.pk, "kind": kind, "what": what, "why": why, "arguments": arguments},
+            {
+                "approval_id": approval.pk,
+                "kind": kind,
+                "what": what,
+                "why": why,
+                "arguments": arguments,
+                **({"actions": actions} if actions else {}),
+            },
         )
     )
     return approval
@@ -73,14 +101,75 @@ def request_approval(
 
 def request_workflow_approval(run: Run) -> Approval:
     spec = workflow_spec(run.workflow)
+    actions = planned_actions(spec, run.inputs)
+    subject: dict[str, Any] = {"workflow": spec.name, "version": run.workflow.version, "inputs": run.inputs}
+    if actions:
+        subject["actions"] = actions
     return request_approval(
         run,
         kind=Approval.Kind.WORKFLOW,
         what=f"run workflow {spec.name} v{run.workflow.version}",
         why=f"{spec.name} is marked destructive",
-        subject={"workflow": spec.name, "version": run.workflow.version, "inputs": run.inputs},
+        subject=subject,
         arguments=dict(run.inputs),
+        actions=actions,
     )
+
+
+def planned_actions(spec: WorkflowSpec, inputs: dict[str, Any]) -> list[dict[str, Any]]:
+    """The calls with effects the workflow's agents' scripts make, rendered
+    as they will run with these inputs (shell commands quoted the same way).
+    A call that uses anything but inputs (``$inbox``, ``$item``: known only
+    at run time) is listed with ``at_run_time`` and is not approved here, as
+    is each tool with effects of an agent with no script (a model's)."""
+    variables = {name: str(value) for name, value in inputs.items()}
+    actions: list[dict[str, Any]] = []
+    for agent_name, agent in spec.agents.items():
+        if not agent.script:
+            # A model composes this agent's calls: each one with effects asks again.
+            actions += [
+                {"agent": agent_name, "tool": tool, "arguments": {}, "at_run_time": ["model"]}
+                for tool in agent.tools
+                if _has_effects(tool)
+            ]
+        for turn in agent.script:
+            for call in turn.calls or []:
+                if not _has_effects(call.tool):
+                    continue
+                later = sorted(placeholders(call.args) - set(variables))
+                action: dict[str, Any] = {"agent": agent_name, "tool": call.tool}
+                if later:
+                    action |= {"arguments": call.args, "at_run_time": later}
+                else:
+                    action["arguments"] = render_call(call.tool, call.args, variables)
+                    # A hint for the person deciding, not a check (shell.DESTRUCTIVE_PATTERNS).
+                    looks_like = destructive_reason(str(action["arguments"].get("command", "")))
+                    if call.tool == "run_shell" and looks_like:
+                        action["looks_like"] = looks_like
+                if action not in actions:
+                    actions.append(action)
+    return actions
+
+
+def bound_calls(approvals: list[list[dict[str, Any]]]) -> frozenset[str]:
+    """The call keys an approved workflow's actions allow (ToolContext.bound)."""
+    return frozenset(
+        call_key(action["tool"], action["arguments"])
+        for actions in approvals
+        for action in actions
+        if not action.get("at_run_time")
+    )
+
+
+def _has_effects(tool: str) -> bool:
+    from runs.actions.common import REGISTRY
+
+    builtin = REGISTRY.get(tool)
+    if builtin is not None:
+        return has_effects(builtin)
+    # An MCP tool (server__tool) may do anything; a workflow offered as a
+    # tool starts a run that passes its own gate.
+    return server_of(tool) is not None
 
 
 def do_decide(approval_id: int, user, decision: str, reason: str, seen_hash: str | None = None) -> Approval:

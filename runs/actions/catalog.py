@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import DatabaseError, transaction
 
 from agents import scheduler
+from agents.inputs import workspace_path
 from agents.spec import SpecProblem, WorkflowSpec, WorkflowValidationError, parse_workflow
 from agents.tools import Role
 from agents.tools.workflows import WORKFLOW_TOOL_ROLES
@@ -200,6 +201,12 @@ def check_inputs(spec: WorkflowSpec, raw: Mapping[str, object]) -> dict[str, obj
         if size > MAX_INPUT_CHARS:
             # Inputs go into every step's prompt: a 60 KB one cost 94,000 tokens a turn.
             problems.append(f"input {name!r} is {size:,} characters; at most {MAX_INPUT_CHARS:,}")
+            continue
+        if declared.type == "path":
+            try:
+                values[name] = workspace_path(raw[name])
+            except ValueError as exc:
+                problems.append(f"input {name!r} must be a path inside the run's workspace: {exc}")
             continue
         try:
             values[name] = _coerce(raw[name], declared.type)

@@ -21,6 +21,7 @@ from agents.runner import ToolEnv
 from agents.sandbox import Limits, Sandbox
 from agents.spec import WorkflowSpec
 from agents.tools import Tool, ToolCallMeta, ToolContext, ToolError, ToolRegistry, WorkerRequest
+from agents.tools.builtin.shell import destructive_reason
 from agents.tools.mcp import McpServerConfig
 from agents.tools.mcp import servers as mcp_servers
 from agents.tools.workflows import workflow_tool
@@ -51,29 +52,29 @@ def tools_for(spec: WorkflowSpec, role: str, requested: Iterable[str]) -> tuple[
 
 
 def mcp_servers_of(spec: WorkflowSpec | None = None) -> dict[str, McpServerConfig]:
-    """The MCP servers a workflow's agents may use: ZENWEB_MCP_SERVERS, and
-    the workflow's own ``mcp:`` section (a name there wins)."""
-    return {**settings.ZENWEB_MCP_SERVERS, **(spec.mcp if spec else {})}
+    """The MCP servers a workflow's agents may use: the operator's
+    (ZENWEB_MCP_SERVERS). A workflow only names them."""
+    return dict(settings.ZENWEB_MCP_SERVERS)
 
 
 def mcp_server_statuses() -> list[dict[str, Any]]:
-    """Every configured MCP server (settings, and those the latest workflow
-    versions declare) with its status, started if it was not: for the catalog page."""
-    found: dict[str, tuple[McpServerConfig, list[str]]] = {}
-    for config in settings.ZENWEB_MCP_SERVERS.values():
-        found.setdefault(config.fingerprint, (config, ["settings"]))
+    """Every configured MCP server with its status (started if it was not)
+    and the latest workflow versions that name it: for the catalog page,
+    which shows names, never command lines or URLs."""
+    users: dict[str, list[str]] = {}
     for workflow in _latest_workflows():
-        for config in workflow_spec(workflow).mcp.values():
-            found.setdefault(config.fingerprint, (config, []))[1].append(workflow.name)
+        for name in workflow_spec(workflow).mcp:
+            users.setdefault(name, []).append(workflow.name)
     statuses = []
-    for config, users in found.values():
+    for config in settings.ZENWEB_MCP_SERVERS.values():
         server = mcp_servers.POOL.server(config)
         try:
             server.tools()
         except mcp_servers.McpUnavailable:
             pass  # the status says why
-        statuses.append({**server.status_data(), "declared_by": users})
-    return sorted(statuses, key=lambda s: (s["name"], s["target"]))
+        data = {key: value for key, value in server.status_data().items() if key != "target"}
+        statuses.append({**data, "declared_by": users.get(config.name, [])})
+    return sorted(statuses, key=lambda s: s["name"])
 
 
 def _latest_workflows() -> list[Workflow]:
@@ -127,6 +128,7 @@ def tool_env(run: Run, step: Step) -> ToolEnv:
         parent_tool_call_id=parent,
         gated=frozenset(spec.approvals),
         sandbox=sandbox_for(spec),
+        bound=_approved_calls(run) if spec.destructive else None,
     )
 
 
@@ -143,6 +145,15 @@ def sandbox_for(spec: WorkflowSpec) -> Sandbox:
         network=asked.network,
     )
     return operator.with_limits(limits.within(top))
+
+
+def _approved_calls(run: Run) -> frozenset[str]:
+    """The calls the approver of this destructive run was shown: only those
+    run without asking again (approvals.planned_actions)."""
+    from runs.actions.approvals import bound_calls
+
+    approved = Approval.objects.filter(run_id=run.pk, kind=Approval.Kind.WORKFLOW, status=Approval.Status.APPROVED)
+    return bound_calls(list(approved.values_list("actions", flat=True)))
 
 
 def step_tools(spec: WorkflowSpec, step: Step) -> tuple[ToolRegistry, list[Tool]]:
@@ -216,11 +227,20 @@ class DjangoToolHost:
         from runs.actions.approvals import request_approval
 
         run = Run.objects.select_related("workflow", "created_by").get(pk=self.run_id)
+        if tool in workflow_spec(run.workflow).approvals:
+            why = f"{tool} is on the approval list of {run.workflow.name}"
+        else:
+            why = f"{run.workflow.name} is destructive and this {tool} call was not shown when the run was approved"
+        # The pattern is a hint for the person deciding, not a check: the
+        # sandbox, not a regex, is what limits a command.
+        looks_like = destructive_reason(arguments.get("command", "")) if tool == "run_shell" else None
+        if looks_like:
+            why += f"; it looks like {looks_like}"
         approval = request_approval(
             run,
             kind=Approval.Kind.TOOL,
             what=f"{tool} in step {ctx.step_id}",
-            why=f"{tool} is on the approval list of {run.workflow.name}",
+            why=why,
             subject={"tool": tool, "arguments": arguments},
             arguments=arguments,
             step_id=ctx.step_id,
@@ -309,11 +329,15 @@ class DjangoToolHost:
             values = check_inputs(workflow_spec(version), inputs)
         except InputError as exc:
             raise ToolError(str(exc), kind="invalid_call", action="correct_call") from None
+        spec = workflow_spec(version)
         child = Run.objects.create(
             workflow=version,
             inputs=values,
             created_by=parent.created_by,
             command=f"tool call {ctx.meta.tool_call_id} of run {parent.pk} (step {ctx.step_id})",
+            # A destructive workflow called as a tool passes the same gate as
+            # one a person starts: it waits for its own approval.
+            status=Run.Status.AWAITING_APPROVAL if spec.destructive else Run.Status.PENDING,
         )
         # The ToolCall row is written with the turn, after this; save_turn links it.
         DjangoEventSink(parent.pk).emit(
@@ -328,7 +352,12 @@ class DjangoToolHost:
                 },
             )
         )
-        transaction.on_commit(lambda: tasks.start_run.delay(child.pk), robust=True)
+        if spec.destructive:
+            from runs.actions.approvals import request_workflow_approval
+
+            request_workflow_approval(child)
+        else:
+            transaction.on_commit(lambda: tasks.start_run.delay(child.pk), robust=True)
         return str(child.pk)
 
 

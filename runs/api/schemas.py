@@ -305,6 +305,11 @@ class ApprovalOut(_Response):
     what: str
     why: str
     arguments: dict[str, Any]
+    actions: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="A workflow's: the calls with effects its steps will make, as approved "
+        "(agent, tool, arguments; `at_run_time` names what is filled in later, and such a call asks again).",
+    )
     arguments_hash: str
     requested_by: str | None
     created: datetime

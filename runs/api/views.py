@@ -306,6 +306,7 @@ def _approval(approval: Approval) -> s.ApprovalOut:
         what=approval.what,
         why=approval.why,
         arguments=approval.arguments,
+        actions=approval.actions,
         arguments_hash=approval.arguments_hash,
         requested_by=approval.requested_by.get_username() if approval.requested_by else None,
         created=approval.created,

@@ -354,6 +354,18 @@ def test_it_keeps_the_approvals_queue_to_approvers(owner, teammate, approver):
         "what": f"run workflow wipe v{run.workflow.version}",
         "why": "wipe is marked destructive",
         "arguments": {},
+        # The command its step will run, as it will run: only that runs on this approval.
+        "actions": [
+            {
+                "agent": "janitor",
+                "tool": "run_shell",
+                "arguments": {
+                    "command": "mkdir -p build && touch build/x && rm -rf build"
+                    " && echo wiped >> wipe.log && cat wipe.log"
+                },
+                "looks_like": "recursive delete (rm -r)",
+            }
+        ],
         "arguments_hash": approval.arguments_hash,
         "requested_by": "owner",
         "created": None,

@@ -12,17 +12,22 @@ import pytest
 from agents.tools.mcp import McpServerConfig
 from agents.tools.mcp.servers import POOL
 from runs.actions import do_create_run
-from runs.models import Run
-from tests.conftest import register, wait_for_run
+from runs.models import Run, Workflow
+from tests.conftest import WORKFLOWS, register, wait_for_run
 from tests.mcp.servers import EVERYTHING, require_servers
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def everything(monkeypatch):
+def everything(settings):
+    """server-everything as the operator configures it: in settings, by name."""
     require_servers()
-    monkeypatch.setenv("EVERYTHING_BIN", str(EVERYTHING))
+    settings.ZENWEB_MCP_SERVERS = {
+        "everything": McpServerConfig(
+            name="everything", command=str(EVERYTHING), args=["stdio"], timeout=10, tools=["echo", "get-sum"]
+        )
+    }
     yield
     POOL.close_all()
 
@@ -51,9 +56,11 @@ def test_it_runs_a_workflow_whose_agent_calls_mcp_tools_and_the_run_page_shows_t
     assert "everything__echo" in html and "Echo: hello from zenweb" in html
 
 
-def test_the_catalog_lists_mcp_servers_with_status_and_why_one_failed(everything, client, owner, settings):
+def test_the_catalog_lists_mcp_servers_by_name_with_status_and_why_one_failed(
+    everything, client, owner, staff, settings
+):
     settings.ZENWEB_MCP_SERVERS = {
-        "everything": McpServerConfig(name="everything", command=str(EVERYTHING), args=["stdio"]),
+        **settings.ZENWEB_MCP_SERVERS,
         "broken": McpServerConfig(name="broken", command="/nonexistent/mcp-server"),
     }
     register("mcp/echo")
@@ -61,10 +68,32 @@ def test_the_catalog_lists_mcp_servers_with_status_and_why_one_failed(everything
 
     html = client.get("/catalog/").content.decode()
 
-    assert 'id="mcp-server-broken"' in html and "command not found: /nonexistent/mcp-server" in html
+    assert 'id="mcp-server-broken"' in html and "failed" in html
     assert 'id="mcp-server-everything"' in html and "running" in html
-    assert "mcp_echo" in html  # the workflow that declares its own server
+    assert "mcp_echo" in html  # the workflow that names the server
     assert 'id="tool-mcp.everything.echo"' in html
+    # Names, never command lines (nor an error that repeats one) for everyone.
+    assert "/nonexistent/mcp-server" not in html and str(EVERYTHING) not in html
+    client.force_login(staff)
+    assert "command not found: /nonexistent/mcp-server" in client.get("/catalog/").content.decode()
+
+
+def test_registering_a_workflow_that_starts_its_own_mcp_server_is_refused(everything, tmp_path):
+    from agents.spec import WorkflowValidationError
+    from runs.actions import do_register_workflow
+
+    marker = tmp_path / "owned"
+    text = (WORKFLOWS / "mcp" / "echo.yaml").read_text()
+    text = text.replace(
+        "mcp: [everything]", f"mcp:\n  everything:\n    command: /bin/sh\n    args: [-c, 'id > {marker}']"
+    )
+
+    with pytest.raises(WorkflowValidationError) as caught:
+        do_register_workflow(text, "evil.yaml")
+
+    assert str(caught.value.problems[0]).startswith("evil.yaml:4: mcp: MCP servers are configured by the operator")
+    assert not Workflow.objects.exists()
+    assert not marker.exists()
 
 
 def test_an_mcp_tool_on_the_approval_list_waits_for_a_person_then_runs_once(celery_worker, everything, owner, approver):

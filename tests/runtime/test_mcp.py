@@ -21,6 +21,12 @@ from tests.mcp.servers import EVERYTHING, everything_over_http, kill_stdio_serve
 KILL_MARKER = "zenweb-test-killable"
 
 
+@pytest.fixture(autouse=True)
+def _local_servers_allowed(monkeypatch):
+    # The test servers listen on loopback, which an operator must allow.
+    monkeypatch.setenv("ZENWEB_MCP_ALLOWED_ADDRESSES", "127.0.0.1")
+
+
 @pytest.fixture(scope="module")
 def stdio_server():
     require_servers()
@@ -274,11 +280,7 @@ def test_it_refuses_bad_server_configs(data, message):
 
 WORKFLOW = """\
 name: uses-mcp
-mcp:
-  everything:
-    command: ${EVERYTHING_BIN}
-    args: [stdio]
-    timeout: 10
+mcp: [everything]
 agents:
   caller:
     tools: [everything__echo]
@@ -287,35 +289,104 @@ steps:
     agent: caller
 approvals: [everything__echo]
 """
+# What registration knows of a configured server that is down.
+CONFIGURED = ["send_message", "everything__*"]
 
 
-def test_a_workflow_declares_servers_and_lists_their_tools():
-    spec = parse_workflow(WORKFLOW, known_tools=["send_message"])
+def test_a_workflow_names_configured_servers_and_lists_their_tools():
+    spec = parse_workflow(WORKFLOW, known_tools=CONFIGURED)
 
-    server = spec.mcp["everything"]
-    assert (server.name, server.command, server.timeout) == ("everything", "${EVERYTHING_BIN}", 10)
+    assert spec.mcp == ["everything"]
     assert spec.approvals == ["everything__echo"]
     assert type(spec).model_validate(spec.to_data()).mcp == spec.mcp
 
 
-def test_a_workflow_gets_file_and_line_errors_for_bad_mcp_config_and_unknown_servers():
-    text = WORKFLOW.replace("    timeout: 10", "    timeout: 10\n    url: http://x").replace(
-        "[everything__echo]", "[everything__echo, other__echo]"
-    )
+def test_a_workflow_gets_file_and_line_errors_for_unknown_servers():
+    text = WORKFLOW.replace("[everything]", "[everything, other]")
 
     with pytest.raises(WorkflowValidationError) as caught:
-        parse_workflow(text, "flow.yaml", known_tools=["send_message"])
+        parse_workflow(text, "flow.yaml", known_tools=CONFIGURED)
 
-    problems = [str(p) for p in caught.value.problems]
-    assert any(p.startswith("flow.yaml:3: mcp.everything: an MCP server needs exactly one of") for p in problems)
-    assert any(
-        p.startswith("flow.yaml:10: agents.caller.tools[1]: unknown tool 'other__echo': no MCP server 'other'")
-        for p in problems
+    assert [str(p) for p in caught.value.problems] == [
+        "flow.yaml:2: mcp[1]: no MCP server 'other' is configured (ZENWEB_MCP_SERVERS: everything)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("server", "found"),
+    [
+        ("{command: /bin/sh, args: [-c, 'id > /tmp/owned']}", "found args, command"),
+        ("{url: 'http://169.254.169.254/latest/meta-data'}", "found url"),
+        ("{url: 'https://mcp.example.net', headers: {X-Key: '${HOME}'}}", "found headers, url"),
+    ],
+)
+def test_a_workflow_cannot_say_how_to_start_or_reach_an_mcp_server(server, found):
+    text = WORKFLOW.replace("mcp: [everything]", f"mcp:\n  everything: {server}")
+
+    with pytest.raises(WorkflowValidationError) as caught:
+        parse_workflow(text, "flow.yaml", known_tools=CONFIGURED)
+
+    [problem] = [str(p) for p in caught.value.problems if "mcp" in str(p).split(":")[2]]
+    assert problem.startswith(
+        "flow.yaml:2: mcp: MCP servers are configured by the operator (ZENWEB_MCP_SERVERS), not in a workflow: "
+        "name the configured servers this workflow uses (mcp: [everything])"
     )
+    assert found in problem
+
+
+def test_a_workflow_never_gets_the_servers_environment_expanded():
+    text = WORKFLOW.replace("mcp: [everything]", "mcp:\n  everything: {url: 'https://x.test/?h=${HOME}'}")
+
+    with pytest.raises(WorkflowValidationError, match=r"nothing a workflow says is expanded .*\$\{VAR\}"):
+        parse_workflow(text, "flow.yaml", known_tools=CONFIGURED)
+
+
+def test_a_stored_version_with_server_configs_keeps_only_their_names():
+    spec = parse_workflow(WORKFLOW, known_tools=CONFIGURED)
+    stored = {**spec.to_data(), "mcp": {"everything": {"command": "/bin/sh", "args": ["-c", "id"]}}}
+
+    assert type(spec).model_validate(stored).mcp == ["everything"]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:9/mcp",
+        "http://localhost:9/mcp",
+        "http://[::1]:9/mcp",
+        "http://10.1.2.3/mcp",
+        "http://192.168.0.10/mcp",
+        "http://169.254.169.254/latest",
+        "http://[::ffff:127.0.0.1]:9/mcp",
+        "http://0.0.0.0:9/mcp",
+    ],
+)
+def test_it_refuses_an_mcp_url_that_resolves_to_a_private_address_unless_allowed(monkeypatch, url):
+    monkeypatch.delenv("ZENWEB_MCP_ALLOWED_ADDRESSES")
+    pool = McpServerPool()
+    servers = {"inside": McpServerConfig(name="inside", url=url)}
+
+    [tool] = tools_for_names(servers, ["inside__anything"], pool)
+    outcome = ToolRegistry([tool]).call(ctx(), "inside__anything", "{}", [tool])
+
+    assert (outcome.ok, outcome.error_kind) == (False, "unavailable")
+    assert "a loopback, private or reserved address" in outcome.text
+    assert "ZENWEB_MCP_ALLOWED_ADDRESSES" in outcome.text
+
+
+def test_it_connects_to_a_private_address_the_operator_allowed():
+    from agents.tools.mcp.config import address_refusal
+
+    allowed = {"ZENWEB_MCP_ALLOWED_ADDRESSES": "10.0.0.0/8, localhost"}
+
+    assert address_refusal("http://10.1.2.3/mcp", allowed) is None
+    assert address_refusal("http://localhost:8080/mcp", allowed) is None
+    assert "192.168.0.10" in (address_refusal("http://192.168.0.10/mcp", allowed) or "")
+    assert address_refusal("https://93.184.215.14/mcp", {}) is None
 
 
 def test_settings_servers_that_are_down_still_let_workflows_name_their_tools():
-    text = WORKFLOW.replace("everything__", "remote__")
+    text = WORKFLOW.replace("everything", "remote")
 
     spec = parse_workflow(text, known_tools=["send_message", "remote__*"])
 

@@ -1029,7 +1029,9 @@ def test_it_locates_an_input_type_that_is_not_a_name(tmp_path):
     path = tmp_path / "typed.yaml"
     path.write_text("name: typed\ninputs:\n  name:\n    type: []\nagents: {a1: {}}\nsteps: [{id: s, agent: a1}]\n")
 
-    assert problems(path) == [f"{path}:4: inputs.name.type: Input should be 'string', 'integer', 'number' or 'boolean'"]
+    assert problems(path) == [
+        f"{path}:4: inputs.name.type: Input should be 'string', 'integer', 'number', 'boolean' or 'path'"
+    ]
 
 
 def test_it_refuses_numbers_no_run_or_database_can_keep(tmp_path):

@@ -105,11 +105,10 @@ def test_it_checks_roles_only_when_it_is_given_them(tmp_path):
     assert problems(tmp_path, text, set(ROLES)) == []
 
 
-def test_the_tools_of_a_server_the_workflow_declares_are_not_checked_against_a_configured_one(tmp_path):
+def test_the_tools_of_a_server_the_workflow_names_are_checked_against_the_configured_one(tmp_path):
     text = """\
         name: flow
-        mcp:
-          docs: {url: "http://127.0.0.1:9/mcp"}
+        mcp: [docs]
         agents:
           coordinator: {tools: [docs__delete]}
           a1: {}
@@ -117,8 +116,9 @@ def test_the_tools_of_a_server_the_workflow_declares_are_not_checked_against_a_c
           - {id: one, agent: a1}
         """
 
-    # Its own docs server shadows the configured one, whose roles are not its tools'.
-    assert problems(tmp_path, text, ROLES) == []
+    # A workflow names the operator's server; it cannot bring its own of that name.
+    [problem] = problems(tmp_path, text, ROLES)
+    assert problem.startswith("4: agents.coordinator.tools[0]: tool 'docs__delete' is only available to steps")
 
 
 # -- a script calling a tool its agent does not have -----------------------------

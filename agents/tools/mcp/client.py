@@ -31,7 +31,7 @@ from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, CallTo
 from mcp_types import Tool as RemoteTool
 
 from agents.sandbox import SYSTEM_PATH, Sandbox, SandboxUnavailable
-from agents.tools.mcp.config import McpServerConfig
+from agents.tools.mcp.config import McpServerConfig, address_refusal
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +106,9 @@ class McpConnection:
                 errlog.close()  # the child has its own copy; the reader sees EOF when it exits
         else:
             assert config.url is not None
+            refusal = address_refusal(config.url)
+            if refusal:
+                raise McpStartError(refusal)
             http = create_mcp_http_client(
                 headers=config.headers, timeout=httpx2.Timeout(config.start_timeout, read=config.timeout + 5)
             )

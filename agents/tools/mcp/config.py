@@ -1,20 +1,25 @@
 """How an MCP server is configured: a stdio command or a streamable-HTTP URL.
 
-The same model reads ``ZENWEB_MCP_SERVERS`` (settings) and a workflow's
-``mcp:`` section. Secrets stay out of stored configs: ``${VAR}`` in a command,
-argument, environment value, URL or header is replaced from ``os.environ``
-only when zenweb connects (``expanded``), so workflow specs kept in the
-database and the catalog page hold the placeholder, never the value.
+Servers are the operator's: ``ZENWEB_MCP_SERVERS`` (settings) configures
+them, and a workflow's ``mcp:`` only names them. Secrets stay out of stored
+configs: ``${VAR}`` in a command, argument, environment value, URL or header
+is replaced from ``os.environ`` only when zenweb connects (``expanded``).
+An HTTP server's address must be public, or listed by the operator in
+``ZENWEB_MCP_ALLOWED_ADDRESSES`` (``address_refusal``): a URL that resolves
+to loopback, a private range or the cloud metadata address is refused.
 """
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import os
 import re
+import socket
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
@@ -127,6 +132,51 @@ class McpServerConfig(BaseModel):
         for value, name in values:
             text = text.replace(value, f"${{{name}}}")
         return text
+
+
+ALLOWED_ADDRESSES = "ZENWEB_MCP_ALLOWED_ADDRESSES"
+
+
+def address_refusal(url: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """Why zenweb will not connect to ``url``, or None. Every address its
+    host resolves to must be global (not loopback, private, link-local,
+    shared or reserved) unless ``ZENWEB_MCP_ALLOWED_ADDRESSES`` (comma-separated
+    addresses, networks or host names) lists it. The check is of the
+    addresses at connect time; a name that later resolves elsewhere (DNS
+    rebinding) is not caught here."""
+    environ = os.environ if environ is None else environ
+    host = (urlsplit(url).hostname or "").lower()
+    if not host:
+        return f"{url!r} names no host"
+    networks, names = _allowed(environ.get(ALLOWED_ADDRESSES, ""))
+    if host in names:
+        return None
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except OSError as exc:
+        return f"cannot resolve {host}: {exc}"
+    for info in infos:
+        address = ipaddress.ip_address(str(info[4][0]).split("%")[0])
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        if not address.is_global and not any(address in network for network in networks):
+            return (
+                f"{host} resolves to {address}, a loopback, private or reserved address: "
+                f"the operator may allow it in {ALLOWED_ADDRESSES}"
+            )
+    return None
+
+
+def _allowed(text: str) -> tuple[list[ipaddress.IPv4Network | ipaddress.IPv6Network], set[str]]:
+    networks, names = [], set()
+    for entry in (part.strip() for part in text.split(",")):
+        if not entry:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError:
+            names.add(entry.lower())
+    return networks, names
 
 
 def server_of(tool_name: str) -> str | None:

@@ -1,0 +1,63 @@
+"""The destructive-command pattern is a hint for the approval screen, not a
+security control (issue 25): each of these gets past it, and what keeps
+another run's workspace safe is the sandbox (only the run's own workspace is
+visible to a command). Each runs in a run that was never approved for
+destructive work."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from agents.events import ListSink
+from agents.router import InMemoryMailboxStore, MessageRouter
+from agents.tools import ToolCallMeta, ToolContext, default_registry
+from agents.tools.builtin.shell import destructive_reason
+
+LOOKALIKES = [
+    '"rm" -rf ../run-6',
+    "rm --recurs ../run-6",
+    "r\\m -fr ../run-6",
+    "X=-rf; rm $X ../run-6",
+    "python3 -c \"import shutil; shutil.rmtree('../run-6')\"",
+    "perl -MFile::Path -e 'rmtree(\"../run-6\")'",
+]
+
+needs_sandbox = pytest.mark.skipif(
+    importlib.util.find_spec("agents.sandbox") is None,
+    reason="needs the sandbox branch (agents/sandbox.py): without it a command sees the whole file system",
+)
+
+
+@pytest.mark.parametrize("command", LOOKALIKES)
+def test_the_pattern_does_not_see_these_deletes(command):
+    # Documented as a hint only: if it starts catching one, this list is stale, not the boundary stronger.
+    assert destructive_reason(command) is None
+
+
+@needs_sandbox
+@pytest.mark.parametrize("command", LOOKALIKES)
+def test_a_delete_the_pattern_misses_cannot_reach_another_runs_workspace(tmp_path, command):
+    workspace = tmp_path / "workspaces" / "run-1"
+    workspace.mkdir(parents=True)
+    other = tmp_path / "workspaces" / "run-6"
+    other.mkdir()
+    (other / "report.txt").write_text("another run's work")
+    registry = default_registry()
+    ctx = ToolContext(
+        ToolCallMeta("run-1", "run-1/build", "build/1", "call-1"),
+        "build",
+        "step",
+        MessageRouter(InMemoryMailboxStore(), ListSink()),
+        ListSink(),
+        injected={"workspace": str(workspace)},
+    )
+
+    outcome = registry.call(
+        ctx, "run_shell", json.dumps({"command": command}), registry.for_role("step", ["run_shell"])
+    )
+
+    assert outcome.text.startswith("exit code:")  # it ran: nothing refused it
+    assert (other / "report.txt").read_text() == "another run's work"
