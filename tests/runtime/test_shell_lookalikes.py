@@ -6,7 +6,6 @@ destructive work."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
@@ -14,7 +13,6 @@ import pytest
 from agents.events import ListSink
 from agents.router import InMemoryMailboxStore, MessageRouter
 from agents.tools import ToolCallMeta, ToolContext, default_registry
-from agents.tools.builtin.shell import destructive_reason
 
 LOOKALIKES = [
     '"rm" -rf ../run-6',
@@ -25,19 +23,7 @@ LOOKALIKES = [
     "perl -MFile::Path -e 'rmtree(\"../run-6\")'",
 ]
 
-needs_sandbox = pytest.mark.skipif(
-    importlib.util.find_spec("agents.sandbox") is None,
-    reason="needs the sandbox branch (agents/sandbox.py): without it a command sees the whole file system",
-)
 
-
-@pytest.mark.parametrize("command", LOOKALIKES)
-def test_the_pattern_does_not_see_these_deletes(command):
-    # Documented as a hint only: if it starts catching one, this list is stale, not the boundary stronger.
-    assert destructive_reason(command) is None
-
-
-@needs_sandbox
 @pytest.mark.parametrize("command", LOOKALIKES)
 def test_a_delete_the_pattern_misses_cannot_reach_another_runs_workspace(tmp_path, command):
     workspace = tmp_path / "workspaces" / "run-1"
