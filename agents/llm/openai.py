@@ -181,7 +181,10 @@ class OpenAIProvider:
             except openai.OpenAIError as exc:
                 message = self._describe(exc, model, timeout)
                 status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
-                wait = self._retry_wait(exc, attempt, request.deadline)
+                # An attempt cut short by the deadline is not tried again:
+                # the next would start past it.
+                cut = timeout < self.timeout
+                wait = None if cut else self._retry_wait(exc, attempt, request.deadline)
                 if wait is None:
                     raise ProviderError(message, status=status) from exc
                 if on_retry is not None:
