@@ -50,6 +50,9 @@ class CannedResponse:
     # content (or of tool-call arguments) in each.
     chunk_delay: float = 0.0
     chunk_chars: int = 4
+    # Set by the caller when the answer may start (a benchmark's clients
+    # connect first); None: at once.
+    gate: threading.Event | None = field(default=None, compare=False)
 
 
 class FakeOpenAIServer:
@@ -116,12 +119,15 @@ class FakeOpenAIServer:
         delay: float = 0.0,
         chunk_delay: float = 0.0,
         chunk_chars: int = 4,
+        gate: threading.Event | None = None,
     ) -> None:
         """Answer with an assistant text message (streamed ``chunk_chars``
-        characters a chunk, ``chunk_delay`` seconds apart, when asked to stream)."""
+        characters a chunk, ``chunk_delay`` seconds apart, when asked to
+        stream), once ``gate`` is set if one is given."""
         message = {"role": "assistant", "content": content}
         body = _completion(message, prompt_tokens, completion_tokens)
-        self.push(CannedResponse(200, body, delay, chunk_delay=chunk_delay, chunk_chars=chunk_chars))
+        canned = CannedResponse(200, body, delay, chunk_delay=chunk_delay, chunk_chars=chunk_chars, gate=gate)
+        self.push(canned)
 
     def push_tool_calls(
         self,
@@ -251,6 +257,14 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
+        def handle(self) -> None:
+            # A client that drops its kept-alive connection (a worker that
+            # exits) is no error worth a traceback.
+            try:
+                super().handle()
+            except ConnectionResetError:
+                pass
+
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
@@ -276,6 +290,9 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             response = server._next_response()
             if response.delay and server._stopping.wait(response.delay):
                 return
+            while response.gate is not None and not response.gate.wait(0.05):
+                if server._stopping.is_set():
+                    return
             if response.status == 200 and isinstance(body, dict) and body.get("stream"):
                 usage = bool((body.get("stream_options") or {}).get("include_usage"))
                 self._stream(response, usage)
