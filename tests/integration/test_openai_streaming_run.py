@@ -122,3 +122,34 @@ async def test_a_page_that_connects_mid_answer_gets_the_text_so_far(celery_worke
     run = await database_sync_to_async(wait_for_run)(run)
     step = await database_sync_to_async(Step.objects.get)(run=run, step_id="analyse")
     assert step.output == answer
+
+
+def test_the_coordinators_call_streams_and_its_retries_are_events(celery_worker, openai_endpoint):
+    openai_endpoint.push_error(502, "bad gateway", headers=RETRY_SOON)
+    summary = json.dumps({"summary": "The tide is in at Bergen."})
+    openai_endpoint.push_tool_calls([("call_1", "finalize", summary)], chunk_delay=0.01)
+    # A round after finalize may still ask (issue 24, point 7): give it an answer.
+    openai_endpoint.push_text("Done.")
+
+    run = wait_for_run(do_create_run(register("openai_coordinator"), {}))
+
+    assert run.status == Run.Status.COMPLETED
+    assert run.result == "The tide is in at Bergen."
+    [retry] = run.events.filter(type="provider_retry")
+    assert (retry.step_id, retry.data["status"], retry.data["attempt"]) == ("coordinator", 502, 1)
+    assert all(request.body["stream"] is True for request in openai_endpoint.requests)
+
+
+def test_a_command_whose_model_answers_500_names_the_status_not_a_network_error(openai_endpoint, monkeypatch):
+    from runs.actions.commands import do_command
+
+    monkeypatch.setenv("ZENWEB_LLM", "openai")
+    for _attempt in range(3):
+        openai_endpoint.push_error(500, "upstream exploded", headers=RETRY_SOON)
+
+    command = do_command("Run research workflow for laptops under $1000")
+
+    assert command.status == "error"
+    assert "HTTP 500 from the model endpoint" in command.result["error"]
+    assert "upstream exploded" in command.result["error"]
+    assert "Network error" not in command.result["error"]
