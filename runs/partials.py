@@ -81,7 +81,11 @@ def current(run_id: int, step_ids: list[str]) -> list[dict]:
     """The partials kept for these steps of a run, in ``step_ids``' order."""
     if not step_ids:
         return []
-    found = caches["live"].get_many([_key(run_id, step_id) for step_id in step_ids])
+    try:
+        found = caches["live"].get_many([_key(run_id, step_id) for step_id in step_ids])
+    except Exception as exc:  # noqa: BLE001 - Redis away: the page still gets every event
+        log.warning("could not read the partial answers of run %s: %s", run_id, exc)
+        return []
     return [found[key] for step_id in step_ids if (key := _key(run_id, step_id)) in found]
 
 

@@ -62,9 +62,9 @@ document.addEventListener("htmx:oobBeforeSwap", function (e) {
 // Answers while they are generated. The websocket sends a step's answer so
 // far as a JSON frame ({"partial": {...}}), at most every 100 ms; it is drawn
 // here as text (model output is untrusted, never parsed as HTML) and removed
-// when the turn's stored event (agent_turn, error, ...) for that step arrives.
+// when the turn's stored event (agent_turn, error, loop_judged, ...) for that step arrives.
 (function () {
-  var FINAL = /data-type="(?:agent_turn|error|step_end|resume_completed|resume_failed)" data-step="([^"]*)"/g;
+  var FINAL = /data-type="(?:agent_turn|error|step_end|resume_completed|resume_failed|loop_judged|loop_end)" data-step="([^"]*)"/g;
 
   function boxFor(list, step) {
     var boxes = list.querySelectorAll(".partial");
