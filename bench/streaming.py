@@ -187,7 +187,9 @@ def measure(ctx: Context) -> list[Result]:
                 p99s.append(statistics.quantiles(latencies, n=100)[98])
                 if time.monotonic() - began > ctx.budget:
                     break
+            # Its last line (the count) is read, or it writes into a closed pipe.
             starter.stdin.close()
+            starter.stdout.read()
         clear_redis_queues("celery")
     note = (
         f"{ROUNDS} runs x {CLIENTS} websocket clients a repeat; 1 worker process, 1 daphne; "
