@@ -251,9 +251,11 @@ class OpenAIProvider:
                         on_partial(_partial(text, calls))
         if not saw_choices:
             raise ProviderError(f"openai provider: {self._display_url} returned no choices for model {model!r}")
+        # Some compatible servers stream a call without an id; the transcript
+        # needs one to pair the call with its result.
         tool_calls = [
-            ToolCallRequest(id=call["id"], name=call["name"], arguments="".join(call["arguments"]))
-            for _, call in sorted(calls.items())
+            ToolCallRequest(id=call["id"] or f"call_{index}", name=call["name"], arguments="".join(call["arguments"]))
+            for index, call in sorted(calls.items())
         ]
         # A refusal arrives with no content; keep its text so the transcript says why.
         content = "".join(text) if text else ("".join(refusal) if refusal else None)
