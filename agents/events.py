@@ -53,6 +53,8 @@ EventType = Literal[
     "run_stuck",
     "catalog_compacted",
     "coordinator_over_budget",
+    # a model call failed and is tried again: status, message, attempt, wait
+    "provider_retry",
 ]
 
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)

@@ -22,9 +22,11 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
+from django.db.models import Q
 
-from runs import actions, live
-from runs.models import Run
+from agents.router import COORDINATOR
+from runs import actions, live, partials
+from runs.models import Run, Step
 from runs.stores import run_group
 
 log = logging.getLogger(__name__)
@@ -93,6 +95,8 @@ class RunConsumer(AsyncWebsocketConsumer):
         # close old connections themselves), so it skips that trip.
         if message.get("type") == NOTIFICATION:
             await self.run_event(message)
+        elif message.get("type") == partials.PARTIAL_TYPE:
+            await self.run_partial(message)
         else:
             await super().dispatch(message)
 
@@ -102,10 +106,17 @@ class RunConsumer(AsyncWebsocketConsumer):
             self.wanted = max(self.wanted, seq)
             self.woken.set()
 
+    async def run_partial(self, message: dict) -> None:
+        """An answer so far (runs/partials.py): sent as it is, no database."""
+        await self.send(text_data=partials.frame(message))
+
     async def _send_updates(self) -> None:
         """The one task that sends: the replay, then a pass on each wake-up
         (a notification) or each poll interval without one."""
         await self.catch_up(until_empty=True)
+        # A page that opens mid-answer shows the text so far at once.
+        for payload in await self._partials_now():
+            await self.send(text_data=partials.frame(payload))
         while True:
             notified = await self._wait()
             await self.catch_up(until_empty=not notified)
@@ -149,6 +160,13 @@ class RunConsumer(AsyncWebsocketConsumer):
             may_be_cut = last - after >= live.BATCH
             if not until_empty and not may_be_cut and last >= self.wanted:
                 return
+
+    @database_sync_to_async
+    def _partials_now(self) -> list[dict]:
+        # Only steps that may be generating: one cache read, however big the run.
+        running = Step.objects.filter(Q(status=Step.Status.RUNNING) | Q(resuming=True), run_id=self.run_id)
+        steps = {COORDINATOR, *running.values_list("step_id", flat=True)}
+        return partials.current(self.run_id, sorted(steps))
 
     @database_sync_to_async
     def _may_see(self) -> bool:

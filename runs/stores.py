@@ -61,7 +61,12 @@ def broadcast(run_id: int, seq: int) -> None:
     """Tell open dashboards that event ``seq`` exists. Only the number travels:
     consumers read the event itself from the database, so a lost notification
     costs a little latency, never an event."""
-    message = {"type": "run.event", "seq": seq}
+    send_to_dashboards(run_id, {"type": "run.event", "seq": seq}, f"event {seq}")
+
+
+def send_to_dashboards(run_id: int, message: dict, what: str) -> None:
+    """Send ``message`` to the run's group (its open pages), without waiting;
+    ``what`` names it in the warning logged if it cannot be sent."""
     group = run_group(run_id)
     publisher = pubsub_publisher()
     if publisher is not None:  # Redis: one PUBLISH, no event loop
@@ -81,15 +86,15 @@ def broadcast(run_id: int, seq: int) -> None:
             # Not waited for (about 1 ms a commit): the loop publishes in
             # order, and a failure costs only latency, which the poll bounds.
             _in_flight.add(sent)
-            sent.add_done_callback(functools.partial(_log_failed_broadcast, run_id, seq))
+            sent.add_done_callback(functools.partial(_log_failed_broadcast, run_id, what))
     except Exception as exc:  # noqa: BLE001 - Redis away: the consumers' poll still finds the event
-        log.warning("could not notify dashboards of event %s of run %s: %s", seq, run_id, exc)
+        log.warning("could not notify dashboards of %s of run %s: %s", what, run_id, exc)
 
 
-def _log_failed_broadcast(run_id: int, seq: int, sent) -> None:
+def _log_failed_broadcast(run_id: int, what: str, sent) -> None:
     _in_flight.discard(sent)
     if not sent.cancelled() and sent.exception() is not None:
-        log.warning("could not notify dashboards of event %s of run %s: %s", seq, run_id, sent.exception())
+        log.warning("could not notify dashboards of %s of run %s: %s", what, run_id, sent.exception())
 
 
 # Broadcasts not yet published. A process that exits right after a commit

@@ -8,13 +8,18 @@ tests that drive the real openai SDK without reaching a network.
         assert server.requests[0].body["model"] == "m"
 
 Each POST /v1/chat/completions takes the next canned reply from a queue;
-every request is recorded, whether or not a reply was queued.
+every request is recorded, whether or not a reply was queued. A request with
+``"stream": true`` gets a 200 reply as server-sent events, the way OpenAI
+streams: the content a few characters a chunk (``chunk_delay`` seconds
+apart), each tool call's arguments in fragments, then the usage when
+``stream_options.include_usage`` asks for it, then ``[DONE]``.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -41,6 +46,13 @@ class CannedResponse:
     body: dict[str, Any]
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
+    # Streamed: the seconds between two chunks, and the characters of
+    # content (or of tool-call arguments) in each.
+    chunk_delay: float = 0.0
+    chunk_chars: int = 4
+    # Set by the caller when the answer may start (a benchmark's clients
+    # connect first); None: at once.
+    gate: threading.Event | None = field(default=None, compare=False)
 
 
 class FakeOpenAIServer:
@@ -48,6 +60,9 @@ class FakeOpenAIServer:
 
     def __init__(self) -> None:
         self.requests: list[RecordedRequest] = []
+        # (time.time(), text) of each streamed chunk of content, as it was
+        # written to the socket: when a token left the endpoint.
+        self.streamed: list[tuple[float, str]] = []
         self._responses: deque[CannedResponse] = deque()
         self._lock = threading.Lock()
         # Set on stop, so a handler sleeping out a delay wakes up instead of
@@ -102,10 +117,17 @@ class FakeOpenAIServer:
         prompt_tokens: int = 10,
         completion_tokens: int = 5,
         delay: float = 0.0,
+        chunk_delay: float = 0.0,
+        chunk_chars: int = 4,
+        gate: threading.Event | None = None,
     ) -> None:
-        """Answer with an assistant text message."""
+        """Answer with an assistant text message (streamed ``chunk_chars``
+        characters a chunk, ``chunk_delay`` seconds apart, when asked to
+        stream), once ``gate`` is set if one is given."""
         message = {"role": "assistant", "content": content}
-        self.push(CannedResponse(200, _completion(message, prompt_tokens, completion_tokens), delay))
+        body = _completion(message, prompt_tokens, completion_tokens)
+        canned = CannedResponse(200, body, delay, chunk_delay=chunk_delay, chunk_chars=chunk_chars, gate=gate)
+        self.push(canned)
 
     def push_tool_calls(
         self,
@@ -114,6 +136,7 @@ class FakeOpenAIServer:
         content: str | None = None,
         prompt_tokens: int = 10,
         completion_tokens: int = 5,
+        chunk_delay: float = 0.0,
     ) -> None:
         """Answer with tool calls, each given as ``(id, name, arguments_json)``."""
         message = {
@@ -129,7 +152,7 @@ class FakeOpenAIServer:
             ],
         }
         body = _completion(message, prompt_tokens, completion_tokens, finish_reason="tool_calls")
-        self.push(CannedResponse(200, body))
+        self.push(CannedResponse(200, body, chunk_delay=chunk_delay))
 
     def push_error(
         self,
@@ -194,9 +217,53 @@ def _completion(
     }
 
 
+def _chunks(response: CannedResponse, include_usage: bool) -> list[tuple[str, str]]:
+    """A canned completion as the JSON of its stream's chunks, each with the
+    content it carries."""
+    body = response.body
+    base = {key: body.get(key) for key in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+    size = max(1, response.chunk_chars)
+
+    def chunk(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> str:
+        choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
+        return json.dumps(base | {"choices": choices} | extra)
+
+    chunks: list[tuple[str, str]] = []
+    for choice in body.get("choices") or []:
+        message = choice.get("message") or {}
+        chunks.append((chunk({"role": "assistant", "content": ""}), ""))
+        content = message.get("content") or ""
+        for start in range(0, len(content), size):
+            piece = content[start : start + size]
+            chunks.append((chunk({"content": piece}), piece))
+        for index, call in enumerate(message.get("tool_calls") or []):
+            function = call["function"]
+            head = {"index": index, "id": call["id"], "type": "function", "function": {"name": function["name"]}}
+            chunks.append((chunk({"tool_calls": [head | {"function": head["function"] | {"arguments": ""}}]}), ""))
+            arguments = function.get("arguments") or ""
+            for start in range(0, len(arguments), size):
+                fragment = {"index": index, "function": {"arguments": arguments[start : start + size]}}
+                chunks.append((chunk({"tool_calls": [fragment]}), ""))
+        chunks.append((chunk({}, choice.get("finish_reason") or "stop"), ""))
+    if not body.get("choices"):
+        chunks.append((chunk(None), ""))
+    if include_usage and body.get("usage") is not None:
+        chunks.append((chunk(None, usage=body["usage"]), ""))
+    chunks.append(("[DONE]", ""))
+    return chunks
+
+
 def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+
+        def handle(self) -> None:
+            # A client that drops its kept-alive connection (a worker that
+            # exits) is no error worth a traceback.
+            try:
+                super().handle()
+            except ConnectionResetError:
+                pass
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
@@ -223,7 +290,35 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             response = server._next_response()
             if response.delay and server._stopping.wait(response.delay):
                 return
+            while response.gate is not None and not response.gate.wait(0.05):
+                if server._stopping.is_set():
+                    return
+            if response.status == 200 and isinstance(body, dict) and body.get("stream"):
+                usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                self._stream(response, usage)
+                return
             self._send(response)
+
+        def _stream(self, response: CannedResponse, include_usage: bool) -> None:
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                for name, value in response.headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                for index, (chunk, content) in enumerate(_chunks(response, include_usage)):
+                    if index and response.chunk_delay and server._stopping.wait(response.chunk_delay):
+                        return
+                    data = f"data: {chunk}\n\n".encode()
+                    self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                    self.wfile.flush()
+                    if content:
+                        server.streamed.append((time.time(), content))
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass
 
         def _send(self, response: CannedResponse) -> None:
             payload = json.dumps(response.body).encode()

@@ -219,6 +219,25 @@ else:
         "default": {"BACKEND": "zenweb.channel_layers.InMemoryChannelLayer", "CONFIG": {"capacity": 10_000}}
     }
 
+# "live" holds each generating step's answer so far (runs/partials.py), for a
+# page that connects mid-answer: the worker writes it, daphne reads it, so
+# with Redis it lives there (separate processes), embedded in this process's
+# memory (the worker threads and daphne share it).
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "live": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "zenweb-live",
+            # Redis away: a partial answer is not worth a stalled model call.
+            "OPTIONS": {"socket_timeout": 0.5, "socket_connect_timeout": 0.5},
+        }
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "zenweb-live"}
+    ),
+}
+
 CELERY_BROKER_URL = REDIS_URL or "memory://localhost/"
 # The memory broker polls once a second by default; a run is dozens of hops.
 CELERY_BROKER_TRANSPORT_OPTIONS = {} if REDIS_URL else {"polling_interval": 0.01}

@@ -7,13 +7,19 @@ transcript we store is replayable by any of them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 
 class ProviderError(Exception):
     """The model could not produce a turn. The message is safe to show a user:
-    it never contains credentials."""
+    it never contains credentials. ``status`` is the endpoint's HTTP status
+    when it answered with an error, else None."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -69,7 +75,51 @@ class Completion:
         return message
 
 
+@dataclass(frozen=True)
+class PartialToolCall:
+    """A tool call as far as it has arrived: ``arguments`` is a fragment of
+    JSON until the answer ends."""
+
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class PartialOutput:
+    """An answer while it is generated: the text so far and the tool calls so
+    far. Untrusted model text, like the final answer."""
+
+    text: str
+    tool_calls: tuple[PartialToolCall, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProviderRetry:
+    """One failed attempt that will be tried again after ``wait`` seconds.
+    ``status`` is the HTTP status, None for a timeout or a connection error;
+    ``message`` is safe to store (credentials redacted)."""
+
+    status: int | None
+    message: str
+    attempt: int
+    wait: float
+
+
+PartialCallback = Callable[[PartialOutput], None]
+RetryCallback = Callable[[ProviderRetry], None]
+
+
 class Provider(Protocol):
     name: str
 
-    def complete(self, request: CompletionRequest) -> Completion: ...
+    def complete(
+        self,
+        request: CompletionRequest,
+        *,
+        on_partial: PartialCallback | None = None,
+        on_retry: RetryCallback | None = None,
+    ) -> Completion:
+        """The model's next turn. A provider that streams calls ``on_partial``
+        with the answer so far as it arrives (throttled); one that retries
+        calls ``on_retry`` before each retry."""
+        ...

@@ -7,7 +7,9 @@ happened and never contains the API key.
 
 from __future__ import annotations
 
+import email.utils
 import os
+import random
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -18,7 +20,12 @@ import openai
 from agents.llm.base import (
     Completion,
     CompletionRequest,
+    PartialCallback,
+    PartialOutput,
+    PartialToolCall,
     ProviderError,
+    ProviderRetry,
+    RetryCallback,
     ToolCallRequest,
     Usage,
 )
@@ -30,17 +37,25 @@ DEFAULT_MAX_RETRIES = 2
 # Server error texts are shown to users; an HTML error page should not flood the UI.
 _MAX_SERVER_MESSAGE = 500
 
+# A partial answer goes out with its first token, then at most this often:
+# a page redrawn per token would cost more than it shows.
+THROTTLE_SECONDS = 0.1
+# Retries: the SDK's backoff, and the longest Retry-After we wait for.
+INITIAL_BACKOFF = 0.5
+MAX_BACKOFF = 8.0
+MAX_ASKED_DELAY = 60.0
+
 
 class OpenAIProvider:
     """Calls ``chat.completions.create`` through the official openai SDK.
 
     ``base_url`` selects an OpenAI-compatible server (vLLM, Ollama, LiteLLM, ...);
     ``None`` means OpenAI itself. ``timeout`` bounds each attempt, in seconds.
-    ``max_retries`` is the SDK's own retry budget: it retries connection errors,
-    timeouts, 408/409/429 and 5xx responses with exponential backoff (0.5 s
-    doubling, at most 8 s, with jitter), or after the delay a ``retry-after-ms``
-    or ``Retry-After`` header asks for (up to two minutes; a longer one is not
-    retried). ``0`` turns retries off.
+    ``max_retries`` is the retry budget, spent by the SDK's rules but counted
+    here: connection errors, timeouts, 408/409/429 and 5xx responses are
+    retried with exponential backoff (0.5 s doubling, at most 8 s, with
+    jitter), or after the delay a ``retry-after-ms`` or ``Retry-After`` header
+    asks for (up to a minute). ``0`` turns retries off.
     """
 
     name = "openai"
@@ -69,11 +84,13 @@ class OpenAIProvider:
         self.max_retries = max_retries
         self._api_key = api_key
         try:
+            # The SDK retries nothing: complete() does, so that each retry
+            # is reported (a provider event on the run), not silent.
             self._client = openai.OpenAI(
                 base_url=self.base_url,
                 api_key=api_key,
                 timeout=timeout,
-                max_retries=max_retries,
+                max_retries=0,
             )
         except openai.OpenAIError as exc:
             raise ProviderError(
@@ -127,10 +144,24 @@ class OpenAIProvider:
                 )
         return cls(base_url=base_url, api_key=api_key, model=model, timeout=timeout, max_retries=max_retries)
 
-    def complete(self, request: CompletionRequest) -> Completion:
-        """Ask the model for the next turn of ``request.messages``."""
+    def complete(
+        self,
+        request: CompletionRequest,
+        *,
+        on_partial: PartialCallback | None = None,
+        on_retry: RetryCallback | None = None,
+    ) -> Completion:
+        """Ask the model for the next turn of ``request.messages``, streamed:
+        ``on_partial`` sees the answer so far (the first token at once, then
+        at most every THROTTLE_SECONDS), ``on_retry`` each retry before its wait."""
         model = request.model or self.model
-        kwargs: dict[str, Any] = {"model": model, "messages": request.messages}
+        kwargs: dict[str, Any] = {
+            "model": model,
+            "messages": request.messages,
+            "stream": True,
+            # Without it a streamed answer carries no token counts.
+            "stream_options": {"include_usage": True},
+        }
         # Some compatible servers reject an empty tools list or any temperature at
         # all (reasoning models), so only send what the request actually sets.
         if request.tools:
@@ -141,40 +172,122 @@ class OpenAIProvider:
             kwargs["parallel_tool_calls"] = True
         if request.temperature is not None:
             kwargs["temperature"] = request.temperature
-        client, timeout = self._client_before(request.deadline)
-        try:
-            response = client.chat.completions.create(**kwargs)
-        except openai.OpenAIError as exc:
-            raise ProviderError(self._describe(exc, model, timeout)) from exc
+        attempt = 0
+        while True:
+            attempt += 1
+            client, timeout = self._client_before(request.deadline)
+            try:
+                return self._stream(client, kwargs, model, timeout, request.deadline, on_partial)
+            except openai.OpenAIError as exc:
+                message = self._describe(exc, model, timeout)
+                status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
+                # An attempt cut short by the deadline is not tried again:
+                # the next would start past it.
+                cut = timeout < self.timeout
+                wait = None if cut else self._retry_wait(exc, attempt, request.deadline)
+                if wait is None:
+                    raise ProviderError(message, status=status) from exc
+                if on_retry is not None:
+                    on_retry(ProviderRetry(status=status, message=message, attempt=attempt, wait=round(wait, 3)))
+                time.sleep(wait)
 
-        choices = getattr(response, "choices", None)
-        if not choices:
+    def _stream(
+        self,
+        client: openai.OpenAI,
+        kwargs: dict[str, Any],
+        model: str,
+        timeout: float,
+        deadline: float | None,
+        on_partial: PartialCallback | None,
+    ) -> Completion:
+        """One attempt: read the streamed chunks into a Completion."""
+        text: list[str] = []
+        refusal: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        usage: Usage | None = None
+        saw_choices = False
+        sent_at: float | None = None
+        changed = False
+        with client.chat.completions.create(**kwargs) as stream:
+            for chunk in stream:
+                if chunk.usage is not None:
+                    # Compatible servers sometimes leave a count out (null); count it as 0.
+                    usage = Usage(
+                        prompt_tokens=chunk.usage.prompt_tokens or 0,
+                        completion_tokens=chunk.usage.completion_tokens or 0,
+                    )
+                if chunk.choices:
+                    saw_choices = True
+                    delta = chunk.choices[0].delta
+                    if delta.content:
+                        text.append(delta.content)
+                        changed = True
+                    if getattr(delta, "refusal", None):
+                        refusal.append(delta.refusal)
+                    for fragment in delta.tool_calls or []:
+                        if fragment.type not in (None, "function"):
+                            raise ProviderError(
+                                f"openai provider: model {model!r} returned an unsupported "
+                                f"{fragment.type!r} tool call; only function tools are supported"
+                            )
+                        call = calls.setdefault(fragment.index, {"id": "", "name": "", "arguments": []})
+                        if fragment.id:
+                            call["id"] = fragment.id
+                        if fragment.function is not None:
+                            if fragment.function.name:
+                                call["name"] += fragment.function.name
+                            if fragment.function.arguments:
+                                call["arguments"].append(fragment.function.arguments)
+                        changed = True
+                # A trickling answer must not outlive the step that waits for it:
+                # the client's timeout bounds each read, not the whole stream.
+                if deadline is not None and time.time() > deadline:
+                    raise ProviderError(f"openai provider: request timed out after {timeout:g}s ({self._display_url})")
+                if on_partial is not None and changed:
+                    now = time.monotonic()
+                    if sent_at is None or now - sent_at >= THROTTLE_SECONDS:
+                        sent_at = now
+                        changed = False
+                        on_partial(_partial(text, calls))
+        if not saw_choices:
             raise ProviderError(f"openai provider: {self._display_url} returned no choices for model {model!r}")
-        message = choices[0].message
-        tool_calls: list[ToolCallRequest] = []
-        for call in message.tool_calls or []:
-            if call.type != "function":
-                raise ProviderError(
-                    f"openai provider: model {model!r} returned an unsupported "
-                    f"{call.type!r} tool call; only function tools are supported"
-                )
-            tool_calls.append(
-                ToolCallRequest(
-                    id=call.id,
-                    name=call.function.name,
-                    arguments=call.function.arguments,
-                )
-            )
-        usage = None
-        if response.usage is not None:
-            # Compatible servers sometimes leave a count out (null); count it as 0.
-            usage = Usage(
-                prompt_tokens=response.usage.prompt_tokens or 0,
-                completion_tokens=response.usage.completion_tokens or 0,
-            )
-        # A refusal arrives with content None; keep its text so the transcript says why.
-        content = message.content if message.content is not None else message.refusal
+        # Some compatible servers stream a call without an id; the transcript
+        # needs one to pair the call with its result.
+        tool_calls = [
+            ToolCallRequest(id=call["id"] or f"call_{index}", name=call["name"], arguments="".join(call["arguments"]))
+            for index, call in sorted(calls.items())
+        ]
+        # A refusal arrives with no content; keep its text so the transcript says why.
+        content = "".join(text) if text else ("".join(refusal) if refusal else None)
         return Completion(content=content, tool_calls=tool_calls, usage=usage)
+
+    def _retry_wait(self, exc: openai.OpenAIError, attempt: int, deadline: float | None) -> float | None:
+        """Seconds to wait before trying again after ``exc`` on attempt
+        ``attempt``, or None if it is not tried again. The rules are the
+        SDK's own (it retries nothing here, so that each retry can be
+        reported): connection errors, timeouts, 408/409/429 and 5xx, after
+        the delay the server asks for (up to a minute), else 0.5 s doubling
+        to at most 8 s with jitter; never past the deadline."""
+        if attempt > self.max_retries:
+            return None
+        asked: float | None = None
+        if isinstance(exc, openai.APIStatusError):
+            headers = exc.response.headers
+            should = headers.get("x-should-retry")
+            if should == "false":
+                return None
+            if should != "true" and exc.status_code not in (408, 409, 429) and exc.status_code < 500:
+                return None
+            asked = _asked_delay(headers)
+        elif not isinstance(exc, openai.APIConnectionError):
+            return None
+        if asked is not None and 0 <= asked <= MAX_ASKED_DELAY:
+            wait = asked
+        else:
+            wait = min(INITIAL_BACKOFF * 2 ** (attempt - 1), MAX_BACKOFF) * (1 - 0.25 * random.random())
+        if deadline is not None and time.time() + wait >= deadline:
+            return None
+        return wait
 
     def _client_before(self, deadline: float | None) -> tuple[openai.OpenAI, float]:
         """The client, and the seconds it waits, for an answer needed by
@@ -187,8 +300,7 @@ class OpenAIProvider:
             raise ProviderError(f"openai provider: not called: the deadline passed {-left:.1f}s ago")
         if left >= self.timeout:
             return self._client, self.timeout
-        # No retries either: the next attempt would start past the deadline.
-        return self._client.with_options(timeout=left, max_retries=0), left
+        return self._client.with_options(timeout=left), left
 
     @property
     def _display_url(self) -> str:
@@ -203,7 +315,8 @@ class OpenAIProvider:
 
     def _describe(self, exc: openai.OpenAIError, model: str, timeout: float) -> str:
         url = self._display_url
-        # APITimeoutError subclasses APIConnectionError: test it first.
+        # APITimeoutError subclasses APIConnectionError: test it first. (The
+        # SDK raises these for a stream cut off while it is read, too.)
         if isinstance(exc, openai.APITimeoutError):
             message = f"request timed out after {timeout:g}s ({url})"
         elif isinstance(exc, openai.APIConnectionError):
@@ -214,9 +327,9 @@ class OpenAIProvider:
         elif isinstance(exc, openai.AuthenticationError):
             message = f"authentication failed (401) at {url}: {_server_message(exc)}; check OPENAI_API_KEY"
         elif isinstance(exc, openai.NotFoundError):
-            message = f"HTTP 404 from {url} for model {model!r}: {_server_message(exc)}"
+            message = f"HTTP 404 from the model endpoint {url} for model {model!r}: {_server_message(exc)}"
         elif isinstance(exc, openai.APIStatusError):
-            message = f"HTTP {exc.status_code} from {url}: {_server_message(exc)}"
+            message = f"HTTP {exc.status_code} from the model endpoint {url}: {_server_message(exc)}"
         elif isinstance(exc, openai.APIResponseValidationError):
             message = f"unexpected response from {url}: {exc.message}"
         else:
@@ -240,3 +353,29 @@ def _server_message(exc: openai.APIStatusError) -> str:
     if len(text) > _MAX_SERVER_MESSAGE:
         text = text[:_MAX_SERVER_MESSAGE] + "..."
     return text
+
+
+def _partial(text: list[str], calls: dict[int, dict[str, Any]]) -> PartialOutput:
+    return PartialOutput(
+        text="".join(text),
+        tool_calls=tuple(
+            PartialToolCall(name=call["name"], arguments="".join(call["arguments"]))
+            for _, call in sorted(calls.items())
+        ),
+    )
+
+
+def _asked_delay(headers: Mapping[str, str]) -> float | None:
+    """The seconds a ``retry-after-ms`` or ``Retry-After`` header asks to wait."""
+    try:
+        if (value := headers.get("retry-after-ms")) is not None:
+            return float(value) / 1000
+        if (value := headers.get("retry-after")) is not None:
+            try:
+                return float(value)
+            except ValueError:
+                when = email.utils.parsedate_to_datetime(value)
+                return when.timestamp() - time.time()
+    except (TypeError, ValueError):
+        return None
+    return None

@@ -23,7 +23,15 @@ from string import Template
 from typing import TYPE_CHECKING, Any
 
 from agents.llm import scripted_handler, tokens
-from agents.llm.base import Completion, CompletionRequest, ProviderError, ToolCallRequest, Usage
+from agents.llm.base import (
+    Completion,
+    CompletionRequest,
+    PartialCallback,
+    ProviderError,
+    RetryCallback,
+    ToolCallRequest,
+    Usage,
+)
 
 if TYPE_CHECKING:
     from agents.spec import ScriptTurn
@@ -38,7 +46,14 @@ class ScriptedProvider:
         self.script = list(script or [])
         self.calls = 0
 
-    def complete(self, request: CompletionRequest) -> Completion:
+    def complete(
+        self,
+        request: CompletionRequest,
+        *,
+        on_partial: PartialCallback | None = None,
+        on_retry: RetryCallback | None = None,
+    ) -> Completion:
+        # A script answers at once, whole: nothing to stream or retry.
         self.calls += 1
         turn = sum(1 for m in request.messages if m.get("role") == "assistant")
         if self.script and turn < len(self.script):

@@ -61,7 +61,9 @@ def do_command(text: str, *, user=None, mode: str = "chat") -> Command:
         completion = build_provider(None).complete(plan.request)
         selection = parse_selection(completion.content, text)
     except ProviderError as exc:
-        return _answer(command, CoordinatorResult(command_received=text, status="error", error=f"Network error: {exc}"))
+        # An endpoint that answered with an error status is no network error.
+        error = str(exc) if exc.status is not None else f"Network error: {exc}"
+        return _answer(command, CoordinatorResult(command_received=text, status="error", error=error))
     except SelectionError as exc:
         return _answer(command, CoordinatorResult(command_received=text, status="error", error=str(exc)))
     command.selection = selection.model_dump(mode="json", by_alias=True, exclude_none=True)

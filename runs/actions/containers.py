@@ -21,6 +21,7 @@ from agents.llm.base import CompletionRequest
 from runs import sql
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import provider_for
+from runs.actions.model_calls import model_call
 from runs.models import Run, Step
 from runs.stores import DjangoEventSink, lock_run
 
@@ -158,7 +159,8 @@ def do_judge_loop(loop_pk: int, iteration: int) -> None:
         variables={"iteration": str(iteration)},
     )
     try:
-        answer = provider_for(agent).complete(request).content or ""
+        with model_call(run.pk, loop.step_id) as hooks:
+            answer = provider_for(agent).complete(request, **hooks).content or ""
     except ProviderError as exc:
         with transaction.atomic():
             lock_run(run.pk)

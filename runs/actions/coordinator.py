@@ -30,6 +30,7 @@ from runs.actions.lifecycle import (
     plans_first,
     schedule,
 )
+from runs.actions.model_calls import model_call
 from runs.actions.steps import enforce_budget_after_commit
 from runs.actions.tooling import tool_env, tools_for
 from runs.held_messages import messages_held
@@ -177,7 +178,8 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
             request = _record_over_budget(sink, request, compact, budget, where)
             # Recorded once a wake; later rounds are the same conversation grown.
             budget = None
-        completion = provider.complete(request)
+        with model_call(run.pk, COORDINATOR) as hooks:
+            completion = provider.complete(request, **hooks)
         with transaction.atomic(), events_held(run.pk):
             # The run's lock, and the message counter read with it: a turn's
             # forwards, written together.

@@ -34,6 +34,7 @@ from runs.actions.catalog import workflow_spec
 from runs.actions.children import cancel_step_children_after_commit
 from runs.actions.common import REGISTRY, Limits, provider_for, router_for, save_turn, warning_cycle
 from runs.actions.containers import after_step_terminal, repeat_loop_of
+from runs.actions.model_calls import model_call
 from runs.actions.tooling import step_tools, tool_env
 from runs.held_messages import Counted, counted_after, messages_held
 from runs.journal import DjangoToolJournal
@@ -86,7 +87,8 @@ def do_step_turn(step_pk: int, turn: int) -> None:
     agent_turn.env.defer = spec.options.tool_execution == "tasks"
     try:
         with leases.renewing(step.pk, owner):
-            completion = provider_for(agent).complete(request)
+            with model_call(run.pk, step.step_id) as hooks:
+                completion = provider_for(agent).complete(request, **hooks)
             # An answer that came back past a deadline is not acted on, nor
             # recorded (checked again below: its tools may have run long).
             late = _stopped_by_deadline(run, step, spec.options)
@@ -532,7 +534,8 @@ def do_resume_turn(step_pk: int) -> None:
     request = build_request(agent_turn, [], inbox)
     sink = DjangoEventSink(run.pk)
     try:
-        completion = provider_for(agent).complete(request)
+        with model_call(run.pk, step.step_id) as hooks:
+            completion = provider_for(agent).complete(request, **hooks)
     except ProviderError as exc:
         do_fail_resume(step.pk, str(exc))
         return

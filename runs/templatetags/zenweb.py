@@ -80,6 +80,12 @@ def event_summary(event) -> str:
             return _short(f"iteration {data.get('iteration')} {verdict}: {data.get('answer', '')}")
         case "loop_end":
             return _short(f"{data.get('status')}: {data.get('reason', '')}")
+        case "provider_retry":
+            status = data.get("status")
+            what = f"HTTP {status}" if status is not None else "no answer"
+            return _short(
+                f"{what}, attempt {data.get('attempt')}, retrying in {data.get('wait')}s: {data.get('message', '')}"
+            )
         case "catalog_compacted":
             return _short(
                 f"catalog sent compact: {data.get('full_tokens')} tokens in full, {data.get('compact_tokens')}"

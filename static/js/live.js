@@ -78,3 +78,83 @@ document.addEventListener("htmx:oobBeforeSwap", function (e) {
     if (select) hint(select);
   });
 })();
+
+// Answers while they are generated. The websocket sends a step's answer so
+// far as a JSON frame ({"partial": {...}}), at most every 100 ms; it is drawn
+// here as text (model output is untrusted, never parsed as HTML) and removed
+// when the turn's stored event (agent_turn, error, loop_judged, ...) for that step arrives.
+(function () {
+  var FINAL = /data-type="(?:agent_turn|error|step_end|resume_completed|resume_failed|loop_judged|loop_end)" data-step="([^"]*)"/g;
+
+  function boxFor(list, step) {
+    var boxes = list.querySelectorAll(".partial");
+    for (var i = 0; i < boxes.length; i++) {
+      if (boxes[i].dataset.step === step) return boxes[i];
+    }
+    var box = document.createElement("article");
+    box.className = "partial";
+    box.dataset.step = step;
+    var head = document.createElement("h3");
+    var name = document.createElement("span");
+    name.className = "partial-step";
+    name.textContent = step;
+    var note = document.createElement("span");
+    note.className = "muted";
+    note.textContent = " generating…";
+    head.append(name, note);
+    var text = document.createElement("pre");
+    text.className = "partial-text";
+    var calls = document.createElement("ul");
+    calls.className = "partial-calls";
+    box.append(head, text, calls);
+    list.append(box);
+    return box;
+  }
+
+  function show(partial) {
+    var section = document.getElementById("live-answers");
+    var list = document.getElementById("live-answer-list");
+    if (!section || !list || typeof partial.step !== "string") return;
+    var box = boxFor(list, partial.step);
+    if (Number(box.dataset.at || 0) > Number(partial.at || 0)) return;  // an older one, late
+    box.dataset.at = partial.at;
+    box.querySelector(".partial-text").textContent = (partial.cut ? "…" : "") + (partial.text || "");
+    var calls = box.querySelector(".partial-calls");
+    calls.replaceChildren();
+    (partial.calls || []).forEach(function (call) {
+      var item = document.createElement("li");
+      var code = document.createElement("code");
+      code.textContent = call.name + "(" + call.arguments + ")";
+      item.append(code);
+      calls.append(item);
+    });
+    section.hidden = false;
+  }
+
+  function settle(message) {
+    var list = document.getElementById("live-answer-list");
+    if (!list || !list.children.length) return;
+    var match;
+    FINAL.lastIndex = 0;
+    while ((match = FINAL.exec(message)) !== null) {
+      var step = match[1];
+      list.querySelectorAll(".partial").forEach(function (box) {
+        if (box.dataset.step === step) box.remove();
+      });
+    }
+    document.getElementById("live-answers").hidden = !list.children.length;
+  }
+
+  document.addEventListener("htmx:wsBeforeMessage", function (e) {
+    var message = e.detail.message;
+    if (typeof message !== "string") return;
+    if (message.charAt(0) === "{") {
+      e.preventDefault();
+      var parsed;
+      try { parsed = JSON.parse(message); } catch (err) { return; }
+      if (parsed && parsed.partial) show(parsed.partial);
+      return;
+    }
+    settle(message);
+  });
+})();

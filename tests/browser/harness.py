@@ -163,11 +163,12 @@ def port_open(port: int) -> bool:
 
 
 @pytest.fixture(scope="module")
-def server(browser, tmp_path_factory):
+def server(browser, tmp_path_factory, request):
     """`manage.py serve` on a free port with its own SQLite database. Depends
     on `browser` so chromium is up before the server starts the demo run,
     which only lasts a few seconds, and so a missing chromium skips (or fails)
-    before any server starts."""
+    before any server starts. A module's ``server_env`` fixture, if it has
+    one, adds to the server's environment."""
     data_dir = tmp_path_factory.mktemp("zenweb-data")
     log_path = data_dir / "server.log"
     port = free_port()
@@ -181,6 +182,10 @@ def server(browser, tmp_path_factory):
         # the graph stale and the page fetches it (test_live_graph.py).
         "ZENWEB_LIVE_GRAPH_STEPS": "2",
     }
+    try:
+        env |= request.getfixturevalue("server_env")
+    except pytest.FixtureLookupError:
+        pass
     manage(env, "migrate", "--noinput", "-v0")
     manage(env, "shell", "-c", CREATE_PEOPLE)
 
