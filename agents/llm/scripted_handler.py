@@ -173,7 +173,7 @@ def read_args(command: str, entry: dict[str, Any]) -> Reading:
 
 def free_text_input(inputs: dict[str, Any]) -> str | None:
     """The input that takes what a command says after naming the workflow."""
-    texts = [name for name, spec in inputs.items() if spec.get("type", "string") == "string"]
+    texts = [name for name, spec in inputs.items() if spec.get("type", "string") in ("string", "path")]
     named = [name for name in texts if name in FREE_TEXT_INPUTS and not inputs[name].get("list")]
     if named:
         return named[0]
