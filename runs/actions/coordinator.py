@@ -19,6 +19,7 @@ from agents.llm import CompletionRequest, ProviderError, tokens
 from agents.router import COORDINATOR, DoubleDrainError, DropReason, RouterMessage
 from agents.runner import AgentTurn, apply_completion, build_request
 from agents.spec import AgentSpec
+from agents.tools.builtin.messaging import MAX_MESSAGE_CHARS
 from runs.actions.budgets import run_deadline, timeout_breach
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import Limits, provider_for, router_for, save_turn, warning_cycle
@@ -197,6 +198,13 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
             enforce_budget_after_commit(run.pk, spec)
             if result.finalized is not None:
                 Run.objects.filter(pk=run.pk).update(result=result.finalized)
+            elif reason == "finish" and result.status == "completed" and not _owes_workers(turn):
+                # A model that writes the summary as its answer instead of
+                # calling finalize has still given the run's result (an empty
+                # answer never gets here: it got a hint or failed the run).
+                summary = result.output.strip()[:MAX_MESSAGE_CHARS]
+                sink.emit(RuntimeEvent("coordinator_synthesis", COORDINATOR, {"summary": summary}))
+                Run.objects.filter(pk=run.pk).update(result=summary)
         if result.status == "failed":
             do_fail_run(run.pk, f"coordinator: {result.error}")
             return
@@ -208,6 +216,12 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
             break
     with transaction.atomic():
         sink.emit(RuntimeEvent("agent_idle", COORDINATOR, {"cycle": coordinator.turns}))
+
+
+def _owes_workers(turn: AgentTurn) -> bool:
+    """The workflow's coordinator must plan workers and has planned none:
+    nothing it says finishes the run (a finalize is refused)."""
+    return turn.env.require_workers and not turn.env.workers
 
 
 def _workers(run_id: int) -> int:

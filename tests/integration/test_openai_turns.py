@@ -92,6 +92,18 @@ def test_no_request_follows_the_coordinators_finalize(celery_worker, openai_endp
     assert len(openai_endpoint.requests) == 1
 
 
+def test_a_coordinator_that_answers_its_summary_as_text_gives_the_run_its_result(celery_worker, openai_endpoint):
+    # Real models often write the summary instead of calling finalize: the
+    # run completes with that text, not with an empty result.
+    openai_endpoint.push_text("Tides: high at 6am, low at noon.")
+
+    run = wait_for_run(do_create_run(register("openai_coordinator"), {}))
+
+    assert (run.status, run.result) == (Run.Status.COMPLETED, "Tides: high at 6am, low at noon.")
+    assert run.events.get(type="coordinator_synthesis").data == {"summary": "Tides: high at 6am, low at noon."}
+    assert len(openai_endpoint.requests) == 1
+
+
 def test_a_finalize_with_an_empty_result_fails_the_run(celery_worker, openai_endpoint):
     openai_endpoint.push_tool_calls([("call_f", "finalize", json.dumps({"summary": "  "}))])
 
