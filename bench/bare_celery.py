@@ -102,6 +102,25 @@ def fan_out_and_wait(width: int, timeout: float = 300) -> float:
     return elapsed
 
 
+def chain_and_wait(length: int, timeout: float = 300) -> float:
+    """Seconds from sending a `celery.chain` of ``length`` no-ops to the last
+    one done: each link is published by the worker that ran the one before."""
+    from celery import chain
+
+    key = f"bench-bare:{uuid.uuid4().hex}"
+    start = time.perf_counter()
+    chain(*(noop.si(key) for _ in range(length))).delay()
+    deadline = time.monotonic() + timeout
+    while _done(key) < length:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"bare Celery: {_done(key)} of {length} chained no-ops done after {timeout} s")
+        time.sleep(POLL_SECONDS)
+    elapsed = time.perf_counter() - start
+    if REDIS:
+        _client().delete(key)
+    return elapsed
+
+
 def drive(width: int, repeats: int, warmup: int, embedded_concurrency: int = 0) -> list[float]:
     """In a child process: time ``repeats`` fan-outs after one warm-up of
     ``warmup`` tasks. With ``embedded_concurrency`` the worker is a thread here."""

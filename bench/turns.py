@@ -1,7 +1,8 @@
-"""`python -m bench.turns`: the orchestration bench's fan-out run in this one
-process, its Celery tasks run inline one after another, to see what a step
-turn itself costs: wall time and CPU per step, the tasks run, and with
-``--profile`` a cProfile of one run. A tool for finding the next cost to
+"""`python -m bench.turns`: the orchestration bench's fan-out run (or, with
+``--chain``, the chain bench's 20-step chain) in this one process, its
+Celery tasks run inline one after another, to see what a step turn itself
+costs: wall time and CPU per step, the tasks run, and with ``--profile`` a
+cProfile of one run. A tool for finding the next cost to
 cut, not a figure against a target (bench/orchestration.py is that).
 
 It runs against the database the environment names (DATABASE_URL, else the
@@ -29,6 +30,7 @@ import time
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.turns", description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=100, help="items per forEach loop (5 loops; default 100)")
+    parser.add_argument("--chain", action="store_true", help="the chain bench's 20 sequential steps instead")
     parser.add_argument("--runs", type=int, default=2, help="timed runs (default 2)")
     parser.add_argument("--profile", metavar="SORT", help="profile one more run, sorted by SORT (cumulative, tottime)")
     parser.add_argument("--task", metavar="NAME", help="profile only this task (runs.tasks.start_run, say)")
@@ -42,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
     django.setup()
     from celery.app.task import Task
 
-    from bench.orchestration import LOOPS, WORKFLOW_YAML, _items
+    from bench import chain, orchestration
     from runs.actions import do_create_run, do_register_workflow
     from runs.models import Run
 
@@ -56,12 +58,16 @@ def main(argv: list[str] | None = None) -> None:
         tasks[task.name] += 1
 
     Task.apply_async = enqueue  # this process runs every task, in order
-    workflow, _ = do_register_workflow(WORKFLOW_YAML, "bench/turns.py")
+    yaml = chain.WORKFLOW_YAML if args.chain else orchestration.WORKFLOW_YAML
+    workflow, _ = do_register_workflow(yaml, "bench/turns.py")
+
+    def inputs(items: int) -> dict[str, str]:
+        return {} if args.chain else {"items": orchestration._items(items)}
 
     profiling = False
 
     def one_run(items: int) -> str:
-        run = do_create_run(workflow, {"items": _items(items)})
+        run = do_create_run(workflow, inputs(items))
         while queue:
             task, task_args, task_kwargs = queue.popleft()
             profiled = profiling and args.task in (None, task.name)
@@ -75,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
         return Run.objects.values_list("status", flat=True).get(pk=run.pk)
 
     one_run(4)  # warm: imports, caches, prepared statements
-    steps = len(LOOPS) * args.items
+    steps = chain.LENGTH if args.chain else len(orchestration.LOOPS) * args.items
     for _ in range(args.runs):
         tasks.clear()
         spent.clear()

@@ -1,0 +1,176 @@
+"""A sequential chain: 20 steps, each depending on the one before, on one
+zenweb worker, against a bare Celery chain of 20 no-op tasks on the same
+broker in the same run.
+
+What a user waits for in a pipeline is the time from one step's end to the
+next step's start; a fan-out hides it behind its width, a chain adds it up.
+zenweb's time runs from do_create_run to the run's terminal status (start_run,
+20 step turns one after the other, each completion starting the next, the
+coordinator's finish wake); bare Celery's from sending a `celery.chain` of 20
+immutable no-op signatures to the last no-op done (each link is published by
+the worker that ran the one before, as Celery chains are).
+
+With Redis and PostgreSQL: one `celery -A zenweb worker` process and one
+`celery -A bench.bare_celery worker` process, started as the Procfile starts
+them (bench.common), both up at once; a bare chain and a zenweb run
+alternate, and each zenweb run is compared with the bare chain just before
+it. Without them: the embedded layout, one process with worker threads on
+the memory broker and SQLite.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from bench.common import REDIS_URL as BENCH_REDIS_URL
+from bench.common import (
+    WORKER_CONCURRENCY,
+    WORKER_POOL,
+    Context,
+    Result,
+    Target,
+    clear_redis_queues,
+    log_trouble,
+    run_child,
+    wait_for_terminal,
+    worker_processes,
+)
+
+LENGTH = 20
+TARGET = Target("<=", 1.5, "<= 1.5x")
+# A chain takes a fraction of a second, so more pairs than the fan-out's 7
+# fit in the same budget, and the machine's moods average out better.
+MIN_PAIRS = 15
+EMBEDDED_CONCURRENCY = 4  # ZENWEB_EMBEDDED_CONCURRENCY's default
+
+WORKFLOW_YAML = f"""\
+# bench/chain.py: {LENGTH} steps, each depending on the one before.
+name: bench-chain
+agents:
+  worker:
+    provider: scripted
+    script: [{{say: "done"}}]
+steps:
+  - {{id: s1, agent: worker, instructions: "Step 1."}}
+""" + "".join(
+    f'  - {{id: s{n}, agent: worker, instructions: "Step {n}.", dependsOn: [s{n - 1}]}}\n' for n in range(2, LENGTH + 1)
+)
+
+
+def run_to_end(workflow, timeout: float = 300) -> float:
+    """Seconds from do_create_run to a completed run of all LENGTH steps."""
+    import time
+
+    from runs.actions import do_create_run
+    from runs.models import Run, Step
+
+    start = time.perf_counter()
+    run = do_create_run(workflow, {})
+    status = wait_for_terminal(run.pk, timeout)
+    elapsed = time.perf_counter() - start
+    completed = Step.objects.filter(run=run, kind=Step.Kind.STEP, status=Step.Status.COMPLETED).count()
+    if status != Run.Status.COMPLETED or completed != LENGTH:
+        error = Run.objects.values_list("error", flat=True).get(pk=run.pk)
+        raise RuntimeError(f"run {run.pk} ended {status} with {completed} steps completed: {error}")
+    return elapsed
+
+
+def drive_pairs(yaml_path: str, repeats: int, budget: float, embedded: bool = False) -> dict[str, list[float]]:
+    """In a child process, with both workers up (or, ``embedded``, started
+    here as threads): a warm-up of each, then a bare chain and a zenweb run
+    alternately, ``repeats`` pairs (fewer past ``budget`` seconds)."""
+    from bench import bare_celery
+    from runs.actions import do_register_workflow
+
+    if embedded:
+        from zenweb.embedded import start_worker_thread
+
+        start_worker_thread(EMBEDDED_CONCURRENCY)
+        bare_celery.start_worker_thread(EMBEDDED_CONCURRENCY)
+    workflow, _ = do_register_workflow(Path(yaml_path).read_text(), yaml_path)
+    bare_celery.chain_and_wait(LENGTH)
+    run_to_end(workflow)
+    zenweb: list[float] = []
+    bare: list[float] = []
+    while not zenweb or (len(zenweb) < repeats and sum(zenweb) + sum(bare) + max(zenweb) <= budget):
+        bare.append(bare_celery.chain_and_wait(LENGTH))
+        zenweb.append(run_to_end(workflow))
+    return {"zenweb": zenweb, "bare": bare}
+
+
+def _rows(layout: str, walls: dict[str, list[float]], note: str, ctx: Context) -> list[Result]:
+    zenweb, bare = walls["zenweb"], walls["bare"]
+    wanted = max(ctx.repeats, MIN_PAIRS)
+    timed = f"; {len(zenweb)} of {wanted} pairs timed (--budget {ctx.budget:.0f} s)" if len(zenweb) < wanted else ""
+    return [
+        Result(
+            "chain",
+            f"chain {LENGTH} steps: zenweb, per step",
+            layout,
+            "ms",
+            [seconds * 1000 / LENGTH for seconds in zenweb],
+            higher_is_better=False,
+            note=f"{note}; zenweb wall {statistics.median(zenweb) * 1000:.0f} ms (do_create_run to completed){timed}",
+        ),
+        Result(
+            "chain",
+            f"chain {LENGTH} no-op tasks: bare Celery, per task",
+            layout,
+            "ms",
+            [seconds * 1000 / LENGTH for seconds in bare],
+            higher_is_better=False,
+            note=f"{note}; bare wall {statistics.median(bare) * 1000:.0f} ms (send to last no-op)",
+        ),
+        Result(
+            "chain",
+            "per-step time in a chain, zenweb / bare Celery",
+            layout,
+            "x",
+            [seconds / before for seconds, before in zip(zenweb, bare, strict=True)],
+            higher_is_better=False,
+            target=TARGET,
+            note=f"{LENGTH} steps each depending on the one before; "
+            "each zenweb run over the bare Celery chain just before it",
+        ),
+    ]
+
+
+def measure(ctx: Context) -> list[Result]:
+    yaml_path = ctx.tmp / "bench-chain.yaml"
+    yaml_path.write_text(WORKFLOW_YAML)
+    repeats = max(ctx.repeats, MIN_PAIRS)
+    if ctx.pg_problem or ctx.redis_problem:
+        why = " and ".join(name for name, p in (("PostgreSQL", ctx.pg_problem), ("Redis", ctx.redis_problem)) if p)
+        backend = ctx.sqlite()
+        walls = run_child(
+            "bench.chain",
+            "drive_pairs",
+            backend.env,
+            yaml_path=str(yaml_path),
+            repeats=repeats,
+            budget=ctx.budget,
+            embedded=True,
+        )
+        note = f"{EMBEDDED_CONCURRENCY} worker threads in one process ({why} not reachable)"
+        return _rows("embedded: memory broker + sqlite, 1 process", walls, note, ctx)
+
+    from bench.bare_celery import QUEUE
+
+    backend = ctx.postgres(redis=True)
+    logs = ctx.tmp / "logs"
+    bare_env = backend.env | {"BENCH_BROKER_URL": BENCH_REDIS_URL}
+    note = f"1 x `celery worker --pool {WORKER_POOL} -c {WORKER_CONCURRENCY}` each, alternated"
+    clear_redis_queues("celery", QUEUE)
+    with (
+        worker_processes("zenweb", 1, backend.env, logs / "chain-zenweb"),
+        worker_processes("bench.bare_celery", 1, bare_env, logs / "chain-bare"),
+    ):
+        walls = run_child(
+            "bench.chain", "drive_pairs", bare_env, yaml_path=str(yaml_path), repeats=repeats, budget=ctx.budget
+        )
+    clear_redis_queues("celery", QUEUE)
+    trouble = log_trouble(logs / "chain-zenweb") or log_trouble(logs / "chain-bare")
+    if trouble:
+        note += f"; DISTURBED: {trouble}"
+    return _rows("redis+postgresql, 1 worker", walls, note, ctx)
