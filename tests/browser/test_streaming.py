@@ -53,7 +53,7 @@ def test_it_shows_the_answer_and_tool_arguments_as_they_stream(open_page, server
         f"""() => Array.from(document.querySelectorAll('{BOX} .partial-calls code'))
                  .some(c => c.textContent.startsWith('send_message({{"text": "tides'))"""
     )
-    page.wait_for_function(f"(document.querySelector('{BOX} .partial-text') || {{}}).textContent?.length > 20")
+    page.wait_for_function(f"() => (document.querySelector('{BOX} .partial-text') || {{}}).textContent?.length > 20")
     shown = page.locator(f"{BOX} .partial-text").text_content()
     screenshot(page, "streaming-answer")
     # Part of the answer, before the whole of it, as characters.
