@@ -29,7 +29,7 @@ test: $(VENV)/.installed
 
 # Figures, not tests: prints a table against the targets and writes
 # bench-results/bench-<timestamp>.json. Uses PostgreSQL and Redis on this
-# machine when reachable (see README, "Benchmarks").
+# machine when reachable (see docs/benchmarks.md).
 bench: $(VENV)/.installed
 	$(PY) -m bench
 
