@@ -11,7 +11,7 @@ import email.utils
 import os
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -29,6 +29,7 @@ from agents.llm.base import (
     ToolCallRequest,
     Usage,
 )
+from agents.redaction import Redactor, secret_values
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_TIMEOUT = 60.0
@@ -68,6 +69,7 @@ class OpenAIProvider:
         model: str,
         timeout: float = DEFAULT_TIMEOUT,
         max_retries: int = DEFAULT_MAX_RETRIES,
+        secrets: Iterable[str] = (),
     ) -> None:
         if not api_key:
             raise ProviderError("openai provider: the API key is empty")
@@ -82,7 +84,10 @@ class OpenAIProvider:
         self.model = model
         self.timeout = timeout
         self.max_retries = max_retries
+        # What the endpoint says goes into events and errors: the key, and
+        # any other secret the environment holds, never do (agents.redaction).
         self._api_key = api_key
+        self._redactor = Redactor(secrets)
         try:
             # The SDK retries nothing: complete() does, so that each retry
             # is reported (a provider event on the run), not silent.
@@ -142,7 +147,14 @@ class OpenAIProvider:
                 raise ProviderError(
                     f"ZENWEB_LLM_MAX_RETRIES must be a whole number of retries, 0 or more, got {raw_retries!r}"
                 )
-        return cls(base_url=base_url, api_key=api_key, model=model, timeout=timeout, max_retries=max_retries)
+        return cls(
+            base_url=base_url,
+            api_key=api_key,
+            model=model,
+            timeout=timeout,
+            max_retries=max_retries,
+            secrets=secret_values(environ),
+        )
 
     def complete(
         self,
@@ -311,7 +323,7 @@ class OpenAIProvider:
         return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._api_key, "[redacted]")
+        return self._redactor.text(text.replace(self._api_key, "[redacted]"))
 
     def _describe(self, exc: openai.OpenAIError, model: str, timeout: float) -> str:
         url = self._display_url

@@ -201,6 +201,24 @@ def test_it_redacts_the_key_when_the_server_echoes_it(server: FakeOpenAIServer) 
     assert KEY not in message
 
 
+def test_it_redacts_the_environments_other_secrets_when_the_server_echoes_them(server: FakeOpenAIServer) -> None:
+    # A proxy in front of the model may echo what it was sent, a database URL included.
+    db_password = "pg-canary-8f2e1d"
+    environ = {
+        "OPENAI_API_KEY": KEY,
+        "OPENAI_BASE_URL": server.base_url,
+        "ZENWEB_LLM_MAX_RETRIES": "0",
+        "DATABASE_PASSWORD": db_password,
+    }
+    server.push_error(500, f"upstream said: password={db_password}")
+
+    with pytest.raises(ProviderError) as caught:
+        OpenAIProvider.from_env(environ, model="m").complete(CompletionRequest(agent="a", messages=MESSAGES))
+
+    assert "upstream said: password=[redacted]" in str(caught.value)
+    assert db_password not in str(caught.value)
+
+
 def test_it_reports_rate_limiting(server: FakeOpenAIServer) -> None:
     server.push_error(429, "Rate limit reached for requests.", error_type="requests")
 
