@@ -29,8 +29,10 @@ from runs.stores import run_group
 log = logging.getLogger(__name__)
 
 FORBIDDEN = 4403
-# The page's websocket extension reconnects after this one, from its cursor.
-INTERNAL_ERROR = 1011
+# The page reconnects after this one, from its cursor (static/js/live.js).
+# Not 1011: daphne sends only 1000 and 3000-4999, and refused 1011 by leaving
+# the socket open and silent. zenweb/websockets.py closes with it too.
+TRY_AGAIN = 4503
 NOTIFICATION = "run.event"
 
 
@@ -93,7 +95,7 @@ class RunConsumer(AsyncWebsocketConsumer):
         if sender.cancelled() or sender.exception() is None:
             return
         log.error("run %s: live updates failed", self.run_id, exc_info=sender.exception())
-        self.closing = asyncio.ensure_future(self.close(code=INTERNAL_ERROR))
+        self.closing = asyncio.ensure_future(self.close(code=TRY_AGAIN))
 
     async def _wait(self) -> bool:
         """Wait for a notification (True) or the poll interval (False)."""

@@ -336,6 +336,9 @@ def parse_body(request: HttpRequest, model: type[M]) -> M:
     try:
         data = json.loads(request.body or b"")
     except (ValueError, UnicodeDecodeError) as exc:
+        sent = request.content_type
+        if sent and sent != "application/json" and not sent.endswith("+json"):
+            raise ApiError(400, f"invalid JSON: the body is {sent}, send application/json") from None
         raise ApiError(400, f"invalid JSON: {exc}") from None
     except RecursionError:
         raise ApiError(400, "invalid JSON: nested too deeply") from None
