@@ -32,8 +32,10 @@ class DjangoToolJournal:
             step_id=self.step_pk, key=key, defaults={"name": name, "owner": self.owner}
         )
         if not created:
-            # An attempt whose worker died mid-call: this one runs it again.
-            ToolExecution.objects.filter(pk=execution.pk).update(owner=self.owner, attempts=F("attempts") + 1)
+            # An attempt whose worker died mid-call (or a resumed run's): this one runs it again.
+            ToolExecution.objects.filter(pk=execution.pk).update(
+                owner=self.owner, attempts=F("attempts") + 1, status=ToolExecution.Status.RUNNING
+            )
 
     def finish(self, key: str, outcome: ToolOutcome) -> None:
         ToolExecution.objects.filter(step_id=self.step_pk, key=key).update(

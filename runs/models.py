@@ -319,6 +319,8 @@ class ToolExecution(models.Model):
     class Status(models.TextChoices):
         RUNNING = "running"
         DONE = "done"
+        # Its run ended while it ran: what it did is unknown, and nothing runs it again.
+        CANCELLED = "cancelled"
 
     step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="tool_executions")
     key = models.CharField(max_length=64, help_text="The call's idempotency key.")

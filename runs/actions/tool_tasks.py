@@ -44,7 +44,7 @@ from runs.actions.common import store_artifacts
 from runs.actions.pending import deliver_result
 from runs.actions.tooling import step_tools, stored_call_context
 from runs.journal import DjangoToolJournal
-from runs.models import Run, Step, ToolCall
+from runs.models import Run, Step, ToolCall, ToolExecution
 from runs.stores import DjangoEventSink, lock_run
 
 log = logging.getLogger(__name__)
@@ -260,6 +260,30 @@ def sweep_tool_calls(now: datetime) -> int:
                 _deliver_failure(call, message, "unavailable")
             swept += 1
     return swept
+
+
+def stop_unfinished_calls(run_id: int, why: str) -> None:
+    """Close the queued and running calls of a run that is ending, each with
+    its tool_result (so before workflow_end), and mark the journal rows of
+    calls still running ``cancelled``. A worker still running such a call
+    then finds it closed (``_finish``) and writes nothing. Call with the
+    run row locked."""
+    pending = ToolCall.objects.filter(run_id=run_id, status__in=(ToolCall.Status.QUEUED, ToolCall.Status.RUNNING))
+    now = timezone.now()
+    for call in pending.select_related("step"):
+        ToolCall.objects.filter(pk=call.pk).update(lease_owner="", lease_expires=None, finished=now)
+        text = failure_text(f"{call.name} was stopped: {why}", RetryHint("unavailable", "finish"))
+        deliver_result(
+            call,
+            text,
+            status=ToolCall.Status.FAILED,
+            error_kind="unavailable",
+            event="tool_result",
+            event_data={"name": call.name, "status": ToolCall.Status.FAILED, "ok": False, "error_kind": "unavailable"},
+        )
+    ToolExecution.objects.filter(step__run_id=run_id, status=ToolExecution.Status.RUNNING).update(
+        status=ToolExecution.Status.CANCELLED, finished=now
+    )
 
 
 def do_fail_tool_call(call_pk: int, error: str) -> None:
