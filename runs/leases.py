@@ -82,6 +82,13 @@ def claim(step_pk: int, turn: int, owner: str) -> bool:
     )
 
 
+def release(step_pk: int, owner: str) -> None:
+    """Give up ``owner``'s lease on a step's turn (an attempt that stopped
+    without recording it), so that the retry takes the turn at once instead
+    of after the lease runs out."""
+    Step.objects.filter(pk=step_pk, lease_owner=owner).update(lease_owner="", lease_expires=None)
+
+
 @contextmanager
 def renewing(pk: int, owner: str, model: type[models.Model] = Step) -> Iterator[None]:
     """Keep the lease on a step's turn (or a tool call, ``model=ToolCall``)

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -114,6 +114,15 @@ def do_execute_tool_call(call_pk: int) -> None:
         journal.finish(key, outcome)
     status = ToolCall.Status.DONE if outcome.ok else ToolCall.Status.FAILED
     _finish(call, owner, outcome, status, _ms(started))
+
+
+def release_call(call_pk: int, owner: str) -> None:
+    """Queue again a call ``owner`` held when its attempt stopped on a lost
+    database connection; that attempt does not count against MAX_ATTEMPTS
+    (those are for workers that died)."""
+    ToolCall.objects.filter(pk=call_pk, status=ToolCall.Status.RUNNING, lease_owner=owner).update(
+        status=ToolCall.Status.QUEUED, lease_owner="", lease_expires=None, attempts=F("attempts") - 1
+    )
 
 
 def _claim(call_pk: int, owner: str) -> ToolCall | None:
@@ -209,11 +218,22 @@ def _within(
     why = ""
     while thread.is_alive() and (left := deadline - time.monotonic()) > 0:
         thread.join(min(left, STOP_CHECK_SECONDS))
-        if thread.is_alive() and (why := stopped()):
+        if thread.is_alive() and (why := _unless_disconnected(stopped)):
             cancel.set()
             thread.join(STOP_GRACE_SECONDS)
             break
     return (box[0] if box else None), why
+
+
+def _unless_disconnected(stopped: Callable[[], str]) -> str:
+    """``stopped()``, or "" while the database is away: leaving the tool
+    running beats abandoning it to a retry that would run it a second time."""
+    try:
+        return stopped()
+    except (OperationalError, InterfaceError) as exc:
+        log.warning("could not ask whether a tool call should stop: %s", exc)
+        connection.close()
+        return ""
 
 
 def _stopped(step: Step) -> str:
