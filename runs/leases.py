@@ -30,7 +30,7 @@ from django.db.models import Max, Q
 from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
-from runs import sql
+from runs import outbox, sql
 from runs.models import Event, Run, Step
 from runs.stores import DjangoEventSink, lock_run
 
@@ -219,12 +219,45 @@ def do_sweep() -> dict[str, int]:
     from runs.actions.tool_tasks import sweep_tool_calls
 
     return {
+        "sent_again": outbox.send_unsent(),
+        "starts_requeued": _requeue_pending_starts(now),
         "expired": expired,
         "tool_calls": sweep_tool_calls(now),
         **_enforce_limits(),
         "resumed": _resume_silent(now),
         "stuck": _mark_stuck(now),
     }
+
+
+def _requeue_pending_starts(now) -> int:
+    """Runs still pending ZENWEB_REQUEUE_AFTER seconds after they were
+    created (or last queued again) get their start task queued again: the
+    broker may have lost it (a Redis restart without persistence). Each is
+    marked stuck with why, until it starts (do_start_run clears the mark)."""
+    from runs import tasks
+
+    after = settings.ZENWEB_REQUEUE_AFTER
+    if after <= 0:
+        return 0
+    since = now - timedelta(seconds=after)
+    overdue = Run.objects.filter(status=Run.Status.PENDING, created__lt=since).filter(
+        Q(start_requeued__isnull=True) | Q(start_requeued__lt=since)
+    )
+    requeued = 0
+    for run in overdue.only("pk", "created"):
+        unsent = outbox.unsent_start_error(run.pk)
+        if unsent:
+            reason = f"not started: its start could not be queued ({unsent}); it is sent when the broker answers"
+        else:
+            waited = (now - run.created).total_seconds()
+            reason = f"not started {waited:.0f}s after it was created: no worker took its start task, queued again"
+        if Run.objects.filter(pk=run.pk, status=Run.Status.PENDING).update(
+            start_requeued=now, stuck_reason=reason[:300]
+        ):
+            if not unsent:
+                tasks.start_run.delay(run.pk)
+            requeued += 1
+    return requeued
 
 
 def _enforce_limits() -> dict[str, int]:

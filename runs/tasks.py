@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from celery import Task, shared_task
 from django.db import InterfaceError, OperationalError, connection, transaction
 
-from runs import actions, leases
+from runs import actions, leases, outbox
 
 log = logging.getLogger(__name__)
 
@@ -155,9 +155,8 @@ def queue_after_commit(task: Task, calls: Iterable[tuple]) -> None:
     own LPUSH: about half a millisecond, and a fan-out of 500 steps spent a
     quarter of a second queueing them from one process. kombu's
     ``Producer.batch`` pipelines them (the memory broker publishes each at
-    once). A publish that fails loses the calls not yet sent, as failed
-    publishes one by one would: the sweeper re-enqueues a silent run's work
-    (runs/leases.py, ZENWEB_RESUME_AFTER)."""
+    once). If the broker is away, the calls are kept for the sweeper to
+    send again (runs/outbox.py)."""
     calls = list(calls)
     if calls:
         transaction.on_commit(lambda: publish(task, calls), robust=True)
@@ -165,6 +164,10 @@ def queue_after_commit(task: Task, calls: Iterable[tuple]) -> None:
 
 def publish(task: Task, calls: list[tuple]) -> None:
     """Publish ``task`` with each of ``calls`` now, in batches (kombu >= 5.7)."""
-    with task.app.producer_or_acquire() as producer, producer.batch(PUBLISH_BATCH):
-        for args in calls:
-            task.apply_async(args, producer=producer)
+    try:
+        with task.app.producer_or_acquire() as producer, producer.batch(PUBLISH_BATCH):
+            for args in calls:
+                task.apply_async(args, producer=producer)
+    except outbox.PUBLISH_ERRORS as exc:
+        # Some may have gone out: sent twice, a task does nothing the second time.
+        outbox.record(task.name, [(tuple(args), {}) for args in calls], exc)

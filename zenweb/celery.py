@@ -17,7 +17,8 @@ from celery.signals import (
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "zenweb.settings")
 
-app = Celery("zenweb")
+# A task whose publish fails (the broker away) is kept for the sweeper to send again.
+app = Celery("zenweb", task_cls="runs.outbox:RecordedTask")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 

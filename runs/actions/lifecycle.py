@@ -76,7 +76,7 @@ def do_start_run(run_id: int) -> None:
     steps that are ready. A second delivery of the same task does nothing."""
     with transaction.atomic():
         if not Run.objects.filter(pk=run_id, status=Run.Status.PENDING).update(
-            status=Run.Status.RUNNING, started=timezone.now()
+            status=Run.Status.RUNNING, started=timezone.now(), stuck_reason=""
         ):
             return
         run = Run.objects.select_related("workflow").get(pk=run_id)

@@ -199,6 +199,10 @@ class RunSummary(_Response):
     finished: datetime | None
     error: str
     result: str
+    stuck: str = Field(
+        default="",
+        description="Why a pending or running run is not moving (its start never taken, no progress); empty otherwise.",
+    )
 
 
 class RunPage(_Response):
