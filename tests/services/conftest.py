@@ -12,6 +12,8 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from tests.services.throwaway_redis import own_redis  # noqa: F401 - a fixture: a redis-server of the test's own
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
