@@ -65,7 +65,11 @@ def daphne(own_redis, tmp_path):
 
 
 def test_pages_reconnect_and_show_every_event_when_daphnes_database_connection_is_killed(
-    tmp_path, own_redis, daphne, browser, owner  # noqa: F811 - the harness fixture
+    tmp_path,
+    own_redis,
+    daphne,
+    browser,
+    owner,  # noqa: F811 - the harness fixture
 ):
     base, log = daphne
     session = Client()
