@@ -221,6 +221,7 @@ def do_sweep() -> dict[str, int]:
     return {
         "sent_again": outbox.send_unsent(),
         "starts_requeued": _requeue_pending_starts(now),
+        "wakes_requeued": _requeue_lost_wakes(now),
         "expired": expired,
         "tool_calls": sweep_tool_calls(now),
         **_enforce_limits(),
@@ -256,6 +257,26 @@ def _requeue_pending_starts(now) -> int:
         ):
             if not unsent:
                 tasks.start_run.delay(run.pk)
+            requeued += 1
+    return requeued
+
+
+def _requeue_lost_wakes(now) -> int:
+    """A coordinator wake queued ZENWEB_REQUEUE_AFTER seconds ago that never
+    started (its task lost with the broker): its mark (Run.wake_queued)
+    holds other requests back, so nothing else would queue one. Queue it
+    again; a wake that was only slow finds the coordinator busy and leaves."""
+    from runs import tasks
+
+    after = settings.ZENWEB_REQUEUE_AFTER
+    if after <= 0:
+        return 0
+    since = now - timedelta(seconds=after)
+    requeued = 0
+    lost = Run.objects.filter(status=Run.Status.RUNNING, coordinator_busy=False, wake_queued__lt=since)
+    for pk, queued in lost.values_list("pk", "wake_queued"):
+        if Run.objects.filter(pk=pk, coordinator_busy=False, wake_queued=queued).update(wake_queued=now):
+            tasks.wake_coordinator.delay(pk)
             requeued += 1
     return requeued
 

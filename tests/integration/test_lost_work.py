@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import time
 from datetime import timedelta
 
 import pytest
 from django.test import Client
 from django.utils import timezone
 
+from runs import tasks
 from runs.actions import do_create_run
 from runs.leases import do_sweep
 from runs.models import Run, UnsentTask
-from tests.conftest import register, wait_for_run
+from tests.conftest import register, wait_for, wait_for_run
 from zenweb.celery import app
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -84,3 +86,21 @@ def test_a_pending_run_whose_start_task_was_lost_is_started_again(celery_worker,
     assert run.events.filter(type="workflow_start").count() == 1
     # Once per deadline: a sweep right after queues nothing more.
     assert do_sweep()["starts_requeued"] == 0
+
+
+def test_a_coordinator_wake_whose_task_was_lost_is_queued_again(celery_worker, owner, settings, monkeypatch):
+    settings.ZENWEB_REQUEUE_AFTER = 5
+    with monkeypatch.context() as lost:
+        # The wake the finished step asks for is queued, then lost with the broker.
+        lost.setattr(tasks.wake_coordinator, "delay", lambda *args: None)
+        run = do_create_run(register("tools/appender_tasks"), {}, user=owner)
+        wait_for(lambda: Run.objects.filter(pk=run.pk, wake_queued__isnull=False, coordinator_busy=False).exists())
+        time.sleep(0.5)
+    assert Run.objects.get(pk=run.pk).status == Run.Status.RUNNING
+    Run.objects.filter(pk=run.pk).update(wake_queued=timezone.now() - timedelta(seconds=10))
+
+    assert do_sweep()["wakes_requeued"] == 1
+    run = wait_for_run(run)
+
+    assert run.status == Run.Status.COMPLETED
+    assert run.events.order_by("-seq").values_list("type", flat=True)[0] == "workflow_end"

@@ -68,8 +68,8 @@ def test_pages_reconnect_and_show_every_event_when_daphnes_database_connection_i
     tmp_path,
     own_redis,
     daphne,
-    browser,
-    owner,  # noqa: F811 - the harness fixture
+    browser,  # noqa: F811 - the harness fixture
+    owner,
 ):
     base, log = daphne
     session = Client()
