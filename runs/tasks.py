@@ -57,15 +57,21 @@ def start_run(self: Task, run_id: int) -> None:
         actions.do_fail_run(run_id, f"could not start: {type(exc).__name__}: {exc}")
 
 
+def _holders(release: list[str]) -> list[str]:
+    """The lease holders a retry hands back: the earlier attempts' (a hand-back
+    the lost connection stopped too) and this one's."""
+    return sorted({*release, leases.worker_identity()})
+
+
 @shared_task(**RETRYING)
-def run_step_turn(self: Task, step_pk: int, turn: int, release: str = "") -> None:
+def run_step_turn(self: Task, step_pk: int, turn: int, release: list[str] | None = None) -> None:
     try:
-        if release:
-            # The attempt a connection error stopped held the turn's lease: it gave it up.
-            leases.release(step_pk, release)
+        for owner in release or ():
+            # An attempt a connection error stopped held the turn's lease: it gave it up.
+            leases.release(step_pk, owner)
         actions.do_step_turn(step_pk, turn)
     except CONNECTION_ERRORS as exc:
-        retry_after(self, exc, release=leases.worker_identity())
+        retry_after(self, exc, release=_holders(release or []))
     except Exception as exc:
         # A bug or a broken tool must not leave the run waiting forever.
         log.exception("turn %s of step %s failed", turn, step_pk)
@@ -125,17 +131,17 @@ def execute_approved_call(approval_id: int) -> None:
 
 
 @shared_task(**RETRYING)
-def execute_tool_call(self: Task, call_pk: int, release: str = "") -> None:
+def execute_tool_call(self: Task, call_pk: int, release: list[str] | None = None) -> None:
     from runs.actions.tool_tasks import do_execute_tool_call, do_fail_tool_call, release_call
 
     try:
-        if release:
-            # The attempt a connection error stopped held the call: queued again, it runs
+        for owner in release or ():
+            # An attempt a connection error stopped held the call: queued again, it runs
             # here (or its journaled result is delivered, if the tool had finished).
-            release_call(call_pk, release)
+            release_call(call_pk, owner)
         do_execute_tool_call(call_pk)
     except CONNECTION_ERRORS as exc:
-        retry_after(self, exc, release=leases.worker_identity())
+        retry_after(self, exc, release=_holders(release or []))
     except Exception as exc:
         # A bug must not leave the step waiting for this call forever.
         log.exception("tool call %s failed", call_pk)
