@@ -33,8 +33,10 @@ class RecordedTask(Task):
         try:
             return super().apply_async(args, kwargs, task_id, producer, link, link_error, **options)
         except PUBLISH_ERRORS as exc:
-            if producer is not None:
-                raise  # one of a batch: publish() records the whole batch
+            if producer is not None or self.app.conf.task_always_eager:
+                # One of a batch (publish() records the whole batch), or the
+                # task's own error when run eagerly: not a failed publish.
+                raise
             record(self.name, [(tuple(args or ()), dict(kwargs or {}))], exc)
             return None
 
