@@ -219,6 +219,7 @@ def do_sweep() -> dict[str, int]:
     from runs.actions.tool_tasks import sweep_tool_calls
 
     return {
+        "after_broker_restart": _recover_after_broker_restart(),
         "sent_again": outbox.send_unsent(),
         "starts_requeued": _requeue_pending_starts(now),
         "wakes_requeued": _requeue_lost_wakes(now),
@@ -228,6 +229,44 @@ def do_sweep() -> dict[str, int]:
         "resumed": _resume_silent(now),
         "stuck": _mark_stuck(now),
     }
+
+
+# A key zenweb keeps on the broker: gone, the broker lost its data (a Redis
+# restarted without persistence, a failover to an empty replica) and every
+# queued task with it.
+BROKER_MARK = "zenweb:broker-mark"
+
+
+def _recover_after_broker_restart() -> int:
+    """The broker lost its data: resume the running runs and queue the
+    pending runs' starts now, seconds after it is back, instead of after
+    ZENWEB_RESUME_AFTER. The sweeper that sets the mark again does it (once
+    per loss; also once on a new broker, which does no harm). Returns how
+    many runs it nudged."""
+    import redis
+    from redis.exceptions import RedisError
+
+    from runs import tasks
+    from runs.actions.recovery import do_resume_run
+
+    url = settings.CELERY_BROKER_URL
+    if not url.startswith(("redis://", "rediss://")):
+        return 0
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+        if not client.set(BROKER_MARK, timezone.now().isoformat(), nx=True):
+            return 0
+    except RedisError:
+        return 0  # still away: the next sweep looks again
+    log.warning("the broker has lost its data (restarted without persistence?): resuming live runs")
+    nudged = 0
+    for pk in Run.objects.filter(status=Run.Status.RUNNING).values_list("pk", flat=True):
+        do_resume_run(pk, "the broker restarted: its queued tasks may be lost")
+        nudged += 1
+    for pk in Run.objects.filter(status=Run.Status.PENDING).values_list("pk", flat=True):
+        tasks.start_run.delay(pk)
+        nudged += 1
+    return nudged
 
 
 def _requeue_pending_starts(now) -> int:

@@ -7,9 +7,11 @@ from __future__ import annotations
 import time
 
 import pytest
+import redis
 from django.db import connection
 
 from runs.actions import do_create_run
+from runs.leases import BROKER_MARK
 from runs.models import Message, Run, UnsentTask
 from tests.conftest import assert_gapless, register, wait_for_run
 from tests.services.conftest import workers
@@ -120,3 +122,28 @@ def test_a_run_completes_when_the_workers_database_connections_are_killed(tmp_pa
     assert_whole(run), log[-3000:]
     assert not run.steps.filter(status="failed").exists()
     assert (tmp_path / "workspaces" / f"run-{run.pk}" / "steps.log").read_text() == "step\n" * 4
+
+
+def test_a_run_whose_queued_tasks_a_redis_restart_lost_goes_on_within_seconds(tmp_path, own_redis):
+    # One task at a time: the other steps' tasks wait on the broker. No
+    # deadline would fire within the test (ZENWEB_RESUME_AFTER is 120 s).
+    env = worker_env(tmp_path, own_redis.url)
+    with workers(tmp_path, "single", env=env, concurrency=1) as logs:
+        # A new broker has no mark: the first sweep sets it (and resumes nothing yet).
+        broker = redis.Redis.from_url(own_redis.url)
+        wait_until(lambda: broker.exists(BROKER_MARK), 10, "no sweeper marked the broker")
+        run = do_create_run(register("durability/slow_fan"), {})
+        wait_until(lambda: run.events.filter(type="tool_started").exists(), 30, "no tool started")
+
+        own_redis.stop()
+        own_redis.start()
+        back = time.monotonic()
+        run = wait_for_run(run, timeout=40)
+        took = time.monotonic() - back
+        log = logs[0].read_text()
+
+    assert_whole(run)
+    assert took < 30, log[-3000:]
+    assert run.events.filter(type="run_resumed", data__reason__startswith="the broker restarted").count() == 1
+    lines = (tmp_path / "workspaces" / f"run-{run.pk}" / "fan.log").read_text().split()
+    assert sorted(lines) == ["a", "b", "c", "d"]
