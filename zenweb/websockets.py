@@ -9,6 +9,7 @@ page's live.js reconnects after TRY_AGAIN.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from channels.auth import AuthMiddlewareStack
@@ -62,11 +63,13 @@ class CloseOnFailure:
             await self.app(scope, receive, tracked_send)
         except SERVICE_ERRORS as exc:
             log.warning("websocket %s closed: %s: %s", scope.get("path"), type(exc).__name__, exc)
-            if not closed:
-                await send({"type": "websocket.close", "code": TRY_AGAIN})
         except Exception:
             log.exception("websocket %s failed", scope.get("path"))
-            if not closed:
+        else:
+            return
+        if not closed:
+            # The client may be gone already (a failure while disconnecting): nothing to tell it then.
+            with contextlib.suppress(Exception):
                 await send({"type": "websocket.close", "code": TRY_AGAIN})
 
 
