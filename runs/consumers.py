@@ -38,8 +38,10 @@ TOO_MANY_SOCKETS = 4429
 # Open run-page sockets per user id, in this process: each one holds a task
 # and database reads, so one user must not open hundreds.
 OPEN_SOCKETS: Counter[int] = Counter()
-# The page's websocket extension reconnects after this one, from its cursor.
-INTERNAL_ERROR = 1011
+# The page reconnects after this one, from its cursor (static/js/live.js).
+# Not 1011: daphne sends only 1000 and 3000-4999, and refused 1011 by leaving
+# the socket open and silent. zenweb/websockets.py closes with it too.
+TRY_AGAIN = 4503
 NOTIFICATION = "run.event"
 
 
@@ -127,7 +129,7 @@ class RunConsumer(AsyncWebsocketConsumer):
         if sender.cancelled() or sender.exception() is None:
             return
         log.error("run %s: live updates failed", self.run_id, exc_info=sender.exception())
-        self.closing = asyncio.ensure_future(self.close(code=INTERNAL_ERROR))
+        self.closing = asyncio.ensure_future(self.close(code=TRY_AGAIN))
 
     async def _wait(self) -> bool:
         """Wait for a notification (True) or the poll interval (False)."""

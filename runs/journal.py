@@ -4,14 +4,20 @@ dies before the turn is recorded."""
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
+from django.db import InterfaceError, OperationalError, connection
 from django.db.models import F
 from django.utils import timezone
 
 from agents.tools.registry import ToolOutcome
 from agents.tools.results import Artifact, Bounds
 from runs.models import ToolExecution
+
+log = logging.getLogger(__name__)
 
 
 class DjangoToolJournal:
@@ -32,13 +38,41 @@ class DjangoToolJournal:
             step_id=self.step_pk, key=key, defaults={"name": name, "owner": self.owner}
         )
         if not created:
-            # An attempt whose worker died mid-call: this one runs it again.
-            ToolExecution.objects.filter(pk=execution.pk).update(owner=self.owner, attempts=F("attempts") + 1)
+            # An attempt whose worker died mid-call (or a resumed run's): this one runs it again.
+            ToolExecution.objects.filter(pk=execution.pk).update(
+                owner=self.owner, attempts=F("attempts") + 1, status=ToolExecution.Status.RUNNING
+            )
 
     def finish(self, key: str, outcome: ToolOutcome) -> None:
-        ToolExecution.objects.filter(step_id=self.step_pk, key=key).update(
-            status=ToolExecution.Status.DONE, outcome=_dump(outcome), finished=timezone.now()
+        data = _dump(outcome)
+        _until_stored(
+            lambda: ToolExecution.objects.filter(step_id=self.step_pk, key=key).update(
+                status=ToolExecution.Status.DONE, outcome=data, finished=timezone.now()
+            )
         )
+
+
+# How long a finished call's outcome waits for a lost database connection
+# (about 16 s in all) before its task gives up and is retried.
+STORE_RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0, 4.0, 8.0)
+
+
+def _until_stored(write: Callable[[], object]) -> None:
+    """Write what a side effect returned. It happened: if the connection is
+    lost now, a retry of the task would run it again, so wait for the
+    database instead (outside a transaction only: inside one, the rollback
+    already lost the rest)."""
+    for delay in STORE_RETRY_DELAYS:
+        try:
+            write()
+            return
+        except (OperationalError, InterfaceError) as exc:
+            if connection.in_atomic_block:
+                raise
+            log.warning("storing a tool outcome failed (%s); trying again in %gs", exc, delay)
+            connection.close()
+            time.sleep(delay)
+    write()
 
 
 def _dump(outcome: ToolOutcome) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from django.db.models import Max, Q
 from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
-from runs import sql
+from runs import outbox, sql
 from runs.models import Event, Run, Step
 from runs.stores import DjangoEventSink, lock_run
 
@@ -80,6 +80,13 @@ def claim(step_pk: int, turn: int, owner: str) -> bool:
             [step_pk, Step.Status.RUNNING, turn - 1, sql.db_value(Step, "lease_expires", now), owner],
         )
     )
+
+
+def release(step_pk: int, owner: str) -> None:
+    """Give up ``owner``'s lease on a step's turn (an attempt that stopped
+    without recording it), so that the retry takes the turn at once instead
+    of after the lease runs out."""
+    Step.objects.filter(pk=step_pk, lease_owner=owner).update(lease_owner="", lease_expires=None)
 
 
 @contextmanager
@@ -212,12 +219,105 @@ def do_sweep() -> dict[str, int]:
     from runs.actions.tool_tasks import sweep_tool_calls
 
     return {
+        "after_broker_restart": _recover_after_broker_restart(),
+        "sent_again": outbox.send_unsent(),
+        "starts_requeued": _requeue_pending_starts(now),
+        "wakes_requeued": _requeue_lost_wakes(now),
         "expired": expired,
         "tool_calls": sweep_tool_calls(now),
         **_enforce_limits(),
         "resumed": _resume_silent(now),
         "stuck": _mark_stuck(now),
     }
+
+
+# A key zenweb keeps on the broker: gone, the broker lost its data (a Redis
+# restarted without persistence, a failover to an empty replica) and every
+# queued task with it.
+BROKER_MARK = "zenweb:broker-mark"
+
+
+def _recover_after_broker_restart() -> int:
+    """The broker lost its data: resume the running runs and queue the
+    pending runs' starts now, seconds after it is back, instead of after
+    ZENWEB_RESUME_AFTER. The sweeper that sets the mark again does it (once
+    per loss; also once on a new broker, which does no harm). Returns how
+    many runs it nudged."""
+    import redis
+    from redis.exceptions import RedisError
+
+    from runs import tasks
+    from runs.actions.recovery import do_resume_run
+
+    url = settings.CELERY_BROKER_URL
+    if not url.startswith(("redis://", "rediss://")):
+        return 0
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+        if not client.set(BROKER_MARK, timezone.now().isoformat(), nx=True):
+            return 0
+    except RedisError:
+        return 0  # still away: the next sweep looks again
+    log.warning("the broker has lost its data (restarted without persistence?): resuming live runs")
+    nudged = 0
+    for pk in Run.objects.filter(status=Run.Status.RUNNING).values_list("pk", flat=True):
+        do_resume_run(pk, "the broker restarted: its queued tasks may be lost")
+        nudged += 1
+    for pk in Run.objects.filter(status=Run.Status.PENDING).values_list("pk", flat=True):
+        tasks.start_run.delay(pk)
+        nudged += 1
+    return nudged
+
+
+def _requeue_pending_starts(now) -> int:
+    """Runs still pending ZENWEB_REQUEUE_AFTER seconds after they were
+    created (or last queued again) get their start task queued again: the
+    broker may have lost it (a Redis restart without persistence). Each is
+    marked stuck with why, until it starts (do_start_run clears the mark)."""
+    from runs import tasks
+
+    after = settings.ZENWEB_REQUEUE_AFTER
+    if after <= 0:
+        return 0
+    since = now - timedelta(seconds=after)
+    overdue = Run.objects.filter(status=Run.Status.PENDING, created__lt=since).filter(
+        Q(start_requeued__isnull=True) | Q(start_requeued__lt=since)
+    )
+    requeued = 0
+    for run in overdue.only("pk", "created"):
+        unsent = outbox.unsent_start_error(run.pk)
+        if unsent:
+            reason = f"not started: its start could not be queued ({unsent}); it is sent when the broker answers"
+        else:
+            waited = (now - run.created).total_seconds()
+            reason = f"not started {waited:.0f}s after it was created: no worker took its start task, queued again"
+        if Run.objects.filter(pk=run.pk, status=Run.Status.PENDING).update(
+            start_requeued=now, stuck_reason=reason[:300]
+        ):
+            if not unsent:
+                tasks.start_run.delay(run.pk)
+            requeued += 1
+    return requeued
+
+
+def _requeue_lost_wakes(now) -> int:
+    """A coordinator wake queued ZENWEB_REQUEUE_AFTER seconds ago that never
+    started (its task lost with the broker): its mark (Run.wake_queued)
+    holds other requests back, so nothing else would queue one. Queue it
+    again; a wake that was only slow finds the coordinator busy and leaves."""
+    from runs import tasks
+
+    after = settings.ZENWEB_REQUEUE_AFTER
+    if after <= 0:
+        return 0
+    since = now - timedelta(seconds=after)
+    requeued = 0
+    lost = Run.objects.filter(status=Run.Status.RUNNING, coordinator_busy=False, wake_queued__lt=since)
+    for pk, queued in lost.values_list("pk", "wake_queued"):
+        if Run.objects.filter(pk=pk, coordinator_busy=False, wake_queued=queued).update(wake_queued=now):
+            tasks.wake_coordinator.delay(pk)
+            requeued += 1
+    return requeued
 
 
 def _enforce_limits() -> dict[str, int]:

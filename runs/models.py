@@ -78,6 +78,8 @@ class Run(models.Model):
     wake_queued = models.DateTimeField(null=True, blank=True)
     # Set by the reaper when the run made no progress for too long.
     stuck_reason = models.CharField(max_length=300, blank=True)
+    # When the sweeper last queued the start of this pending run again (runs/leases.py).
+    start_requeued = models.DateTimeField(null=True, blank=True)
     # Shell commands that delete or force-push are refused unless this is set
     # (by an approver; see the approvals flow).
     destructive_approved = models.BooleanField(default=False)
@@ -319,6 +321,8 @@ class ToolExecution(models.Model):
     class Status(models.TextChoices):
         RUNNING = "running"
         DONE = "done"
+        # Its run ended while it ran: what it did is unknown, and nothing runs it again.
+        CANCELLED = "cancelled"
 
     step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="tool_executions")
     key = models.CharField(max_length=64, help_text="The call's idempotency key.")
@@ -499,3 +503,21 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user})"
+
+
+class UnsentTask(models.Model):
+    """A task whose publish failed after its transaction committed (the
+    broker was away): the sweeper sends it again, oldest first, and deletes
+    it once sent (runs/outbox.py). Every task is safe to run twice."""
+
+    name = models.CharField(max_length=200)
+    args = models.JSONField(default=list)
+    kwargs = models.JSONField(default=dict)
+    error = models.CharField(max_length=300, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.name}{tuple(self.args)}"

@@ -2,34 +2,76 @@
 
 Each task is safe to run twice: the actions claim their work with a
 conditional UPDATE, so a redelivered task finds nothing left to do.
+
+A lost or refused database connection (a failover, a PgBouncer restart, an
+idle reaper, a SQLite lock) is not the work's fault: the task closes its
+connection and is retried with backoff (``retry_after``), and only other
+errors fail a step, a run or a call.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Iterable
 
 from celery import Task, shared_task
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 
-from runs import actions
+from runs import actions, leases, outbox
 
 log = logging.getLogger(__name__)
 
+CONNECTION_ERRORS = (OperationalError, InterfaceError)
+# Retried for about a quarter of an hour (the delay doubles up to MAX_RETRY_DELAY);
+# past that the sweeper's recovery (runs/leases.py) takes over.
+MAX_RETRIES = 40
+FIRST_RETRY_DELAY = 0.5
+MAX_RETRY_DELAY = 30.0
+RETRYING = {"bind": True, "max_retries": MAX_RETRIES}
 
-@shared_task
-def start_run(run_id: int) -> None:
+
+def retry_after(task: Task, exc: Exception, **kwargs) -> None:
+    """Retry ``task`` (with ``kwargs`` added to its own) after a connection
+    error: close the broken connection, wait longer each time. Raises."""
+    try:
+        connection.close()
+    except CONNECTION_ERRORS:
+        pass  # it is gone either way
+    retries = task.request.retries
+    delay = min(MAX_RETRY_DELAY, FIRST_RETRY_DELAY * 2**retries) * random.uniform(0.8, 1.2)
+    log.warning(
+        "%s%s: database connection lost (%s); retry %d in %.1fs", task.name, task.request.args, exc, retries + 1, delay
+    )
+    raise task.retry(exc=exc, countdown=delay, kwargs={**task.request.kwargs, **kwargs})
+
+
+@shared_task(**RETRYING)
+def start_run(self: Task, run_id: int) -> None:
     try:
         actions.do_start_run(run_id)
+    except CONNECTION_ERRORS as exc:
+        retry_after(self, exc)
     except Exception as exc:
         log.exception("starting run %s failed", run_id)
         actions.do_fail_run(run_id, f"could not start: {type(exc).__name__}: {exc}")
 
 
-@shared_task
-def run_step_turn(step_pk: int, turn: int) -> None:
+def _holders(release: list[str]) -> list[str]:
+    """The lease holders a retry hands back: the earlier attempts' (a hand-back
+    the lost connection stopped too) and this one's."""
+    return sorted({*release, leases.worker_identity()})
+
+
+@shared_task(**RETRYING)
+def run_step_turn(self: Task, step_pk: int, turn: int, release: list[str] | None = None) -> None:
     try:
+        for owner in release or ():
+            # An attempt a connection error stopped held the turn's lease: it gave it up.
+            leases.release(step_pk, owner)
         actions.do_step_turn(step_pk, turn)
+    except CONNECTION_ERRORS as exc:
+        retry_after(self, exc, release=_holders(release or []))
     except Exception as exc:
         # A bug or a broken tool must not leave the run waiting forever.
         log.exception("turn %s of step %s failed", turn, step_pk)
@@ -43,15 +85,25 @@ def stop_waiting_step(run_id: int, step_id: str) -> None:
     do_stop_waiting_step(run_id, step_id)
 
 
-@shared_task
-def wake_coordinator(run_id: int) -> None:
-    actions.do_coordinator_wake(run_id)
+@shared_task(**RETRYING)
+def wake_coordinator(self: Task, run_id: int, release: bool = False) -> None:
+    from runs.actions.coordinator import release_wake
+
+    try:
+        if release:
+            # The wake a connection error stopped left the coordinator busy.
+            release_wake(run_id)
+        actions.do_coordinator_wake(run_id)
+    except CONNECTION_ERRORS as exc:
+        retry_after(self, exc, release=True)
 
 
-@shared_task
-def resume_step(step_pk: int) -> None:
+@shared_task(**RETRYING)
+def resume_step(self: Task, step_pk: int) -> None:
     try:
         actions.do_resume_turn(step_pk)
+    except CONNECTION_ERRORS as exc:
+        retry_after(self, exc)
     except Exception as exc:
         log.exception("resuming step %s failed", step_pk)
         actions.do_fail_resume(step_pk, f"internal error: {type(exc).__name__}: {exc}")
@@ -78,12 +130,18 @@ def execute_approved_call(approval_id: int) -> None:
     do_execute_approved_call(approval_id)
 
 
-@shared_task
-def execute_tool_call(call_pk: int) -> None:
-    from runs.actions.tool_tasks import do_execute_tool_call, do_fail_tool_call
+@shared_task(**RETRYING)
+def execute_tool_call(self: Task, call_pk: int, release: list[str] | None = None) -> None:
+    from runs.actions.tool_tasks import do_execute_tool_call, do_fail_tool_call, release_call
 
     try:
+        for owner in release or ():
+            # An attempt a connection error stopped held the call: queued again, it runs
+            # here (or its journaled result is delivered, if the tool had finished).
+            release_call(call_pk, owner)
         do_execute_tool_call(call_pk)
+    except CONNECTION_ERRORS as exc:
+        retry_after(self, exc, release=_holders(release or []))
     except Exception as exc:
         # A bug must not leave the step waiting for this call forever.
         log.exception("tool call %s failed", call_pk)
@@ -103,9 +161,8 @@ def queue_after_commit(task: Task, calls: Iterable[tuple]) -> None:
     own LPUSH: about half a millisecond, and a fan-out of 500 steps spent a
     quarter of a second queueing them from one process. kombu's
     ``Producer.batch`` pipelines them (the memory broker publishes each at
-    once). A publish that fails loses the calls not yet sent, as failed
-    publishes one by one would: the sweeper re-enqueues a silent run's work
-    (runs/leases.py, ZENWEB_RESUME_AFTER)."""
+    once). If the broker is away, the calls are kept for the sweeper to
+    send again (runs/outbox.py)."""
     calls = list(calls)
     if calls:
         transaction.on_commit(lambda: publish(task, calls), robust=True)
@@ -113,6 +170,10 @@ def queue_after_commit(task: Task, calls: Iterable[tuple]) -> None:
 
 def publish(task: Task, calls: list[tuple]) -> None:
     """Publish ``task`` with each of ``calls`` now, in batches (kombu >= 5.7)."""
-    with task.app.producer_or_acquire() as producer, producer.batch(PUBLISH_BATCH):
-        for args in calls:
-            task.apply_async(args, producer=producer)
+    try:
+        with task.app.producer_or_acquire() as producer, producer.batch(PUBLISH_BATCH):
+            for args in calls:
+                task.apply_async(args, producer=producer)
+    except outbox.PUBLISH_ERRORS as exc:
+        # Some may have gone out: sent twice, a task does nothing the second time.
+        outbox.record(task.name, [(tuple(args), {}) for args in calls], exc)

@@ -22,6 +22,15 @@ def start_worker_thread(concurrency: int | None = None) -> threading.Thread:
     return start(app, concurrency or settings.ZENWEB_EMBEDDED_CONCURRENCY, name="celery-embedded")
 
 
+def resume_interrupted_runs(out) -> None:
+    """Runs that were live when this process last stopped go on (their
+    queued tasks were in its memory broker). Writes how many to ``out``."""
+    from runs.actions.recovery import do_resume_after_restart
+
+    if settings.EMBEDDED and (runs := do_resume_after_restart()):
+        out.write(f"resumed {len(runs)} run(s) that were live when zenweb last stopped")
+
+
 def serve(host: str, port: int) -> None:
     """Serve HTTP and websockets with daphne until interrupted."""
     from daphne.endpoints import build_endpoint_description_strings

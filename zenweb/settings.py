@@ -332,6 +332,8 @@ ZENWEB_SWEEP_SECONDS = env_float("ZENWEB_SWEEP_SECONDS", 10.0)
 ZENWEB_STUCK_AFTER = env_float("ZENWEB_STUCK_AFTER", 900.0)
 # A run silent this long has its work re-enqueued by the sweeper (0 = never).
 ZENWEB_RESUME_AFTER = env_float("ZENWEB_RESUME_AFTER", 120.0)
+# A run still pending this long has its start task queued again (0 = never).
+ZENWEB_REQUEUE_AFTER = env_float("ZENWEB_REQUEUE_AFTER", 60.0)
 
 LOGGING = {
     "version": 1,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import F
 
 from agents import coordinator_prompts as prompts
@@ -99,9 +99,17 @@ def do_coordinator_wake(run_id: int) -> None:
         # A call cut off by the run's timeout fails the run for that reason.
         run = Run.objects.select_related("workflow").get(pk=run_id)
         do_fail_run(run_id, timeout_breach(run, workflow_spec(run.workflow).options) or f"coordinator: {exc}")
+    except (OperationalError, InterfaceError):
+        raise  # a lost database connection: the task retries the wake (runs/tasks.py)
     except Exception as exc:
         log.exception("coordinator wake of run %s failed", run_id)
         do_fail_run(run_id, f"coordinator: internal error: {type(exc).__name__}: {exc}")
+
+
+def release_wake(run_id: int) -> None:
+    """Free the coordinator of a wake that stopped on a lost database
+    connection (it was busy until its end): the retried wake can then run."""
+    Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(coordinator_busy=False)
 
 
 def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps: list[Step]) -> None:

@@ -20,6 +20,7 @@ from runs.actions.children import cancel_children_after_commit
 from runs.actions.commands import finish_command
 from runs.actions.common import router_for
 from runs.actions.containers import as_runtime, create_steps
+from runs.actions.tool_tasks import stop_unfinished_calls
 from runs.models import Run, Step, Workflow
 from runs.stores import (
     DjangoEventSink,
@@ -75,7 +76,7 @@ def do_start_run(run_id: int) -> None:
     steps that are ready. A second delivery of the same task does nothing."""
     with transaction.atomic():
         if not Run.objects.filter(pk=run_id, status=Run.Status.PENDING).update(
-            status=Run.Status.RUNNING, started=timezone.now()
+            status=Run.Status.RUNNING, started=timezone.now(), stuck_reason=""
         ):
             return
         run = Run.objects.select_related("workflow").get(pk=run_id)
@@ -311,6 +312,8 @@ def _end_run(run: Run) -> None:
     run.steps.filter(kind=Step.Kind.COORDINATOR).update(status=ended, finished=run.finished, error=said)
     Step.objects.filter(run=run, resuming=True).update(resuming=False)
     router_for(run.pk).close(COORDINATOR, DropReason.TARGET_TERMINAL)
+    # A worker still running one of its calls finds it closed and writes nothing after the end.
+    stop_unfinished_calls(run.pk, f"the run ended {run.status}")
     # Work that ended needs no decision any more; its lapses come before the end.
     lapse_pending(run.pk, f"the run ended {run.status}")
     DjangoEventSink(run.pk).emit(

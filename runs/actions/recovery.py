@@ -10,6 +10,7 @@ worst a model is asked twice and one answer is thrown away).
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import Q
 
 from agents.events import Event as RuntimeEvent
 from runs.actions.tool_tasks import dispatch_after_commit, queued_calls
@@ -45,3 +46,28 @@ def do_resume_run(run_id: int, reason: str) -> list[str]:
         request_coordinator_wake(run_id)
         DjangoEventSink(run_id).emit(RuntimeEvent("run_resumed", "", {"reason": reason, "steps": nudged}))
     return nudged
+
+
+def do_resume_after_restart(reason: str = "zenweb restarted") -> list[int]:
+    """Get the live runs of an embedded zenweb going again after a restart.
+
+    Its broker lived in the process: every queued task went with it, and the
+    leases the old process held are nobody's now (a lease would otherwise
+    keep a turn from the new worker for ZENWEB_LEASE_SECONDS). Hand the
+    leases back, queue again the calls that were running, start the pending
+    runs and resume the running ones. Returns the ids of the runs touched.
+    Only for a process that is the only worker of its database."""
+    from runs import tasks
+
+    live = Q(run__status=Run.Status.RUNNING)
+    Step.objects.filter(live).exclude(lease_owner="").update(lease_owner="", lease_expires=None)
+    ToolCall.objects.filter(live, status=ToolCall.Status.RUNNING).update(
+        status=ToolCall.Status.QUEUED, lease_owner="", lease_expires=None
+    )
+    pending = list(Run.objects.filter(status=Run.Status.PENDING).values_list("pk", flat=True))
+    for run_id in pending:
+        tasks.start_run.delay(run_id)
+    running = list(Run.objects.filter(status=Run.Status.RUNNING).values_list("pk", flat=True))
+    for run_id in running:
+        do_resume_run(run_id, reason)
+    return pending + running

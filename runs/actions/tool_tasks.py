@@ -29,7 +29,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -44,7 +44,7 @@ from runs.actions.common import store_artifacts
 from runs.actions.pending import deliver_result
 from runs.actions.tooling import step_tools, stored_call_context
 from runs.journal import DjangoToolJournal
-from runs.models import Run, Step, ToolCall
+from runs.models import Run, Step, ToolCall, ToolExecution
 from runs.stores import DjangoEventSink, lock_run
 
 log = logging.getLogger(__name__)
@@ -114,6 +114,15 @@ def do_execute_tool_call(call_pk: int) -> None:
         journal.finish(key, outcome)
     status = ToolCall.Status.DONE if outcome.ok else ToolCall.Status.FAILED
     _finish(call, owner, outcome, status, _ms(started))
+
+
+def release_call(call_pk: int, owner: str) -> None:
+    """Queue again a call ``owner`` held when its attempt stopped on a lost
+    database connection; that attempt does not count against MAX_ATTEMPTS
+    (those are for workers that died)."""
+    ToolCall.objects.filter(pk=call_pk, status=ToolCall.Status.RUNNING, lease_owner=owner).update(
+        status=ToolCall.Status.QUEUED, lease_owner="", lease_expires=None, attempts=F("attempts") - 1
+    )
 
 
 def _claim(call_pk: int, owner: str) -> ToolCall | None:
@@ -209,11 +218,22 @@ def _within(
     why = ""
     while thread.is_alive() and (left := deadline - time.monotonic()) > 0:
         thread.join(min(left, STOP_CHECK_SECONDS))
-        if thread.is_alive() and (why := stopped()):
+        if thread.is_alive() and (why := _unless_disconnected(stopped)):
             cancel.set()
             thread.join(STOP_GRACE_SECONDS)
             break
     return (box[0] if box else None), why
+
+
+def _unless_disconnected(stopped: Callable[[], str]) -> str:
+    """``stopped()``, or "" while the database is away: leaving the tool
+    running beats abandoning it to a retry that would run it a second time."""
+    try:
+        return stopped()
+    except (OperationalError, InterfaceError) as exc:
+        log.warning("could not ask whether a tool call should stop: %s", exc)
+        connection.close()
+        return ""
 
 
 def _stopped(step: Step) -> str:
@@ -260,6 +280,30 @@ def sweep_tool_calls(now: datetime) -> int:
                 _deliver_failure(call, message, "unavailable")
             swept += 1
     return swept
+
+
+def stop_unfinished_calls(run_id: int, why: str) -> None:
+    """Close the queued and running calls of a run that is ending, each with
+    its tool_result (so before workflow_end), and mark the journal rows of
+    calls still running ``cancelled``. A worker still running such a call
+    then finds it closed (``_finish``) and writes nothing. Call with the
+    run row locked."""
+    pending = ToolCall.objects.filter(run_id=run_id, status__in=(ToolCall.Status.QUEUED, ToolCall.Status.RUNNING))
+    now = timezone.now()
+    for call in pending.select_related("step"):
+        ToolCall.objects.filter(pk=call.pk).update(lease_owner="", lease_expires=None, finished=now)
+        text = failure_text(f"{call.name} was stopped: {why}", RetryHint("unavailable", "finish"))
+        deliver_result(
+            call,
+            text,
+            status=ToolCall.Status.FAILED,
+            error_kind="unavailable",
+            event="tool_result",
+            event_data={"name": call.name, "status": ToolCall.Status.FAILED, "ok": False, "error_kind": "unavailable"},
+        )
+    ToolExecution.objects.filter(step__run_id=run_id, status=ToolExecution.Status.RUNNING).update(
+        status=ToolExecution.Status.CANCELLED, finished=now
+    )
 
 
 def do_fail_tool_call(call_pk: int, error: str) -> None:

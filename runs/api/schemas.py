@@ -199,6 +199,10 @@ class RunSummary(_Response):
     finished: datetime | None
     error: str
     result: str
+    stuck: str = Field(
+        default="",
+        description="Why a pending or running run is not moving (its start never taken, no progress); empty otherwise.",
+    )
 
 
 class RunPage(_Response):
@@ -341,6 +345,9 @@ def parse_body(request: HttpRequest, model: type[M]) -> M:
     try:
         data = json.loads(request.body or b"")
     except (ValueError, UnicodeDecodeError) as exc:
+        sent = request.content_type
+        if sent and sent != "application/json" and not sent.endswith("+json"):
+            raise ApiError(400, f"invalid JSON: the body is {sent}, send application/json") from None
         raise ApiError(400, f"invalid JSON: {exc}") from None
     except RecursionError:
         raise ApiError(400, "invalid JSON: nested too deeply") from None

@@ -251,6 +251,7 @@ def _run_summary(request: HttpRequest, run: Run) -> s.RunSummary:
         finished=run.finished,
         error=run.error,
         result=run.result,
+        stuck=run.stuck_reason if run.status in (Run.Status.PENDING, Run.Status.RUNNING) else "",
     )
 
 

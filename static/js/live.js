@@ -7,8 +7,27 @@
     var seq = marker ? marker.dataset.seq : "0";
     var socket = new WebSocket(url.replace(/([?&])after=\d*/, "$1after=" + seq));
     socket.binaryType = htmx.config.wsBinaryType;
+    retryAfterTryAgain(socket);
     return socket;
   };
+
+  // The server closes with 4503 when Redis or the database failed under it
+  // (daphne sends no 1011/1012/1013). The extension reconnects only after
+  // 1006, 1011, 1012 and 1013: its onclose handler sees 4503 as 1012
+  // (service restart), and so tries again, with its backoff.
+  var TRY_AGAIN = 4503;
+  function retryAfterTryAgain(socket) {
+    var handler = null;
+    Object.defineProperty(socket, "onclose", {
+      get: function () { return handler; },
+      set: function (fn) { handler = fn; },
+    });
+    socket.addEventListener("close", function (e) {
+      if (!handler) return;
+      if (e.code !== TRY_AGAIN) return handler.call(socket, e);
+      handler.call(socket, new CloseEvent("close", { code: 1012, reason: e.reason, wasClean: e.wasClean }));
+    });
+  }
 })();
 
 // A big run's live updates mark its routing graph stale instead of sending

@@ -270,6 +270,7 @@ def test_it_lists_only_the_users_runs_and_staff_sees_all(owner, teammate, staff)
         "finished": None,
         "error": "",
         "result": "",
+        "stuck": "",
     }
     assert first["next"] == f"http://testserver/api/runs?limit=2&before={mine[1].pk}"
     second = client.get(first["next"]).json()

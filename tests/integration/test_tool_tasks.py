@@ -147,8 +147,9 @@ def test_a_call_queued_when_its_run_is_cancelled_never_runs(queued, settings):
 
     queued.refresh_from_db()
     assert queued.status == ToolCall.Status.FAILED
-    assert "was not run" in queued.result
+    assert queued.result.startswith("error: run_shell was stopped: the run ended cancelled")
     assert not (settings.ZENWEB_WORKSPACES / f"run-{queued.run_id}" / "effects.log").exists()
+    assert queued.run.events.order_by("-seq").values_list("type", flat=True)[0] == "workflow_end"
 
 
 def test_a_cancel_stops_a_call_that_is_running_and_kills_its_command(settings, tmp_path, owner):
@@ -172,10 +173,12 @@ def test_a_cancel_stops_a_call_that_is_running_and_kills_its_command(settings, t
     assert not worker.is_alive()
     call.refresh_from_db()
     assert (call.status, call.error_kind) == (ToolCall.Status.FAILED, "unavailable")
-    assert call.result.startswith("error: run_shell was stopped (it returned): the run is cancelled")
+    assert call.result.startswith("error: run_shell was stopped: the run ended cancelled")
     assert call.lease_owner == "" and call.finished is not None
-    # The call's end is recorded, after the run's end that stopped it.
-    assert list(run.events.order_by("-seq").values_list("type", flat=True)[:2]) == ["tool_result", "workflow_end"]
+    # The call's end is recorded before the run's end, which stays the last event.
+    assert list(run.events.order_by("-seq").values_list("type", flat=True)[:2]) == ["workflow_end", "tool_result"]
+    assert run.events.filter(type="tool_result").count() == 1
+    assert list(ToolExecution.objects.filter(step__run=run).values_list("status", flat=True)) == ["cancelled"]
     # The command was killed, not left to finish in the background.
     time.sleep(1.5)
     assert not (workspace / "ended.txt").exists()

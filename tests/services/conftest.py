@@ -12,6 +12,8 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from tests.services.throwaway_redis import own_redis  # noqa: F401 - a fixture: a redis-server of the test's own
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -33,7 +35,14 @@ def services_required():
 
 
 @contextlib.contextmanager
-def workers(tmp_path: Path, *names: str, env: dict[str, str] | None = None, purge: bool = True, pool: str = "prefork"):
+def workers(
+    tmp_path: Path,
+    *names: str,
+    env: dict[str, str] | None = None,
+    purge: bool = True,
+    pool: str = "prefork",
+    concurrency: int = 4,
+):
     """Start one worker process per name on the test database (broker purged
     before and after unless told not to), wait until each is ready, yield
     their log files; ``workers.processes`` holds the Popen objects."""
@@ -55,7 +64,7 @@ def workers(tmp_path: Path, *names: str, env: dict[str, str] | None = None, purg
             env=env,
             cwd=ROOT,
             pool=pool,
-            concurrency=4,
+            concurrency=concurrency,
             ready_timeout=30,
             poll=0.2,
             stop_timeout=20,

@@ -43,6 +43,7 @@ class Command(BaseCommand):
         admin, login = self._admin()
         if settings.EMBEDDED:
             embedded.start_worker_thread()
+            embedded.resume_interrupted_runs(self.stdout)
             self.stdout.write("embedded mode: SQLite, in-process Celery worker, in-memory channel layer")
         else:
             self.stdout.write("services mode: start workers with `celery -A zenweb worker`")

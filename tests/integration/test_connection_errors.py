@@ -1,0 +1,89 @@
+"""A database connection lost under a worker (a failover, a PgBouncer
+restart, an idle reaper) is retried, not a failed step: runs complete as if
+nothing happened, each side effect once. (tests/services has the same with
+pg_terminate_backend on PostgreSQL.)"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.db import OperationalError
+from django.db.backends.signals import connection_created
+
+from runs.actions import do_create_run
+from runs.models import Step, ToolCall
+from tests.conftest import assert_gapless, register, wait_for_run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class ConnectionBlips:
+    """Makes the next statement a worker thread runs fail as a dropped
+    connection does, each time it is armed (the test's own thread is spared)."""
+
+    def __init__(self) -> None:
+        self.armed = 0
+        self.hit: list[str] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, execute, sql, params, many, context):
+        if threading.current_thread() is not threading.main_thread():
+            with self._lock:
+                fire = self.armed > 0
+                if fire:
+                    self.armed -= 1
+                    self.hit.append(sql.split(None, 3)[:3][-1][:40])
+            if fire:
+                raise OperationalError("server closed the connection unexpectedly")
+        return execute(sql, params, many, context)
+
+    def install(self, sender, connection, **kwargs) -> None:
+        if self not in connection.execute_wrappers:
+            connection.execute_wrappers.append(self)
+
+
+@pytest.fixture
+def blips():
+    injector = ConnectionBlips()
+    connection_created.connect(injector.install, weak=False)
+    yield injector
+    connection_created.disconnect(injector.install)
+
+
+def run_through_blips(run, blips: ConnectionBlips, count: int) -> None:
+    """Drop a worker's connection ``count`` times, one statement at a time,
+    each time after the run moved on (a new event), so the drops land in
+    different tasks: the start, turns, tool calls, wakes."""
+    seen = -1
+    deadline = time.monotonic() + 60
+    while len(blips.hit) < count and time.monotonic() < deadline:
+        run.refresh_from_db()
+        if run.is_terminal:
+            break
+        events = run.events.count()
+        if not blips.armed and events > seen:
+            blips.armed = 1
+            seen = events
+        time.sleep(0.02)
+    blips.armed = 0
+
+
+@pytest.mark.parametrize(("workflow", "inputs"), [("relay", {"subject": "tides"}), ("tools/appender_tasks", {})])
+def test_a_run_completes_through_dropped_connections(celery_worker, blips, owner, settings, workflow, inputs):
+    run = do_create_run(register(workflow), inputs, user=owner)
+
+    run_through_blips(run, blips, count=6)
+    run = wait_for_run(run, timeout=60)
+
+    assert blips.hit, "no statement failed: the test injected nothing"
+    assert run.status == "completed", (run.error, blips.hit)
+    assert not run.steps.filter(status=Step.Status.FAILED).exists()
+    assert not run.events.filter(type="error").exists()
+    assert_gapless(run)
+    assert run.events.order_by("-seq").values_list("type", flat=True)[0] == "workflow_end"
+    if workflow == "tools/appender_tasks":
+        workspace = settings.ZENWEB_WORKSPACES / f"run-{run.pk}"
+        assert (workspace / "effects.log").read_text() == "once\n"
+        assert ToolCall.objects.get(run=run, name="run_shell").status == ToolCall.Status.DONE
