@@ -18,35 +18,6 @@ from celery.signals import (
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "zenweb.settings")
 
 
-def _closed_redis_channel_is_a_connection_error() -> None:
-    """A worker survives a Redis restart (kombu 5.7; its issues #582, #970).
-
-    After "Connection to broker lost", kombu closes the old channel, which
-    restores its unacknowledged messages, or a late ack reaches it: either
-    builds a client pool from the channel's connection, whose ``client`` is
-    None by then. The AttributeError ('NoneType' object has no attribute
-    'hostname') is not a connection error, so the consumer could not
-    reconnect and the worker died. Raised as a connection error instead,
-    kombu's own handling goes on: the close ignores it, the consumer
-    reconnects, and a message left unacknowledged is the sweeper's (leases)."""
-    from kombu.transport import redis as kombu_redis
-    from redis.exceptions import ConnectionError as RedisConnectionError
-
-    if getattr(kombu_redis.Channel, "_zenweb_patched", False):
-        return
-    connparams = kombu_redis.Channel._connparams
-
-    def _connparams(self, asynchronous=False):
-        if self.connection.client is None:
-            raise RedisConnectionError("the broker connection of this channel is closed")
-        return connparams(self, asynchronous=asynchronous)
-
-    kombu_redis.Channel._connparams = _connparams
-    kombu_redis.Channel._zenweb_patched = True
-
-
-_closed_redis_channel_is_a_connection_error()
-
 # A task whose publish fails (the broker away) is kept for the sweeper to send again.
 app = Celery("zenweb", task_cls="runs.outbox:RecordedTask")
 app.config_from_object("django.conf:settings", namespace="CELERY")

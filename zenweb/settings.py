@@ -239,6 +239,8 @@ CACHES = {
 }
 
 CELERY_BROKER_URL = REDIS_URL or "memory://localhost/"
+# kombu's Redis transport with one error more counted as a lost connection (zenweb/broker.py).
+CELERY_BROKER_TRANSPORT = "zenweb.broker:Transport" if REDIS_URL else None
 # The memory broker polls once a second by default; a run is dozens of hops.
 CELERY_BROKER_TRANSPORT_OPTIONS = {} if REDIS_URL else {"polling_interval": 0.01}
 CELERY_TASK_IGNORE_RESULT = True
