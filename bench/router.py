@@ -139,11 +139,8 @@ def persistent(messages: int, repeats: int, per: int = 1) -> list[float]:
         @contextlib.contextmanager
         def in_transaction(kind: str, run_id: int = run.pk):
             # As a turn: the run locked, its events and messages held and
-            # written together. A turn that routes, a step's (its first
-            # statement, which records the turn, takes the lock: steps.py
-            # _record_turn) or the coordinator's (coordinator.py), reads the
-            # message counter in the round trip that takes the lock, and on
-            # PostgreSQL its BEGIN goes with them (zenweb/postgresql).
+            # written together; the coordinator's (coordinator.py) reads the
+            # message counter right after taking the lock.
             with transaction.atomic(), events_held(run_id), messages_held(run_id, lock=True):
                 yield
 

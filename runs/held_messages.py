@@ -34,16 +34,7 @@ from django.db import connection, transaction
 
 from agents.router import COORDINATOR, MailboxState
 from runs.models import Message, Run, Step
-from runs.sql import (
-    json_rows,
-    lock_run,
-    lock_run_sql,
-    pipelined_cursors,
-    plain_cursor,
-    row_document,
-    row_values,
-    table,
-)
+from runs.sql import json_rows, lock_run, plain_cursor, row_document, row_values, table
 from zenweb.pg_text import json_text
 
 
@@ -90,23 +81,21 @@ def held(run_id: int) -> HeldMessages | None:
 
 
 # What the counter's read gives: the run's last message number, its status,
-# and the mailbox states read with them.
+# and the mailbox states read with it.
 Counted = tuple[int, str, dict[str, MailboxState]]
 
 
 @contextlib.contextmanager
-def messages_held(run_id: int, *, lock: bool = False, counted: Counted | None = None) -> Iterator[str | None]:
+def messages_held(run_id: int, *, lock: bool = False) -> Iterator[str | None]:
     """Hold the messages routed for run ``run_id`` in this block and write
     them together when it ends (see the module's docstring).
 
     Use inside the transaction that holds the run's lock, around routing
     that reads messages only through DjangoMailboxStore (a turn's tool
     calls): a query of its own would not see the held rows. ``lock``: take
-    the run's lock here (sql.lock_run), and on PostgreSQL read the counter
-    in the same round trip, for a block that will route: a coordinator's
-    forwards. ``counted``: the counter as read under the lock this
-    transaction holds (``counted_after``), for a block that will route.
-    Gives the run's status where this block read it, else None."""
+    the run's lock here (sql.lock_run) and read the counter after it, for a
+    block that will route: a coordinator's forwards. Gives the run's status
+    where this block read it, else None."""
     runs: dict[int, HeldMessages] = _held.__dict__.setdefault("runs", {})
     if run_id in runs:  # an outer block writes them
         if lock:
@@ -115,12 +104,12 @@ def messages_held(run_id: int, *, lock: bool = False, counted: Counted | None = 
         return
     block = HeldMessages(run_id)
     status = None
-    if counted is not None:
-        block.last_no, _, block.states = counted
-    elif lock and connection.vendor == "postgresql":
-        block.last_no, status, block.states = _read_counter(run_id, locking=True)
-    elif lock:
+    if lock:
+        # Two statements: the counter's read sees what the lock's earlier
+        # holders committed (one statement would read with a snapshot taken
+        # before it waited for the lock).
         lock_run(run_id)
+        block.last_no, status, block.states = _read_counter(run_id)
     runs[run_id] = block
     try:
         yield status
@@ -195,23 +184,9 @@ def flush(block: HeldMessages) -> None:
 STATES_WITH_COUNTER = 64
 
 
-def counted_after(statement: tuple[str, list], run_id: int) -> tuple[int, Counted]:
-    """Run ``statement`` (SQL, parameters), one that takes run ``run_id``'s
-    lock (a step's turn record), and read the run's counter after it in the
-    same round trip (PostgreSQL): its row count, and the counter for
-    ``messages_held(counted=...)``. For a turn that will route: one that
-    reads the counter only when it first numbers a message pays a round
-    trip for it while every other turn of the run waits for the lock."""
-    first, counter = pipelined_cursors([statement, (_counter_sql(), _counter_params(run_id))])
-    return first.rowcount, _counted(run_id, counter.fetchall())
-
-
-def _read_counter(run_id: int, *, locking: bool = False) -> Counted:
+def _read_counter(run_id: int) -> Counted:
     """The run's last message number and status, and the mailbox states of
-    the coordinator and the run's first steps. ``locking`` (PostgreSQL): take
-    the run's lock first, in the same round trip."""
-    if locking:
-        return counted_after((lock_run_sql(), [run_id]), run_id)[1]
+    the coordinator and the run's first steps."""
     with plain_cursor() as cursor:
         cursor.execute(_counter_sql(), _counter_params(run_id))
         return _counted(run_id, cursor.fetchall())

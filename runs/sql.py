@@ -43,29 +43,13 @@ def plain_cursor():
 
 @functools.cache
 def _prepared_cursor_class():
-    from django.db.backends.postgresql.base import ServerBindingCursor
-    from psycopg.pq import TransactionStatus
+    import psycopg
 
-    from zenweb.postgresql.base import OneTripBeginConnection
+    class PreparedCursor(psycopg.Cursor):
+        """psycopg's server-binding cursor, each statement prepared on its
+        first use on a connection (psycopg's public ``prepare=True``)."""
 
-    idle = TransactionStatus.IDLE
-
-    class PreparedCursor(ServerBindingCursor):
         def execute(self, query, params=None, *, prepare=None, binary=None):
-            conn = self.connection
-            if (
-                isinstance(conn, OneTripBeginConnection)
-                and conn._pipeline is None
-                and not conn.autocommit
-                # (pgconn's status: conn.info would build an object per statement)
-                and conn.pgconn.transaction_status == idle
-            ):
-                # The first statement of a transaction: pipelined, its BEGIN
-                # goes with it (zenweb/postgresql/base.py). Its rows are read
-                # once the pipeline is done.
-                with conn.pipeline():
-                    super().execute(query, params, prepare=True, binary=binary)
-                return self
             return super().execute(query, params, prepare=True, binary=binary)
 
     return PreparedCursor
@@ -73,51 +57,26 @@ def _prepared_cursor_class():
 
 def in_one_round_trip(statements: list[tuple[str, list]]) -> tuple | None:
     """Run ``statements`` (SQL, parameters) as one transaction sent at once,
-    in PostgreSQL's pipeline mode: the server runs them back to back and
-    commits, so a lock the first takes is never held while this process
-    waits for the CPU or the network. Returns the first row of the last
-    one (None if it has none). Each statement still sees what committed
-    before it started.
+    in PostgreSQL's pipeline mode (psycopg's public ``pipeline()``): the
+    server runs them back to back and commits, so a lock the first takes is
+    never held while this process waits for the CPU or the network. Returns
+    the first row of the last one (None if it has none). Each statement
+    still sees what committed before it started.
 
     Outside any transaction.atomic() block only: it begins and commits its
     own transaction."""
-    # No BEGIN or COMMIT: in autocommit, the statements a pipeline sends
-    # before its Sync are one implicit transaction, committed at the Sync
-    # (rolled back, and raised here, if one fails). psycopg's transaction()
-    # would sync after BEGIN and again before COMMIT: three round trips.
-    return _pipeline(statements, in_transaction=False)[-1].fetchone()
-
-
-def pipelined(statements: list[tuple[str, list]]) -> list[tuple]:
-    """Run ``statements`` (SQL, parameters) in the open transaction, sent
-    together in PostgreSQL's pipeline mode, and return the rows of the last
-    one. Each statement still sees what committed before it started: two
-    statements, a lock and a read, read what the lock's earlier holders
-    committed, where one statement would read with a snapshot taken before
-    it waited for the lock. (The transaction's BEGIN, if they open it, goes
-    with them: zenweb/postgresql/base.py.)"""
-    return _pipeline(statements, in_transaction=True)[-1].fetchall()
-
-
-def pipelined_cursors(statements: list[tuple[str, list]]) -> list:
-    """``pipelined``, giving each statement's cursor: its ``rowcount`` and
-    its rows."""
-    return _pipeline(statements, in_transaction=True)
-
-
-def _pipeline(statements: list[tuple[str, list]], *, in_transaction: bool) -> list:
-    """Send ``statements`` at once and return their cursors, each holding
-    its statement's result: inside a transaction.atomic() block, or outside
-    any."""
     db = _db()
-    if db.vendor != "postgresql" or db.in_atomic_block != in_transaction:
-        where = "an open transaction" if in_transaction else "no open transaction"
-        raise RuntimeError(f"a pipeline of statements here needs PostgreSQL and {where}")
+    if db.vendor != "postgresql" or db.in_atomic_block:
+        raise RuntimeError("a pipeline of statements here needs PostgreSQL and no open transaction")
     db.ensure_connection()
     db.validate_thread_sharing()
     cursor_class = _prepared_cursor_class()
     cursors = [db.make_cursor(cursor_class(db.connection)) for _ in statements]
     started = time.monotonic()
+    # No BEGIN or COMMIT: in autocommit, the statements a pipeline sends
+    # before its Sync are one implicit transaction, committed at the Sync
+    # (rolled back, and raised here, if one fails). psycopg's transaction()
+    # would sync after BEGIN and again before COMMIT: three round trips.
     with db.wrap_database_errors, db.connection.pipeline():
         for cursor, (statement, params) in zip(cursors, statements, strict=True):
             cursor.execute(statement, params)
@@ -126,7 +85,7 @@ def _pipeline(statements: list[tuple[str, list]], *, in_transaction: bool) -> li
         # each one's text (with its placeholders) and their time together.
         spent = f"{time.monotonic() - started:.3f}"
         db.queries_log.extend({"sql": statement, "time": spent} for statement, _ in statements)
-    return cursors
+    return cursors[-1].fetchone()
 
 
 def table(model) -> str:
@@ -195,8 +154,8 @@ def update(model, values: dict, where: str, params: list, *, locking_run: int | 
 
 
 def update_sql(model, values: dict, where: str, params: list, *, locking_run: int | None = None) -> tuple[str, list]:
-    """``update``'s statement and its parameters, to run with others
-    (``pipelined_cursors``); ``locking_run`` on PostgreSQL only."""
+    """``update``'s statement and its parameters; ``locking_run`` on
+    PostgreSQL only."""
     assignments, values_params = _assignments(model, values, {})
     if locking_run is None:
         return f"UPDATE {table(model)} SET {assignments} WHERE {where}", [*values_params, *params]

@@ -134,10 +134,6 @@ TEMPLATES = [
 DATABASE_URL = env_str("DATABASE_URL")
 if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
-    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-        # Django's backend, with a transaction's BEGIN sent along with its
-        # first statement (zenweb/postgresql/base.py).
-        DATABASES["default"]["ENGINE"] = "zenweb.postgresql"
     if env_bool("ZENWEB_PG_PREPARE", True):
         # Django turns psycopg's prepared statements off (prepare_threshold
         # None), and then psycopg ignores even an explicit prepare=True. Any

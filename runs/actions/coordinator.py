@@ -190,10 +190,10 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
         with model_call(run.pk, COORDINATOR) as hooks:
             completion = provider.complete(request, **hooks)
         with transaction.atomic(), events_held(run.pk):
-            # The run's lock, and the message counter read with it: a turn's
+            # The run's lock, and the message counter read after it: a turn's
             # forwards, written together.
             with messages_held(run.pk, lock=True) as status:
-                if status is None:  # not read with the lock (SQLite)
+                if status is None:  # an outer block holds the messages: not read
                     status = Run.objects.filter(pk=run.pk).values_list("status", flat=True).get()
                 if status != Run.Status.RUNNING:
                     # The run ended (cancelled, failed, timed out) while the

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 from string import Template
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Count, F, Max, Q
 from django.utils import timezone
 
@@ -26,7 +26,6 @@ from agents.runner import (
     step_prompt,
 )
 from agents.spec import AgentSpec, WorkflowOptions, WorkflowSpec
-from agents.tools.builtin.messaging import SEND_MESSAGE
 from runs import last_turn, leases, sql
 from runs.actions.approvals import lapse_pending
 from runs.actions.budgets import do_enforce_budget, has_run_limits, run_deadline, timeout_breach
@@ -36,7 +35,7 @@ from runs.actions.common import REGISTRY, Limits, provider_for, router_for, save
 from runs.actions.containers import after_step_terminal, repeat_loop_of
 from runs.actions.model_calls import model_call
 from runs.actions.tooling import step_tools, tool_env
-from runs.held_messages import Counted, counted_after, messages_held
+from runs.held_messages import messages_held
 from runs.journal import DjangoToolJournal
 from runs.models import Run, Step, ToolCall
 from runs.stores import (
@@ -119,15 +118,13 @@ def do_step_turn(step_pk: int, turn: int) -> None:
     with transaction.atomic():
         # Record the turn, with the run's lock: if another worker recorded it
         # first (our lease had expired and the turn was handed on), this one yields.
-        routes = any(call.name == SEND_MESSAGE for call in completion.tool_calls)
-        recorded, counted = _record_turn(step, turn, routes=routes)
-        if not recorded:
+        if not _record_turn(step, turn):
             return
         # The turn's events go in together, in one statement on PostgreSQL.
         with events_held(run.pk):
             try:
                 # Its messages too, while its tool calls route them.
-                with messages_held(run.pk, counted=counted):
+                with messages_held(run.pk):
                     result = apply_completion(
                         agent_turn, request, completion, inbox, router=router, sink=sink, registry=registry, tools=tools
                     )
@@ -166,16 +163,13 @@ def do_step_turn(step_pk: int, turn: int) -> None:
                 _complete_step(step, result.output, router)
 
 
-def _record_turn(step: Step, turn: int, *, routes: bool) -> tuple[int, Counted | None]:
+def _record_turn(step: Step, turn: int) -> int:
     """Record turn ``turn`` of ``step`` under the run's lock (the turn's
     first statement): how many rows it changed (0: another worker recorded
-    it), and for a turn whose answer ``routes`` messages, on PostgreSQL, the
-    run's message counter read in the same round trip."""
+    it)."""
     values = {"turns": turn, "lease_owner": "", "lease_expires": None}
     where, params = "id = %s AND status = %s AND turns = %s", [step.pk, Step.Status.RUNNING, turn - 1]
-    if routes and connection.vendor == "postgresql":
-        return counted_after(sql.update_sql(Step, values, where, params, locking_run=step.run_id), step.run_id)
-    return sql.update(Step, values, where, params, locking_run=step.run_id), None
+    return sql.update(Step, values, where, params, locking_run=step.run_id)
 
 
 def _last_turn_in_one_trip(step, turn, spec, agent_turn, request, completion, inbox, router, registry, tools) -> bool:

@@ -1,0 +1,108 @@
+"""How many database statements a step turn and a routed message cost, on
+SQLite and on PostgreSQL: each is held at or under what it costs today, so a
+change that adds one fails here and names the new statement.
+
+Counted at the DB-API level (``connection.execute_wrapper``), which sees
+every statement sent through Django's cursors: the ORM's, runs/sql.py's
+``plain_cursor`` and the statements it pipelines. Transactions count too:
+a BEGIN (SQLite's comes through a cursor; psycopg sends PostgreSQL's
+itself, when Django turns autocommit off) and a COMMIT each cost a round
+trip. The relay workflow: ``first`` sends a message for ``second`` to the
+coordinator, which forwards it; ``first``'s next answer, with no tool
+call, completes it and starts ``second``."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+from celery.app.task import Task
+from django.db import connection
+
+from runs import actions, tasks
+from runs.actions.coordinator import do_coordinator_wake
+from runs.actions.steps import do_step_turn
+from runs.models import Run, Step
+from tests.conftest import register
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# The most statements each may cost, per database: what they cost today.
+# A tool-less last turn on PostgreSQL: the claim that loads the step (1),
+# the turn written in one pipeline (runs/last_turn.py: 2 statements, one
+# round trip), then the scheduling pass that starts its successor (BEGIN,
+# 5 statements, COMMIT): 10 statements, 8 round trips. SQLite has no
+# last_turn.py path: its events are written one statement each.
+TOOL_LESS_TURN = {"sqlite": 19, "postgresql": 10}
+# A turn that calls send_message: the message goes to the coordinator.
+SENDING_TURN = {"sqlite": 24, "postgresql": 13}
+# The coordinator's wake that forwards it to second.
+FORWARD = {"sqlite": 58, "postgresql": 42}
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
+def relay(request, monkeypatch) -> Run:
+    """A started relay run, once per database, whose tasks are recorded
+    instead of published: each step of it is run here by hand."""
+    if connection.vendor != request.param:
+        pytest.fail(f"this pass runs on {connection.vendor}, not {request.param}: see scripts/test.sh")
+    queued: list = []
+    monkeypatch.setattr(tasks, "publish", lambda task, calls: queued.extend((task.name, args) for args in calls))
+    monkeypatch.setattr(Task, "apply_async", lambda task, args=None, *a, **k: queued.append((task.name, args)))
+    run = actions.do_create_run(register("relay"), {"subject": "tides"})
+    actions.do_start_run(run.pk)
+    return run
+
+
+@contextlib.contextmanager
+def statements():
+    """Yield a list that gathers the statements this connection runs in the
+    block, BEGIN and COMMIT included."""
+    sent: list[str] = []
+
+    def record(execute, sql, params, many, context):
+        sent.append(" ".join(sql.split())[:160])
+        return execute(sql, params, many, context)
+
+    commit, set_autocommit = connection.commit, connection.set_autocommit
+
+    def committing():
+        sent.append("COMMIT")
+        commit()
+
+    def beginning(autocommit, *args, **kwargs):
+        # SQLite's BEGIN is a statement its backend runs through a cursor.
+        if not autocommit and connection.vendor == "postgresql":
+            sent.append("BEGIN")
+        set_autocommit(autocommit, *args, **kwargs)
+
+    connection.commit, connection.set_autocommit = committing, beginning
+    try:
+        with connection.execute_wrapper(record):
+            yield sent
+    finally:
+        del connection.commit, connection.set_autocommit
+
+
+def _listed(sent: list[str]) -> str:
+    return "\n".join(f"{n:3} {statement}" for n, statement in enumerate(sent, 1))
+
+
+def test_a_step_turn_and_a_routed_message_cost_no_more_statements_than_today(relay):
+    vendor = connection.vendor
+    first = relay.steps.get(step_id="first")
+    with statements() as sending:
+        do_step_turn(first.pk, 1)  # send_message: "for second: ..."
+    with statements() as forwarding:
+        do_coordinator_wake(relay.pk)  # forwards it to second
+    with statements() as last:
+        do_step_turn(first.pk, 2)  # "first done", no tool call: first completes, second starts
+
+    relay.refresh_from_db()
+    steps = dict(relay.steps.values_list("step_id", "status"))
+    assert (steps["first"], steps["second"]) == (Step.Status.COMPLETED, Step.Status.RUNNING)
+    forwarded = relay.messages.filter(sender="coordinator", recipient="second").get()
+    assert "the subject is tides" in forwarded.content
+    assert len(last) <= TOOL_LESS_TURN[vendor], f"a tool-less turn, {len(last)} statements:\n{_listed(last)}"
+    assert len(sending) <= SENDING_TURN[vendor], f"a turn that sends, {len(sending)} statements:\n{_listed(sending)}"
+    assert len(forwarding) <= FORWARD[vendor], f"a forward, {len(forwarding)} statements:\n{_listed(forwarding)}"
