@@ -34,6 +34,7 @@ from django.db import connection, transaction
 
 from agents.router import COORDINATOR, MailboxState
 from runs.models import Message, Run, Step
+from runs.pg_text import json_text
 from runs.sql import (
     json_rows,
     lock_run,
@@ -44,7 +45,6 @@ from runs.sql import (
     row_values,
     table,
 )
-from zenweb.pg_text import json_text
 
 
 @dataclass
