@@ -25,6 +25,7 @@ run: setup
 
 test: $(VENV)/.installed
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports
 	bash scripts/test.sh
 
 # Figures, not tests: prints a table against the targets and writes
@@ -43,6 +44,7 @@ services: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf $(VENV) var

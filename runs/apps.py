@@ -10,7 +10,7 @@ class RunsConfig(AppConfig):
         from django.conf import settings
 
         from agents.tools.mcp import servers
-        from zenweb import pg_text
+        from runs import pg_text
 
         # Stdio MCP servers start in the operator's sandbox (read once, here at the edge).
         servers.POOL.sandbox = settings.ZENWEB_SANDBOX

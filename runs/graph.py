@@ -2,8 +2,8 @@
 around it, and the messages between them.
 
 Pure data: ``routing_graph`` reads the run's steps and message counts (two
-queries), ``Graph.from_replay`` takes a ``runs.replay.ReplayState`` rebuilt
-from events; both lay the same nodes out the same way, and
+queries), ``runs.replay`` passes ``graph_of`` the states it rebuilt from
+events; both lay the same nodes out the same way, and
 templates/runs/partials/routing_graph.html draws either.
 
 Steps sit on a circle, or on rings when there are many. Steps of one
@@ -21,16 +21,13 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from django.db.models import Count
 
 from agents import ids
 from agents.router import COORDINATOR
 from runs.models import Message, Run, Step
-
-if TYPE_CHECKING:
-    from runs.replay import ReplayState
 
 # Events after which the graph is drawn again on the live page.
 GRAPH_EVENTS = frozenset(
@@ -223,13 +220,6 @@ class Graph:
     size: float
     scale: Scale
 
-    @classmethod
-    def from_replay(cls, state: ReplayState) -> Graph:
-        """The graph as the event log had it at ``state.seq``."""
-        hub = _hub(state.coordinator_status, state.coordinator_working)
-        spokes = [_spoke(s.step_id, s.agent, s.status, s.kind) for s in state.steps.values()]
-        return build_graph(hub, spokes, state.traffic)
-
     @property
     def viewbox(self) -> str:
         return f"0 0 {self.size:g} {self.size:g}"
@@ -260,13 +250,24 @@ def routing_graph(run: Run, steps: Iterable[Step] | None = None, messages: Traff
     traffic = message_traffic(run) if messages is None else messages
     busy = run.coordinator_busy and not run.is_terminal
     hub_status = next((s.status for s in steps if s.kind == Step.Kind.COORDINATOR), Step.Status.PENDING)
-    hub = _hub(hub_status, busy)
-    spokes = [
-        _spoke(s.step_id, s.agent, s.status, s.kind)
-        for s in sorted(steps, key=lambda s: s.position)
-        if s.kind != Step.Kind.COORDINATOR
-    ]
-    return build_graph(hub, spokes, traffic)
+    spokes = [s for s in sorted(steps, key=lambda s: s.position) if s.kind != Step.Kind.COORDINATOR]
+    return graph_of(hub_status, busy, spokes, traffic)
+
+
+class StepLike(Protocol):
+    """A step as the graph draws it: a Step row, or a replayed step's state."""
+
+    step_id: str
+    agent: str
+    status: str
+    kind: str
+
+
+def graph_of(hub_status: str, hub_working: bool, steps: Iterable[StepLike], traffic: Traffic) -> Graph:
+    """The graph of the coordinator in ``hub_status`` and of ``steps`` (the
+    coordinator's row not among them), laid out in their order."""
+    hub = _hub(hub_status, hub_working)
+    return build_graph(hub, [_spoke(s.step_id, s.agent, s.status, s.kind) for s in steps], traffic)
 
 
 def _hub(status: str, working: bool) -> Spoke:

@@ -34,8 +34,8 @@ from django.db import connection, transaction
 
 from agents.router import COORDINATOR, MailboxState
 from runs.models import Message, Run, Step
+from runs.pg_text import json_text
 from runs.sql import json_rows, lock_run, plain_cursor, row_document, row_values, table
-from zenweb.pg_text import json_text
 
 
 @dataclass

@@ -35,9 +35,9 @@ from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR, DropReason
 from runs import sql
 from runs.models import Run, Step, Workflow
+from runs.pg_text import json_text
 from runs.sql import table
 from runs.stores import events_document, insert_events_from, schedule_flags, schedule_state_of, unread_from
-from zenweb.pg_text import json_text
 
 
 def applies() -> bool:

@@ -18,6 +18,7 @@ from django.template.loader import render_to_string
 from agents import ids
 from runs import live_queries
 from runs.actions.budgets import TokenTotals, totals_of
+from runs.actions.commands import coordinator_result
 from runs.graph import GRAPH_EVENTS, routing_graph
 from runs.models import Approval, Command, Event, Message, Run, Step, ToolCall
 
@@ -113,8 +114,6 @@ GOVERNANCE_EVENTS = {"approval_requested", "approval_decided", "approval_lapsed"
 
 def governance_context(run: Run) -> dict:
     """What people decide and read: pending approvals, claims, the result."""
-    from runs.actions.commands import coordinator_result
-
     has_command = Command.objects.filter(run=run).exists()
     return {
         "pending_approvals": list(run.approvals.filter(status=Approval.Status.PENDING)),

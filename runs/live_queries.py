@@ -17,6 +17,7 @@ from django.db import connection
 from runs.actions.budgets import ROLE_SQL, ROLES, Tokens, TokenTotals
 from runs.models import Event, Run, Step, Workflow
 from runs.sql import WORKFLOW_TEXT, instance, instances, plain_cursor, run_joins, select_columns, table
+from runs.stores import unread_count_of
 
 # A step row as the step list shows it: never its transcript or variables.
 STEP_ROW_UNUSED = ("transcript", "variables")
@@ -77,8 +78,6 @@ def step_rows(run_id: int, step_ids: set[str]) -> list[Step]:
 
 
 def _unread_of_step() -> str:
-    from runs.stores import unread_count_of
-
     return unread_count_of("s.run_id", "s.step_id")
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 
-from celery import Task
+from celery import Task, current_app
 from django.db import DatabaseError, transaction
 from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import RedisError
@@ -60,11 +60,10 @@ def send_unsent() -> int:
     """Send the kept tasks, oldest first; stop at the first that fails (the
     broker is still away). Returns how many were sent."""
     from runs.models import UnsentTask
-    from zenweb.celery import app
 
     sent = 0
     for row in UnsentTask.objects.all()[:SEND_BATCH]:
-        task = app.tasks.get(row.name)
+        task = current_app.tasks.get(row.name)
         if task is not None:
             try:
                 # Task.apply_async of Celery's own: a failure here must not record the row again.

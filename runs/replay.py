@@ -3,7 +3,7 @@ scrubber can step through a finished (or running) run.
 
 The rows of Step and Message hold only the latest state; the events hold
 every change, in order. ``state_at`` folds events 1..seq into a
-``ReplayState``; ``Graph.from_replay`` draws it with the same partial as the
+``ReplayState``; ``runs.graph.graph_of`` draws it with the same partial as the
 live page.
 """
 
@@ -16,7 +16,7 @@ from django.db.models import Max
 
 from agents.router import COORDINATOR
 from runs.actions.containers import repeat_loop_of
-from runs.graph import Graph, Spoke, in_display_order
+from runs.graph import Graph, Spoke, graph_of, in_display_order
 from runs.models import Event, Run, Step
 
 # How the coordinator ends, by the run's final status (as runs.actions.lifecycle ends it).
@@ -82,7 +82,7 @@ class ReplayState:
 
     @property
     def graph(self) -> Graph:
-        return Graph.from_replay(self)
+        return graph_of(self.coordinator_status, self.coordinator_working, self.steps.values(), self.traffic)
 
     def apply(self, event: Event) -> None:
         """Move the state past one event."""

@@ -16,7 +16,7 @@ import time
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from zenweb.pg_text import json_text
+from runs.pg_text import json_text
 
 
 def _db():

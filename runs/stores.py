@@ -25,11 +25,11 @@ from django.utils import timezone
 from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR, DropReason, MailboxState, MessageType, RouterMessage
 from runs import held_messages
+from runs.channel_layers import InMemoryChannelLayer
 from runs.models import Event, Message, Run, Step, Workflow
+from runs.pg_text import json_text
+from runs.pubsub_publisher import pubsub_publisher
 from runs.sql import from_db, insert, lock_run, plain_cursor, row_values, table
-from zenweb.channel_layers import InMemoryChannelLayer
-from zenweb.pg_text import json_text
-from zenweb.pubsub_publisher import pubsub_publisher
 
 log = logging.getLogger(__name__)
 

@@ -92,6 +92,9 @@ INSTALLED_APPS = [
     "django_htmx",
     "axes",
     "runs",
+    # The project itself: its launchers (manage.py serve, run_workflow) start
+    # workers and daphne, so they sit above runs (zenweb -> runs -> agents).
+    "zenweb",
 ]
 
 MIDDLEWARE = [
@@ -212,7 +215,7 @@ if REDIS_URL:
 else:
     # channels' in-memory layer, safe for the worker threads to send to.
     CHANNEL_LAYERS = {
-        "default": {"BACKEND": "zenweb.channel_layers.InMemoryChannelLayer", "CONFIG": {"capacity": 10_000}}
+        "default": {"BACKEND": "runs.channel_layers.InMemoryChannelLayer", "CONFIG": {"capacity": 10_000}}
     }
 
 # "live" holds each generating step's answer so far (runs/partials.py), for a

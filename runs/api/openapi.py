@@ -14,6 +14,7 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse
+from django.urls import get_resolver
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
@@ -117,14 +118,14 @@ def schema_view(request: HttpRequest) -> JsonResponse:
 
 @cache
 def document() -> dict[str, Any]:
-    from runs.api.urls import urlpatterns
-
-    patterns = {pattern.name: str(pattern.pattern) for pattern in urlpatterns}
+    # The routes as mounted (urls.py imports this module for schema_view).
+    prefix, routes = get_resolver().namespace_dict["api"]
+    patterns = {pattern.name: str(pattern.pattern) for pattern in routes.url_patterns}
     refs, schemas = _components()
     paths: dict[str, dict[str, Any]] = {}
     for op in OPERATIONS:
         pattern = patterns[op.route]
-        path = "/api/" + _PARAMETER.sub(r"{\g<name>}", pattern)
+        path = "/" + prefix + _PARAMETER.sub(r"{\g<name>}", pattern)
         paths.setdefault(path, {})[op.method] = _operation(op, pattern, refs)
     return {
         "openapi": "3.1.0",

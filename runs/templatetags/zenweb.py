@@ -7,10 +7,14 @@ from __future__ import annotations
 import json
 
 from django import template
+from django.conf import settings
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from agents.tools.mcp.config import server_of
+from runs.actions.catalog import workflow_spec
+from runs.actions.tooling import mcp_servers_of
 from runs.models import Step
 
 register = template.Library()
@@ -192,8 +196,6 @@ def event_rows(events) -> SafeString:
 def inputs_hint(workflow) -> str:
     """What to type in the start form's inputs for ``workflow``: one
     ``name=...`` line per declared input, with its default or what it is."""
-    from runs.actions.catalog import workflow_spec
-
     lines = []
     for name, declared in workflow_spec(workflow).inputs.items():
         if declared.default is not None:
@@ -223,12 +225,6 @@ def step_progress(run, total: int, ended) -> dict:
 def unsandboxed_tools(workflow) -> str:
     """What of ``workflow`` runs without a sandbox because the operator
     turned it off (ZENWEB_SANDBOX=off): ``run_shell``, stdio MCP servers; or ""."""
-    from django.conf import settings
-
-    from agents.tools.mcp.config import server_of
-    from runs.actions.catalog import workflow_spec
-    from runs.actions.tooling import mcp_servers_of
-
     if settings.ZENWEB_SANDBOX.enabled:
         return ""
     spec = workflow_spec(workflow)

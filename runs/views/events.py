@@ -14,7 +14,7 @@ from django.views.decorators.http import require_safe
 
 from agents.events import EVENT_TYPES
 from runs.models import Event, Run
-from runs.views.runs import _get_run_for_user
+from runs.views.access import run_for_user
 
 EVENTS_PER_PAGE = 200
 
@@ -73,7 +73,7 @@ def run_events(request: HttpRequest, run_id: int) -> HttpResponse:
     htmx gets the rows (runs/partials/event_stream.html) with a control that
     loads the next page in the direction it was asked for, swapping itself
     out; a plain request gets the whole page with both."""
-    run = _get_run_for_user(request, run_id)
+    run = run_for_user(request, run_id)
     types = [name for name in request.GET.getlist("type") if name]
     step = request.GET.get("step", "")
     before, after = _seq(request.GET.get("before")), _seq(request.GET.get("after"))

@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_safe
 
 from runs.export import export_run
-from runs.views.runs import _get_run_for_user
+from runs.views.access import run_for_user
 
 
 def json_attachment(document: object, filename: str) -> HttpResponse:
@@ -24,5 +24,5 @@ def json_attachment(document: object, filename: str) -> HttpResponse:
 @require_safe
 def run_export(request: HttpRequest, run_id: int) -> HttpResponse:
     """GET /runs/<id>/export.json: the whole run, 404 for a run the user may not see."""
-    run = _get_run_for_user(request, run_id)
+    run = run_for_user(request, run_id)
     return json_attachment(export_run(run), f"run-{run.pk}.json")

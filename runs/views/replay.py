@@ -9,14 +9,14 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_safe
 
 from runs.replay import replay_context
-from runs.views.runs import _get_run_for_user
+from runs.views.access import run_for_user
 
 
 @require_safe
 def run_replay(request: HttpRequest, run_id: int) -> HttpResponse:
     """GET /runs/<id>/replay/?seq=N (default: the last event). htmx gets
     only the graph card; a history restore gets the whole page."""
-    run = _get_run_for_user(request, run_id)
+    run = run_for_user(request, run_id)
     value = request.GET.get("seq", "")
     context = replay_context(run, int(value) if value.isdigit() else None)
     if request.htmx and not request.htmx.history_restore_request:

@@ -10,7 +10,7 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
 from django.db.models import Count, Q, QuerySet
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
@@ -23,16 +23,11 @@ from runs import actions, live
 from runs.actions.tooling import catalog_registry, mcp_server_statuses
 from runs.graph import graph_context
 from runs.models import Run, Step, Workflow
+from runs.views.access import run_for_user
+from runs.views.events import event_filter_context
 
 # The newest events render with the page; older ones load on demand.
 EVENTS_ON_PAGE = 200
-
-
-def _get_run_for_user(request: HttpRequest, run_id: int) -> Run:
-    try:
-        return actions.access_run(request.user, run_id)
-    except Run.DoesNotExist:
-        raise Http404("No such run") from None
 
 
 RUNS_ON_PAGE = 50
@@ -125,9 +120,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
 
 @require_safe
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
-    from runs.views.events import event_filter_context  # events.py uses this module's access helper
-
-    run = _get_run_for_user(request, run_id)
+    run = run_for_user(request, run_id)
     # Seqs are gapless, so the newest events are the last EVENTS_ON_PAGE
     # numbers: a range PostgreSQL reads from the (run, seq) index even when
     # its statistics still think the run is small (it sorted all 50,000
@@ -195,7 +188,7 @@ KEPT_INPUT_CHARS = 50_000
 
 @require_POST
 def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = _get_run_for_user(request, run_id)
+    run = run_for_user(request, run_id)
     refusal = actions.control_refusal(request.user, run, "cancel")
     if refusal:
         messages.error(request, refusal)
@@ -227,7 +220,7 @@ def catalog(request: HttpRequest) -> HttpResponse:
 def step_transcript(request: HttpRequest, run_id: int, step_pk: int) -> HttpResponse:
     """A step's conversation, loaded when someone opens it (htmx), since
     transcripts are too big to send with every live update."""
-    run = _get_run_for_user(request, run_id)
+    run = run_for_user(request, run_id)
     step = get_object_or_404(Step, run=run, pk=step_pk)
     return render(request, "runs/partials/transcript.html", {"transcript": step.transcript})
 
@@ -236,7 +229,7 @@ def step_transcript(request: HttpRequest, run_id: int, step_pk: int) -> HttpResp
 def run_graph(request: HttpRequest, run_id: int) -> HttpResponse:
     """The routing graph card now: a big run's page fetches it when a live
     update marked it stale (see ZENWEB_LIVE_GRAPH_STEPS)."""
-    run = _get_run_for_user(request, run_id)
+    run = run_for_user(request, run_id)
     # Read with the run, before the graph: the graph shows at least this much.
     seq = run.last_event_seq
     return render(request, "runs/partials/routing_graph.html", graph_context(run) | {"graph_seq": seq})

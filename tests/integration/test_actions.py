@@ -29,7 +29,7 @@ def start(django_capture_on_commit_callbacks, name: str = "relay", inputs=None) 
 def received(layer, channel: str, timeout: float = 5.0) -> dict:
     """The next message on ``channel``: a failure, not a hang, if none comes.
     The broadcast arrives from another thread's loop (runs/stores.py), as a
-    worker's does in the embedded layout (zenweb/channel_layers.py)."""
+    worker's does in the embedded layout (runs/channel_layers.py)."""
 
     async def receive() -> dict:
         return await asyncio.wait_for(layer.receive(channel), timeout)

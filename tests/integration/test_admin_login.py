@@ -8,7 +8,7 @@ import stat
 import pytest
 from django.contrib.auth import get_user_model
 
-from runs.management.commands.serve import Command
+from zenweb.management.commands.serve import Command
 
 pytestmark = pytest.mark.django_db
 

@@ -33,7 +33,7 @@ def test_it_creates_the_data_directory_and_its_files_for_its_own_user_only(tmp_p
             "manage.py",
             "shell",
             "-c",
-            "from runs.management.commands.serve import Command; Command()._admin()",
+            "from zenweb.management.commands.serve import Command; Command()._admin()",
         ],
         cwd=ROOT,
         env=env,

@@ -159,7 +159,7 @@ def test_it_wakes_a_dashboard_that_waits_on_another_threads_loop():
     # the queues daphne's loop waits on. channels' in-memory layer handed
     # the message over without waking that loop: the dashboard heard of it
     # only when something else woke the loop (here: never).
-    from zenweb.channel_layers import InMemoryChannelLayer
+    from runs.channel_layers import InMemoryChannelLayer
 
     layer = InMemoryChannelLayer()
     got: list[dict] = []
@@ -188,7 +188,7 @@ def test_it_tells_only_runs_somebody_watches_in_this_process(monkeypatch):
     from asgiref.sync import async_to_sync
 
     from runs import stores
-    from zenweb.channel_layers import InMemoryChannelLayer
+    from runs.channel_layers import InMemoryChannelLayer
 
     layer = InMemoryChannelLayer()
     monkeypatch.setattr(stores, "get_channel_layer", lambda: layer)

@@ -1,4 +1,4 @@
-"""The synchronous publisher of dashboard notifications (zenweb/pubsub_publisher.py)
+"""The synchronous publisher of dashboard notifications (runs/pubsub_publisher.py)
 with Redis away: the commit that notifies goes on, and for a second no
 commit waits on the dead server again (the dashboards' poll catches up)."""
 
@@ -8,7 +8,7 @@ import logging
 
 from channels_redis.pubsub import RedisPubSubChannelLayer
 
-from zenweb.pubsub_publisher import PubSubPublisher, pubsub_publisher
+from runs.pubsub_publisher import PubSubPublisher, pubsub_publisher
 
 DEAD = "redis://127.0.0.1:1/0"  # nothing listens on port 1
 
@@ -19,7 +19,7 @@ def test_it_gives_up_on_a_dead_redis_and_then_stays_quiet(caplog, monkeypatch):
     connected = publisher._connected
     monkeypatch.setattr(publisher, "_connected", lambda: tries.append(1) or connected())
 
-    with caplog.at_level(logging.WARNING, logger="zenweb.pubsub_publisher"):
+    with caplog.at_level(logging.WARNING, logger="runs.pubsub_publisher"):
         assert publisher.group_send("run-1", {"type": "run.event", "seq": 1}) is False
         assert publisher.group_send("run-1", {"type": "run.event", "seq": 2}) is False
 

@@ -13,10 +13,10 @@ from django.conf import settings
 from django.core.management import call_command
 
 from runs.actions import do_load_catalog
-from runs.management.commands.serve import DEMO_COMMAND, Command
 from runs.models import Command as CommandRow
 from runs.models import Run
 from tests.conftest import wait_for_run
+from zenweb.management.commands.serve import DEMO_COMMAND, Command
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,5 +1,5 @@
 """A worker's commit tells the dashboards through Redis with one PUBLISH
-(zenweb/pubsub_publisher.py), in the pub/sub layer's own format: a consumer
+(runs/pubsub_publisher.py), in the pub/sub layer's own format: a consumer
 subscribed through the layer hears it, and hears every one of a worker's
 commits in order (each publish reads the reply to the one before)."""
 
@@ -11,8 +11,8 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
+from runs.pubsub_publisher import pubsub_publisher
 from runs.stores import broadcast, run_group
-from zenweb.pubsub_publisher import pubsub_publisher
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db]
 
