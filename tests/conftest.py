@@ -22,6 +22,22 @@ def pytest_collection_modifyitems(config, items):
     # the scripted provider off.
     for name in ("ZENWEB_LLM", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
         os.environ.pop(name, None)
+    _skip_sandbox_tests_without_bubblewrap(items)
+
+
+def _skip_sandbox_tests_without_bubblewrap(items) -> None:
+    """Tests that run commands need the sandbox (bubblewrap). A machine
+    without it skips them, saying how to install it; CI=true never skips."""
+    from agents.sandbox import probe
+
+    if os.environ.get("CI") == "true" or not any(item.get_closest_marker("sandbox") for item in items):
+        return
+    problem = probe(os.environ.get("ZENWEB_SANDBOX_BWRAP", "bwrap"))
+    if problem:
+        skip = pytest.mark.skip(reason=f"needs the tool sandbox: {problem} (apt-get install bubblewrap)")
+        for item in items:
+            if item.get_closest_marker("sandbox"):
+                item.add_marker(skip)
 
 
 @pytest.fixture(autouse=True)

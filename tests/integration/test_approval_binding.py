@@ -12,7 +12,7 @@ from runs.actions.approvals import do_decide
 from runs.models import Approval, Run, ToolCall
 from tests.conftest import register, wait_for, wait_for_run
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.sandbox]
 
 
 def workspace(run_id) -> object:

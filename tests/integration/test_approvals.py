@@ -36,6 +36,7 @@ def test_it_holds_a_destructive_workflow_until_approved(celery_worker, owner):
     assert list(run.events.values_list("type", flat=True)) == ["approval_requested"]
 
 
+@pytest.mark.sandbox
 def test_it_runs_approved_work_once_with_the_decision_recorded(celery_worker, owner, approver):
     run = start("wipe", owner)
     approval = run.approvals.get()
@@ -156,6 +157,7 @@ def test_it_pauses_only_the_step_whose_tool_call_needs_approval(celery_worker, o
     assert not log.exists()
 
 
+@pytest.mark.sandbox
 def test_it_runs_an_approved_tool_call_once_and_the_step_goes_on(celery_worker, owner, approver):
     run = start("gated", owner)
     call = gated_call(run)

@@ -14,7 +14,7 @@ from runs.models import Command, Run
 from tests.conftest import register, wait_for_run
 from tests.integration.test_api import api, post
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.sandbox]
 
 
 @pytest.fixture

@@ -70,6 +70,7 @@ def run_through_blips(run, blips: ConnectionBlips, count: int) -> None:
     blips.armed = 0
 
 
+@pytest.mark.sandbox
 @pytest.mark.parametrize(("workflow", "inputs"), [("relay", {"subject": "tides"}), ("tools/appender_tasks", {})])
 def test_a_run_completes_through_dropped_connections(celery_worker, blips, owner, settings, workflow, inputs):
     run = do_create_run(register(workflow), inputs, user=owner)

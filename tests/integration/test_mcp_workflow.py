@@ -16,7 +16,7 @@ from runs.models import Run, Workflow
 from tests.conftest import WORKFLOWS, register, wait_for_run
 from tests.mcp.servers import EVERYTHING, require_servers
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.sandbox]
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from runs.export import export_run
 from runs.models import Run, ToolCall
 from tests.conftest import register, wait_for_run
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.sandbox]
 
 CANARY = "sk-canary-c4ca4238a0b923820dcc509a6f75849b"
 

@@ -10,7 +10,7 @@ from runs.actions import steps as step_actions
 from runs.models import Step, ToolExecution
 from tests.conftest import register
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.sandbox]
 
 
 class WorkerDied(Exception):

@@ -173,6 +173,7 @@ def test_it_sends_the_tool_calls_again_when_they_change(run):
     assert "50 of 1,234, truncated" in html
 
 
+@pytest.mark.sandbox
 @pytest.mark.parametrize("approved", [False, True])
 def test_it_refuses_destructive_shell_commands_unless_the_run_is_approved(celery_worker, approved):
     with transaction.atomic():

@@ -17,7 +17,7 @@ from runs.actions import steps as step_actions
 from runs.models import Run, Step, ToolCall, ToolExecution
 from tests.conftest import assert_gapless, register, wait_for, wait_for_run
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.sandbox]
 
 
 def test_a_turns_calls_run_as_parallel_tasks_and_come_back_in_order(celery_worker):

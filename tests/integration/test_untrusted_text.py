@@ -19,6 +19,7 @@ from tests.conftest import assert_gapless, register, wait_for_run
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.mark.sandbox
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
 def test_it_stores_what_a_model_says_with_nul_characters(backend, celery_worker, openai_endpoint):
     if connection.vendor != backend:

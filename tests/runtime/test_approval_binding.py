@@ -51,6 +51,7 @@ def call(workspace, name: str, arguments: dict, *, bound: frozenset[str] | None)
     return outcome, host.asked
 
 
+@pytest.mark.sandbox
 def test_it_runs_a_call_shown_at_approval_without_asking_again(tmp_path):
     shown = {"command": "echo shown > out.txt"}
 

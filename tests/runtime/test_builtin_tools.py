@@ -281,6 +281,7 @@ def test_it_refuses_content_over_the_write_cap(step, workspace):
 # shell
 
 
+@pytest.mark.sandbox
 def test_it_runs_a_command_in_the_workspace_and_reports_its_exit_code(step, workspace):
     outcome = step.call("run_shell", {"command": "pwd; echo out; echo err >&2; touch made.txt; exit 3"})
 
@@ -291,6 +292,7 @@ def test_it_runs_a_command_in_the_workspace_and_reports_its_exit_code(step, work
     assert (workspace / "made.txt").exists()
 
 
+@pytest.mark.sandbox
 def test_it_does_not_pass_the_parent_environment_to_commands(step, workspace, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
 
@@ -304,6 +306,7 @@ def test_it_does_not_pass_the_parent_environment_to_commands(step, workspace, mo
     assert "TMPDIR=/tmp\n" in outcome.text  # the sandbox's own, in memory
 
 
+@pytest.mark.sandbox
 def test_it_stops_a_command_that_runs_too_long_with_its_children(step, workspace):
     started = time.monotonic()
 
@@ -338,6 +341,7 @@ def processes_running(command_line: str) -> list[int]:
     return found
 
 
+@pytest.mark.sandbox
 def test_it_caps_long_output_with_a_note(step):
     outcome = step.call("run_shell", {"command": "head -c 100000 /dev/zero | tr '\\0' x; echo; echo THE-END"})
 
@@ -406,6 +410,7 @@ def test_it_lets_ordinary_commands_through(command):
     assert destructive_reason(command) is None
 
 
+@pytest.mark.sandbox
 def test_it_runs_destructive_commands_in_an_approved_run(workspace):
     (workspace / "sub").mkdir()
     (workspace / "sub" / "x.txt").write_text("scratch")

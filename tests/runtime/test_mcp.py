@@ -18,6 +18,8 @@ from agents.tools.mcp.schema import args_model, model_name
 from agents.tools.mcp.servers import McpServer, McpServerPool, McpUnavailable, tools_for_names
 from tests.mcp.servers import EVERYTHING, everything_over_http, kill_stdio_servers, require_servers
 
+pytestmark = pytest.mark.sandbox
+
 KILL_MARKER = "zenweb-test-killable"
 
 

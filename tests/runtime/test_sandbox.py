@@ -21,6 +21,8 @@ from agents.sandbox import Limits, Sandbox
 from agents.tools import ToolCallMeta, ToolContext, ToolRegistry, default_registry
 from tests.runtime.test_builtin_tools import processes_running
 
+pytestmark = pytest.mark.sandbox
+
 CANARY = "sk-canary-8f14e45fceea167a5a36dedd4bea2543"
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,6 +14,8 @@ from agents.events import ListSink
 from agents.router import InMemoryMailboxStore, MessageRouter
 from agents.tools import ToolCallMeta, ToolContext, default_registry
 
+pytestmark = pytest.mark.sandbox
+
 LOOKALIKES = [
     '"rm" -rf ../run-6',
     "rm --recurs ../run-6",
