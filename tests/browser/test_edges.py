@@ -65,7 +65,7 @@ def test_it_reconnects_after_the_server_says_try_again(open_page, server):
     log_in(page, server)
     page.goto(server.demo_url)
     sockets = "window.__zenwebSockets"
-    page.wait_for_function(f"{sockets}.length === 1 && {sockets}[0].openedAt !== null")
+    page.wait_for_function(f"() => {sockets}.length === 1 && {sockets}[0].openedAt !== null")
     page.evaluate("htmx.config.wsReconnectDelay = () => 100")
 
     # The close event of a socket the server ended with 4503, as after a
@@ -74,5 +74,5 @@ def test_it_reconnects_after_the_server_says_try_again(open_page, server):
     # answers a client's close with 1000.
     page.evaluate(f"{sockets}[0].socket.dispatchEvent(new CloseEvent('close', {{code: 4503}}))")
 
-    page.wait_for_function(f"{sockets}.length === 2 && {sockets}[1].openedAt !== null")
+    page.wait_for_function(f"() => {sockets}.length === 2 && {sockets}[1].openedAt !== null")
     assert "after=" in page.evaluate(f"{sockets}[1].url")

@@ -83,7 +83,7 @@ def test_pages_reconnect_and_show_every_event_when_daphnes_database_connection_i
         with workers(tmp_path, "dashboard", env=env):
             run = do_create_run(register("durability/slow_chain"), {}, user=owner)
             page.goto(f"{base}/runs/{run.pk}/")
-            page.wait_for_function("window.__zenwebSockets.length === 1 && window.__zenwebSockets[0].openedAt")
+            page.wait_for_function("() => window.__zenwebSockets.length === 1 && window.__zenwebSockets[0].openedAt")
             started = run.events.filter(type="step_start", step_id="two")
             deadline = time.monotonic() + 30
             while not started.exists():
@@ -95,7 +95,9 @@ def test_pages_reconnect_and_show_every_event_when_daphnes_database_connection_i
 
         assert run.status == Run.Status.COMPLETED, run.error
         last = run.last_event_seq
-        page.wait_for_function(f"Number(document.getElementById('last-seq').dataset.seq) >= {last}", timeout=30_000)
+        page.wait_for_function(
+            f"() => Number(document.getElementById('last-seq').dataset.seq) >= {last}", timeout=30_000
+        )
         rows = event_rows(page)
         assert_gapless(rows)
         assert rows[-1]["type"] == "workflow_end" and rows[-1]["seq"] == last
