@@ -188,7 +188,7 @@ def test_an_empty_answer_is_no_last_turn_on_either_path(pg_run, monkeypatch):
     from runs.actions import steps
 
     class Silent:
-        def complete(self, request):
+        def complete(self, request, **hooks):
             return Completion(content=" ")
 
     monkeypatch.setattr(steps, "provider_for", lambda agent: Silent())
