@@ -28,7 +28,6 @@ from runs import held_messages
 from runs.channel_layers import InMemoryChannelLayer
 from runs.models import Event, Message, Run, Step, Workflow
 from runs.pg_text import json_text
-from runs.pubsub_publisher import pubsub_publisher
 from runs.sql import from_db, insert, lock_run, plain_cursor, row_values, table
 
 log = logging.getLogger(__name__)
@@ -68,10 +67,6 @@ def send_to_dashboards(run_id: int, message: dict, what: str) -> None:
     """Send ``message`` to the run's group (its open pages), without waiting;
     ``what`` names it in the warning logged if it cannot be sent."""
     group = run_group(run_id)
-    publisher = pubsub_publisher()
-    if publisher is not None:  # Redis: one PUBLISH, no event loop
-        publisher.group_send(group, message)
-        return
     layer = get_channel_layer()
     if layer is None or (isinstance(layer, InMemoryChannelLayer) and not layer.listening(group)):
         # Nobody to tell: a dashboard that opens later reads every event

@@ -1,7 +1,6 @@
-"""A worker's commit tells the dashboards through Redis with one PUBLISH
-(runs/pubsub_publisher.py), in the pub/sub layer's own format: a consumer
-subscribed through the layer hears it, and hears every one of a worker's
-commits in order (each publish reads the reply to the one before)."""
+"""A worker's commit tells the dashboards through the channel layer (Redis
+pub/sub, channels' public group_send): a consumer subscribed through the
+layer hears it, and hears every one of a worker's commits in order."""
 
 from __future__ import annotations
 
@@ -11,14 +10,12 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
-from runs.pubsub_publisher import pubsub_publisher
 from runs.stores import broadcast, run_group
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db]
 
 
 async def test_a_commits_broadcast_reaches_a_consumer_subscribed_through_the_layer():
-    assert pubsub_publisher() is not None  # the blocking path, not the layer's event loop
     layer = get_channel_layer()
     channel = await layer.new_channel()
     await layer.group_add(run_group(424242), channel)
@@ -44,4 +41,3 @@ async def test_a_consumer_hears_every_commit_in_order():
         await layer.group_discard(run_group(424243), channel)
 
     assert heard == [1, 2, 3, 4, 5]
-    assert pubsub_publisher().quiet_until == 0.0  # no reply went astray
