@@ -34,7 +34,7 @@ test: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(PY) -m bench
 
-# The services way: DATABASE_URL and REDIS_URL must be set (see README).
+# The services way: DATABASE_URL and REDIS_URL must be set (README, docs/running.md).
 services: $(VENV)/.installed
 	@test -n "$$DATABASE_URL" -a -n "$$REDIS_URL" || { echo "set DATABASE_URL and REDIS_URL first"; exit 1; }
 	$(PY) manage.py migrate --noinput

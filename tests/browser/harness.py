@@ -48,7 +48,7 @@ group.permissions.add(Permission.objects.get(codename="decide_approval"))
 User.objects.create_user("approver", password="{PEOPLE_PASSWORD}").groups.add(group)
 User.objects.create_user("viewer", password="{PEOPLE_PASSWORD}")
 """
-# Screenshots the browser tests take, referenced from the README.
+# Screenshots the browser tests take, referenced from docs/dashboard.md.
 SCREENSHOTS = ROOT / "test-output" / "screenshots"
 STARTUP_TIMEOUT = 30.0
 RUN_TIMEOUT_MS = 30_000
