@@ -5,7 +5,6 @@ Redis for the same.)"""
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import time
 from datetime import timedelta
@@ -19,7 +18,7 @@ from runs.actions import do_create_run
 from runs.leases import do_sweep
 from runs.models import Run, UnsentTask
 from tests.conftest import register, wait_for, wait_for_run
-from zenweb.celery import app
+from tests.services.throwaway_redis import broker_at
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,19 +29,9 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
-@contextlib.contextmanager
 def broker_away():
     """Publishes go to a Redis that is not there (the worker keeps consuming the memory broker)."""
-    saved = app.conf.broker_url
-    app.conf.broker_url = f"redis://127.0.0.1:{closed_port()}/0"
-    app._pool = None
-    app.amqp._producer_pool = None
-    try:
-        yield
-    finally:
-        app.conf.broker_url = saved
-        app._pool = None
-        app.amqp._producer_pool = None
+    return broker_at(f"redis://127.0.0.1:{closed_port()}/0")
 
 
 def test_a_run_whose_start_could_not_be_queued_starts_once_the_broker_is_back(celery_worker, owner, settings):
