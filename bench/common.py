@@ -317,6 +317,15 @@ class Context:
         self._migrate_once("postgresql", backend)
         return backend
 
+    def with_redis(self) -> tuple[Backend, str]:
+        """A backend with Redis as channel layer and broker, on PostgreSQL
+        when it is there (SQLite otherwise), and its label."""
+        if self.pg_problem:
+            backend = self.sqlite()
+            backend.env["REDIS_URL"] = REDIS_URL
+            return backend, "sqlite+redis"
+        return self.postgres(redis=True), "postgresql+redis"
+
     def _migrate_once(self, key: str, backend: Backend) -> None:
         if key not in self._migrated:
             migrate(backend)

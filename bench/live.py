@@ -34,7 +34,7 @@ import subprocess
 import time
 from typing import Any
 
-from bench.common import JSON_MARK, PYTHON, REDIS_URL, ROOT, Context, Result, Target, log_trouble, run_child, skipped
+from bench.common import JSON_MARK, PYTHON, ROOT, Context, Result, Target, log_trouble, run_child, skipped
 
 CLIENTS = 20
 BATCH = 5
@@ -280,13 +280,7 @@ def measure(ctx: Context) -> list[Result]:
     problem = ctx.redis_problem and f"needs Redis for channels_redis ({ctx.redis_problem})"
     if problem:
         return [skipped("live", name, "redis", unit, problem, higher_is_better=hib) for name, unit, hib in names]
-    if ctx.pg_problem:
-        backend = ctx.sqlite()
-        backend.env["REDIS_URL"] = REDIS_URL
-        label = "sqlite+redis"
-    else:
-        backend = ctx.postgres(redis=True)
-        label = "postgresql+redis"
+    backend, label = ctx.with_redis()
 
     seed = run_child("bench.live", "prepare", backend.env)
     rounds_burst, rounds_paced = [], []

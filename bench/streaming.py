@@ -23,7 +23,6 @@ from typing import Any
 
 from bench.common import (
     PYTHON,
-    REDIS_URL,
     ROOT,
     Context,
     Result,
@@ -147,13 +146,7 @@ def measure(ctx: Context) -> list[Result]:
             skipped("streaming", median_name, "redis", "ms", problem, higher_is_better=False),
             skipped("streaming", name, "redis", "ms", problem, higher_is_better=False),
         ]
-    if ctx.pg_problem:
-        backend = ctx.sqlite()
-        backend.env["REDIS_URL"] = REDIS_URL
-        label = "sqlite+redis"
-    else:
-        backend = ctx.postgres(redis=True)
-        label = "postgresql+redis"
+    backend, label = ctx.with_redis()
     from tests.fake_openai_server import FakeOpenAIServer
 
     logs = ctx.tmp / "streaming"
