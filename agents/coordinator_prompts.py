@@ -4,7 +4,7 @@ A real model plans and routes only as well as it sees the run: the command a
 person typed, the workflow chosen for it, the run's input values and the
 steps with their states. Its system prompt (the workflow's ``coordinator``
 agent's ``system`` text first) and its planning prompt are rendered with the
-run's inputs as step instructions are (``$name``; ``agents.spec_usage``
+run's inputs as step instructions are (``$name``; ``agents.spec.usage``
 refuses an unknown one), and every wake starts with the steps' states.
 """
 

@@ -13,9 +13,9 @@ from django.db import DatabaseError, transaction
 from agents import scheduler
 from agents.inputs import workspace_path
 from agents.spec import SpecProblem, WorkflowSpec, WorkflowValidationError, parse_workflow
+from agents.spec.yaml_locations import line_for, parse_with_locations
 from agents.tools import Role
 from agents.tools.workflows import WORKFLOW_TOOL_ROLES
-from agents.yaml_locations import line_for, parse_with_locations
 from runs.actions.common import REGISTRY
 from runs.models import Workflow
 

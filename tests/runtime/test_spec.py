@@ -13,7 +13,7 @@ from agents.spec import (
     parse_workflow,
     validate_workflow,
 )
-from agents.yaml_locations import line_for, parse_with_locations
+from agents.spec.yaml_locations import line_for, parse_with_locations
 
 HUB_AND_SPOKE = """\
 name: hub_and_spoke

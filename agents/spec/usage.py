@@ -1,7 +1,7 @@
 """Workflow checks for what would otherwise only fail at run time: a tool an
 agent lists that its role can never call, a script calling a tool its agent
 lacks, a toolTimeouts or approvals entry no call can use, and ``$name`` in instructions
-or in the coordinator's ``system`` that nothing substitutes. agents/spec.py runs them when a workflow is parsed
+or in the coordinator's ``system`` that nothing substitutes. agents/spec/ runs them when a workflow is parsed
 or registered (not when a stored version is read back)."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from string import Template
 from typing import Any
 
 from agents.router import COORDINATOR
+from agents.spec.yaml_locations import Location
 from agents.tools.base import Role
 from agents.tools.mcp.config import server_of
 from agents.tools.registry import DEFAULTS
-from agents.yaml_locations import Location
 
 # What a step's instructions may say as $name besides the workflow's inputs:
 # every step's, and those of the loop it runs in (agents.scheduler, runs/actions/steps.py).

@@ -1,0 +1,44 @@
+"""The names, limits and defaults every part of a workflow shares, and the
+base model of its parts (camelCase keys in YAML, snake_case attributes)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, StringConstraints
+from pydantic.alias_generators import to_camel
+
+STEP_ID_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
+INPUT_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
+MAX_STEPS = 100
+MAX_DESCRIPTION = 2000
+MAX_ITERATIONS = 100
+# Containers inside containers (loops in loops), and include files including others.
+MAX_NESTING = 5
+MAX_INCLUDE_DEPTH = 5
+# Tool calls: the default and the longest per-call timeout (seconds).
+DEFAULT_TOOL_TIMEOUT = 300.0
+MAX_TOOL_TIMEOUT = 3600.0
+DEFAULT_FOR_EACH_CONCURRENCY = 5
+# Hints for empty answers before the step fails (options.maxEmptyAnswerRetries).
+DEFAULT_EMPTY_ANSWER_RETRIES = 2
+_PATTERN_HINTS = {
+    STEP_ID_PATTERN: "use lowercase letters, digits, '_' and '-', starting with a letter, at most 64 characters",
+    INPUT_NAME_PATTERN: "use lowercase letters, digits and '_', starting with a letter, at most 64 characters",
+}
+
+Name = Annotated[str, StringConstraints(pattern=STEP_ID_PATTERN)]
+InputName = Annotated[str, StringConstraints(pattern=INPUT_NAME_PATTERN)]
+Provider = Literal["scripted", "openai"]
+OnStepFailure = Literal["cascade", "skip-dependents", "abort"]
+Mode = Literal["chat", "code"]
+
+
+# Set by parse_workflow, which runs the cross-field checks itself so that each
+# problem gets its own line; other callers of model_validate get them as one error.
+_DEFER_CHECKS = "zenweb.spec.defer_checks"
+
+
+class _Spec(BaseModel):
+    # Infinity is no timeout, budget or count a run can keep (nor JSON can store).
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, alias_generator=to_camel, allow_inf_nan=False)
