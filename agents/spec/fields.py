@@ -33,7 +33,6 @@ Provider = Literal["scripted", "openai"]
 OnStepFailure = Literal["cascade", "skip-dependents", "abort"]
 Mode = Literal["chat", "code"]
 
-
 # Set by parse_workflow, which runs the cross-field checks itself so that each
 # problem gets its own line; other callers of model_validate get them as one error.
 _DEFER_CHECKS = "zenweb.spec.defer_checks"

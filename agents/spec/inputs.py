@@ -12,7 +12,6 @@ from agents.spec.fields import _Spec
 # ``path``: a place inside the run's workspace (agents.inputs.workspace_path).
 InputType = Literal["string", "integer", "number", "boolean", "path"]
 
-
 _INPUT_TYPES: dict[str, type | tuple[type, ...]] = {
     "string": str,
     "integer": int,
