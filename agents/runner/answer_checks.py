@@ -1,0 +1,104 @@
+"""Answers a turn does not take as they are: an empty one (a hint, then the
+turn fails), calls past the step's maxToolCalls (none of them runs), a
+coordinator's finalize that may not end the run yet."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agents.llm.base import Completion, ToolCallRequest
+from agents.runner.turn import ToolEnv
+from agents.tools.base import Role
+from agents.tools.errors import RetryHint, failure_text
+from agents.tools.registry import ToolOutcome, ToolRegistry
+
+# Why a step (or the run, for the coordinator) fails; stored as its error.
+EMPTY_ANSWER = "empty answer from the model"
+EMPTY_FINALIZE = "finalize with an empty result"
+FINALIZE = "finalize"
+SPAWN_WORKER = "spawn_worker"
+
+
+def is_empty(completion: Completion) -> bool:
+    """An answer with no text (whitespace is none) and no tool call."""
+    return not completion.tool_calls and not (completion.content or "").strip()
+
+
+def empty_answer_hint(role: Role, retry: int, cap: int) -> str:
+    """What the model reads after its ``retry``-th empty answer in a row."""
+    what = (
+        "Call one of your tools; finalize(summary) gives the run its result once the work is done."
+        if role == "coordinator"
+        else "Answer with your result as text, or call one of your tools."
+    )
+    ends = "the run" if role == "coordinator" else "the step"
+    return (
+        f"Your answer was empty: no text and no tool call. {what} "
+        f'(Retry {retry} of {cap}: one more empty answer fails {ends} with "{EMPTY_ANSWER}".)'
+    )
+
+
+def _empty_answers_in_a_row(transcript: list[dict[str, Any]]) -> int:
+    """How many of the last assistant messages were empty, counting back to
+    the last one that said or called something."""
+    count = 0
+    for message in reversed(transcript):
+        if message.get("role") != "assistant":
+            continue
+        if message.get("tool_calls") or (message.get("content") or "").strip():
+            break
+        count += 1
+    return count
+
+
+def _over_call_cap(calls: list[ToolCallRequest], registry: ToolRegistry, env: ToolEnv) -> str | None:
+    """Why none of this turn's calls may run: it asks for more counted calls
+    than the step has left under maxToolCalls. All or none, so that the
+    model decides which calls matter rather than the cap cutting the list."""
+    if env.tool_call_cap is None or not calls:
+        return None
+    left = max(env.tool_call_cap - env.tool_calls_made, 0)
+    # Bookkeeping (messaging) does not count; an unknown tool does, as the registry counts it.
+    asked = sum(1 for call in calls if not ((tool := registry.get(call.name)) and tool.bookkeeping))
+    if asked <= left:
+        return None
+    if left == 0:
+        return f"the step has made all {env.tool_call_cap} tool calls it may make (maxToolCalls); no call ran"
+    return (
+        f"this turn asks for {asked} tool calls and the step has {left} of {env.tool_call_cap} left (maxToolCalls); "
+        f"none of them ran: ask for at most {left}"
+    )
+
+
+def _finalize_refusal(arguments: str, needs_workers: bool) -> str | None:
+    """Why a coordinator's finalize does not end the run: no worker yet
+    (coordinator.requireWorkers), or an empty summary (EMPTY_FINALIZE)."""
+    if needs_workers:
+        return (
+            "finalize refused: this workflow's coordinator must plan the work with spawn_worker "
+            "(coordinator.requireWorkers) and no worker has been spawned"
+        )
+    try:
+        summary = json.loads(arguments or "{}").get("summary")
+    except (json.JSONDecodeError, AttributeError):
+        return None  # the registry explains malformed arguments
+    if isinstance(summary, str) and not summary.strip():
+        return EMPTY_FINALIZE
+    return None
+
+
+def _refused(reason: str, over_cap: bool, env: ToolEnv) -> ToolOutcome:
+    if over_cap:
+        exhausted = env.tool_calls_made >= (env.tool_call_cap or 0)
+        hint = RetryHint("domain_rejection", "finish" if exhausted else "replan")
+    elif reason == EMPTY_FINALIZE:
+        hint = RetryHint("invalid_call", "finish", fields=["summary"])
+    else:
+        hint = RetryHint(
+            "domain_rejection",
+            "replan",
+            question="Which workers does the task need? Call spawn_worker for each, then finalize once they finish.",
+        )
+    # Refused calls did not run: they count as failures, not against the call caps.
+    return ToolOutcome(failure_text(reason, hint), ok=False, error_kind=hint.kind, counted=False)

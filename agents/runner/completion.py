@@ -1,0 +1,153 @@
+"""Recording a model's answer: the inbox it saw drained, the turn and its
+tool calls emitted as events, the calls run in order."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from agents.events import Event, EventSink
+from agents.llm.base import Completion, CompletionRequest
+from agents.router import MessageRouter, RouterMessage
+from agents.runner.answer_checks import (
+    EMPTY_ANSWER,
+    EMPTY_FINALIZE,
+    FINALIZE,
+    SPAWN_WORKER,
+    _empty_answers_in_a_row,
+    _finalize_refusal,
+    _over_call_cap,
+    _refused,
+    empty_answer_hint,
+    is_empty,
+)
+from agents.runner.prompts import PREVIEW_CHARS, _cap
+from agents.runner.tool_calls import _redacted_raw, _tool_context, _with_occurrence
+from agents.runner.turn import AgentTurn, ToolCallRecord, ToolEnv, TurnResult
+from agents.tools.base import Tool
+from agents.tools.registry import ToolRegistry
+
+
+def apply_completion(
+    turn: AgentTurn,
+    request: CompletionRequest,
+    completion: Completion,
+    inbox: list[RouterMessage],
+    *,
+    router: MessageRouter,
+    sink: EventSink,
+    registry: ToolRegistry,
+    tools: list[Tool],
+) -> TurnResult:
+    """Record a model's answer: drain the inbox it saw, emit the turn, run its
+    tool calls in order. Raises DoubleDrainError if another worker already
+    delivered the same messages (the caller's transaction must roll back)."""
+    # Only what the model was shown: messages that arrived while it was
+    # thinking stay unread for the next turn.
+    router.drain(turn.step_id, only=inbox)
+    transcript = list(request.messages)
+    message = completion.as_message()
+    empty = turn.empty_answer_retries is not None and is_empty(completion)
+    if empty:
+        # A null content with no tool call is a message some endpoints refuse to read back.
+        message["content"] = completion.content or ""
+    transcript.append(message)
+    usage = completion.usage
+    data: dict[str, Any] = {
+        "turn": turn.turn,
+        "agent": turn.agent_name,
+        "content": _cap(completion.content or "", PREVIEW_CHARS),
+        "tool_calls": [call.name for call in completion.tool_calls],
+        "prompt_tokens": usage.prompt_tokens if usage else None,
+        "completion_tokens": usage.completion_tokens if usage else None,
+    }
+    misses = _empty_answers_in_a_row(transcript) if empty else 0
+    if empty:
+        data["empty_answer"] = misses
+    sink.emit(Event("agent_turn", turn.step_id, data))
+    result = TurnResult(
+        status="continue" if completion.tool_calls else "completed",
+        transcript=transcript,
+        output=completion.content or "",
+        prompt_tokens=usage.prompt_tokens if usage else 0,
+        completion_tokens=usage.completion_tokens if usage else 0,
+    )
+    if empty:
+        cap = turn.empty_answer_retries or 0
+        if misses > cap:
+            result.status, result.error = "failed", EMPTY_ANSWER
+        else:
+            # The model gets to fix it: the hint is the next thing it reads.
+            result.status = "continue"
+            transcript.append({"role": "user", "content": empty_answer_hint(turn.role, misses, cap)})
+        return result
+    env = turn.env or ToolEnv()
+    over_cap = _over_call_cap(completion.tool_calls, registry, env)
+    if over_cap is not None:
+        result.over_call_cap = True
+        result.call_cap_exhausted = env.tool_calls_made >= (env.tool_call_cap or 0)
+    workers = env.workers
+    for call, occurrence in _with_occurrence(completion.tool_calls):
+        ctx = _tool_context(turn, env, call.id, router, sink, occurrence)
+        meta = ctx.meta
+        raw_arguments = _redacted_raw(call.arguments, registry.get(call.name))
+        sink.emit(
+            Event(
+                "tool_call",
+                turn.step_id,
+                {
+                    "phase": "start",
+                    "tool_call_id": call.id,
+                    "name": call.name,
+                    "arguments": _cap(raw_arguments, PREVIEW_CHARS),
+                    "meta": meta.as_data(),
+                },
+            )
+        )
+        started = time.monotonic()
+        refusal = over_cap
+        if refusal is None and call.name == FINALIZE and turn.role == "coordinator":
+            refusal = _finalize_refusal(call.arguments, env.require_workers and not workers)
+            if refusal == EMPTY_FINALIZE:
+                result.error = EMPTY_FINALIZE
+        if refusal is not None:
+            # Not run: each call of the turn gets its own error, keyed by its id.
+            outcome = _refused(refusal, over_cap is not None, env)
+        else:
+            outcome = registry.call(ctx, call.name, call.arguments, tools)
+        if call.name == SPAWN_WORKER and outcome.ok:
+            workers += 1
+        duration_ms = int((time.monotonic() - started) * 1000)
+        end: dict[str, Any] = {
+            "phase": "end",
+            "tool_call_id": call.id,
+            "name": call.name,
+            "ok": outcome.ok,
+            "result": _cap(outcome.text, PREVIEW_CHARS),
+            "duration_ms": duration_ms,
+        }
+        if outcome.error_kind:
+            end["error_kind"] = outcome.error_kind
+        if outcome.bounds is not None:
+            end["bounds"] = outcome.bounds.as_data()
+        if outcome.omitted:
+            end["omitted"] = True
+        if outcome.artifacts:
+            end["artifacts"] = [{"kind": a.kind, "title": a.title} for a in outcome.artifacts]
+        if outcome.pending:
+            end["pending"] = True
+            if outcome.queued:
+                end["queued"] = True
+            if outcome.child_run_id:
+                end["child_run_id"] = outcome.child_run_id
+            if outcome.approval_id:
+                end["approval_id"] = outcome.approval_id
+            result.status = "waiting"
+        sink.emit(Event("tool_call", turn.step_id, end))
+        transcript.append({"role": "tool", "tool_call_id": call.id, "content": outcome.text})
+        result.tool_calls.append(ToolCallRecord(meta, call.name, raw_arguments, outcome, duration_ms))
+        if ctx.finalized:
+            result.finalized = ctx.finalized[-1]
+    if result.error:
+        result.status = "failed"
+    return result
