@@ -11,8 +11,8 @@ import redis
 from django.db import connection
 
 from runs.actions import do_create_run
-from runs.leases import BROKER_MARK
 from runs.models import Message, Run, UnsentTask
+from runs.sweeper import BROKER_MARK
 from tests.conftest import assert_gapless, register, wait_for_run
 from tests.services.conftest import workers
 
