@@ -78,7 +78,7 @@ class Run(models.Model):
     wake_queued = models.DateTimeField(null=True, blank=True)
     # Set by the reaper when the run made no progress for too long.
     stuck_reason = models.CharField(max_length=300, blank=True)
-    # When the sweeper last queued the start of this pending run again (runs/leases.py).
+    # When the sweeper last queued the start of this pending run again (runs/sweeper.py).
     start_requeued = models.DateTimeField(null=True, blank=True)
     # Shell commands that delete or force-push are refused unless this is set
     # (by an approver; see the approvals flow).
