@@ -78,7 +78,7 @@ class Run(models.Model):
     wake_queued = models.DateTimeField(null=True, blank=True)
     # Set by the reaper when the run made no progress for too long.
     stuck_reason = models.CharField(max_length=300, blank=True)
-    # When the sweeper last queued the start of this pending run again (runs/leases.py).
+    # When the sweeper last queued the start of this pending run again (runs/sweeper.py).
     start_requeued = models.DateTimeField(null=True, blank=True)
     # Shell commands that delete or force-push are refused unless this is set
     # (by an approver; see the approvals flow).
@@ -163,6 +163,12 @@ class Step(models.Model):
     # as a heap-only update, with no new entry in any of the step's indexes.
     lease_owner = models.CharField(max_length=200, blank=True)
     lease_expires = models.DateTimeField(null=True, blank=True)
+    # When the step's next turn was queued, until a worker claims it (set
+    # with whatever queues the turn, cleared by the claim): a step waiting
+    # for mail, a tool task or a person has none. Past ZENWEB_REQUEUE_AFTER
+    # the sweeper queues the turn again (its task may be lost). Unindexed,
+    # like the lease: the sweeper reads it among the running steps.
+    turn_queued = models.DateTimeField(null=True, blank=True)
     # A worker the coordinator spawned: the spawn_worker call, the tools it
     # was granted, and what it declared it would write.
     spawned_by = models.CharField(max_length=100, blank=True)

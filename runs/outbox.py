@@ -4,7 +4,7 @@ Work is queued after its transaction commits; if the broker is away then
 (a Redis restart, a network blip), the publish fails when nothing can be
 rolled back any more. Every task of the app is a ``RecordedTask``
 (zenweb/celery.py): a publish that fails is written to ``UnsentTask``
-instead, and the sweeper of every worker (runs/leases.py) sends those again
+instead, and the sweeper of every worker (runs/sweeper.py) sends those again
 as soon as the broker answers. Tasks are safe to run twice, so a row sent
 twice (two sweepers, a publish that failed after all) does no harm.
 """

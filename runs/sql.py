@@ -380,10 +380,10 @@ def step_for_turn(step_pk: int):
 def claim_step_for_turn(step_pk: int, turn: int, owner: str, expires, now):
     """PostgreSQL: take the lease on turn ``turn`` of step ``step_pk`` (the
     step and its run running, the turn the next one, no live lease but
-    ``owner``'s) and return the step loaded as ``step_for_turn`` loads it,
-    in one statement; None if the turn is not this worker's to take. On a
-    worker every turn paid a round trip to load the step and another to
-    claim it."""
+    ``owner``'s), clearing its queued mark (``Step.turn_queued``), and
+    return the step loaded as ``step_for_turn`` loads it, in one statement;
+    None if the turn is not this worker's to take. On a worker every turn
+    paid a round trip to load the step and another to claim it."""
     from runs.models import Run, Step
 
     vendor = _db().vendor
@@ -437,7 +437,8 @@ def _claim_step_for_turn_sql(vendor: str) -> str:
 
     columns, joins = _step_for_turn_columns(vendor)
     return (
-        f"UPDATE {table(Step)} s SET lease_owner = %s, lease_expires = %s FROM {table(Run)} r {joins} "
+        f"UPDATE {table(Step)} s SET lease_owner = %s, lease_expires = %s, turn_queued = NULL "
+        f"FROM {table(Run)} r {joins} "
         "WHERE s.id = %s AND r.id = s.run_id AND s.status = %s AND s.turns = %s AND r.status = %s "
         "AND (s.lease_expires IS NULL OR s.lease_expires < %s OR s.lease_owner = %s) "
         f"RETURNING {columns}"

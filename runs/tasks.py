@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 CONNECTION_ERRORS = (OperationalError, InterfaceError)
 # Retried for about a quarter of an hour (the delay doubles up to MAX_RETRY_DELAY);
-# past that the sweeper's recovery (runs/leases.py) takes over.
+# past that the sweeper's recovery (runs/sweeper.py) takes over.
 MAX_RETRIES = 40
 FIRST_RETRY_DELAY = 0.5
 MAX_RETRY_DELAY = 30.0

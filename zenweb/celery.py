@@ -56,7 +56,7 @@ def _freeze_startup_objects(**kwargs) -> None:
     gc.freeze()
 
 
-# Every worker sweeps for turns whose worker died (see runs/leases.py).
+# Every worker sweeps for lost work (see runs/sweeper.py).
 _sweepers: dict[int, object] = {}
 
 
@@ -65,7 +65,7 @@ def _start_sweeper(sender=None, **kwargs) -> None:
     from django.conf import settings
 
     if settings.ZENWEB_SWEEP_SECONDS > 0:
-        from runs.leases import Sweeper
+        from runs.sweeper import Sweeper
 
         # The sender is the worker's consumer; shutdown is sent by its controller.
         _sweepers[id(getattr(sender, "controller", sender))] = Sweeper().start()

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
+from django.utils import timezone
 
 from agents import ids, scheduler
 from agents.events import Event as RuntimeEvent
@@ -141,16 +142,21 @@ def provider_for(agent: AgentSpec) -> Provider:
     return build_provider(agent.provider, model=agent.model, script=agent.script)
 
 
-def save_turn(step: Step, result: TurnResult) -> int:
+def save_turn(step: Step, result: TurnResult, *, next_turn_queued: bool = False) -> int:
     """Store a turn's transcript, token counts, tool calls and their artifacts,
     and link the child runs its calls started. Returns how many messages
     wait unread in the step's mailbox after the turn (read by the same
-    statement: one round trip fewer while the run is locked)."""
+    statement: one round trip fewer while the run is locked).
+    ``next_turn_queued``: the caller queues the step's next turn; the
+    statement marks the step with it (Step.turn_queued)."""
     step.transcript = result.transcript
+    values = {"transcript": result.transcript}
+    if next_turn_queued:
+        values["turn_queued"] = timezone.now()
     step.prompt_tokens, step.completion_tokens, step.turns, unread = update_returning(
         Step,
         step.pk,
-        {"transcript": result.transcript},
+        values,
         {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens},
         ["prompt_tokens", "completion_tokens", "turns"],
         also=unread_count_sql(step.run_id, step.step_id),

@@ -216,8 +216,10 @@ def _start_steps(run: Run, steps: list[Step]) -> None:
 
     if not steps:
         return
+    now = timezone.now()
+    # Marked queued with the first turn (Step.turn_queued): the sweeper queues it again if its task is lost.
     Step.objects.filter(pk__in=[step.pk for step in steps], status=Step.Status.PENDING).update(
-        status=Step.Status.RUNNING, started=timezone.now()
+        status=Step.Status.RUNNING, started=now, turn_queued=now
     )
     sink = DjangoEventSink(run.pk)
     with events_held(run.pk):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from runs.models import Run, Step, ToolCall
@@ -41,13 +42,17 @@ def deliver_result(
     for message in step.transcript:
         if message.get("role") == "tool" and message.get("tool_call_id") == call.tool_call_id:
             message["content"] = text
-    step.save(update_fields=["transcript"])
+    run = Run.objects.get(pk=call.run_id)
+    still_waiting = ToolCall.objects.filter(step=step, status__in=ToolCall.PENDING).exists()
+    next_turn = run.status == Run.Status.RUNNING and step.status == Step.Status.RUNNING and not still_waiting
+    if next_turn:
+        # Marked queued with the transcript (Step.turn_queued): the sweeper queues it again if its task is lost.
+        step.turn_queued = timezone.now()
+    step.save(update_fields=["transcript", "turn_queued"] if next_turn else ["transcript"])
     DjangoEventSink(call.run_id).emit(
         RuntimeEvent(event, step.step_id, {"tool_call_id": call.tool_call_id, **event_data, "result": text[:2000]})
     )
-    run = Run.objects.get(pk=call.run_id)
-    still_waiting = ToolCall.objects.filter(step=step, status__in=ToolCall.PENDING).exists()
-    if run.status == Run.Status.RUNNING and step.status == Step.Status.RUNNING and not still_waiting:
+    if next_turn:
         turn = step.turns + 1
         transaction.on_commit(lambda: tasks.run_step_turn.delay(step.pk, turn), robust=True)
     return True

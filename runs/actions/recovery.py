@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from django.db import transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from runs.actions.tool_tasks import dispatch_after_commit, queued_calls
@@ -35,6 +36,9 @@ def do_resume_run(run_id: int, reason: str) -> list[str]:
         running = [
             step for step in run.steps.filter(kind=Step.Kind.STEP, status=Step.Status.RUNNING) if step.pk not in waiting
         ]
+        if running:
+            # Marked queued (Step.turn_queued): if these tasks are lost too, the sweeper queues them again.
+            Step.objects.filter(pk__in=[step.pk for step in running]).update(turn_queued=timezone.now())
         tasks.queue_after_commit(tasks.run_step_turn, [(step.pk, step.turns + 1) for step in running])
         resuming = list(run.steps.filter(resuming=True))
         tasks.queue_after_commit(tasks.resume_step, [(step.pk,) for step in resuming])

@@ -144,7 +144,8 @@ def do_step_turn(step_pk: int, turn: int) -> None:
                     _completed_by_last_turn(step, result.output, sink, state)
                     return
             else:
-                unread = save_turn(step, result)
+                # A turn that continues queues the next (_next_turn below): marked with it.
+                unread = save_turn(step, result, next_turn_queued=result.status == "continue")
                 enforce_budget_after_commit(run.pk, spec)
             broken_policy = _tool_policy_breach(step, spec.options, result) if result.tool_calls else None
             if result.status == "failed":
@@ -166,8 +167,9 @@ def do_step_turn(step_pk: int, turn: int) -> None:
 def _record_turn(step: Step, turn: int) -> int:
     """Record turn ``turn`` of ``step`` under the run's lock (the turn's
     first statement): how many rows it changed (0: another worker recorded
-    it)."""
-    values = {"turns": turn, "lease_owner": "", "lease_expires": None}
+    it). A queued mark left by a duplicate of this turn (a resume while it
+    ran) goes: what follows the turn sets it again if it queues another."""
+    values = {"turns": turn, "lease_owner": "", "lease_expires": None, "turn_queued": None}
     where, params = "id = %s AND status = %s AND turns = %s", [step.pk, Step.Status.RUNNING, turn - 1]
     return sql.update(Step, values, where, params, locking_run=step.run_id)
 
@@ -307,6 +309,8 @@ def do_enforce_step_timeouts(run_id: int, options: WorkflowOptions) -> int:
 
 
 def _next_turn(step_pk: int, turn: int) -> None:
+    """Queue turn ``turn`` after commit; the caller marked the step's row
+    (``Step.turn_queued``) in the same transaction, with a write it makes anyway."""
     from runs import tasks
 
     transaction.on_commit(lambda: tasks.run_step_turn.delay(step_pk, turn), robust=True)
@@ -328,7 +332,7 @@ def _wakes_for_late_messages(step: Step, run: Run, pending: int, sink, router) -
         router.close(step.step_id, DropReason.HOLD_TIMEOUT)
         return False
     cycle = step.wake_cycles + 1
-    Step.objects.filter(pk=step.pk).update(wake_cycles=cycle, held_since=held_since)
+    Step.objects.filter(pk=step.pk).update(wake_cycles=cycle, held_since=held_since, turn_queued=now)
     sink.emit(RuntimeEvent("agent_wake", step.step_id, {"reason": "messages", "cycle": cycle, "messages": pending}))
     if cycle == warning_cycle(limits.step_wake_cycles):
         sink.emit(

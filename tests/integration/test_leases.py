@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from runs import leases
+from runs import leases, sweeper
 from runs.models import Event, Run, Step
 from tests.conftest import register, wait_for_run
 
@@ -59,7 +59,7 @@ def test_it_lets_another_worker_take_an_expired_turn(owner):
 def test_it_hands_the_turn_of_a_dead_worker_to_a_live_one(celery_worker, owner):
     run = orphaned_run(owner)
 
-    assert leases.do_sweep()["expired"] == 1
+    assert sweeper.do_sweep()["expired"] == 1
 
     run = wait_for_run(run)
     assert run.status == Run.Status.COMPLETED
@@ -71,7 +71,7 @@ def test_it_hands_the_turn_of_a_dead_worker_to_a_live_one(celery_worker, owner):
 def test_it_leaves_a_live_lease_alone(owner):
     run = orphaned_run(owner, lease_owner="alive:1:w", expires_in=60)
 
-    assert leases.do_sweep()["expired"] == 0
+    assert sweeper.do_sweep()["expired"] == 0
     assert run.steps.get(step_id="first").lease_owner == "alive:1:w"
 
 
@@ -82,8 +82,8 @@ def test_it_marks_a_run_that_stopped_moving_and_shows_it(owner, client, settings
     Event.objects.filter(run=run).update(created=timezone.now() - timedelta(hours=2))
     settings.ZENWEB_STUCK_AFTER = 60
 
-    assert leases.do_sweep()["stuck"] == 1
-    assert leases.do_sweep()["stuck"] == 0
+    assert sweeper.do_sweep()["stuck"] == 1
+    assert sweeper.do_sweep()["stuck"] == 0
 
     run.refresh_from_db()
     assert run.stuck_reason.startswith("no progress since")
@@ -102,8 +102,8 @@ def test_it_resumes_a_silent_run_whose_queued_work_was_lost(celery_worker, owner
     Event.objects.filter(run=run).update(created=timezone.now() - timedelta(minutes=5))
     settings.ZENWEB_RESUME_AFTER = 60
 
-    assert leases.do_sweep()["resumed"] == 1
-    assert leases.do_sweep()["resumed"] == 0  # once per silence
+    assert sweeper.do_sweep()["resumed"] == 1
+    assert sweeper.do_sweep()["resumed"] == 0  # once per silence
 
     run = wait_for_run(run)
     assert run.status == Run.Status.COMPLETED
@@ -121,7 +121,7 @@ def test_it_keeps_renewing_the_lease_of_a_turn_that_outlasts_it(owner, settings)
     with leases.renewing(step.pk, "alive:1:w"):
         for _ in range(4):  # two leases' worth
             time.sleep(0.5)
-            assert leases.do_sweep()["expired"] == 0
+            assert sweeper.do_sweep()["expired"] == 0
             step.refresh_from_db()
             assert step.lease_owner == "alive:1:w"
             assert step.lease_expires > timezone.now()

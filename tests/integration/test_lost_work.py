@@ -8,6 +8,7 @@ from __future__ import annotations
 import socket
 import time
 from datetime import timedelta
+from unittest import mock
 
 import pytest
 from django.test import Client
@@ -15,8 +16,9 @@ from django.utils import timezone
 
 from runs import tasks
 from runs.actions import do_create_run
-from runs.leases import do_sweep
-from runs.models import Run, UnsentTask
+from runs.actions.approvals import do_decide
+from runs.models import Approval, Run, Step, ToolCall, UnsentTask
+from runs.sweeper import do_sweep
 from tests.conftest import register, wait_for, wait_for_run
 from tests.services.throwaway_redis import broker_at
 
@@ -93,3 +95,65 @@ def test_a_coordinator_wake_whose_task_was_lost_is_queued_again(celery_worker, o
 
     assert run.status == Run.Status.COMPLETED
     assert run.events.order_by("-seq").values_list("type", flat=True)[0] == "workflow_end"
+
+
+def lose_turn(monkeypatch, turn: int) -> list[int]:
+    """The first task of a turn number ``turn`` is published, then lost (the
+    broker dropped it); the list gets the pk of its step."""
+    publish = tasks.run_step_turn.apply_async
+    lost: list[int] = []
+
+    def apply_async(args=None, kwargs=None, *rest, **options):
+        if not lost and args[1] == turn:
+            lost.append(args[0])
+            return None
+        return publish(args, kwargs, *rest, **options)
+
+    monkeypatch.setattr(tasks.run_step_turn, "apply_async", apply_async)
+    return lost
+
+
+@pytest.mark.parametrize("turn", [1, 2], ids=["its first turn", "its turn after a tool task"])
+def test_a_step_turn_whose_task_was_lost_is_queued_again(celery_worker, owner, settings, monkeypatch, turn):
+    settings.ZENWEB_REQUEUE_AFTER = 5
+    lost = lose_turn(monkeypatch, turn)
+    run = do_create_run(register("tools/appender_tasks"), {}, user=owner)
+    step = Step.objects.get(pk=wait_for(lambda: lost)[0])
+    time.sleep(0.5)
+    step.refresh_from_db()
+    assert (step.status, step.turns) == (Step.Status.RUNNING, turn - 1)
+    # Within its deadline it is left alone: the task may only be slow.
+    assert do_sweep()["turns_requeued"] == 0
+
+    Step.objects.filter(pk=step.pk).update(turn_queued=step.turn_queued - timedelta(seconds=10))
+    assert do_sweep()["turns_requeued"] == 1
+    run = wait_for_run(run)
+
+    assert run.status == Run.Status.COMPLETED
+    assert run.steps.get(step_id="append").output == "appended"
+    assert ToolCall.objects.filter(run=run, name="run_shell").count() == 1
+    assert do_sweep()["turns_requeued"] == 0
+
+
+def test_a_step_waiting_for_a_person_is_not_given_a_turn_by_the_sweeper(celery_worker, owner, approver, settings):
+    settings.ZENWEB_REQUEUE_AFTER = 5
+    run = do_create_run(register("approvals/gated"), {}, user=owner)
+    approval = wait_for(lambda: Approval.objects.filter(run=run, status="pending").first())
+    wait_for(lambda: run.steps.filter(step_id="other", status=Step.Status.COMPLETED).exists())
+    time.sleep(0.5)
+    build = run.steps.get(step_id="build")
+    assert (build.status, build.turns) == (Step.Status.RUNNING, 1)
+
+    # An hour later, the person has still not decided.
+    later = timezone.now() + timedelta(hours=1)
+    with mock.patch("django.utils.timezone.now", return_value=later):
+        assert do_sweep()["turns_requeued"] == 0
+    time.sleep(0.5)
+    build.refresh_from_db()
+    assert build.turns == 1
+    assert Approval.objects.get(pk=approval.pk).status == "pending"
+
+    do_decide(approval.pk, approver, "approve", "a build is fine")
+    run = wait_for_run(run)
+    assert run.status == Run.Status.COMPLETED
+    assert run.steps.get(step_id="build").output == "built"

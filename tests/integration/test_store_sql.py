@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from agents.router import DropReason
-from runs import leases, sql
+from runs import leases, sql, sweeper
 from runs.actions import router_for
 from runs.models import Run, Step
 from runs.stores import DjangoEventSink, events_held, held_savepoint, lock_run, save_last_turn
@@ -225,7 +225,7 @@ def test_a_claim_and_its_renewal_add_no_index_entries_on_postgresql(pg_run):
 def test_the_sweeper_finds_expired_leases_by_an_index_on_postgresql(pg_run):
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")  # a few rows: the plan if it had many
-        plan = leases.expired_leases(timezone.now()).explain()
+        plan = sweeper.expired_leases(timezone.now()).explain()
 
     assert "step_running" in plan
 

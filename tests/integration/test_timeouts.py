@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from agents.router import COORDINATOR
 from agents.spec import WorkflowOptions
-from runs import last_turn, leases
+from runs import last_turn, sweeper
 from runs.actions import do_create_run, do_register_workflow
 from runs.actions.approvals import ApprovalError, do_decide
 from runs.actions.steps import do_enforce_step_timeouts, do_step_turn
@@ -73,7 +73,7 @@ def test_it_fails_a_step_stuck_in_a_model_call_on_a_sweep_and_drops_its_late_ans
     s1 = in_model_call(run, "s1")
     sleep_until(s1.started + timedelta(seconds=0.6))
 
-    assert leases.do_sweep()["steps_timed_out"] == 1
+    assert sweeper.do_sweep()["steps_timed_out"] == 1
 
     # Failed while its model is still answering.
     s1.refresh_from_db()
@@ -94,7 +94,7 @@ def test_it_fails_a_run_past_its_timeout_on_a_sweep_while_a_model_call_goes_on(c
     run.refresh_from_db()
     sleep_until(run.started + timedelta(seconds=0.6))
 
-    assert leases.do_sweep()["over_budget"] == 1
+    assert sweeper.do_sweep()["over_budget"] == 1
 
     run.refresh_from_db()
     assert run.status == Run.Status.FAILED
@@ -112,7 +112,7 @@ def test_it_lapses_the_approval_a_timed_out_step_waited_for(celery_worker, owner
     build = run.steps.get(step_id="build")
     sleep_until(build.started + timedelta(seconds=0.6))
 
-    assert leases.do_sweep()["steps_timed_out"] == 1
+    assert sweeper.do_sweep()["steps_timed_out"] == 1
 
     approval.refresh_from_db()
     assert (approval.status, approval.reason) == (Approval.Status.LAPSED, "step build failed")
@@ -131,7 +131,7 @@ def test_it_counts_approval_waits_against_the_run_timeout(celery_worker, owner):
     run.refresh_from_db()
     sleep_until(run.started + timedelta(seconds=0.6))
 
-    assert leases.do_sweep()["over_budget"] == 1
+    assert sweeper.do_sweep()["over_budget"] == 1
 
     run.refresh_from_db()
     assert run.status == Run.Status.FAILED
@@ -201,7 +201,7 @@ def test_it_records_nothing_of_a_turn_whose_step_timed_out_during_its_model_call
     worker.start()
     in_model_call(slow_run, "s1")
     sleep_until(s1.started + timedelta(seconds=0.6))
-    assert leases.do_sweep()["steps_timed_out"] == 1
+    assert sweeper.do_sweep()["steps_timed_out"] == 1
     worker.join()
 
     assert failures == []

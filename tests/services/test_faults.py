@@ -10,9 +10,9 @@ import pytest
 import redis
 from django.db import connection
 
-from runs.actions import do_create_run
-from runs.leases import BROKER_MARK
+from runs.actions import do_create_run, do_start_run
 from runs.models import Message, Run, UnsentTask
+from runs.sweeper import BROKER_MARK
 from tests.conftest import assert_gapless, register, wait_for_run
 from tests.services.conftest import workers
 
@@ -147,3 +147,25 @@ def test_a_run_whose_queued_tasks_a_redis_restart_lost_goes_on_within_seconds(tm
     assert run.events.filter(type="run_resumed", data__reason__startswith="the broker restarted").count() == 1
     lines = (tmp_path / "workspaces" / f"run-{run.pk}" / "fan.log").read_text().split()
     assert sorted(lines) == ["a", "b", "c", "d"]
+
+
+def test_a_step_turn_the_broker_dropped_is_queued_again_after_its_deadline(tmp_path, own_redis):
+    from zenweb.celery import app
+
+    # The broker keeps its mark: no restart is noticed, only the turn's deadline finds it.
+    broker = redis.Redis.from_url(own_redis.url)
+    broker.set(BROKER_MARK, "kept")
+    run = Run.objects.create(workflow=register(CHAIN))
+    do_start_run(run.pk)  # step one's first turn is queued...
+    assert run.steps.get(step_id="one").turn_queued is not None
+    app.control.purge()  # ...and dropped by the broker
+    env = worker_env(tmp_path, own_redis.url, ZENWEB_REQUEUE_AFTER="2")
+    with workers(tmp_path, "deadline", env=env) as logs:
+        run = wait_for_run(run, timeout=40)
+        log = logs[0].read_text()
+
+    assert_whole(run)
+    assert "turn 1 of step one was queued" in log, log[-3000:]
+    # Found by its deadline, not by a resume of the whole run.
+    assert not run.events.filter(type="run_resumed").exists()
+    assert (tmp_path / "workspaces" / f"run-{run.pk}" / "steps.log").read_text() == "step\n" * 4

@@ -1,0 +1,303 @@
+"""The sweeper: every worker runs ``do_sweep`` every ``ZENWEB_SWEEP_SECONDS``
+(``Sweeper``) to find work that waits for a task that will not come, and
+queue it again.
+
+Every state that waits for a task has a deadline here: a turn whose lease
+expired (its worker died) goes to another worker at once; a run still
+``pending``, a coordinator wake and a step turn that were queued
+``ZENWEB_REQUEUE_AFTER`` seconds ago and not taken (the broker lost their
+task) are queued again; tasks whose publish failed (runs/outbox.py) are sent
+again. It also fails runs past their budget or timeout and steps past their
+step timeout, resumes runs silent for ``ZENWEB_RESUME_AFTER`` seconds and
+marks runs that made no progress for ``ZENWEB_STUCK_AFTER`` seconds. Every
+change is a conditional UPDATE, and every task it queues does nothing if the
+work was not lost after all: many workers sweep at once without harm.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import close_old_connections, connection, transaction
+from django.db.models import Max, Q
+from django.utils import timezone
+
+from agents.events import Event as RuntimeEvent
+from runs import outbox
+from runs.models import Event, Run, Step
+from runs.stores import DjangoEventSink, lock_run
+
+log = logging.getLogger(__name__)
+
+# Events the sweeper itself writes: they are not progress of the run.
+BOOKKEEPING_EVENTS = ("run_resumed", "run_stuck", "lease_expired")
+
+
+def expired_leases(now):
+    """Running steps whose turn's lease ran out before ``now``: found by the
+    step_running index, which leaves the lease columns unindexed (see Step)."""
+    # No ordering: Step's default (its run's creation, then position) joins every run.
+    return Step.objects.filter(status=Step.Status.RUNNING, lease_expires__lt=now).exclude(lease_owner="").order_by()
+
+
+def do_sweep() -> dict[str, int]:
+    """One sweep (see the module's docstring); how many of each thing it
+    did. Safe to run in many workers at once: every change is a
+    conditional UPDATE."""
+    from runs import tasks
+
+    now = timezone.now()
+    expired = 0
+    for step in expired_leases(now):
+        with transaction.atomic():
+            lock_run(step.run_id)
+            if not Step.objects.filter(pk=step.pk, lease_owner=step.lease_owner, lease_expires__lt=now).update(
+                lease_owner="", lease_expires=None, turn_queued=now
+            ):
+                continue
+            DjangoEventSink(step.run_id).emit(
+                RuntimeEvent("lease_expired", step.step_id, {"owner": step.lease_owner, "turn": step.turns + 1})
+            )
+            transaction.on_commit(
+                lambda pk=step.pk, turn=step.turns + 1: tasks.run_step_turn.delay(pk, turn), robust=True
+            )
+            expired += 1
+    from runs.actions.tool_tasks import sweep_tool_calls
+
+    return {
+        "after_broker_restart": _recover_after_broker_restart(),
+        "sent_again": outbox.send_unsent(),
+        "starts_requeued": _requeue_pending_starts(now),
+        "wakes_requeued": _requeue_lost_wakes(now),
+        "turns_requeued": _requeue_lost_turns(now),
+        "expired": expired,
+        "tool_calls": sweep_tool_calls(now),
+        **_enforce_limits(),
+        "resumed": _resume_silent(now),
+        "stuck": _mark_stuck(now),
+    }
+
+
+# A key zenweb keeps on the broker: gone, the broker lost its data (a Redis
+# restarted without persistence, a failover to an empty replica) and every
+# queued task with it.
+BROKER_MARK = "zenweb:broker-mark"
+
+
+def _recover_after_broker_restart() -> int:
+    """The broker lost its data: resume the running runs and queue the
+    pending runs' starts now, seconds after it is back, instead of after
+    ZENWEB_RESUME_AFTER. The sweeper that sets the mark again does it (once
+    per loss; also once on a new broker, which does no harm). Returns how
+    many runs it nudged."""
+    import redis
+    from redis.exceptions import RedisError
+
+    from runs import tasks
+    from runs.actions.recovery import do_resume_run
+
+    url = settings.CELERY_BROKER_URL
+    if not url.startswith(("redis://", "rediss://")):
+        return 0
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+        if not client.set(BROKER_MARK, timezone.now().isoformat(), nx=True):
+            return 0
+    except RedisError:
+        return 0  # still away: the next sweep looks again
+    log.warning("the broker has lost its data (restarted without persistence?): resuming live runs")
+    nudged = 0
+    for pk in Run.objects.filter(status=Run.Status.RUNNING).values_list("pk", flat=True):
+        do_resume_run(pk, "the broker restarted: its queued tasks may be lost")
+        nudged += 1
+    for pk in Run.objects.filter(status=Run.Status.PENDING).values_list("pk", flat=True):
+        tasks.start_run.delay(pk)
+        nudged += 1
+    return nudged
+
+
+def _requeue_pending_starts(now) -> int:
+    """Runs still pending ZENWEB_REQUEUE_AFTER seconds after they were
+    created (or last queued again) get their start task queued again: the
+    broker may have lost it (a Redis restart without persistence). Each is
+    marked stuck with why, until it starts (do_start_run clears the mark)."""
+    from runs import tasks
+
+    after = settings.ZENWEB_REQUEUE_AFTER
+    if after <= 0:
+        return 0
+    since = now - timedelta(seconds=after)
+    overdue = Run.objects.filter(status=Run.Status.PENDING, created__lt=since).filter(
+        Q(start_requeued__isnull=True) | Q(start_requeued__lt=since)
+    )
+    requeued = 0
+    for run in overdue.only("pk", "created"):
+        unsent = outbox.unsent_start_error(run.pk)
+        if unsent:
+            reason = f"not started: its start could not be queued ({unsent}); it is sent when the broker answers"
+        else:
+            waited = (now - run.created).total_seconds()
+            reason = f"not started {waited:.0f}s after it was created: no worker took its start task, queued again"
+        if Run.objects.filter(pk=run.pk, status=Run.Status.PENDING).update(
+            start_requeued=now, stuck_reason=reason[:300]
+        ):
+            if not unsent:
+                tasks.start_run.delay(run.pk)
+            requeued += 1
+    return requeued
+
+
+def _requeue_lost_wakes(now) -> int:
+    """A coordinator wake queued ZENWEB_REQUEUE_AFTER seconds ago that never
+    started (its task lost with the broker): its mark (Run.wake_queued)
+    holds other requests back, so nothing else would queue one. Queue it
+    again; a wake that was only slow finds the coordinator busy and leaves."""
+    from runs import tasks
+
+    after = settings.ZENWEB_REQUEUE_AFTER
+    if after <= 0:
+        return 0
+    since = now - timedelta(seconds=after)
+    requeued = 0
+    lost = Run.objects.filter(status=Run.Status.RUNNING, coordinator_busy=False, wake_queued__lt=since)
+    for pk, queued in lost.values_list("pk", "wake_queued"):
+        if Run.objects.filter(pk=pk, coordinator_busy=False, wake_queued=queued).update(wake_queued=now):
+            tasks.wake_coordinator.delay(pk)
+            requeued += 1
+    return requeued
+
+
+def _requeue_lost_turns(now) -> int:
+    """A step turn queued ZENWEB_REQUEUE_AFTER seconds ago that no worker
+    claimed (its task lost with the broker) is queued again. Only a step
+    marked queued (Step.turn_queued, set with whatever queues its turn and
+    cleared by the claim) has one: a step waiting for a tool task, a child
+    run or a person has no mark and gets no turn before its result comes. A
+    task that was only slow finds the turn taken and leaves."""
+    from runs import tasks
+
+    after = settings.ZENWEB_REQUEUE_AFTER
+    if after <= 0:
+        return 0
+    since = now - timedelta(seconds=after)
+    # Found by step_running, like expired leases; no live lease: a claimed turn is its worker's.
+    lost = (
+        Step.objects.filter(status=Step.Status.RUNNING, run__status=Run.Status.RUNNING, turn_queued__lt=since)
+        .filter(Q(lease_expires__isnull=True) | Q(lease_expires__lt=now))
+        .order_by()
+    )
+    requeued = 0
+    for pk, run_id, step_id, turns, queued in lost.values_list("pk", "run_id", "step_id", "turns", "turn_queued"):
+        if Step.objects.filter(pk=pk, status=Step.Status.RUNNING, turns=turns, turn_queued=queued).update(
+            turn_queued=now
+        ):
+            waited = (now - queued).total_seconds()
+            log.warning(
+                "run %s: turn %d of step %s was queued %.0fs ago and no worker took it: queued again",
+                run_id,
+                turns + 1,
+                step_id,
+                waited,
+            )
+            tasks.run_step_turn.delay(pk, turns + 1)
+            requeued += 1
+    return requeued
+
+
+def _enforce_limits() -> dict[str, int]:
+    """Wall-time budgets and timeouts run out while nothing happens too: a
+    run waits, a step's model call goes on (the worker's late turn then finds
+    its step failed, or its run ended, and records nothing)."""
+    from runs.actions.budgets import do_enforce_budget, has_run_limits
+    from runs.actions.catalog import spec_of
+    from runs.actions.steps import do_enforce_step_timeouts
+
+    counts = {"over_budget": 0, "steps_timed_out": 0}
+    running = Run.objects.filter(status=Run.Status.RUNNING).values_list("pk", "workflow_id", "workflow__created")
+    for pk, workflow_id, created in list(running):
+        options = spec_of(workflow_id, created).options
+        if has_run_limits(options) and do_enforce_budget(pk):
+            counts["over_budget"] += 1
+        else:
+            counts["steps_timed_out"] += do_enforce_step_timeouts(pk, options)
+    return counts
+
+
+def _resume_silent(now) -> int:
+    """Runs with no event for ZENWEB_RESUME_AFTER seconds get their work
+    re-enqueued once per silence (the run_resumed event is itself progress):
+    this recovers tasks a broker lost (a Redis restart without persistence)."""
+    from runs.actions.recovery import do_resume_run
+
+    after = settings.ZENWEB_RESUME_AFTER
+    if after <= 0:
+        return 0
+    since = now - timedelta(seconds=after)
+    silent = (
+        Run.objects.filter(status=Run.Status.RUNNING)
+        # Waiting for a person or a child run is not being stuck.
+        .exclude(approvals__status="pending")
+        .exclude(tool_calls__status="waiting")
+        .annotate(
+            last=Max("events__created", filter=~Q(events__type__in=BOOKKEEPING_EVENTS)),
+            nudged=Max("events__created", filter=Q(events__type="run_resumed")),
+        )
+        .filter(last__lt=since)
+        .filter(Q(nudged__isnull=True) | Q(nudged__lt=since))
+    )
+    resumed = 0
+    for run in silent:
+        do_resume_run(run.pk, f"no progress for {after:g}s")
+        resumed += 1
+    return resumed
+
+
+def _mark_stuck(now) -> int:
+    """Running runs whose last event is older than ZENWEB_STUCK_AFTER get a
+    stuck_reason (and an event) once; it clears when they move again."""
+    limit = now - timedelta(seconds=settings.ZENWEB_STUCK_AFTER)
+    running = Run.objects.filter(status=Run.Status.RUNNING, stuck_reason="").annotate(
+        last=Max("events__created", filter=~Q(events__type__in=BOOKKEEPING_EVENTS))
+    )
+    stuck = 0
+    for run in running.filter(last__lt=limit):
+        reason = f"no progress since {run.last:%Y-%m-%d %H:%M:%S} UTC"
+        with transaction.atomic():
+            lock_run(run.pk)
+            if Run.objects.filter(pk=run.pk, stuck_reason="").update(stuck_reason=reason):
+                DjangoEventSink(run.pk).emit(RuntimeEvent("run_stuck", "", {"reason": reason}))
+                stuck += 1
+    # A stuck run that moved again (someone pressed Resume, a worker came back).
+    for run in Run.objects.exclude(stuck_reason="").filter(status=Run.Status.RUNNING):
+        if Event.objects.filter(run=run, created__gt=limit).exclude(type__in=BOOKKEEPING_EVENTS).exists():
+            Run.objects.filter(pk=run.pk).update(stuck_reason="")
+    return stuck
+
+
+class Sweeper:
+    """A daemon thread that runs ``do_sweep`` every ZENWEB_SWEEP_SECONDS while
+    its worker runs. Every worker has one; they do not get in each other's way."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="zenweb-sweeper", daemon=True)
+
+    def start(self) -> Sweeper:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(settings.ZENWEB_SWEEP_SECONDS):
+            try:
+                close_old_connections()
+                do_sweep()
+            except Exception:  # noqa: BLE001 - keep sweeping; the next round may succeed
+                log.exception("lease sweep failed")
+        connection.close()
