@@ -16,7 +16,9 @@ from django.db.models import Max
 
 from agents.router import COORDINATOR
 from runs.actions.containers import repeat_loop_of
-from runs.graph import Graph, Spoke, graph_of, in_display_order
+from runs.graph import graph_of
+from runs.graph_layout import in_display_order
+from runs.graph_shapes import Graph, Spoke
 from runs.models import Event, Run, Step
 
 # How the coordinator ends, by the run's final status (as runs.actions.lifecycle ends it).

@@ -336,7 +336,7 @@ def schedule_flags(run: str, other_than: str = "") -> str:
 
     The kinds and statuses are written in, not bound: a prepared statement's
     generic plan could not tell that its parameters match the partial
-    indexes step_pending and step_unfinished (runs/models.py), and would
+    indexes step_pending and step_unfinished (runs/models/runs.py), and would
     read every step of the run."""
     other = f" AND s.id <> {other_than}" if other_than else ""
     return (

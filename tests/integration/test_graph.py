@@ -15,7 +15,8 @@ from django.template.loader import render_to_string
 from agents.events import Event as RuntimeEvent
 from runs import live
 from runs.actions import do_create_run
-from runs.graph import NOWHERE, routing_graph
+from runs.graph import routing_graph
+from runs.graph_shapes import NOWHERE
 from runs.models import Message, Run, Step
 from runs.stores import DjangoEventSink
 from tests.conftest import register, wait_for_run

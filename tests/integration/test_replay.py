@@ -9,7 +9,8 @@ import re
 import pytest
 
 from runs.actions import do_create_run
-from runs.graph import NOWHERE, message_traffic, routing_graph
+from runs.graph import message_traffic, routing_graph
+from runs.graph_shapes import NOWHERE
 from runs.models import Event, Run
 from runs.replay import ReplayState, state_at
 from tests.conftest import register, wait_for_run

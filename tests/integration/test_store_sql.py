@@ -190,7 +190,7 @@ def test_a_conditional_update_that_locks_the_run_waits_for_the_lock_on_postgresq
 def test_scheduling_reads_only_the_unfinished_steps_on_postgresql(pg_run):
     # Asked after every step's end: a 500-step run must not read its 500
     # rows each time. The statuses written into the query must match the
-    # partial indexes' conditions (runs/models.py) for the planner to use them.
+    # partial indexes' conditions (runs/models/runs.py) for the planner to use them.
     from runs.stores import _schedule_state_sql
 
     with sql.plain_cursor() as cursor:
@@ -202,7 +202,7 @@ def test_scheduling_reads_only_the_unfinished_steps_on_postgresql(pg_run):
 
 @pytest.mark.services
 def test_a_claim_and_its_renewal_add_no_index_entries_on_postgresql(pg_run):
-    # Heap-only updates: no indexed column changes (runs/models.py, Step's
+    # Heap-only updates: no indexed column changes (runs/models/runs.py, Step's
     # lease) and the new version fits on its page (migration 0011's
     # fillfactor). Every turn claims its step; with the lease indexed, each
     # claim and renewal added an entry to every one of the step's indexes.

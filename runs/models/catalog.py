@@ -1,0 +1,27 @@
+"""The catalog: workflows as parsed from YAML, one row per version."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class Workflow(models.Model):
+    """One version of a catalog entry, parsed from YAML. Runs keep the version
+    they started with, so a later edit never changes a past run."""
+
+    name = models.CharField(max_length=64)
+    version = models.PositiveIntegerField()
+    description = models.TextField(blank=True)
+    source = models.CharField(max_length=500, blank=True, help_text="File the entry was loaded from.")
+    yaml_text = models.TextField()
+    spec = models.JSONField(help_text="The validated workflow, as agents.spec.WorkflowSpec data.")
+    # The tool name this workflow is offered under to other agents (agent-as-tool), if any.
+    tool_name = models.CharField(max_length=64, blank=True, db_index=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["name", "version"], name="workflow_name_version")]
+        ordering = ["name", "-version"]
+
+    def __str__(self) -> str:
+        return f"{self.name} v{self.version}"
