@@ -26,28 +26,12 @@ from typing import Protocol
 from django.db.models import Count
 
 from agents import ids
+from agents.events import types_concerning
 from agents.router import COORDINATOR
 from runs.models import Message, Run, Step
 
 # Events after which the graph is drawn again on the live page.
-GRAPH_EVENTS = frozenset(
-    {
-        "workflow_start",
-        "workflow_end",
-        "step_start",
-        "step_end",
-        "step_skipped",
-        "step_cancelled",
-        "error",
-        "worker_spawned",
-        "loop_iteration",
-        "loop_end",
-        "message_sent",
-        "message_dropped",
-        "agent_wake",
-        "agent_idle",
-    }
-)
+GRAPH_EVENTS = types_concerning("graph")
 
 # The node that stands for addresses that are no step. Step ids cannot
 # contain "?", so it never clashes with one.
