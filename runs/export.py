@@ -47,7 +47,7 @@ def _event_row(type_: str, payload: type[EventData]) -> type[_EventRow]:
 @functools.cache
 def event_schema() -> dict[str, Any]:
     """The JSON Schema of one exported event, generated from the event
-    registry (agents.events.payloads): a union of one row per type, told
+    registry (agents.events.registry): a union of one row per type, told
     apart by ``type``, each with its type's ``data``."""
     rows = tuple(_event_row(type_, payload) for type_, payload in REGISTRY.items())
     union = Annotated[Union[rows], Field(discriminator="type")]  # noqa: UP007 (a tuple of types is spread only by Union[])

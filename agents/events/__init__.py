@@ -2,7 +2,7 @@
 
 The ``type`` strings keep zenflow's names so that anyone who knows zenflow's
 progress events can read a zenweb event log. Each type's ``data`` has a
-pydantic model in ``agents.events.payloads`` (the registry); an event is
+pydantic model in ``agents.events.registry``; an event is
 checked against it when it is made, so a wrong payload fails where it is
 emitted, not in a reader. The sink is the only way the runtime reports what
 happened; zenweb's Django sink writes each event in the same transaction as
@@ -16,7 +16,8 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from agents.events.payloads import EVENT_TYPES, REGISTRY, Concern, EventData, EventType, types_concerning
+from agents.events.base import Concern, EventData
+from agents.events.registry import EVENT_TYPES, REGISTRY, EventType, types_concerning
 
 __all__ = [
     "EVENT_TYPES",
@@ -42,7 +43,7 @@ def check_data(type_: str, data: dict[str, Any]) -> None:
     """Raise EventDataError unless ``data`` fits the model of ``type_``."""
     model = REGISTRY.get(type_)
     if model is None:
-        raise EventDataError(f"unknown event type {type_!r}: not in agents.events.payloads.REGISTRY")
+        raise EventDataError(f"unknown event type {type_!r}: not in agents.events.registry.REGISTRY")
     try:
         # The data is stored as given: the model only checks it.
         model.__pydantic_validator__.validate_python(data)

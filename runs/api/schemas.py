@@ -272,7 +272,7 @@ class EventOut(_Response):
     type: str = Field(description=f"One of the event registry's types: {', '.join(EVENT_TYPES)}.")
     step_id: str
     data: dict[str, Any] = Field(
-        description="The payload of its type's model in agents/events/payloads.py "
+        description="The payload of its type's model in agents/events/registry.py "
         "(JSON Schema: /runs/export/events.schema.json)."
     )
     created: datetime

@@ -7,7 +7,7 @@ from typing import get_args
 import pytest
 
 from agents.events import EVENT_TYPES, REGISTRY, Event, EventDataError, EventType, ListSink
-from agents.events.payloads import PAYLOADS, type_of
+from agents.events.registry import PAYLOADS, type_of
 
 
 def test_every_event_type_has_exactly_one_model():
@@ -56,3 +56,12 @@ def test_a_sink_only_ever_sees_checked_events():
         sink.emit(Event("error", "", {"error": None}))
 
     assert sink.events == []
+
+
+def test_a_message_event_names_its_sender_from_as_stored():
+    with pytest.raises(EventDataError, match="from: Field required"):
+        Event(
+            "message_dropped",
+            "a",
+            {"reason": "unknown-step", "sender": "a", "to": "b", "msg_type": "info", "message_id": "m1"},
+        )

@@ -1,81 +1,13 @@
-"""Every event type as a pydantic model of its ``data``, and the registry.
-
-This module is the one list of event types: the runtime, the Django store,
-the live page, the graph, the API and the export's JSON Schema read it.
-A payload model lists exactly the keys an event's ``data`` holds (an
-unknown key is refused), and ``concerns`` says which parts of a run's page
-an event changes, so readers pick types by what they draw, not by name.
-"""
+"""The payload models of the events of a run, its steps, agents' turns,
+messages, loops and workers (the registry is agents/events/registry.py)."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, get_args
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-# What on a run's page an event changes: "graph" the steps' states and the
-# messages between them, "new_steps" the step list (steps added), "tool_calls"
-# the tool-call table, "governance" approvals, claims and the run's result.
-Concern = Literal["graph", "new_steps", "tool_calls", "governance"]
-
-EventType = Literal[
-    "workflow_start",
-    "workflow_end",
-    "step_start",
-    "step_end",
-    "step_skipped",
-    "error",
-    "agent_turn",
-    "tool_call",
-    "message_sent",
-    "agent_inbox_drain",
-    "coordinator_inbox_message",
-    "coordinator_narration",
-    "coordinator_message",
-    "coordinator_synthesis",
-    "message_dropped",
-    "agent_idle",
-    "agent_wake",
-    "max_wake_cycles_warning",
-    "resume_started",
-    "resume_completed",
-    "resume_failed",
-    # zenweb's own, in the same style
-    "step_cancelled",
-    "loop_iteration",
-    "loop_judge",
-    "loop_judged",
-    "loop_end",
-    "worker_spawned",
-    "child_run_linked",
-    "child_run_result",
-    "claim_recorded",
-    "approval_requested",
-    "approval_decided",
-    "approval_lapsed",
-    "tool_started",
-    "tool_result",
-    "run_resumed",
-    "lease_expired",
-    "run_stuck",
-    "catalog_compacted",
-    "coordinator_over_budget",
-    "provider_retry",
-]
-
-EVENT_TYPES: tuple[str, ...] = get_args(EventType)
-
-
-class EventData(BaseModel):
-    """The ``data`` of one event type. ``type`` is not stored in ``data``
-    (the event row has its own column): it defaults to the type's name."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    concerns: ClassVar[frozenset[Concern]] = frozenset()
-
-
-GRAPH: frozenset[Concern] = frozenset({"graph"})
-
+from agents.events.base import GRAPH, EventData
 
 # -- the run and its steps ---------------------------------------------------
 
@@ -334,124 +266,6 @@ class WorkerSpawned(EventData):
     tool_call_id: str
 
 
-# -- tool calls ----------------------------------------------------------------
-
-
-class Artifact(BaseModel):
-    kind: str
-    title: str
-
-
-class ToolCall(EventData):
-    """A call as the model made it: ``phase`` start (with its arguments)
-    and end (with what it returned)."""
-
-    type: Literal["tool_call"] = "tool_call"
-    concerns = frozenset({"tool_calls"})
-    phase: Literal["start", "end"]
-    tool_call_id: str
-    name: str
-    arguments: str | None = None
-    meta: dict[str, str | None] | None = None
-    ok: bool | None = None
-    result: str | None = None
-    duration_ms: int | None = None
-    error_kind: str | None = None
-    bounds: dict[str, Any] | None = None
-    omitted: bool | None = None
-    artifacts: list[Artifact] | None = None
-    # A result that comes later: from a queue, a child run or an approval.
-    pending: bool | None = None
-    queued: bool | None = None
-    child_run_id: str | None = None
-    approval_id: str | None = None
-
-
-class ToolStarted(EventData):
-    type: Literal["tool_started"] = "tool_started"
-    concerns = frozenset({"tool_calls"})
-    tool_call_id: str
-    name: str
-    attempt: int
-    worker: str
-
-
-class ToolResult(EventData):
-    """The late result of a queued or approved call."""
-
-    type: Literal["tool_result"] = "tool_result"
-    concerns = frozenset({"tool_calls"})
-    tool_call_id: str
-    result: str
-    status: str
-    name: str | None = None
-    ok: bool | None = None
-    duration_ms: int | None = None
-    bounds: dict[str, Any] | None = None
-    error_kind: str | None = None
-    approval_id: int | None = None
-
-
-class ChildRunLinked(EventData):
-    type: Literal["child_run_linked"] = "child_run_linked"
-    concerns = frozenset({"tool_calls"})
-    run_id: int
-    agent_id: str
-    parent_run_id: int
-    parent_tool_call_id: str
-
-
-class ChildRunResult(EventData):
-    type: Literal["child_run_result"] = "child_run_result"
-    concerns = frozenset({"tool_calls"})
-    tool_call_id: str
-    run_id: int
-    status: str
-    result: str
-
-
-# -- governance ------------------------------------------------------------------
-
-
-class ClaimRecorded(EventData):
-    type: Literal["claim_recorded"] = "claim_recorded"
-    concerns = frozenset({"governance"})
-    claim_id: int
-    claim: str
-    confidence: float
-    url: str
-
-
-class ApprovalRequested(EventData):
-    type: Literal["approval_requested"] = "approval_requested"
-    concerns = frozenset({"governance"})
-    approval_id: int
-    kind: str
-    what: str
-    why: str
-    arguments: dict[str, Any]
-    # What a destructive workflow will do, when it is known before it runs.
-    actions: list[dict[str, Any]] | None = None
-
-
-class ApprovalDecided(EventData):
-    type: Literal["approval_decided"] = "approval_decided"
-    concerns = frozenset({"governance"})
-    approval_id: int
-    by: str
-    decision: str
-    reason: str
-    approvals: int
-    required: int
-
-
-class ApprovalLapsed(EventData):
-    type: Literal["approval_lapsed"] = "approval_lapsed"
-    concerns = frozenset({"governance"})
-    approval_id: int
-    reason: str
-
-
 PAYLOADS: tuple[type[EventData], ...] = (
     WorkflowStart,
     WorkflowEnd,
@@ -485,27 +299,4 @@ PAYLOADS: tuple[type[EventData], ...] = (
     LoopJudged,
     LoopEnd,
     WorkerSpawned,
-    ToolCall,
-    ToolStarted,
-    ToolResult,
-    ChildRunLinked,
-    ChildRunResult,
-    ClaimRecorded,
-    ApprovalRequested,
-    ApprovalDecided,
-    ApprovalLapsed,
 )
-
-
-def type_of(model: type[EventData]) -> str:
-    """The event type ``model`` is the payload of (its ``type`` default)."""
-    return model.model_fields["type"].default
-
-
-# The registry: event type -> the model of its data.
-REGISTRY: dict[str, type[EventData]] = {type_of(model): model for model in PAYLOADS}
-
-
-def types_concerning(concern: Concern) -> frozenset[str]:
-    """The event types that change ``concern`` on a run's page."""
-    return frozenset(name for name, model in REGISTRY.items() if concern in model.concerns)
