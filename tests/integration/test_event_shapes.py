@@ -10,10 +10,12 @@ from __future__ import annotations
 import jsonschema
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from agents.events import REGISTRY
-from runs.actions import do_create_run
+from runs.actions import do_create_run, do_fail_resume
 from runs.export import event_schema, export_run
+from runs.models import Run, Step
 from tests.conftest import register, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -60,6 +62,18 @@ def test_every_event_of_a_run_fits_its_types_model(celery_worker, owner, name):
     schema = jsonschema.Draft202012Validator(event_schema())
     for row in export_run(run)["events"]:
         schema.validate(row)
+
+
+def test_a_resume_that_failed_says_why_in_a_resume_failed_event(owner):
+    # The one type no workflow here emits: a resume whose model call broke.
+    run = Run.objects.create(workflow=register("relay"), created_by=owner, status="running", started=timezone.now())
+    step = Step.objects.create(run=run, step_id="first", agent="sender", status="completed", resuming=True)
+
+    do_fail_resume(step.pk, "the model is down")
+
+    event = run.events.get(type="resume_failed")
+    assert (event.step_id, event.data) == ("first", {"error": "the model is down"})
+    REGISTRY["resume_failed"].model_validate(event.data)
 
 
 def test_the_export_schema_is_served_next_to_the_export(client, owner):
