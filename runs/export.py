@@ -8,12 +8,15 @@ Tool call arguments go out as stored, with injected fields already masked.
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any, Literal, Union
 
 from django.db import models
 from django.db.models import QuerySet
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 
+from agents.events import REGISTRY, EventData
 from runs.actions.budgets import token_totals
 from runs.models import Approval, ApprovalDecision, Artifact, Claim, Command, Event, Message, Run, Step, ToolCall
 
@@ -21,6 +24,35 @@ FORMAT = "zenweb.run/1"
 # Events can number tens of thousands: read them in chunks, never all at once.
 EVENT_CHUNK = 2000
 EVENT_FIELDS = ("seq", "type", "step_id", "data", "created")
+
+
+class _EventRow(BaseModel):
+    """One event as the export writes it (EVENT_FIELDS)."""
+
+    model_config = ConfigDict(extra="forbid")
+    seq: int
+    step_id: str
+    created: datetime
+
+
+def _event_row(type_: str, payload: type[EventData]) -> type[_EventRow]:
+    return create_model(
+        f"{payload.__name__}Event",
+        __base__=_EventRow,
+        type=(Literal[type_], ...),
+        data=(payload, ...),
+    )
+
+
+@functools.cache
+def event_schema() -> dict[str, Any]:
+    """The JSON Schema of one exported event, generated from the event
+    registry (agents.events.registry): a union of one row per type, told
+    apart by ``type``, each with its type's ``data``."""
+    rows = tuple(_event_row(type_, payload) for type_, payload in REGISTRY.items())
+    union = Annotated[Union[rows], Field(discriminator="type")]  # noqa: UP007 (a tuple of types is spread only by Union[])
+    schema = TypeAdapter(union).json_schema()
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": f"{FORMAT} event", **schema}
 
 
 def _fields(model: type[models.Model], *exclude: str) -> list[str]:

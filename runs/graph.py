@@ -17,30 +17,14 @@ from typing import Protocol
 
 from django.db.models import Count
 
+from agents.events import types_concerning
 from agents.router import COORDINATOR
 from runs.graph_layout import build_graph
 from runs.graph_shapes import Graph, Spoke, Traffic
 from runs.models import Message, Run, Step
 
 # Events after which the graph is drawn again on the live page.
-GRAPH_EVENTS = frozenset(
-    {
-        "workflow_start",
-        "workflow_end",
-        "step_start",
-        "step_end",
-        "step_skipped",
-        "step_cancelled",
-        "error",
-        "worker_spawned",
-        "loop_iteration",
-        "loop_end",
-        "message_sent",
-        "message_dropped",
-        "agent_wake",
-        "agent_idle",
-    }
-)
+GRAPH_EVENTS = types_concerning("graph")
 
 
 GRAPH_STEP_FIELDS = ("run_id", "step_id", "agent", "status", "kind", "position")

@@ -16,6 +16,7 @@ from django.db.models import Count, F, Prefetch
 from django.template.loader import render_to_string
 
 from agents import ids
+from agents.events import types_concerning
 from runs import live_queries
 from runs.actions.budgets import TokenTotals, totals_of
 from runs.actions.commands import coordinator_result
@@ -66,7 +67,7 @@ def _count_unread(run: Run, steps: list[Step]) -> None:
 
 # Events that add steps, or change steps without naming them (a cancel's
 # run-level event): after one, the whole step list is drawn again.
-STEP_LIST_EVENTS = frozenset({"loop_iteration", "worker_spawned"})
+STEP_LIST_EVENTS = types_concerning("new_steps")
 
 
 def changed_steps(events: list[Event]) -> set[str] | None:
@@ -85,7 +86,7 @@ def changed_steps(events: list[Event]) -> set[str] | None:
 
 
 # Events after which the tool-call table is drawn again.
-TOOL_EVENTS = {"tool_call", "tool_started", "tool_result", "lease_expired", "child_run_result", "child_run_linked"}
+TOOL_EVENTS = types_concerning("tool_calls")
 TOOL_CALLS_SHOWN = 200
 
 
@@ -109,7 +110,7 @@ def tool_calls_context(run: Run) -> dict:
 
 
 # Events after which the approvals, claims and coordinator result are drawn again.
-GOVERNANCE_EVENTS = {"approval_requested", "approval_decided", "approval_lapsed", "claim_recorded", "workflow_end"}
+GOVERNANCE_EVENTS = types_concerning("governance")
 
 
 def governance_context(run: Run) -> dict:

@@ -16,6 +16,7 @@ urlpatterns = [
     path("runs/<int:run_id>/graph/", views.run_graph, name="graph"),
     path("runs/<int:run_id>/events/", views.run_events, name="events"),
     path("runs/<int:run_id>/export.json", views.run_export, name="export"),
+    path("runs/export/events.schema.json", views.export_events_schema, name="export-events-schema"),
     path("runs/<int:run_id>/steps/<int:step_pk>/transcript/", views.step_transcript, name="transcript"),
     path("commands/", views.command_create, name="command-create"),
     path("commands/<int:command_id>/", views.command_detail, name="command"),

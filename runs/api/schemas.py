@@ -15,6 +15,7 @@ from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from agents.events import EVENT_TYPES
 from agents.handler import CoordinatorResult
 from runs.models import Approval, Run
 
@@ -266,9 +267,14 @@ class ApprovalBrief(_Response):
 
 class EventOut(_Response):
     seq: int
-    type: str
+    # A str, not the registry's Literal: a type dropped from the registry
+    # must not make an older run unreadable.
+    type: str = Field(description=f"One of the event registry's types: {', '.join(EVENT_TYPES)}.")
     step_id: str
-    data: dict[str, Any]
+    data: dict[str, Any] = Field(
+        description="The payload of its type's model in agents/events/registry.py "
+        "(JSON Schema: /runs/export/events.schema.json)."
+    )
     created: datetime
 
 

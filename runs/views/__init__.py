@@ -7,7 +7,7 @@ from runs.views.claims import claim_list
 from runs.views.commands import command_create, command_detail, workflow_register
 from runs.views.control import run_resume
 from runs.views.events import run_events
-from runs.views.export import run_export
+from runs.views.export import export_events_schema, run_export
 from runs.views.replay import run_replay
 from runs.views.runs import catalog, run_cancel, run_detail, run_graph, run_list, run_start, step_transcript
 
@@ -18,6 +18,7 @@ __all__ = [
     "claim_list",
     "command_create",
     "command_detail",
+    "export_events_schema",
     "run_cancel",
     "run_detail",
     "run_events",

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_safe
 
-from runs.export import export_run
+from runs.export import event_schema, export_run
 from runs.views.access import run_for_user
 
 
@@ -26,3 +26,10 @@ def run_export(request: HttpRequest, run_id: int) -> HttpResponse:
     """GET /runs/<id>/export.json: the whole run, 404 for a run the user may not see."""
     run = run_for_user(request, run_id)
     return json_attachment(export_run(run), f"run-{run.pk}.json")
+
+
+@require_safe
+def export_events_schema(request: HttpRequest) -> HttpResponse:
+    """GET /runs/export/events.schema.json: the JSON Schema of one event of
+    an export's ``events``, generated from the event registry."""
+    return JsonResponse(event_schema(), json_dumps_params={"indent": 1})

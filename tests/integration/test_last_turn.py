@@ -24,11 +24,22 @@ from runs.stores import lock_run
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
 
+def _turn_data(turn: int, content: str) -> dict:
+    return {
+        "turn": turn,
+        "agent": "a",
+        "content": content,
+        "tool_calls": [],
+        "prompt_tokens": None,
+        "completion_tokens": None,
+    }
+
+
 def _write(step: Step, turn: int = 1):
     completed = {"status": Step.Status.COMPLETED, "output": "all done", "finished": timezone.now()}
     now = timezone.now()
     events = [
-        (RuntimeEvent("agent_turn", step.step_id, {"turn": turn, "content": "all done"}), now),
+        (RuntimeEvent("agent_turn", step.step_id, _turn_data(turn, "all done")), now),
         (RuntimeEvent("step_end", step.step_id, {"status": "completed", "output": "all done"}), now),
     ]
     transcript = [{"role": "assistant", "content": "all done"}]
@@ -151,7 +162,7 @@ def test_it_refuses_to_run_inside_a_transaction(pg_run):
 def test_it_stores_what_a_model_said_with_nul_in_it_as_the_other_writers_do(pg_run):
     s1 = pg_run.steps.get(step_id="s1")
     said = "nul\0here, and a backslash: \\u0000"
-    events = [(RuntimeEvent("agent_turn", "s1", {"content": said}), timezone.now())]
+    events = [(RuntimeEvent("agent_turn", "s1", _turn_data(1, said)), timezone.now())]
     completed = {"status": Step.Status.COMPLETED, "output": said, "finished": timezone.now()}
 
     last_turn.write(s1, 1, [{"role": "assistant", "content": said}], (1, 1), completed, events)
@@ -159,7 +170,7 @@ def test_it_stores_what_a_model_said_with_nul_in_it_as_the_other_writers_do(pg_r
     kept = "nul\ufffdhere, and a backslash: \\u0000"
     s1.refresh_from_db()
     assert (s1.output, s1.transcript[-1]["content"]) == (kept, kept)
-    assert pg_run.events.get(type="agent_turn").data == {"content": kept}
+    assert pg_run.events.get(type="agent_turn").data == _turn_data(1, kept)
 
 
 def test_both_writers_of_a_last_turn_leave_the_same_step_and_events(pg_run, monkeypatch):

@@ -51,9 +51,10 @@ def test_events_after_a_cursor_in_order_up_to_a_limit(two_step_run):
     run = two_step_run
     sink = DjangoEventSink(run.pk)
     for n in range(5):
-        sink.emit(RuntimeEvent("agent_turn", "s1", {"n": n, "text": "<b>as written</b>"}))
+        said = {"turn": n, "agent": "a", "content": "<b>as written</b>", "tool_calls": []}
+        sink.emit(RuntimeEvent("agent_turn", "s1", said | {"prompt_tokens": None, "completion_tokens": None}))
 
     events = live_queries.events_after(run.pk, 1, 3)
 
-    assert [(event.seq, event.data["n"]) for event in events] == [(2, 1), (3, 2), (4, 3)]
-    assert events[0].data["text"] == "<b>as written</b>"
+    assert [(event.seq, event.data["turn"]) for event in events] == [(2, 1), (3, 2), (4, 3)]
+    assert events[0].data["content"] == "<b>as written</b>"

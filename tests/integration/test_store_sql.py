@@ -12,6 +12,7 @@ services) on PostgreSQL, where most of these are single statements."""
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
 
 import pytest
 from django.db import DataError, connection, transaction
@@ -23,6 +24,27 @@ from runs import leases, sql, sweeper
 from runs.actions import router_for
 from runs.models import Run, Step
 from runs.stores import DjangoEventSink, events_held, held_savepoint, lock_run, save_last_turn
+
+# A valid payload of each type written here: events are checked against the registry.
+DATA = {
+    "step_start": {"agent": "a"},
+    "agent_turn": {
+        "turn": 1,
+        "agent": "a",
+        "content": "",
+        "tool_calls": [],
+        "prompt_tokens": None,
+        "completion_tokens": None,
+    },
+    "tool_call": {"phase": "start", "tool_call_id": "c1", "name": "t"},
+    "step_end": {"status": "completed", "output": ""},
+    "agent_wake": {"reason": "messages", "cycle": 1, "messages": 0},
+}
+
+
+def _event(type_: str, step_id: str) -> RuntimeEvent:
+    return RuntimeEvent(type_, step_id, DATA[type_])
+
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -95,14 +117,14 @@ def test_it_drops_the_unread_messages_of_an_open_mailbox(run):
 def test_it_writes_a_blocks_held_events_together_in_the_order_they_were_emitted(run):
     with transaction.atomic():
         lock_run(run.pk)
-        DjangoEventSink(run.pk).emit(RuntimeEvent("step_start", "s1", {"n": 1}))
+        DjangoEventSink(run.pk).emit(_event("step_start", "s1"))
         with events_held(run.pk):
-            DjangoEventSink(run.pk).emit(RuntimeEvent("agent_turn", "s1", {"n": 2}))
+            DjangoEventSink(run.pk).emit(_event("agent_turn", "s1"))
             # Another sink of the same run, as helpers make their own: held too.
-            DjangoEventSink(run.pk).emit(RuntimeEvent("tool_call", "s1", {"n": 3}))
+            DjangoEventSink(run.pk).emit(_event("tool_call", "s1"))
             assert run.events.count() == 1  # the held ones are not written yet
-            DjangoEventSink(run.pk).emit(RuntimeEvent("step_end", "s1", {"n": 4}))
-        DjangoEventSink(run.pk).emit(RuntimeEvent("agent_wake", "s2", {"n": 5}))
+            DjangoEventSink(run.pk).emit(_event("step_end", "s1"))
+        DjangoEventSink(run.pk).emit(_event("agent_wake", "s2"))
 
     assert _types_and_seqs(run) == [
         (1, "step_start"),
@@ -111,7 +133,7 @@ def test_it_writes_a_blocks_held_events_together_in_the_order_they_were_emitted(
         (4, "step_end"),
         (5, "agent_wake"),
     ]
-    assert [event.data["n"] for event in run.events.order_by("seq")] == [1, 2, 3, 4, 5]
+    assert [event.data for event in run.events.order_by("seq")] == [DATA[type_] for _, type_ in _types_and_seqs(run)]
     run.refresh_from_db()
     assert run.last_event_seq == 5
 
@@ -120,11 +142,11 @@ def test_it_discards_the_held_events_of_a_savepoint_that_rolled_back(run):
     with transaction.atomic():
         lock_run(run.pk)
         with events_held(run.pk):
-            DjangoEventSink(run.pk).emit(RuntimeEvent("agent_turn", "s1", {"kept": 1}))
+            DjangoEventSink(run.pk).emit(_event("agent_turn", "s1"))
             with pytest.raises(RuntimeError), held_savepoint(run.pk):
                 DjangoEventSink(run.pk).emit(RuntimeEvent("coordinator_narration", "s1", {"text": "half-done"}))
                 raise RuntimeError("the tool broke")
-            DjangoEventSink(run.pk).emit(RuntimeEvent("step_end", "s1", {"kept": 2}))
+            DjangoEventSink(run.pk).emit(_event("step_end", "s1"))
 
     assert _types_and_seqs(run) == [(1, "agent_turn"), (2, "step_end")]
 
@@ -133,10 +155,10 @@ def test_it_discards_held_events_when_the_block_raises(run):
     with pytest.raises(RuntimeError), transaction.atomic():
         lock_run(run.pk)
         with events_held(run.pk):
-            DjangoEventSink(run.pk).emit(RuntimeEvent("agent_turn", "s1", {}))
+            DjangoEventSink(run.pk).emit(_event("agent_turn", "s1"))
             raise RuntimeError("the turn broke")
 
-    DjangoEventSink(run.pk).emit(RuntimeEvent("step_end", "s1", {}))
+    DjangoEventSink(run.pk).emit(_event("step_end", "s1"))
     assert _types_and_seqs(run) == [(1, "step_end")]
 
 
@@ -148,7 +170,8 @@ def test_it_refuses_an_event_type_too_long_for_its_column_on_postgresql(pg_run):
     too_long = "t" * (run.events.model._meta.get_field("type").max_length + 1)
 
     with pytest.raises(DataError, match="too long"), transaction.atomic():
-        DjangoEventSink(run.pk).emit(RuntimeEvent(too_long, "s1", {}))
+        # Not an Event: the registry refuses an unknown type before the column could.
+        DjangoEventSink(run.pk).emit(SimpleNamespace(type=too_long, step_id="s1", data={}))
 
     assert run.events.count() == 0
 

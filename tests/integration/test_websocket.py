@@ -75,7 +75,18 @@ def run_with_steps(user, *events: RuntimeEvent) -> Run:
 async def test_it_sends_the_status_and_the_rows_of_the_steps_an_update_touched(owner):
     run = await database_sync_to_async(run_with_steps)(
         owner,
-        RuntimeEvent("agent_turn", "first", {"turn": 1, "content": "thinking"}),
+        RuntimeEvent(
+            "agent_turn",
+            "first",
+            {
+                "turn": 1,
+                "agent": "a",
+                "content": "thinking",
+                "tool_calls": [],
+                "prompt_tokens": None,
+                "completion_tokens": None,
+            },
+        ),
         RuntimeEvent("coordinator_narration", "coordinator", {"text": "so far so good"}),
     )
     comm = communicator(owner, run, after=0)
