@@ -9,12 +9,10 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
-import contextlib
 import functools
 import logging
 import os
 import threading
-from collections.abc import Iterator
 from datetime import timedelta
 
 from asgiref.sync import SyncToAsync, async_to_sync
@@ -24,7 +22,6 @@ from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR, DropReason, MailboxState, MessageType, RouterMessage
-from runs import held_messages
 from runs.channel_layers import InMemoryChannelLayer
 from runs.models import Event, Message, Run, Step, Workflow
 from runs.pg_text import json_text
@@ -134,84 +131,18 @@ def _in_sync_to_async_thread() -> bool:
 
 
 class DjangoEventSink:
+    """Writes each event as it is emitted, inside the caller's transaction.
+    A turn's events go through its unit of work's sink instead
+    (runs/store/unit_of_work.py), which writes them together."""
+
     def __init__(self, run_id: int) -> None:
         self.run_id = run_id
 
     def emit(self, event: RuntimeEvent) -> None:
-        held = _held_events().get(self.run_id)
-        if held is not None:
-            held.append((event, timezone.now()))
-            return
         # No savepoint: an event that cannot be written fails its transaction.
         with transaction.atomic(savepoint=False):
-            seq = _insert_events(self.run_id, [(event, timezone.now())])[-1]
+            seq = insert_events(self.run_id, [(event, timezone.now())])[-1]
             broadcast_after_commit(self.run_id, seq)
-
-
-# Events of runs whose writing is held (events_held), per thread.
-_held = threading.local()
-
-
-def _held_events() -> dict[int, list[tuple[RuntimeEvent, object]]]:
-    return _held.__dict__.setdefault("runs", {})
-
-
-@contextlib.contextmanager
-def events_held(run_id: int) -> Iterator[None]:
-    """Hold this thread's events of run ``run_id`` and write them together
-    when the block ends: one statement on PostgreSQL for all of a step
-    turn's events, instead of one each, while the run's lock is held.
-
-    Use inside the transaction that holds the run's lock, for a block that
-    reads no events back. If the block raises, its events are discarded
-    with the transaction; a savepoint inside it discards its own events
-    with ``held_savepoint``."""
-    held = _held_events()
-    if run_id in held:  # an outer block writes them
-        yield
-        return
-    held[run_id] = []
-    try:
-        yield
-        events = held.pop(run_id)
-        if events and not transaction.get_rollback():  # no queries in a doomed transaction
-            with transaction.atomic(savepoint=False):
-                broadcast_after_commit(run_id, _insert_events(run_id, events)[-1])
-    finally:
-        held.pop(run_id, None)
-
-
-def take_held_events(run_id: int) -> list[tuple[RuntimeEvent, object]]:
-    """The events held for run ``run_id`` so far, for a caller that writes
-    them now (runs/held_messages.py, with the messages); later ones are
-    held as before."""
-    held = _held_events().get(run_id)
-    if not held:
-        return []
-    taken = list(held)
-    held.clear()
-    return taken
-
-
-@contextlib.contextmanager
-def held_savepoint(run_id: int) -> Iterator[None]:
-    """A savepoint (``transaction.atomic()``) that, when it rolls back, also
-    forgets the events and messages of ``run_id`` held inside it."""
-    events = _held_events().get(run_id)
-    # Copies, not lengths: what was held may be written inside the savepoint
-    # (a flush) and then undone with it; it is held again.
-    events_mark = list(events) if events is not None else []
-    messages = held_messages.held(run_id)
-    messages_mark = messages.mark() if messages is not None else None
-    try:
-        with transaction.atomic():
-            yield
-    except BaseException:
-        if events is not None:
-            events[:] = events_mark
-        if messages is not None:
-            messages.roll_back_to(messages_mark)
-        raise
 
 
 # The newest seq this thread wrote per run, not yet broadcast. A turn writes
@@ -235,7 +166,7 @@ def broadcast_after_commit(run_id: int, seq: int) -> None:
     transaction.on_commit(send)
 
 
-def _insert_events(run_id: int, events: list[tuple[RuntimeEvent, object]]) -> list[int]:
+def insert_events(run_id: int, events: list[tuple[RuntimeEvent, object]]) -> list[int]:
     """Number ``events`` (each with its creation time) with the run's next
     seqs and store them, in order; return their seqs."""
     if connection.vendor != "postgresql":
@@ -428,14 +359,18 @@ class DjangoMailboxStore:
     """Mailboxes are Message rows; a mailbox is addressable when its Step row
     exists, and closed when the step's ``mailbox_closed`` is set."""
 
-    def __init__(self, run_id: int, *, run_locked: bool = False) -> None:
+    def __init__(self, run_id: int, *, run_locked: bool = False, uow=None) -> None:
         """``run_locked``: the caller took the run's lock in a block that
         encloses every use of this store (a step turn's transaction), so the
         store does not take it again: one round trip fewer under the lock.
         A lock taken in a savepoint the store outlives would not do: a
-        savepoint rolled back releases the locks taken inside it."""
+        savepoint rolled back releases the locks taken inside it.
+
+        ``uow``: the unit of work (runs/store/unit_of_work.py) whose block
+        holds this store's messages; without one each is written at once."""
         self.run_id = run_id
         self.run_locked = run_locked
+        self.uow = uow
 
     def register(self, mailbox: str) -> None:
         # Steps are registered by creating their rows when the run starts.
@@ -470,9 +405,9 @@ class DjangoMailboxStore:
         return row is not None and row[0] == Run.Status.CANCELLED
 
     def mailbox_state(self, mailbox: str) -> MailboxState:
-        block = held_messages.held(self.run_id)
-        if block is not None and mailbox in block.states:
-            return block.states[mailbox]
+        kept = self.uow.kept_state(mailbox) if self.uow is not None else None
+        if kept is not None:
+            return kept
         # One query instead of four: it runs for every routed message.
         with plain_cursor() as cursor:
             cursor.execute(_mailbox_state_sql(), [mailbox, mailbox, self.run_id])
@@ -480,12 +415,11 @@ class DjangoMailboxStore:
         if row is None:
             return MailboxState(cancelled=False, registered=False, closed_reason=None, unread=0)
         state = mailbox_state_of(*row)
-        return state if block is None else held_messages.keep_state(block, mailbox, state)
+        return state if self.uow is None else self.uow.keep_state(mailbox, state)
 
     def next_message_id(self, prefix: str) -> str:
-        block = held_messages.held(self.run_id)
-        if block is not None:
-            return f"{prefix}-{held_messages.next_number(block)}"
+        if self.uow is not None:
+            return f"{prefix}-{self.uow.next_number()}"
         return f"{prefix}-{_bump(self.run_id, 'last_message_no')}"
 
     def append(self, message: RouterMessage) -> None:
@@ -560,9 +494,8 @@ class DjangoMailboxStore:
     def _write_held(self) -> None:
         # What reads or changes messages must see the held ones, and what it
         # changes makes the kept mailbox states stale.
-        block = held_messages.held(self.run_id)
-        if block is not None:
-            held_messages.flush(block)
+        if self.uow is not None:
+            self.uow.flush()
 
     def _lock_run(self) -> None:
         # Sends take the run row's lock first (their message number): taking
@@ -586,9 +519,8 @@ class DjangoMailboxStore:
         }
         if message.type == MessageType.CANCEL and not drop_reason and message.recipient != COORDINATOR:
             stop_waiting_after_commit(self.run_id, message.recipient)
-        block = held_messages.held(self.run_id)
-        if block is not None:
-            held_messages.hold(block, values, wake=wake)
+        if self.uow is not None:
+            self.uow.hold_message(values, wake=wake)
         elif not wake:
             insert(Message, **values)
         elif connection.vendor == "postgresql":

@@ -22,10 +22,10 @@ from runs.actions.common import router_for
 from runs.actions.containers import as_runtime, create_steps
 from runs.actions.tool_tasks import stop_unfinished_calls
 from runs.models import Run, Step, Workflow
+from runs.store.unit_of_work import UnitOfWork
 from runs.stores import (
     DjangoEventSink,
     DjangoMailboxStore,
-    events_held,
     request_coordinator_wake,
     schedule_state,
 )
@@ -219,10 +219,9 @@ def _start_steps(run: Run, steps: list[Step]) -> None:
     Step.objects.filter(pk__in=[step.pk for step in steps], status=Step.Status.PENDING).update(
         status=Step.Status.RUNNING, started=timezone.now()
     )
-    sink = DjangoEventSink(run.pk)
-    with events_held(run.pk):
+    with UnitOfWork(run.pk) as uow:
         for step in steps:
-            sink.emit(RuntimeEvent("step_start", step.step_id, {"agent": step.agent}))
+            uow.sink.emit(RuntimeEvent("step_start", step.step_id, {"agent": step.agent}))
     tasks.queue_after_commit(tasks.run_step_turn, [(step.pk, 1) for step in steps])
 
 

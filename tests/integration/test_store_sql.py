@@ -22,7 +22,8 @@ from agents.router import DropReason
 from runs import leases, sql
 from runs.actions import router_for
 from runs.models import Run, Step
-from runs.stores import DjangoEventSink, events_held, held_savepoint, lock_run, save_last_turn
+from runs.store.unit_of_work import UnitOfWork
+from runs.stores import DjangoEventSink, lock_run, save_last_turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -96,12 +97,11 @@ def test_it_writes_a_blocks_held_events_together_in_the_order_they_were_emitted(
     with transaction.atomic():
         lock_run(run.pk)
         DjangoEventSink(run.pk).emit(RuntimeEvent("step_start", "s1", {"n": 1}))
-        with events_held(run.pk):
-            DjangoEventSink(run.pk).emit(RuntimeEvent("agent_turn", "s1", {"n": 2}))
-            # Another sink of the same run, as helpers make their own: held too.
-            DjangoEventSink(run.pk).emit(RuntimeEvent("tool_call", "s1", {"n": 3}))
+        with UnitOfWork(run.pk) as uow:
+            uow.sink.emit(RuntimeEvent("agent_turn", "s1", {"n": 2}))
+            uow.sink.emit(RuntimeEvent("tool_call", "s1", {"n": 3}))
             assert run.events.count() == 1  # the held ones are not written yet
-            DjangoEventSink(run.pk).emit(RuntimeEvent("step_end", "s1", {"n": 4}))
+            uow.sink.emit(RuntimeEvent("step_end", "s1", {"n": 4}))
         DjangoEventSink(run.pk).emit(RuntimeEvent("agent_wake", "s2", {"n": 5}))
 
     assert _types_and_seqs(run) == [
@@ -119,12 +119,12 @@ def test_it_writes_a_blocks_held_events_together_in_the_order_they_were_emitted(
 def test_it_discards_the_held_events_of_a_savepoint_that_rolled_back(run):
     with transaction.atomic():
         lock_run(run.pk)
-        with events_held(run.pk):
-            DjangoEventSink(run.pk).emit(RuntimeEvent("agent_turn", "s1", {"kept": 1}))
-            with pytest.raises(RuntimeError), held_savepoint(run.pk):
-                DjangoEventSink(run.pk).emit(RuntimeEvent("coordinator_narration", "s1", {"text": "half-done"}))
+        with UnitOfWork(run.pk) as uow:
+            uow.sink.emit(RuntimeEvent("agent_turn", "s1", {"kept": 1}))
+            with pytest.raises(RuntimeError), uow.savepoint():
+                uow.sink.emit(RuntimeEvent("coordinator_narration", "s1", {"text": "half-done"}))
                 raise RuntimeError("the tool broke")
-            DjangoEventSink(run.pk).emit(RuntimeEvent("step_end", "s1", {"kept": 2}))
+            uow.sink.emit(RuntimeEvent("step_end", "s1", {"kept": 2}))
 
     assert _types_and_seqs(run) == [(1, "agent_turn"), (2, "step_end")]
 
@@ -132,8 +132,8 @@ def test_it_discards_the_held_events_of_a_savepoint_that_rolled_back(run):
 def test_it_discards_held_events_when_the_block_raises(run):
     with pytest.raises(RuntimeError), transaction.atomic():
         lock_run(run.pk)
-        with events_held(run.pk):
-            DjangoEventSink(run.pk).emit(RuntimeEvent("agent_turn", "s1", {}))
+        with UnitOfWork(run.pk) as uow:
+            uow.sink.emit(RuntimeEvent("agent_turn", "s1", {}))
             raise RuntimeError("the turn broke")
 
     DjangoEventSink(run.pk).emit(RuntimeEvent("step_end", "s1", {}))
