@@ -26,7 +26,7 @@ from agents.runner import (
     step_prompt,
 )
 from agents.spec import AgentSpec, WorkflowOptions, WorkflowSpec
-from runs import last_turn, leases, sql
+from runs import leases, sql
 from runs.actions.approvals import lapse_pending
 from runs.actions.budgets import do_enforce_budget, has_run_limits, run_deadline, timeout_breach
 from runs.actions.catalog import workflow_spec
@@ -37,13 +37,13 @@ from runs.actions.model_calls import model_call
 from runs.actions.tooling import step_tools, tool_env
 from runs.journal import DjangoToolJournal
 from runs.models import Run, Step, ToolCall
+from runs.store import last_turn
 from runs.store.unit_of_work import UnitOfWork
 from runs.stores import (
     DjangoEventSink,
     DjangoMailboxStore,
     broadcast,
     lock_run,
-    save_last_turn,
     stop_waiting_after_commit,
 )
 
@@ -136,7 +136,7 @@ def do_step_turn(step_pk: int, turn: int) -> None:
                 # step completed, in one statement that also reads what
                 # scheduling needs after commit.
                 tokens = (result.prompt_tokens, result.completion_tokens)
-                unread, state = save_last_turn(step, result.transcript, tokens, _completion(result.output))
+                unread, state = last_turn.save(step, result.transcript, tokens, _completion(result.output))
                 enforce_budget_after_commit(run.pk, spec)
                 if state is not None:
                     _completed_by_last_turn(step, result.output, uow, state)
@@ -172,7 +172,7 @@ def _record_turn(step: Step, turn: int) -> int:
 def _last_turn_in_one_trip(step, turn, spec, agent_turn, request, completion, inbox, router, registry, tools) -> bool:
     """Record the usual last turn (an answer, no tool call, no mail read, no
     repeat-until loop to decide next) in one round trip on PostgreSQL
-    (runs/last_turn.py), and say whether it was. False, having written
+    (runs/store/last_turn.py), and say whether it was. False, having written
     nothing, when it does not apply or mail arrived meanwhile: the general
     path below takes the turn then."""
     if completion.tool_calls or inbox or not last_turn.applies() or repeat_loop_of(step.step_id) is not None:
@@ -362,7 +362,7 @@ def _step_end(step: Step, output: str) -> RuntimeEvent:
 
 
 def _completed_by_last_turn(step: Step, output: str, uow: UnitOfWork, state: tuple) -> None:
-    """What follows a completion written by save_last_turn, which read the
+    """What follows a completion written by last_turn.save, which read the
     run's scheduling ``state`` with it."""
     uow.sink.emit(_step_end(step, output))
     uow.flush()  # before a loop's events, written at once
@@ -375,7 +375,7 @@ def _completed_by_last_turn(step: Step, output: str, uow: UnitOfWork, state: tup
 def _complete_step(step: Step, output: str, router: MessageRouter) -> None:
     """End a step that answered while messages still waited for it (past its
     wake cycles or hold timeout, they were dropped): the usual completion,
-    with nothing unread, is written by save_last_turn."""
+    with nothing unread, is written by last_turn.save."""
     router.sink.emit(_step_end(step, output))
     sql.update(Step, _completion(output), "id = %s", [step.pk])
     router.close(step.step_id)
@@ -385,7 +385,7 @@ def _complete_step(step: Step, output: str, router: MessageRouter) -> None:
 
 def schedule_after_commit(run_id: int, state: tuple | None = None) -> None:
     """Schedule the run after commit; ``state``: its scheduling state, read
-    under the run's lock before commit (stores.save_last_turn)."""
+    under the run's lock before commit (last_turn.save)."""
     from runs.actions.lifecycle import schedule
 
     transaction.on_commit(lambda: schedule(run_id, state))

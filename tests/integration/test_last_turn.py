@@ -1,4 +1,4 @@
-"""A step's usual last turn in one round trip on PostgreSQL (runs/last_turn.py):
+"""A step's usual last turn in one round trip on PostgreSQL (runs/store/last_turn.py):
 it records the turn, completes the step, closes its mailbox and numbers its
 events after the run's last, all or nothing; it writes nothing when mail
 arrived during the turn or the turn is no longer the caller's, so that the
@@ -14,11 +14,12 @@ from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from agents.router import DropReason
-from runs import last_turn, sql
+from runs import sql
 from runs.actions import router_for
 from runs.actions.catalog import workflow_spec
 from runs.actions.steps import do_step_turn
 from runs.models import Run, Step
+from runs.store import last_turn
 from runs.stores import lock_run
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 # The most statements each may cost, per database: what they cost today.
 # A tool-less last turn on PostgreSQL: the claim that loads the step (1),
-# the turn written in one pipeline (runs/last_turn.py: 2 statements, one
+# the turn written in one pipeline (runs/store/last_turn.py: 2 statements, one
 # round trip), then the scheduling pass that starts its successor (BEGIN,
 # 5 statements, COMMIT): 10 statements, 8 round trips. SQLite has no
 # last_turn.py path: its events are written one statement each.

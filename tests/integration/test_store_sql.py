@@ -22,8 +22,9 @@ from agents.router import DropReason
 from runs import leases, sql
 from runs.actions import router_for
 from runs.models import Run, Step
+from runs.store import last_turn
 from runs.store.unit_of_work import UnitOfWork
-from runs.stores import DjangoEventSink, lock_run, save_last_turn
+from runs.stores import DjangoEventSink, lock_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -251,7 +252,7 @@ def _last_turn(step: Step) -> tuple[int, tuple | None]:
     completed = {"status": Step.Status.COMPLETED, "output": "all done", "finished": timezone.now()}
     with transaction.atomic():
         lock_run(step.run_id)
-        return save_last_turn(step, [{"role": "assistant", "content": "all done"}], (7, 3), completed)
+        return last_turn.save(step, [{"role": "assistant", "content": "all done"}], (7, 3), completed)
 
 
 def test_a_last_turn_with_an_empty_mailbox_completes_the_step_and_reads_the_runs_state(run):
