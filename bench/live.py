@@ -86,8 +86,8 @@ def write(run_id: int, events: int, rate: float) -> dict[str, Any]:
     from django.db import transaction
 
     from agents.events import Event
+    from runs.store.sql import lock_run
     from runs.store.unit_of_work import UnitOfWork
-    from runs.stores import lock_run
 
     uow = UnitOfWork(run_id)
     committed: list[float] = []

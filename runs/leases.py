@@ -30,9 +30,11 @@ from django.db.models import Max, Q
 from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
-from runs import outbox, sql
+from runs import outbox
 from runs.models import Event, Run, Step
-from runs.stores import DjangoEventSink, lock_run
+from runs.store import rows, sql
+from runs.store.events import DjangoEventSink
+from runs.store.sql import lock_run
 
 log = logging.getLogger(__name__)
 
@@ -70,14 +72,14 @@ def claim(step_pk: int, turn: int, owner: str) -> bool:
     it (or the turn was taken already)."""
     now = timezone.now()
     expires = now + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS)
-    # Plain SQL: it runs on every turn (see runs/sql.py).
+    # Plain SQL: it runs on every turn (see runs/store/sql.py).
     return bool(
         sql.update(
             Step,
             {"lease_owner": owner, "lease_expires": expires},
             "id = %s AND status = %s AND turns = %s "
             "AND (lease_expires IS NULL OR lease_expires < %s OR lease_owner = %s)",
-            [step_pk, Step.Status.RUNNING, turn - 1, sql.db_value(Step, "lease_expires", now), owner],
+            [step_pk, Step.Status.RUNNING, turn - 1, rows.db_value(Step, "lease_expires", now), owner],
         )
     )
 

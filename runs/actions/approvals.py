@@ -41,7 +41,8 @@ from agents.tools.registry import call_key, has_effects
 from runs.actions.catalog import workflow_spec
 from runs.actions.pending import deliver_result
 from runs.models import Approval, ApprovalDecision, Run, Step, ToolCall
-from runs.stores import DjangoEventSink, lock_run
+from runs.store.events import DjangoEventSink
+from runs.store.sql import lock_run
 
 PERMISSION = "runs.decide_approval"
 

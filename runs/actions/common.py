@@ -19,9 +19,10 @@ from agents.runner import TurnResult
 from agents.spec import AgentSpec
 from agents.tools import default_registry
 from runs.models import Approval, Artifact, Run, Step, ToolCall
-from runs.sql import update_returning
+from runs.store.events import DjangoEventSink
+from runs.store.mailboxes import DjangoMailboxStore
+from runs.store.sql import unread_count_sql, update_returning
 from runs.store.unit_of_work import UnitOfWork
-from runs.stores import DjangoEventSink, DjangoMailboxStore, unread_count_sql
 
 REGISTRY = default_registry()
 

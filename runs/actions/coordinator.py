@@ -35,8 +35,10 @@ from runs.actions.model_calls import model_call
 from runs.actions.steps import enforce_budget_after_commit
 from runs.actions.tooling import tool_env, tools_for
 from runs.models import Run, Step
+from runs.store.events import DjangoEventSink
+from runs.store.mailboxes import DjangoMailboxStore
+from runs.store.sql import lock_run
 from runs.store.unit_of_work import UnitOfWork
-from runs.stores import DjangoEventSink, DjangoMailboxStore, lock_run
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +64,7 @@ def do_coordinator_wake(run_id: int) -> None:
         coordinator_busy=True, wake_queued=None
     ):
         # The wake that runs reads what this one was queued for; a later
-        # request may queue another (stores.wake_sql).
+        # request may queue another (runs/store/sql.py wake_sql).
         Run.objects.filter(pk=run_id, wake_queued__isnull=False).update(wake_queued=None)
         return
     try:

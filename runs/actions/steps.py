@@ -26,7 +26,7 @@ from agents.runner import (
     step_prompt,
 )
 from agents.spec import AgentSpec, WorkflowOptions, WorkflowSpec
-from runs import leases, sql
+from runs import leases
 from runs.actions.approvals import lapse_pending
 from runs.actions.budgets import do_enforce_budget, has_run_limits, run_deadline, timeout_breach
 from runs.actions.catalog import workflow_spec
@@ -37,15 +37,12 @@ from runs.actions.model_calls import model_call
 from runs.actions.tooling import step_tools, tool_env
 from runs.journal import DjangoToolJournal
 from runs.models import Run, Step, ToolCall
-from runs.store import last_turn
+from runs.store import last_turn, sql
+from runs.store.events import DjangoEventSink, broadcast
+from runs.store.mailboxes import DjangoMailboxStore
+from runs.store.sql import lock_run
 from runs.store.unit_of_work import UnitOfWork
-from runs.stores import (
-    DjangoEventSink,
-    DjangoMailboxStore,
-    broadcast,
-    lock_run,
-    stop_waiting_after_commit,
-)
+from runs.store.wakes import stop_waiting_after_commit
 
 
 def do_step_turn(step_pk: int, turn: int) -> None:

@@ -29,8 +29,8 @@ from agents.tools.workflows import workflow_tool
 from runs.actions.catalog import InputError, check_inputs, workflow_spec
 from runs.actions.common import REGISTRY
 from runs.models import Approval, Claim, Run, Step, ToolCall, Workflow
+from runs.store.events import DjangoEventSink
 from runs.store.unit_of_work import UnitOfWork
-from runs.stores import DjangoEventSink
 
 
 def tools_for(spec: WorkflowSpec, role: str, requested: Iterable[str]) -> tuple[ToolRegistry, list[Tool]]:

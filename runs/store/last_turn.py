@@ -19,7 +19,7 @@ scheduling state read with that write):
   and, if nothing waits unread, completes the step.
 
 Why one round trip: every step turn records itself under its run's lock
-(runs/sql.py lock_run: event numbers follow commit order, and the last step
+(runs/store/sql.py lock_run: event numbers follow commit order, and the last step
 to end sees every other step done). Sent statement by statement, a turn
 held that lock across four client round trips, and on a busy machine a
 holder waiting for the CPU between two of them kept every other step of the
@@ -31,31 +31,21 @@ before it started.
 
 from __future__ import annotations
 
-import functools
 from datetime import datetime
 
 from django.db import connection
 
 from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR, DropReason
-from runs import sql
-from runs.models import Run, Step, Workflow
+from runs.models import Step
 from runs.pg_text import json_text
-from runs.sql import plain_cursor, table
-from runs.stores import (
-    events_document,
-    insert_events_from,
-    schedule_flags,
-    schedule_state_of,
-    unread_count_of,
-    unread_from,
-)
+from runs.store import rows, sql
 
 
 def applies() -> bool:
     """Whether ``write`` can run here: PostgreSQL, outside any transaction
     (it commits its own)."""
-    return connection.vendor == "postgresql" and not connection.in_atomic_block
+    return sql.can_pipeline()
 
 
 def write(
@@ -65,14 +55,14 @@ def write(
     tokens: tuple[int, int],
     completed: dict,
     events: list[tuple[RuntimeEvent, datetime]],
-) -> tuple[int, tuple] | None:
+) -> tuple[int, sql.ScheduleState] | None:
     """Record turn ``turn`` of ``step`` as its last: store ``transcript``,
     add ``tokens`` (prompt, completion), set ``completed`` (field -> value),
     close its mailbox (a closed mailbox keeps its reason) and store
     ``events`` (each with its creation time), in one committed transaction.
 
     Returns the seq of the last event and the run's scheduling state as
-    stores.schedule_state gives it, this step counted done; None, having
+    sql.schedule_state gives it, this step counted done; None, having
     written nothing, if the step has unread mail or is no longer running
     turn ``turn`` (its ``turns`` is not ``turn - 1``)."""
     db_values = [Step._meta.get_field(name).get_db_prep_save(value, connection) for name, value in completed.items()]
@@ -93,41 +83,22 @@ def write(
         len(events),  # bumped
         step.run_id,  # the events
         len(events),
-        events_document(events),
+        sql.events_document(events),
         COORDINATOR,  # the scheduling flags
         step.pk,
         step.run_id,
     ]
-    row = sql.in_one_round_trip([(sql.lock_run_sql(), [step.run_id]), (_write_sql(tuple(completed)), params)])
+    statements = [(sql.lock_run_sql(), [step.run_id]), (sql.last_turn_write_sql(tuple(completed)), params)]
+    row = rows.in_one_round_trip(statements)
     if row is None:
         return None
     last_seq, *state = row
-    return last_seq, schedule_state_of(*state)
+    return last_seq, sql.schedule_state_of(*state)
 
 
-@functools.cache
-def _write_sql(completed: tuple[str, ...]) -> str:
-    quote = connection.ops.quote_name
-    sets = ", ".join(f"{quote(Step._meta.get_field(name).column)} = %s" for name in completed)
-    return (
-        f"WITH done AS (UPDATE {table(Step)} SET turns = %s, lease_owner = '', lease_expires = NULL, "
-        f"transcript = %s::jsonb, prompt_tokens = prompt_tokens + %s, completion_tokens = completion_tokens + %s, "
-        f"{sets}, mailbox_closed_reason = "
-        "CASE WHEN mailbox_closed_reason = '' THEN %s ELSE mailbox_closed_reason END "
-        f"WHERE id = %s AND status = %s AND turns = %s AND NOT EXISTS(SELECT 1 {unread_from('%s', '%s')}) "
-        "RETURNING run_id), "
-        f"bumped AS (UPDATE {table(Run)} SET last_event_seq = last_event_seq + %s "
-        "WHERE id = (SELECT run_id FROM done) RETURNING last_event_seq), "
-        f"added AS ({insert_events_from('bumped')}) "
-        # Read with the statement's snapshot, which holds neither write above:
-        # the flags leave this step out, as done.
-        f"SELECT bumped.last_event_seq, r.status, r.coordinator_busy, {schedule_flags('r.id', '%s')}, "
-        f"r.workflow_id, w.created FROM bumped, {table(Run)} r JOIN {table(Workflow)} w ON w.id = r.workflow_id "
-        "WHERE r.id = %s"
-    )
-
-
-def save(step: Step, transcript: list, tokens: tuple[int, int], completed: dict) -> tuple[int, tuple | None]:
+def save(
+    step: Step, transcript: list, tokens: tuple[int, int], completed: dict
+) -> tuple[int, sql.ScheduleState | None]:
     """Store a step's turn (``transcript``, ``tokens`` added: prompt,
     completion) and, if its mailbox holds nothing unread, complete the step
     with ``completed`` (field -> value) and close its mailbox as
@@ -162,31 +133,11 @@ def save(step: Step, transcript: list, tokens: tuple[int, int], completed: dict)
         run,
         run,
     ]
-    with plain_cursor() as cursor:
-        cursor.execute(_save_sql(tuple(completed)), params)
+    with rows.plain_cursor() as cursor:
+        cursor.execute(sql.last_turn_save_sql(tuple(completed)), params)
         row = cursor.fetchone()
     if row is None:
         raise Step.DoesNotExist(f"step {step.pk} does not exist")
     step.transcript = transcript
     step.prompt_tokens, step.completion_tokens, step.turns, unread = row[:4]
-    return unread, None if unread else schedule_state_of(*row[4:])
-
-
-@functools.cache
-def _save_sql(completed: tuple[str, ...]) -> str:
-    quote = connection.ops.quote_name
-    empty = f"{unread_count_of('%s', '%s')} = 0"
-    cases = ", ".join(
-        f"{column} = CASE WHEN {empty} THEN %s ELSE {column} END"
-        for column in (quote(Step._meta.get_field(name).column) for name in completed)
-    )
-    run = f"FROM {table(Run)} WHERE id = %s"
-    return (
-        f"UPDATE {table(Step)} SET transcript = %s, prompt_tokens = prompt_tokens + %s, "
-        f"completion_tokens = completion_tokens + %s, {cases}, mailbox_closed_reason = "
-        f"CASE WHEN {empty} AND mailbox_closed_reason = '' THEN %s ELSE mailbox_closed_reason END "
-        f"WHERE id = %s RETURNING prompt_tokens, completion_tokens, turns, {unread_count_of('%s', '%s')}, "
-        f"(SELECT status {run}), (SELECT coordinator_busy {run}), {schedule_flags('%s', '%s')}, "
-        f"(SELECT workflow_id {run}), "
-        f"(SELECT w.created FROM {table(Workflow)} w JOIN {table(Run)} r ON r.workflow_id = w.id WHERE r.id = %s)"
-    )
+    return unread, None if unread else sql.schedule_state_of(*row[4:])

@@ -34,8 +34,10 @@ from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR, MailboxState
-from runs.store import held_sql
-from runs.stores import DjangoMailboxStore, broadcast_after_commit, insert_events, lock_run, wake_after_commit
+from runs.store import sql
+from runs.store.events import broadcast_after_commit
+from runs.store.mailboxes import DjangoMailboxStore
+from runs.store.wakes import wake_after_commit
 
 
 @dataclass
@@ -96,8 +98,8 @@ class UnitOfWork:
         holders committed (one statement would read with a snapshot taken
         before it waited for the lock)."""
         held = self._open()
-        lock_run(self.run_id)
-        held.last_no, status, held.states = held_sql.read_counter(self.run_id)
+        sql.lock_run(self.run_id)
+        held.last_no, status, held.states = sql.read_counter(self.run_id)
         return status
 
     @contextlib.contextmanager
@@ -124,7 +126,7 @@ class UnitOfWork:
     def next_number(self) -> int:
         held = self._open()
         if held.last_no is None:
-            held.last_no, _, states = held_sql.read_counter(self.run_id)
+            held.last_no, _, states = sql.read_counter(self.run_id)
             for mailbox, state in states.items():
                 held.states.setdefault(mailbox, state)
         held.last_no += 1
@@ -168,13 +170,11 @@ class UnitOfWork:
         rows, taken, wakes, events = held.rows, held.taken, held.wakes, held.events
         held.rows, held.taken, held.wakes, held.events = [], 0, 0, []
         if taken or rows:
-            if connection.vendor == "postgresql":
-                last_no, busy, last_seq = held_sql.write_with_events(self.run_id, rows, taken, wakes, events)
+            last_no, busy, last_seq = sql.write_held(self.run_id, rows, taken, wakes, events)
+            if last_seq is not None:  # its events went with it
                 if events:
                     broadcast_after_commit(self.run_id, last_seq)
                 events = []
-            else:
-                last_no, busy = held_sql.write(self.run_id, rows, taken, wakes)
             if last_no != held.last_no:
                 # The counter moved under the run's lock: something numbered a
                 # message of this run without this block. Never commit that.
@@ -184,7 +184,7 @@ class UnitOfWork:
             if wakes:
                 wake_after_commit(self.run_id, busy=busy)
         if events:
-            broadcast_after_commit(self.run_id, insert_events(self.run_id, events)[-1])
+            broadcast_after_commit(self.run_id, sql.insert_events(self.run_id, events)[-1])
 
     def _open(self) -> _Held:
         if self._held is None:

@@ -1,5 +1,5 @@
-"""The plain SQL under the mailbox store and the event sink (runs/sql.py,
-runs/stores.py), which differs by database: closing a mailbox drops what it
+"""The plain SQL under the mailbox store and the event sink (runs/store/sql.py,
+runs/store/), which differs by database: closing a mailbox drops what it
 held, oldest first, as workflow-cancelled once the run is cancelled; a
 turn's held events are written together, in order, numbered without gaps;
 a rolled-back savepoint takes its held events with it; a value too long for
@@ -19,12 +19,13 @@ from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from agents.router import DropReason
-from runs import leases, sql
+from runs import leases
 from runs.actions import router_for
 from runs.models import Run, Step
-from runs.store import last_turn
+from runs.store import last_turn, rows, sql
+from runs.store.events import DjangoEventSink
+from runs.store.sql import lock_run
 from runs.store.unit_of_work import UnitOfWork
-from runs.stores import DjangoEventSink, lock_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -192,9 +193,9 @@ def test_scheduling_reads_only_the_unfinished_steps_on_postgresql(pg_run):
     # Asked after every step's end: a 500-step run must not read its 500
     # rows each time. The statuses written into the query must match the
     # partial indexes' conditions (runs/models.py) for the planner to use them.
-    from runs.stores import _schedule_state_sql
+    from runs.store.sql import _schedule_state_sql
 
-    with sql.plain_cursor() as cursor:
+    with rows.plain_cursor() as cursor:
         cursor.execute(f"EXPLAIN {_schedule_state_sql()}", ["coordinator", pg_run.pk])
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "step_pending" in plan

@@ -16,8 +16,8 @@ from django.db import connection, transaction
 from agents.router import COORDINATOR, DropReason, MessageRouter
 from runs.actions import router_for
 from runs.models import Run
+from runs.store.sql import lock_run
 from runs.store.unit_of_work import UnitOfWork
-from runs.stores import lock_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
