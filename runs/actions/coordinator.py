@@ -203,6 +203,8 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
             result = apply_completion(
                 turn, request, completion, shown, router=router, sink=uow.sink, registry=registry, tools=tools
             )
+            # The round's forwards and events go in before the turn is saved;
+            # a synthesis emitted below goes in when the block ends.
             uow.flush()
             save_turn(coordinator, result)
             enforce_budget_after_commit(run.pk, spec)
