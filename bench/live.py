@@ -2,9 +2,9 @@
 daphne and channels_redis (RedisPubSubChannelLayer, as settings choose with
 REDIS_URL).
 
-A writer process stands in for a worker: it writes events with
-DjangoEventSink, five to a transaction (one step turn's worth), held and
-written together as a turn's are (events_held), and notes the time each
+A writer process stands in for a worker: it writes events through a unit
+of work's sink, five to a transaction (one step turn's worth), held and
+written together as a turn's are (runs/store/unit_of_work.py), and notes the time each
 transaction committed. daphne serves zenweb's ASGI app; 20
 websocket clients, logged in, watch the run page's socket. Each message a
 client gets is the consumer's HTML update, which ends with the last seq it
@@ -86,9 +86,10 @@ def write(run_id: int, events: int, rate: float) -> dict[str, Any]:
     from django.db import transaction
 
     from agents.events import Event
-    from runs.stores import DjangoEventSink, events_held, lock_run
+    from runs.store.sql import lock_run
+    from runs.store.unit_of_work import UnitOfWork
 
-    sink = DjangoEventSink(run_id)
+    uow = UnitOfWork(run_id)
     committed: list[float] = []
     start = time.monotonic()
     written = 0
@@ -99,12 +100,12 @@ def write(run_id: int, events: int, rate: float) -> dict[str, Any]:
             if pause > 0:
                 time.sleep(pause)
         size = min(BATCH, events - written)
-        with transaction.atomic(), events_held(run_id):
+        with transaction.atomic(), uow:
             lock_run(run_id)
             # Registered first, so it runs first after commit: before the broadcasts.
             transaction.on_commit(lambda size=size: committed.extend([time.time()] * size))
             for n in range(size):
-                sink.emit(Event("agent_turn", "talk", {"turn": written + n + 1, "content": "progress"}))
+                uow.sink.emit(Event("agent_turn", "talk", {"turn": written + n + 1, "content": "progress"}))
         written += size
     elapsed = time.monotonic() - start
     return {"committed": committed, "write_rate": events / elapsed}

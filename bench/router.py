@@ -5,9 +5,9 @@ A routed message is one ``send`` (a step to the coordinator) or one
 message stored in the recipient's mailbox, and its ``message_sent`` event
 written. In memory that is InMemoryMailboxStore and a list sink.
 
-Persistent, it is DjangoMailboxStore and DjangoEventSink inside a
-transaction that first takes the run row's lock and holds the events and
-messages routed in it (events_held, messages_held), as a turn does: the run
+Persistent, it is a unit of work's mailbox store and sink
+(runs/store/unit_of_work.py) inside a transaction that first takes the run
+row's lock and holds the events and messages routed in it, as a turn does: the run
 counters moved, the Message and Event rows inserted, a coordinator wake
 requested, and after commit the dashboards notified and the wake task
 published. It is measured with 1, 4 and 16 messages per transaction: a
@@ -121,9 +121,8 @@ def persistent(messages: int, repeats: int, per: int = 1) -> list[float]:
 
     from agents.router import COORDINATOR, MessageRouter
     from runs.actions import do_register_workflow
-    from runs.held_messages import messages_held
     from runs.models import Message, Run, Step
-    from runs.stores import DjangoEventSink, DjangoMailboxStore, events_held
+    from runs.store.unit_of_work import UnitOfWork
 
     workflow, _ = do_register_workflow(WORKFLOW_YAML, "bench/router.py")
     rates = []
@@ -134,14 +133,16 @@ def persistent(messages: int, repeats: int, per: int = 1) -> list[float]:
             Step(run=run, step_id=step, agent="worker", position=n, status=Step.Status.RUNNING)
             for n, step in enumerate(STEPS)
         )
-        router = MessageRouter(DjangoMailboxStore(run.pk), DjangoEventSink(run.pk))
+        uow = UnitOfWork(run.pk)
+        router = MessageRouter(uow.mailboxes, uow.sink)
 
         @contextlib.contextmanager
-        def in_transaction(kind: str, run_id: int = run.pk):
+        def in_transaction(kind: str, uow: UnitOfWork = uow):
             # As a turn: the run locked, its events and messages held and
             # written together; the coordinator's (coordinator.py) reads the
             # message counter right after taking the lock.
-            with transaction.atomic(), events_held(run_id), messages_held(run_id, lock=True):
+            with transaction.atomic(), uow:
+                uow.lock()
                 yield
 
         def mark_read(run_id: int = run.pk) -> None:

@@ -10,7 +10,7 @@ from channels.layers import InMemoryChannelLayer as ChannelsInMemoryChannelLayer
 
 class InMemoryChannelLayer(ChannelsInMemoryChannelLayer):
     """Embedded, worker threads broadcast from an event loop of their own
-    (runs/stores.py ``broadcast``) to the queues daphne's loop waits on. An
+    (runs/store/events.py ``broadcast``) to the queues daphne's loop waits on. An
     asyncio queue is not thread-safe: a put from another loop hands the
     waiting consumer its message without waking its loop, so the dashboard
     heard of the event only when something else woke that loop (its poll, at

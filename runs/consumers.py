@@ -27,7 +27,7 @@ from django.db.models import Q
 from agents.router import COORDINATOR
 from runs import actions, live, partials
 from runs.models import Run, Step
-from runs.stores import run_group
+from runs.store.events import run_group
 
 log = logging.getLogger(__name__)
 

@@ -26,8 +26,8 @@ from django.db import connection, models
 from django.db.models import Q
 from django.utils import timezone
 
-from runs import sql
 from runs.models import Run, Step
+from runs.store import rows, sql
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def claim(step_pk: int, turn: int, owner: str) -> bool:
     it (or the turn was taken already)."""
     now = timezone.now()
     expires = now + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS)
-    # Plain SQL: it runs on every turn (see runs/sql.py).
+    # Plain SQL: it runs on every turn (see runs/store/sql.py).
     return bool(
         sql.update(
             Step,
@@ -70,7 +70,7 @@ def claim(step_pk: int, turn: int, owner: str) -> bool:
             {"lease_owner": owner, "lease_expires": expires, "turn_queued": None},
             "id = %s AND status = %s AND turns = %s "
             "AND (lease_expires IS NULL OR lease_expires < %s OR lease_owner = %s)",
-            [step_pk, Step.Status.RUNNING, turn - 1, sql.db_value(Step, "lease_expires", now), owner],
+            [step_pk, Step.Status.RUNNING, turn - 1, rows.db_value(Step, "lease_expires", now), owner],
         )
     )
 

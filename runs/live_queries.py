@@ -5,7 +5,7 @@ Every dashboard of a running run gets an update per commit of the run, and
 one process renders them all, one at a time: built by the ORM these reads
 took 10 of a 5-event update's 13 ms, most of it building the queries. Here
 each statement is written once, prepared on the connection, and its rows
-become model instances converted as the ORM converts them (runs/sql.py).
+become model instances converted as the ORM converts them (runs/store/rows.py).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from django.db import connection
 
 from runs.actions.budgets import ROLE_SQL, ROLES, Tokens, TokenTotals
 from runs.models import Event, Run, Step, Workflow
-from runs.sql import WORKFLOW_TEXT, instance, instances, plain_cursor, run_joins, select_columns, table
-from runs.stores import unread_count_of
+from runs.store.rows import instance, instances, plain_cursor, select_columns, table
+from runs.store.sql import WORKFLOW_TEXT, run_joins, unread_count_of
 
 # A step row as the step list shows it: never its transcript or variables.
 STEP_ROW_UNUSED = ("transcript", "variables")

@@ -22,7 +22,7 @@ import time
 from django.core.cache import caches
 
 from agents.llm import PartialOutput
-from runs.stores import send_to_dashboards
+from runs.store.events import send_to_dashboards
 
 log = logging.getLogger(__name__)
 

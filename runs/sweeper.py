@@ -28,7 +28,8 @@ from django.utils import timezone
 from agents.events import Event as RuntimeEvent
 from runs import outbox
 from runs.models import Event, Run, Step
-from runs.stores import DjangoEventSink, lock_run
+from runs.store.events import DjangoEventSink
+from runs.store.sql import lock_run
 
 log = logging.getLogger(__name__)
 

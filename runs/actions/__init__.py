@@ -3,7 +3,7 @@
 ``do_*`` functions write; ``check_*`` validate input and raise with a clear
 message; ``access_*`` fetch with a permission check. Views, commands, tasks
 and consumers call these and stay thin. Each ``do_*`` runs in a transaction,
-and its events commit with it (runs/stores.py broadcasts them after commit).
+and its events commit with it (runs/store/events.py broadcasts them after commit).
 
 catalog.py   workflow versions and run inputs
 lifecycle.py creating, starting, scheduling, finishing and cancelling runs

@@ -31,6 +31,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
+from agents.events import EventSink
 from agents.llm.scripted import placeholders, render_call
 from agents.spec import WorkflowSpec
 from agents.tools.builtin.shell import destructive_reason
@@ -40,7 +41,8 @@ from agents.tools.registry import call_key, has_effects
 from runs.actions.catalog import workflow_spec
 from runs.actions.pending import deliver_result
 from runs.models import Approval, ApprovalDecision, Run, Step, ToolCall
-from runs.stores import DjangoEventSink, lock_run
+from runs.store.events import DjangoEventSink
+from runs.store.sql import lock_run
 
 PERMISSION = "runs.decide_approval"
 
@@ -65,9 +67,11 @@ def request_approval(
     arguments: dict[str, Any],
     step_id: str = "",
     actions: list[dict[str, Any]] | None = None,
+    sink: EventSink | None = None,
 ) -> Approval:
-    """Create a pending approval and say so in the run's events. Call inside
-    the transaction that pauses the work."""
+    """Create a pending approval and say so in the run's events (through
+    ``sink``, a turn's, else written at once). Call inside the transaction
+    that pauses the work."""
     policy = workflow_spec(run.workflow).approval
     approval = Approval.objects.create(
         run=run,
@@ -82,7 +86,7 @@ def request_approval(
         required_approvals=policy.approvers,
         expires_at=timezone.now() + timedelta(seconds=policy.expires_after) if policy.expires_after else None,
     )
-    DjangoEventSink(run.pk).emit(
+    (sink or DjangoEventSink(run.pk)).emit(
         RuntimeEvent(
             "approval_requested",
             step_id,

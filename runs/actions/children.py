@@ -18,7 +18,7 @@ from agents.tools.errors import RetryHint, failure_text
 from agents.tools.results import ToolResult
 from runs.actions.pending import deliver_result
 from runs.models import Run, Step, ToolCall
-from runs.stores import lock_run
+from runs.store.sql import lock_run
 
 
 def do_deliver_child_result(child_id: int) -> None:

@@ -32,7 +32,7 @@ from agents.handler import Claim as ClaimData
 from agents.llm import ProviderError, build_provider
 from runs.actions.catalog import InputError, workflow_spec
 from runs.models import Command, Event, Run, Workflow
-from runs.stores import DjangoEventSink
+from runs.store.events import DjangoEventSink
 
 log = logging.getLogger(__name__)
 

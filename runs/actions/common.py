@@ -13,14 +13,17 @@ from django.utils import timezone
 
 from agents import ids, scheduler
 from agents.events import Event as RuntimeEvent
+from agents.events import EventSink
 from agents.llm import Provider, build_provider
-from agents.router import DropReason, MessageRouter, Rejection, Resolver, RouterMessage
+from agents.router import DropReason, MailboxStore, MessageRouter, Rejection, Resolver, RouterMessage
 from agents.runner import TurnResult
 from agents.spec import AgentSpec
 from agents.tools import default_registry
 from runs.models import Approval, Artifact, Run, Step, ToolCall
-from runs.sql import update_returning
-from runs.stores import DjangoEventSink, DjangoMailboxStore, unread_count_sql
+from runs.store.events import DjangoEventSink
+from runs.store.mailboxes import DjangoMailboxStore
+from runs.store.sql import unread_count_sql, update_returning
+from runs.store.unit_of_work import UnitOfWork
 
 REGISTRY = default_registry()
 
@@ -63,7 +66,12 @@ ROUTER_RUN_FIELDS = ("status", "workflow__id", "workflow__created")
 
 
 def router_for(
-    run: Run | int, *, finishing: bool = False, context_sender: str | None = None, run_locked: bool = False
+    run: Run | int,
+    *,
+    finishing: bool = False,
+    context_sender: str | None = None,
+    run_locked: bool = False,
+    uow: UnitOfWork | None = None,
 ) -> MessageRouter:
     """The router of a run (a Run with its workflow, or its id). ``finishing``
     is set during the coordinator's last wake: a forward to a finished step
@@ -71,17 +79,22 @@ def router_for(
     message the coordinator is handling: a bare target id that matches
     several iterations picks that step's. ``run_locked``: see
     DjangoMailboxStore; only for a router used inside the block that took
-    the run's lock."""
+    the run's lock. ``uow``: the unit of work whose block the router
+    routes in (its mailbox store and sink hold what it writes)."""
     if not isinstance(run, Run):
         # Built several times a turn: load only what the limits, the resumer
         # and the resolver read (a stored spec is parsed once per process).
         run = Run.objects.select_related("workflow").only(*ROUTER_RUN_FIELDS).get(pk=run)
     limits = Limits.of(run)
+    if uow is not None:
+        store, sink = uow.mailboxes, uow.sink
+    else:
+        store, sink = DjangoMailboxStore(run.pk, run_locked=run_locked), DjangoEventSink(run.pk)
     return MessageRouter(
-        DjangoMailboxStore(run.pk, run_locked=run_locked),
-        DjangoEventSink(run.pk),
+        store,
+        sink,
         max_mailbox_size=limits.max_mailbox_size,
-        resumer=Resumer(run, limits, finishing),
+        resumer=Resumer(run, limits, finishing, store, sink),
         resolver=_resolver(run, context_sender),
     )
 
@@ -104,10 +117,13 @@ class Resumer:
     """A forward to a completed step resumes it for one more turn, when the
     step has a transcript within the cap and resumes left."""
 
-    def __init__(self, run: Run, limits: Limits, finishing: bool) -> None:
+    def __init__(self, run: Run, limits: Limits, finishing: bool, store: MailboxStore, sink: EventSink) -> None:
         self.run = run
         self.limits = limits
         self.finishing = finishing
+        # The router's: a message and event of a turn go where its others go.
+        self.store = store
+        self.sink = sink
 
     def __call__(self, message: RouterMessage) -> DropReason | None:
         from runs import tasks
@@ -123,8 +139,8 @@ class Resumer:
             return DropReason.TRANSCRIPT_TOO_LARGE
         if step.resumes >= self.limits.step_wake_cycles:
             return DropReason.MAX_WAKE_CYCLES
-        DjangoMailboxStore(self.run.pk).append(message)
-        sink = DjangoEventSink(self.run.pk)
+        self.store.append(message)
+        sink = self.sink
         already = step.resuming
         Step.objects.filter(pk=step.pk).update(resuming=True, resumes=F("resumes") + (0 if already else 1))
         if not already:

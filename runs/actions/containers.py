@@ -18,12 +18,13 @@ from agents import ids, scheduler
 from agents.events import Event as RuntimeEvent
 from agents.llm import ProviderError
 from agents.llm.base import CompletionRequest
-from runs import sql
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import provider_for
 from runs.actions.model_calls import model_call
 from runs.models import Run, Step
-from runs.stores import DjangoEventSink, lock_run
+from runs.store import sql
+from runs.store.events import DjangoEventSink
+from runs.store.sql import lock_run
 
 
 def create_steps(run: Run, runtime_steps: Iterable[scheduler.RuntimeStep]) -> list[Step]:

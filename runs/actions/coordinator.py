@@ -34,9 +34,11 @@ from runs.actions.lifecycle import (
 from runs.actions.model_calls import model_call
 from runs.actions.steps import enforce_budget_after_commit
 from runs.actions.tooling import tool_env, tools_for
-from runs.held_messages import messages_held
 from runs.models import Run, Step
-from runs.stores import DjangoEventSink, DjangoMailboxStore, events_held, lock_run
+from runs.store.events import DjangoEventSink
+from runs.store.mailboxes import DjangoMailboxStore
+from runs.store.sql import lock_run
+from runs.store.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +64,7 @@ def do_coordinator_wake(run_id: int) -> None:
         coordinator_busy=True, wake_queued=None
     ):
         # The wake that runs reads what this one was queued for; a later
-        # request may queue another (stores.wake_sql).
+        # request may queue another (runs/store/sql.py wake_sql).
         Run.objects.filter(pk=run_id, wake_queued__isnull=False).update(wake_queued=None)
         return
     try:
@@ -156,7 +158,9 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
         },
     )
     registry, tools = tools_for(spec, "coordinator", agent.tools)
-    turn.env = tool_env(run, coordinator)
+    # A round's writes: held, and written together when it is recorded.
+    uow = UnitOfWork(run.pk)
+    turn.env = tool_env(run, coordinator, uow)
     # A wake for messages may well have nothing to say; one that must plan
     # or finish the run has not done its part with an empty answer.
     turn.empty_answer_retries = spec.options.max_empty_answer_retries if reason in ("plan", "finish") else None
@@ -168,7 +172,7 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
     # from one step; with several senders it is unclear whom a forward answers.
     senders = {message.sender for message in inbox}
     context = senders.pop() if len(senders) == 1 else None
-    router = router_for(run.pk, finishing=reason == "finish", context_sender=context)
+    router = router_for(run.pk, finishing=reason == "finish", context_sender=context, uow=uow)
     budget = spec.options.budget.coordinator_tokens
     deadline = run_deadline(run, spec.options)
     for round_no in range(MAX_COORDINATOR_ROUNDS):
@@ -189,19 +193,19 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
             budget = None
         with model_call(run.pk, COORDINATOR) as hooks:
             completion = provider.complete(request, **hooks)
-        with transaction.atomic(), events_held(run.pk):
+        with transaction.atomic(), uow:
             # The run's lock, and the message counter read after it: a turn's
             # forwards, written together.
-            with messages_held(run.pk, lock=True) as status:
-                if status is None:  # an outer block holds the messages: not read
-                    status = Run.objects.filter(pk=run.pk).values_list("status", flat=True).get()
-                if status != Run.Status.RUNNING:
-                    # The run ended (cancelled, failed, timed out) while the
-                    # model thought: its answer is neither acted on nor recorded.
-                    return
-                result = apply_completion(
-                    turn, request, completion, shown, router=router, sink=sink, registry=registry, tools=tools
-                )
+            if uow.lock() != Run.Status.RUNNING:
+                # The run ended (cancelled, failed, timed out) while the
+                # model thought: its answer is neither acted on nor recorded.
+                return
+            result = apply_completion(
+                turn, request, completion, shown, router=router, sink=uow.sink, registry=registry, tools=tools
+            )
+            # The round's forwards and events go in before the turn is saved;
+            # a synthesis emitted below goes in when the block ends.
+            uow.flush()
             save_turn(coordinator, result)
             enforce_budget_after_commit(run.pk, spec)
             if result.finalized is not None:
@@ -211,7 +215,7 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
                 # calling finalize has still given the run's result (an empty
                 # answer never gets here: it got a hint or failed the run).
                 summary = result.output.strip()[:MAX_MESSAGE_CHARS]
-                sink.emit(RuntimeEvent("coordinator_synthesis", COORDINATOR, {"summary": summary}))
+                uow.sink.emit(RuntimeEvent("coordinator_synthesis", COORDINATOR, {"summary": summary}))
                 Run.objects.filter(pk=run.pk).update(result=summary)
         if result.status == "failed":
             do_fail_run(run.pk, f"coordinator: {result.error}")

@@ -22,13 +22,11 @@ from runs.actions.common import router_for
 from runs.actions.containers import as_runtime, create_steps
 from runs.actions.tool_tasks import stop_unfinished_calls
 from runs.models import Run, Step, Workflow
-from runs.stores import (
-    DjangoEventSink,
-    DjangoMailboxStore,
-    events_held,
-    request_coordinator_wake,
-    schedule_state,
-)
+from runs.store.events import DjangoEventSink
+from runs.store.mailboxes import DjangoMailboxStore
+from runs.store.sql import schedule_state
+from runs.store.unit_of_work import UnitOfWork
+from runs.store.wakes import request_coordinator_wake
 
 
 def do_create_run(
@@ -128,7 +126,7 @@ def schedule(run_id: int, state: tuple | None = None) -> None:
     Dependents wait while the coordinator has messages to route, so that a
     message a finished step sent for them is in their inbox before their
     first turn. When every step is done, the coordinator is woken to finish.
-    ``state``: the run's flags as stores.schedule_state gives them, read
+    ``state``: the run's flags as sql.schedule_state gives them, read
     under the run's lock by the transaction that just committed.
     """
     # This runs after every step's end. Most find no pending step (a
@@ -154,7 +152,7 @@ def _schedule_state(run_id: int, state: tuple | None = None) -> tuple | None:
     """The run's status and coordinator_busy, whether the coordinator has
     unread mail, a step is pending, and every step is done (``all_done``),
     and its workflow's spec (read by key: parsed specs are kept). Read
-    unless ``state`` has them (stores.schedule_state's tuple)."""
+    unless ``state`` has them (sql.ScheduleState)."""
     state = state or schedule_state(run_id)
     if state is None:
         return None
@@ -221,10 +219,9 @@ def _start_steps(run: Run, steps: list[Step]) -> None:
     Step.objects.filter(pk__in=[step.pk for step in steps], status=Step.Status.PENDING).update(
         status=Step.Status.RUNNING, started=now, turn_queued=now
     )
-    sink = DjangoEventSink(run.pk)
-    with events_held(run.pk):
+    with UnitOfWork(run.pk) as uow:
         for step in steps:
-            sink.emit(RuntimeEvent("step_start", step.step_id, {"agent": step.agent}))
+            uow.sink.emit(RuntimeEvent("step_start", step.step_id, {"agent": step.agent}))
     tasks.queue_after_commit(tasks.run_step_turn, [(step.pk, 1) for step in steps])
 
 

@@ -12,7 +12,7 @@ from django.db import transaction
 from agents.events import Event as RuntimeEvent
 from agents.llm import PartialOutput, ProviderRetry
 from runs import partials
-from runs.stores import DjangoEventSink
+from runs.store.events import DjangoEventSink
 
 
 def do_record_provider_retry(run_id: int, step_id: str, retry: ProviderRetry) -> None:

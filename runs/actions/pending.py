@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from runs.models import Run, Step, ToolCall
-from runs.stores import DjangoEventSink
+from runs.store.events import DjangoEventSink
 
 
 def deliver_result(

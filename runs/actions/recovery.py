@@ -16,7 +16,9 @@ from django.utils import timezone
 from agents.events import Event as RuntimeEvent
 from runs.actions.tool_tasks import dispatch_after_commit, queued_calls
 from runs.models import Run, Step, ToolCall
-from runs.stores import DjangoEventSink, lock_run, request_coordinator_wake
+from runs.store.events import DjangoEventSink
+from runs.store.sql import lock_run
+from runs.store.wakes import request_coordinator_wake
 
 
 def do_resume_run(run_id: int, reason: str) -> list[str]:

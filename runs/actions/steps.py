@@ -26,7 +26,7 @@ from agents.runner import (
     step_prompt,
 )
 from agents.spec import AgentSpec, WorkflowOptions, WorkflowSpec
-from runs import last_turn, leases, sql
+from runs import leases
 from runs.actions.approvals import lapse_pending
 from runs.actions.budgets import do_enforce_budget, has_run_limits, run_deadline, timeout_breach
 from runs.actions.catalog import workflow_spec
@@ -35,18 +35,14 @@ from runs.actions.common import REGISTRY, Limits, provider_for, router_for, save
 from runs.actions.containers import after_step_terminal, repeat_loop_of
 from runs.actions.model_calls import model_call
 from runs.actions.tooling import step_tools, tool_env
-from runs.held_messages import messages_held
 from runs.journal import DjangoToolJournal
 from runs.models import Run, Step, ToolCall
-from runs.stores import (
-    DjangoEventSink,
-    DjangoMailboxStore,
-    broadcast,
-    events_held,
-    lock_run,
-    save_last_turn,
-    stop_waiting_after_commit,
-)
+from runs.store import last_turn, sql
+from runs.store.events import DjangoEventSink, broadcast
+from runs.store.mailboxes import DjangoMailboxStore
+from runs.store.sql import lock_run
+from runs.store.unit_of_work import UnitOfWork
+from runs.store.wakes import stop_waiting_after_commit
 
 
 def do_step_turn(step_pk: int, turn: int) -> None:
@@ -76,7 +72,9 @@ def do_step_turn(step_pk: int, turn: int) -> None:
         instructions = Template(step.instructions).safe_substitute(variables)
         prompt = step_prompt(instructions, _dependency_outputs(step))
         step.transcript = new_step_transcript(step.step_id, agent, prompt)
-    agent_turn = _agent_turn(run, step, agent, variables)
+    # The turn's writes: held, and written together when it is recorded.
+    uow = UnitOfWork(run.pk)
+    agent_turn = _agent_turn(run, step, agent, variables, uow)
     agent_turn.empty_answer_retries = spec.options.max_empty_answer_retries
     registry, tools = step_tools(spec, step)
     request = build_request(agent_turn, tools, inbox, deadline=turn_deadline(run, step, spec.options))
@@ -111,23 +109,20 @@ def do_step_turn(step_pk: int, turn: int) -> None:
     # sends to the coordinator: the run's status, read before the model
     # answered, is never consulted.) It routes only inside the block whose
     # first UPDATE takes the run's lock: it need not take it again.
-    router = router_for(run, run_locked=True)
+    router = router_for(run, uow=uow)
     if _last_turn_in_one_trip(step, turn, spec, agent_turn, request, completion, inbox, router, registry, tools):
         return
-    sink = DjangoEventSink(run.pk)
     with transaction.atomic():
         # Record the turn, with the run's lock: if another worker recorded it
         # first (our lease had expired and the turn was handed on), this one yields.
         if not _record_turn(step, turn):
             return
-        # The turn's events go in together, in one statement on PostgreSQL.
-        with events_held(run.pk):
+        # The turn's events and messages go in together, in one statement on PostgreSQL.
+        with uow:
             try:
-                # Its messages too, while its tool calls route them.
-                with messages_held(run.pk):
-                    result = apply_completion(
-                        agent_turn, request, completion, inbox, router=router, sink=sink, registry=registry, tools=tools
-                    )
+                result = apply_completion(
+                    agent_turn, request, completion, inbox, router=router, sink=uow.sink, registry=registry, tools=tools
+                )
             except DoubleDrainError:
                 # Another worker already delivered these messages: this turn is a
                 # duplicate, and rolling it back keeps each message read once.
@@ -138,27 +133,26 @@ def do_step_turn(step_pk: int, turn: int) -> None:
                 # step completed, in one statement that also reads what
                 # scheduling needs after commit.
                 tokens = (result.prompt_tokens, result.completion_tokens)
-                unread, state = save_last_turn(step, result.transcript, tokens, _completion(result.output))
+                unread, state = last_turn.save(step, result.transcript, tokens, _completion(result.output))
                 enforce_budget_after_commit(run.pk, spec)
                 if state is not None:
-                    _completed_by_last_turn(step, result.output, sink, state)
+                    _completed_by_last_turn(step, result.output, uow, state)
                     return
             else:
                 # A turn that continues queues the next (_next_turn below): marked with it.
                 unread = save_turn(step, result, next_turn_queued=result.status == "continue")
                 enforce_budget_after_commit(run.pk, spec)
             broken_policy = _tool_policy_breach(step, spec.options, result) if result.tool_calls else None
-            if result.status == "failed":
-                do_fail_step(step.pk, result.error)
-            elif broken_policy:
-                do_fail_step(step.pk, broken_policy)
+            if result.status == "failed" or broken_policy:
+                uow.flush()  # the turn's events before the failure's, written at once
+                do_fail_step(step.pk, result.error if result.status == "failed" else broken_policy)
             elif result.status == "waiting":
                 # Tasks, a child run or a person answer its calls; the last
                 # answer takes the next turn. A cancel that came while the
                 # model answered would wait for that too: it is acted on now.
                 if unread:
                     stop_waiting_after_commit(run.pk, step.step_id)
-            elif result.status == "continue" or _wakes_for_late_messages(step, run, unread, sink, router):
+            elif result.status == "continue" or _wakes_for_late_messages(step, run, unread, uow.sink, router):
                 _next_turn(step.pk, turn + 1)
             else:
                 _complete_step(step, result.output, router)
@@ -177,7 +171,7 @@ def _record_turn(step: Step, turn: int) -> int:
 def _last_turn_in_one_trip(step, turn, spec, agent_turn, request, completion, inbox, router, registry, tools) -> bool:
     """Record the usual last turn (an answer, no tool call, no mail read, no
     repeat-until loop to decide next) in one round trip on PostgreSQL
-    (runs/last_turn.py), and say whether it was. False, having written
+    (runs/store/last_turn.py), and say whether it was. False, having written
     nothing, when it does not apply or mail arrived meanwhile: the general
     path below takes the turn then."""
     if completion.tool_calls or inbox or not last_turn.applies() or repeat_loop_of(step.step_id) is not None:
@@ -205,7 +199,9 @@ def _last_turn_in_one_trip(step, turn, spec, agent_turn, request, completion, in
     return True
 
 
-def _agent_turn(run: Run, step: Step, agent: AgentSpec, variables: dict[str, str]) -> AgentTurn:
+def _agent_turn(
+    run: Run, step: Step, agent: AgentSpec, variables: dict[str, str], uow: UnitOfWork | None = None
+) -> AgentTurn:
     return AgentTurn(
         run_id=str(run.pk),
         step_id=step.step_id,
@@ -214,7 +210,7 @@ def _agent_turn(run: Run, step: Step, agent: AgentSpec, variables: dict[str, str
         role="step",
         transcript=step.transcript,
         variables=variables,
-        env=tool_env(run, step),
+        env=tool_env(run, step, uow),
     )
 
 
@@ -366,10 +362,11 @@ def _step_end(step: Step, output: str) -> RuntimeEvent:
     return RuntimeEvent("step_end", step.step_id, {"status": Step.Status.COMPLETED, "output": output[:2000]})
 
 
-def _completed_by_last_turn(step: Step, output: str, sink: DjangoEventSink, state: tuple) -> None:
-    """What follows a completion written by save_last_turn, which read the
+def _completed_by_last_turn(step: Step, output: str, uow: UnitOfWork, state: tuple) -> None:
+    """What follows a completion written by last_turn.save, which read the
     run's scheduling ``state`` with it."""
-    sink.emit(_step_end(step, output))
+    uow.sink.emit(_step_end(step, output))
+    uow.flush()  # before a loop's events, written at once
     if after_step_terminal(step):
         schedule_after_commit(step.run_id)  # a loop moved on: the state is stale
     else:
@@ -379,7 +376,7 @@ def _completed_by_last_turn(step: Step, output: str, sink: DjangoEventSink, stat
 def _complete_step(step: Step, output: str, router: MessageRouter) -> None:
     """End a step that answered while messages still waited for it (past its
     wake cycles or hold timeout, they were dropped): the usual completion,
-    with nothing unread, is written by save_last_turn."""
+    with nothing unread, is written by last_turn.save."""
     router.sink.emit(_step_end(step, output))
     sql.update(Step, _completion(output), "id = %s", [step.pk])
     router.close(step.step_id)
@@ -389,7 +386,7 @@ def _complete_step(step: Step, output: str, router: MessageRouter) -> None:
 
 def schedule_after_commit(run_id: int, state: tuple | None = None) -> None:
     """Schedule the run after commit; ``state``: its scheduling state, read
-    under the run's lock before commit (stores.save_last_turn)."""
+    under the run's lock before commit (last_turn.save)."""
     from runs.actions.lifecycle import schedule
 
     transaction.on_commit(lambda: schedule(run_id, state))

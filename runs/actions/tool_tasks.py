@@ -45,7 +45,8 @@ from runs.actions.pending import deliver_result
 from runs.actions.tooling import step_tools, stored_call_context
 from runs.journal import DjangoToolJournal
 from runs.models import Run, Step, ToolCall, ToolExecution
-from runs.stores import DjangoEventSink, lock_run
+from runs.store.events import DjangoEventSink
+from runs.store.sql import lock_run
 
 log = logging.getLogger(__name__)
 

@@ -15,6 +15,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
+from agents.events import EventSink
 from agents.handler import ttl_seconds
 from agents.router import COORDINATOR
 from agents.runner import ToolEnv
@@ -28,7 +29,8 @@ from agents.tools.workflows import workflow_tool
 from runs.actions.catalog import InputError, check_inputs, workflow_spec
 from runs.actions.common import REGISTRY
 from runs.models import Approval, Claim, Run, Step, ToolCall, Workflow
-from runs.stores import DjangoEventSink, held_savepoint
+from runs.store.events import DjangoEventSink
+from runs.store.unit_of_work import UnitOfWork
 
 
 def tools_for(spec: WorkflowSpec, role: str, requested: Iterable[str]) -> tuple[ToolRegistry, list[Tool]]:
@@ -113,15 +115,16 @@ def workspace_of(run_id: int) -> Path:
     return Path(settings.ZENWEB_WORKSPACES) / f"run-{run_id}"
 
 
-def tool_env(run: Run, step: Step) -> ToolEnv:
+def tool_env(run: Run, step: Step, uow: UnitOfWork | None = None) -> ToolEnv:
     """What the tools of ``step``'s turn get: the run store, the workspace,
-    injected values, the destructive-work approval and the call it works for."""
+    injected values, the destructive-work approval and the call it works for.
+    ``uow``: the turn's unit of work, which the run store writes through."""
     parent = step.spawned_by
     if not parent and run.parent_tool_call_id:
         parent = run.parent_tool_call.tool_call_id
     spec = workflow_spec(run.workflow)
     return ToolEnv(
-        host=DjangoToolHost(run.pk),
+        host=DjangoToolHost(run.pk, uow),
         workspace=workspace_of(run.pk),
         injected={"user": run.created_by.get_username() if run.created_by else ""},
         destructive_approved=run.destructive_approved,
@@ -190,13 +193,22 @@ class DjangoToolHost:
     """The run store for tools that change a run's shape. Called inside the
     transaction that records the turn, with the run row locked."""
 
-    def __init__(self, run_id: int) -> None:
+    def __init__(self, run_id: int, uow: UnitOfWork | None = None) -> None:
         self.run_id = run_id
+        self.uow = uow
+
+    @property
+    def sink(self) -> EventSink:
+        """The turn's unit of work's sink while it records the turn; else
+        (a side effect run before that) one that writes at once."""
+        if self.uow is not None and self.uow.is_open:
+            return self.uow.sink
+        return DjangoEventSink(self.run_id)
 
     def isolated(self):
         # A savepoint: a tool that raises leaves no half-written rows (or
-        # held events) behind and the turn's transaction goes on.
-        return held_savepoint(self.run_id)
+        # held events and messages) behind and the turn's transaction goes on.
+        return self.uow.savepoint() if self.uow is not None else transaction.atomic()
 
     def record_claim(self, ctx: ToolContext, claim: dict[str, Any]) -> str:
         ttl = claim.get("ttl") or ""
@@ -214,7 +226,7 @@ class DjangoToolHost:
             ttl=ttl,
             expires_at=timezone.now() + ttl_delta(ttl) if ttl else None,
         )
-        DjangoEventSink(self.run_id).emit(
+        self.sink.emit(
             RuntimeEvent(
                 "claim_recorded",
                 ctx.step_id,
@@ -244,6 +256,7 @@ class DjangoToolHost:
             subject={"tool": tool, "arguments": arguments},
             arguments=arguments,
             step_id=ctx.step_id,
+            sink=self.sink,
         )
         return str(approval.pk)
 
@@ -302,7 +315,7 @@ class DjangoToolHost:
             tools=list(request.tools),
             writes=list(request.writes),
         )
-        DjangoEventSink(run.pk).emit(
+        self.sink.emit(
             RuntimeEvent(
                 "worker_spawned",
                 step_id,
@@ -340,7 +353,7 @@ class DjangoToolHost:
             status=Run.Status.AWAITING_APPROVAL if spec.destructive else Run.Status.PENDING,
         )
         # The ToolCall row is written with the turn, after this; save_turn links it.
-        DjangoEventSink(parent.pk).emit(
+        self.sink.emit(
             RuntimeEvent(
                 "child_run_linked",
                 ctx.step_id,

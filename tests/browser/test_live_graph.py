@@ -33,7 +33,8 @@ FINISH_FIRST = """
 from django.db import transaction
 from agents.events import Event
 from runs.models import Step
-from runs.stores import DjangoEventSink, lock_run
+from runs.store.events import DjangoEventSink
+from runs.store.sql import lock_run
 with transaction.atomic():
     lock_run({run})
     Step.objects.filter(run_id={run}, step_id="first").update(status="completed")

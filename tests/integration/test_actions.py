@@ -12,7 +12,7 @@ from django.db import transaction
 from agents.events import Event as RuntimeEvent
 from runs import actions
 from runs.models import Run, Step
-from runs.stores import DjangoEventSink, run_group
+from runs.store.events import DjangoEventSink, run_group
 from tests.conftest import event_types, register
 
 
@@ -28,7 +28,7 @@ def start(django_capture_on_commit_callbacks, name: str = "relay", inputs=None) 
 
 def received(layer, channel: str, timeout: float = 5.0) -> dict:
     """The next message on ``channel``: a failure, not a hang, if none comes.
-    The broadcast arrives from another thread's loop (runs/stores.py), as a
+    The broadcast arrives from another thread's loop (runs/store/events.py), as a
     worker's does in the embedded layout (runs/channel_layers.py)."""
 
     async def receive() -> dict:

@@ -12,7 +12,7 @@ from runs import leases
 from runs.actions import router_for
 from runs.actions.tooling import tool_env
 from runs.models import Run, Step
-from runs.stores import lock_run
+from runs.store.sql import lock_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -18,7 +18,7 @@ from runs import tasks
 from runs.actions.common import router_for
 from runs.actions.coordinator import do_coordinator_wake
 from runs.models import Run, Step
-from runs.stores import lock_run
+from runs.store.sql import lock_run
 from tests.conftest import register
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -130,7 +130,7 @@ def test_it_leaves_mail_for_a_busy_coordinator_to_the_wake_that_runs(run, wakes)
 
 def test_it_names_a_field_that_the_raw_message_insert_would_leave_empty():
     from runs.models import Message
-    from runs.sql import row_values
+    from runs.store.rows import row_values
 
     # Every other field has a default or is nullable; "created" has neither.
     with pytest.raises(TypeError, match="writes Message rows itself: give it a 'created'"):

@@ -18,7 +18,7 @@ from runs.actions import do_create_run
 from runs.graph import routing_graph
 from runs.graph_shapes import NOWHERE
 from runs.models import Message, Run, Step
-from runs.stores import DjangoEventSink
+from runs.store.events import DjangoEventSink
 from tests.conftest import register, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,4 +1,4 @@
-"""A step's usual last turn in one round trip on PostgreSQL (runs/last_turn.py):
+"""A step's usual last turn in one round trip on PostgreSQL (runs/store/last_turn.py):
 it records the turn, completes the step, closes its mailbox and numbers its
 events after the run's last, all or nothing; it writes nothing when mail
 arrived during the turn or the turn is no longer the caller's, so that the
@@ -14,12 +14,12 @@ from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from agents.router import DropReason
-from runs import last_turn, sql
 from runs.actions import router_for
 from runs.actions.catalog import workflow_spec
 from runs.actions.steps import do_step_turn
 from runs.models import Run, Step
-from runs.stores import lock_run
+from runs.store import last_turn, rows
+from runs.store.sql import lock_run
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -144,19 +144,19 @@ def test_a_step_turn_with_mail_arriving_meanwhile_takes_the_general_path(pg_run,
 
 
 def test_its_statements_commit_together_or_not_at_all(pg_run):
-    bump = (f"UPDATE {sql.table(Run)} SET last_event_seq = 99 WHERE id = %s", [pg_run.pk])
+    bump = (f"UPDATE {rows.table(Run)} SET last_event_seq = 99 WHERE id = %s", [pg_run.pk])
 
     with pytest.raises(DataError):
-        sql.in_one_round_trip([bump, ("SELECT 1 / %s", [0])])
+        rows.in_one_round_trip([bump, ("SELECT 1 / %s", [0])])
 
     assert Run.objects.get(pk=pg_run.pk).last_event_seq == 0
-    assert sql.in_one_round_trip([bump, ("SELECT last_event_seq FROM runs_run WHERE id = %s", [pg_run.pk])]) == (99,)
+    assert rows.in_one_round_trip([bump, ("SELECT last_event_seq FROM runs_run WHERE id = %s", [pg_run.pk])]) == (99,)
     assert Run.objects.get(pk=pg_run.pk).last_event_seq == 99  # committed, and the connection still works
 
 
 def test_it_refuses_to_run_inside_a_transaction(pg_run):
     with transaction.atomic(), pytest.raises(RuntimeError, match="no open transaction"):
-        sql.in_one_round_trip([("SELECT 1", [])])
+        rows.in_one_round_trip([("SELECT 1", [])])
 
 
 def test_it_stores_what_a_model_said_with_nul_in_it_as_the_other_writers_do(pg_run):

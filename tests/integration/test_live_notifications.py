@@ -119,7 +119,7 @@ async def test_it_shares_one_rendering_between_dashboards_asking_for_the_same_up
 
 
 def test_it_logs_a_notification_the_channel_layer_refused(caplog, monkeypatch):
-    from runs import stores
+    from runs.store import events as stores
 
     class Away:
         async def group_send(self, group, message):
@@ -136,7 +136,7 @@ def test_it_logs_a_notification_the_channel_layer_refused(caplog, monkeypatch):
 
 
 def test_it_publishes_pending_notifications_before_the_process_exits(monkeypatch):
-    from runs import stores
+    from runs.store import events as stores
 
     published = []
 
@@ -187,8 +187,8 @@ def test_it_tells_only_runs_somebody_watches_in_this_process(monkeypatch):
     # dashboard opened later reads every event from the database).
     from asgiref.sync import async_to_sync
 
-    from runs import stores
     from runs.channel_layers import InMemoryChannelLayer
+    from runs.store import events as stores
 
     layer = InMemoryChannelLayer()
     monkeypatch.setattr(stores, "get_channel_layer", lambda: layer)

@@ -13,7 +13,8 @@ from runs import live_queries
 from runs.actions import router_for
 from runs.actions.budgets import token_totals, totals_of
 from runs.models import Step
-from runs.stores import DjangoEventSink, lock_run
+from runs.store.events import DjangoEventSink
+from runs.store.sql import lock_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

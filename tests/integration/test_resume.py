@@ -14,7 +14,7 @@ from agents.events import Event as RuntimeEvent
 from runs import live
 from runs.actions.recovery import do_resume_run
 from runs.models import Run, Step
-from runs.stores import DjangoEventSink
+from runs.store.events import DjangoEventSink
 from tests.conftest import register, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -3,7 +3,7 @@ SQLite and on PostgreSQL: each is held at or under what it costs today, so a
 change that adds one fails here and names the new statement.
 
 Counted at the DB-API level (``connection.execute_wrapper``), which sees
-every statement sent through Django's cursors: the ORM's, runs/sql.py's
+every statement sent through Django's cursors: the ORM's, runs/store/sql.py's
 ``plain_cursor`` and the statements it pipelines. Transactions count too:
 a BEGIN (SQLite's comes through a cursor; psycopg sends PostgreSQL's
 itself, when Django turns autocommit off) and a COMMIT each cost a round
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 # The most statements each may cost, per database: what they cost today.
 # A tool-less last turn on PostgreSQL: the claim that loads the step (1),
-# the turn written in one pipeline (runs/last_turn.py: 2 statements, one
+# the turn written in one pipeline (runs/store/last_turn.py: 2 statements, one
 # round trip), then the scheduling pass that starts its successor (BEGIN,
 # 5 statements, COMMIT): 10 statements, 8 round trips. SQLite has no
 # last_turn.py path: its events are written one statement each.

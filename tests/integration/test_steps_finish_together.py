@@ -2,7 +2,7 @@
 of its own on PostgreSQL.
 
 Each step's last turn takes the run's lock and then writes, in one round
-trip (runs/last_turn.py), and reads with that write the flags scheduling
+trip (runs/store/last_turn.py), and reads with that write the flags scheduling
 needs; schedule() then decides on those flags without the lock. However the
 turns interleave, the lock orders them and each write sees every turn
 committed before it: exactly one turn, the last, sees every step done and
@@ -18,10 +18,10 @@ import pytest
 from django.db import connection
 
 from agents.router import COORDINATOR
-from runs import last_turn
 from runs.actions import do_register_workflow
 from runs.actions.steps import do_step_turn
 from runs.models import Run, Step
+from runs.store import last_turn
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 

@@ -1,5 +1,5 @@
-"""The plain SQL under the mailbox store and the event sink (runs/sql.py,
-runs/stores.py), which differs by database: closing a mailbox drops what it
+"""The plain SQL under the mailbox store and the event sink (runs/store/sql.py,
+runs/store/), which differs by database: closing a mailbox drops what it
 held, oldest first, as workflow-cancelled once the run is cancelled; a
 turn's held events are written together, in order, numbered without gaps;
 a rolled-back savepoint takes its held events with it; a value too long for
@@ -20,10 +20,13 @@ from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from agents.router import DropReason
-from runs import leases, sql, sweeper
+from runs import leases, sweeper
 from runs.actions import router_for
 from runs.models import Run, Step
-from runs.stores import DjangoEventSink, events_held, held_savepoint, lock_run, save_last_turn
+from runs.store import last_turn, rows, sql
+from runs.store.events import DjangoEventSink
+from runs.store.sql import lock_run
+from runs.store.unit_of_work import UnitOfWork
 
 # A valid payload of each type written here: events are checked against the registry.
 DATA = {
@@ -118,12 +121,11 @@ def test_it_writes_a_blocks_held_events_together_in_the_order_they_were_emitted(
     with transaction.atomic():
         lock_run(run.pk)
         DjangoEventSink(run.pk).emit(_event("step_start", "s1"))
-        with events_held(run.pk):
-            DjangoEventSink(run.pk).emit(_event("agent_turn", "s1"))
-            # Another sink of the same run, as helpers make their own: held too.
-            DjangoEventSink(run.pk).emit(_event("tool_call", "s1"))
+        with UnitOfWork(run.pk) as uow:
+            uow.sink.emit(_event("agent_turn", "s1"))
+            uow.sink.emit(_event("tool_call", "s1"))
             assert run.events.count() == 1  # the held ones are not written yet
-            DjangoEventSink(run.pk).emit(_event("step_end", "s1"))
+            uow.sink.emit(_event("step_end", "s1"))
         DjangoEventSink(run.pk).emit(_event("agent_wake", "s2"))
 
     assert _types_and_seqs(run) == [
@@ -141,12 +143,12 @@ def test_it_writes_a_blocks_held_events_together_in_the_order_they_were_emitted(
 def test_it_discards_the_held_events_of_a_savepoint_that_rolled_back(run):
     with transaction.atomic():
         lock_run(run.pk)
-        with events_held(run.pk):
-            DjangoEventSink(run.pk).emit(_event("agent_turn", "s1"))
-            with pytest.raises(RuntimeError), held_savepoint(run.pk):
-                DjangoEventSink(run.pk).emit(RuntimeEvent("coordinator_narration", "s1", {"text": "half-done"}))
+        with UnitOfWork(run.pk) as uow:
+            uow.sink.emit(_event("agent_turn", "s1"))
+            with pytest.raises(RuntimeError), uow.savepoint():
+                uow.sink.emit(RuntimeEvent("coordinator_narration", "s1", {"text": "half-done"}))
                 raise RuntimeError("the tool broke")
-            DjangoEventSink(run.pk).emit(_event("step_end", "s1"))
+            uow.sink.emit(_event("step_end", "s1"))
 
     assert _types_and_seqs(run) == [(1, "agent_turn"), (2, "step_end")]
 
@@ -154,8 +156,8 @@ def test_it_discards_the_held_events_of_a_savepoint_that_rolled_back(run):
 def test_it_discards_held_events_when_the_block_raises(run):
     with pytest.raises(RuntimeError), transaction.atomic():
         lock_run(run.pk)
-        with events_held(run.pk):
-            DjangoEventSink(run.pk).emit(_event("agent_turn", "s1"))
+        with UnitOfWork(run.pk) as uow:
+            uow.sink.emit(_event("agent_turn", "s1"))
             raise RuntimeError("the turn broke")
 
     DjangoEventSink(run.pk).emit(_event("step_end", "s1"))
@@ -214,9 +216,9 @@ def test_scheduling_reads_only_the_unfinished_steps_on_postgresql(pg_run):
     # Asked after every step's end: a 500-step run must not read its 500
     # rows each time. The statuses written into the query must match the
     # partial indexes' conditions (runs/models/runs.py) for the planner to use them.
-    from runs.stores import _schedule_state_sql
+    from runs.store.sql import _schedule_state_sql
 
-    with sql.plain_cursor() as cursor:
+    with rows.plain_cursor() as cursor:
         cursor.execute(f"EXPLAIN {_schedule_state_sql()}", ["coordinator", pg_run.pk])
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "step_pending" in plan
@@ -274,7 +276,7 @@ def _last_turn(step: Step) -> tuple[int, tuple | None]:
     completed = {"status": Step.Status.COMPLETED, "output": "all done", "finished": timezone.now()}
     with transaction.atomic():
         lock_run(step.run_id)
-        return save_last_turn(step, [{"role": "assistant", "content": "all done"}], (7, 3), completed)
+        return last_turn.save(step, [{"role": "assistant", "content": "all done"}], (7, 3), completed)
 
 
 def test_a_last_turn_with_an_empty_mailbox_completes_the_step_and_reads_the_runs_state(run):

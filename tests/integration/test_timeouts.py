@@ -16,11 +16,12 @@ from django.utils import timezone
 
 from agents.router import COORDINATOR
 from agents.spec import WorkflowOptions
-from runs import last_turn, sweeper
+from runs import sweeper
 from runs.actions import do_create_run, do_register_workflow
 from runs.actions.approvals import ApprovalError, do_decide
 from runs.actions.steps import do_enforce_step_timeouts, do_step_turn
 from runs.models import Approval, Run, Step, ToolCall
+from runs.store import last_turn
 from tests.conftest import assert_gapless, event_types, register, wait_for, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)

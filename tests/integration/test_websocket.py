@@ -13,7 +13,7 @@ from django.db import transaction
 from agents.events import Event as RuntimeEvent
 from runs.models import Run, Step
 from runs.routing import websocket_urlpatterns
-from runs.stores import DjangoEventSink
+from runs.store.events import DjangoEventSink
 from tests.conftest import register
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -22,7 +22,7 @@ from agents.router import COORDINATOR, DoubleDrainError, DropReason, RouterMessa
 from runs import tasks
 from runs.actions import do_create_run, router_for
 from runs.models import Message, Run, Step
-from runs.stores import DjangoMailboxStore
+from runs.store.mailboxes import DjangoMailboxStore
 from tests.conftest import register, wait_for_run
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]

@@ -10,7 +10,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
-from runs.stores import broadcast, run_group
+from runs.store.events import broadcast, run_group
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db]
 

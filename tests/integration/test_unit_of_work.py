@@ -1,4 +1,4 @@
-"""A turn's messages held and written together (runs/held_messages.py):
+"""A turn's messages held and written together (runs/store/unit_of_work.py):
 numbered in the order they were routed, without gaps, stored when the block
 ends; seen by a drain or close inside the block; counted against the
 mailbox cap while held; forgotten with a savepoint that rolls back, or a
@@ -15,20 +15,20 @@ from django.db import connection, transaction
 
 from agents.router import COORDINATOR, DropReason, MessageRouter
 from runs.actions import router_for
-from runs.held_messages import messages_held
 from runs.models import Run
-from runs.stores import DjangoEventSink, DjangoMailboxStore, events_held, held_savepoint, lock_run
+from runs.store.sql import lock_run
+from runs.store.unit_of_work import UnitOfWork
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @contextlib.contextmanager
-def _turn(run: Run) -> Iterator[None]:
+def _turn(run: Run) -> Iterator[UnitOfWork]:
     """A turn's frame: the run locked, its events and messages held."""
     with transaction.atomic():
         lock_run(run.pk)
-        with events_held(run.pk), messages_held(run.pk):
-            yield
+        with UnitOfWork(run.pk) as uow:
+            yield uow
 
 
 def _stored(run: Run) -> list[tuple[str, str, str]]:
@@ -37,13 +37,11 @@ def _stored(run: Run) -> list[tuple[str, str, str]]:
 
 def test_it_stores_a_blocks_messages_when_it_ends_numbered_in_routing_order(two_step_run):
     run = two_step_run
-    with _turn(run):
-        router = router_for(run.pk)
+    with _turn(run) as uow:
+        router = router_for(run.pk, uow=uow)
         results = [router.send("s1", "one"), router.forward("s2", "two"), router.send("s2", "three")]
-        # Another store of the run, as the resumer makes its own: held too.
-        assert MessageRouter(DjangoMailboxStore(run.pk), DjangoEventSink(run.pk)).forward("s1", "four").text == (
-            "queued: msg-fwd-4"
-        )
+        # Another router of the same unit of work: held too.
+        assert MessageRouter(uow.mailboxes, uow.sink).forward("s1", "four").text == ("queued: msg-fwd-4")
         assert not run.messages.exists()  # held until the block ends
 
     assert [r.text for r in results] == ["queued: msg-send-1", "queued: msg-fwd-2", "queued: msg-send-3"]
@@ -59,14 +57,14 @@ def test_it_stores_a_blocks_messages_when_it_ends_numbered_in_routing_order(two_
     assert run.last_message_no == 4
     assert run.wake_requests == 2  # one per message for the coordinator
 
-    with _turn(run):
-        assert router_for(run.pk).forward("s1", "next turn").text == "queued: msg-fwd-5"
+    with _turn(run) as uow:
+        assert router_for(run.pk, uow=uow).forward("s1", "next turn").text == "queued: msg-fwd-5"
 
 
 def test_a_drain_inside_the_block_reads_the_held_messages(two_step_run):
     run = two_step_run
-    with _turn(run):
-        router = router_for(run.pk)
+    with _turn(run) as uow:
+        router = router_for(run.pk, uow=uow)
         router.send("s1", "for the coordinator")
         router.send("s2", "and another")
         drained = router.drain(COORDINATOR)
@@ -80,8 +78,8 @@ def test_a_drain_inside_the_block_reads_the_held_messages(two_step_run):
 
 def test_a_close_inside_the_block_drops_what_the_block_held_for_it(two_step_run):
     run = two_step_run
-    with _turn(run):
-        router = router_for(run.pk)
+    with _turn(run) as uow:
+        router = router_for(run.pk, uow=uow)
         router.forward("s1", "will be dropped")
         assert router.close("s1") == 1
         late = router.forward("s1", "after the close")
@@ -95,9 +93,8 @@ def test_a_close_inside_the_block_drops_what_the_block_held_for_it(two_step_run)
 
 def test_held_messages_count_against_the_mailbox_cap(two_step_run):
     run = two_step_run
-    store = DjangoMailboxStore(run.pk)
-    with _turn(run):
-        router = MessageRouter(store, DjangoEventSink(run.pk), max_mailbox_size=2)
+    with _turn(run) as uow:
+        router = MessageRouter(uow.mailboxes, uow.sink, max_mailbox_size=2)
         results = [router.forward("s1", f"note {n}") for n in range(3)]
 
     assert [r.status for r in results] == ["queued", "queued", "dropped"]
@@ -108,10 +105,10 @@ def test_held_messages_count_against_the_mailbox_cap(two_step_run):
 
 def test_a_savepoint_that_rolls_back_takes_its_held_messages_and_their_numbers(two_step_run):
     run = two_step_run
-    with _turn(run):
-        router = router_for(run.pk)
+    with _turn(run) as uow:
+        router = router_for(run.pk, uow=uow)
         router.forward("s1", "kept")
-        with pytest.raises(RuntimeError), held_savepoint(run.pk):
+        with pytest.raises(RuntimeError), uow.savepoint():
             router.forward("s2", "lost with the tool")
             router.drain("s1")  # writes the held rows inside the savepoint: undone with it
             raise RuntimeError("the tool broke")
@@ -125,15 +122,15 @@ def test_a_savepoint_that_rolls_back_takes_its_held_messages_and_their_numbers(t
 
 def test_a_block_that_raises_stores_nothing(two_step_run):
     run = two_step_run
-    with pytest.raises(RuntimeError), _turn(run):
-        router_for(run.pk).forward("s1", "never stored")
+    with pytest.raises(RuntimeError), _turn(run) as uow:
+        router_for(run.pk, uow=uow).forward("s1", "never stored")
         raise RuntimeError("the turn broke")
 
     assert not run.messages.exists()
     run.refresh_from_db()
     assert run.last_message_no == 0
-    with _turn(run):
-        assert router_for(run.pk).forward("s1", "first for real").text == "queued: msg-fwd-1"
+    with _turn(run) as uow:
+        assert router_for(run.pk, uow=uow).forward("s1", "first for real").text == "queued: msg-fwd-1"
 
 
 def test_a_held_message_keeps_its_text_as_it_was_sent(two_step_run):
@@ -148,8 +145,8 @@ def test_a_held_message_keeps_its_text_as_it_was_sent(two_step_run):
         "a \\u0000 b",
         "x" * 20_000,
     ]
-    with _turn(run):
-        router = router_for(run.pk)
+    with _turn(run) as uow:
+        router = router_for(run.pk, uow=uow)
         for text in texts:
             router.send("s1", text)
 
@@ -158,7 +155,7 @@ def test_a_held_message_keeps_its_text_as_it_was_sent(two_step_run):
 
 @pytest.mark.services
 def test_a_block_that_takes_the_lock_sees_what_the_locks_last_holder_committed(pg_run):
-    # messages_held(lock=True) takes the run's lock and reads the counter and
+    # UnitOfWork.lock takes the run's lock and reads the counter and
     # mailbox states in one round trip, as two statements: one statement
     # would read the states with a snapshot from before it waited for the
     # lock, and queue a message into a mailbox closed meanwhile.
@@ -167,8 +164,8 @@ def test_a_block_that_takes_the_lock_sees_what_the_locks_last_holder_committed(p
 
     def first_turn() -> None:
         try:
-            with _turn(run):
-                router = router_for(run.pk)
+            with _turn(run) as uow:
+                router = router_for(run.pk, uow=uow)
                 router.send("s1", "one")
                 router.close("s2")
                 holding.set()
@@ -180,9 +177,10 @@ def test_a_block_that_takes_the_lock_sees_what_the_locks_last_holder_committed(p
     first.start()
     assert holding.wait(10)
     threading.Timer(0.5, release.set).start()  # commits while the block below waits
-    with transaction.atomic(), events_held(run.pk), messages_held(run.pk, lock=True):
-        late = router_for(run.pk).forward("s2", "after the close")
-        more = router_for(run.pk).send("s1", "two")
+    with transaction.atomic(), UnitOfWork(run.pk) as uow:
+        uow.lock()
+        late = router_for(run.pk, uow=uow).forward("s2", "after the close")
+        more = router_for(run.pk, uow=uow).send("s1", "two")
     first.join()
 
     assert (late.status, late.reason) == ("dropped", DropReason.TARGET_TERMINAL)

@@ -1,0 +1,146 @@
+"""Events: the sink that writes them, and the notices that tell open
+dashboards a new one exists, sent after commit."""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import functools
+import logging
+import os
+import threading
+
+from asgiref.sync import SyncToAsync, async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+from django.utils import timezone
+
+from agents.events import Event as RuntimeEvent
+from runs.channel_layers import InMemoryChannelLayer
+from runs.store.sql import insert_events
+
+log = logging.getLogger(__name__)
+
+
+def run_group(run_id: int) -> str:
+    return f"run-{run_id}"
+
+
+def broadcast(run_id: int, seq: int) -> None:
+    """Tell open dashboards that event ``seq`` exists. Only the number travels:
+    consumers read the event itself from the database, so a lost notification
+    costs a little latency, never an event."""
+    send_to_dashboards(run_id, {"type": "run.event", "seq": seq}, f"event {seq}")
+
+
+def send_to_dashboards(run_id: int, message: dict, what: str) -> None:
+    """Send ``message`` to the run's group (its open pages), without waiting;
+    ``what`` names it in the warning logged if it cannot be sent."""
+    group = run_group(run_id)
+    layer = get_channel_layer()
+    if layer is None or (isinstance(layer, InMemoryChannelLayer) and not layer.listening(group)):
+        # Nobody to tell: a dashboard that opens later reads every event
+        # from the database once it has joined the group (runs/consumers.py).
+        return
+    try:
+        if _in_sync_to_async_thread():
+            # Back to the loop that runs this thread, as async_to_sync does.
+            async_to_sync(layer.group_send)(group, message)
+        else:
+            sent = asyncio.run_coroutine_threadsafe(layer.group_send(group, message), _broadcast_loop())
+            # Not waited for (about 1 ms a commit): the loop publishes in
+            # order, and a failure costs only latency, which the poll bounds.
+            _in_flight.add(sent)
+            sent.add_done_callback(functools.partial(_log_failed_broadcast, run_id, what))
+    except Exception as exc:  # noqa: BLE001 - Redis away: the consumers' poll still finds the event
+        log.warning("could not notify dashboards of %s of run %s: %s", what, run_id, exc)
+
+
+def _log_failed_broadcast(run_id: int, what: str, sent) -> None:
+    _in_flight.discard(sent)
+    if not sent.cancelled() and sent.exception() is not None:
+        log.warning("could not notify dashboards of %s of run %s: %s", what, run_id, sent.exception())
+
+
+# Broadcasts not yet published. A process that exits right after a commit
+# (a management command, a benchmark's writer) publishes them first, or its
+# last events would reach the dashboards only at their next poll.
+_in_flight: set[concurrent.futures.Future] = set()
+
+
+FLUSH_SECONDS = 2.0
+
+
+@atexit.register
+def _flush_broadcasts() -> None:
+    if _in_flight:
+        concurrent.futures.wait(list(_in_flight), timeout=FLUSH_SECONDS)
+
+
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+_loop_pid = 0
+
+
+_loop_lock = threading.Lock()
+
+
+def _broadcast_loop() -> asyncio.AbstractEventLoop:
+    """This process's event loop for broadcasts, in a thread of its own.
+
+    async_to_sync outside an event loop starts a thread and a new loop for
+    every call (about 2 ms here), and channels_redis, whose connections
+    belong to a loop, connects again each time; one loop that lives on
+    keeps both. A forked child (prefork workers) starts its own."""
+    global _loop, _loop_pid
+    with _loop_lock:
+        if _loop is None or _loop_pid != os.getpid():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="zenweb-broadcast", daemon=True).start()
+            _loop, _loop_pid = loop, os.getpid()
+        return _loop
+
+
+def _in_sync_to_async_thread() -> bool:
+    """True in a thread that sync_to_async runs for an event loop (a view
+    under daphne, a consumer's database helper): the in-memory channel layer
+    must then be used from that loop."""
+    return getattr(SyncToAsync.threadlocal, "main_event_loop_pid", None) == os.getpid()
+
+
+class DjangoEventSink:
+    """Writes each event as it is emitted, inside the caller's transaction.
+    A turn's events go through its unit of work's sink instead
+    (runs/store/unit_of_work.py), which writes them together."""
+
+    def __init__(self, run_id: int) -> None:
+        self.run_id = run_id
+
+    def emit(self, event: RuntimeEvent) -> None:
+        # No savepoint: an event that cannot be written fails its transaction.
+        with transaction.atomic(savepoint=False):
+            seq = insert_events(self.run_id, [(event, timezone.now())])[-1]
+            broadcast_after_commit(self.run_id, seq)
+
+
+# The newest seq this thread wrote per run, not yet broadcast. A turn writes
+# several events in one transaction; after it commits, the first of its
+# callbacks broadcasts the newest seq and the others find nothing to do:
+# one notification per run per commit. An entry left by a rolled-back
+# transaction is overwritten by the next event of that run (a seq is only
+# a hint: consumers read whatever is in the database after their cursor).
+_unsent = threading.local()
+
+
+def broadcast_after_commit(run_id: int, seq: int) -> None:
+    pending: dict[int, int] = _unsent.__dict__.setdefault("seqs", {})
+    pending[run_id] = seq
+
+    def send() -> None:
+        newest = pending.pop(run_id, None)
+        if newest is not None:
+            broadcast(run_id, newest)
+
+    transaction.on_commit(send)

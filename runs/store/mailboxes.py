@@ -1,0 +1,143 @@
+"""The mailbox store: mailboxes are Message rows of a run."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents.router import COORDINATOR, DropReason, MailboxState, MessageType, RouterMessage
+from runs.models import Message, Step
+from runs.store import sql
+from runs.store.wakes import stop_waiting_after_commit, wake_after_commit
+
+if TYPE_CHECKING:
+    from runs.store.unit_of_work import UnitOfWork
+
+
+class DjangoMailboxStore:
+    """Mailboxes are Message rows; a mailbox is addressable when its Step row
+    exists, and closed when the step's ``mailbox_closed`` is set."""
+
+    def __init__(self, run_id: int, *, run_locked: bool = False, uow: UnitOfWork | None = None) -> None:
+        """``run_locked``: the caller took the run's lock in a block that
+        encloses every use of this store (a step turn's transaction), so the
+        store does not take it again: one round trip fewer under the lock.
+        A lock taken in a savepoint the store outlives would not do: a
+        savepoint rolled back releases the locks taken inside it.
+
+        ``uow``: the unit of work (runs/store/unit_of_work.py) whose block
+        holds this store's messages; without one each is written at once."""
+        self.run_id = run_id
+        self.run_locked = run_locked
+        self.uow = uow
+
+    def register(self, mailbox: str) -> None:
+        # Steps are registered by creating their rows when the run starts.
+        if not Step.objects.filter(run_id=self.run_id, step_id=mailbox).exists():
+            raise LookupError(f"run {self.run_id} has no step {mailbox!r} to register")
+
+    def registered(self) -> list[str]:
+        return sorted(Step.objects.filter(run_id=self.run_id, kind=Step.Kind.STEP).values_list("step_id", flat=True))
+
+    def closed_reason(self, mailbox: str) -> DropReason | None:
+        reason = (
+            Step.objects.filter(run_id=self.run_id, step_id=mailbox)
+            .values_list("mailbox_closed_reason", flat=True)
+            .first()
+        )
+        return DropReason(reason) if reason else None
+
+    # Plain SQL for what runs at every step turn and end (unread, close):
+    # building these with the ORM cost more than running them.
+
+    def unread_count(self, mailbox: str) -> int:
+        self._write_held()
+        return sql.unread_count(self.run_id, mailbox)
+
+    def mailbox_state(self, mailbox: str) -> MailboxState:
+        kept = self.uow.kept_state(mailbox) if self.uow is not None else None
+        if kept is not None:
+            return kept
+        state = sql.mailbox_state(self.run_id, mailbox)
+        return state if self.uow is None else self.uow.keep_state(mailbox, state)
+
+    def next_message_id(self, prefix: str) -> str:
+        if self.uow is not None:
+            return f"{prefix}-{self.uow.next_number()}"
+        return f"{prefix}-{sql.bump_counter(self.run_id, 'last_message_no')}"
+
+    def append(self, message: RouterMessage) -> None:
+        # No savepoint (two round trips on every message) and no
+        # MailboxStoreError: a failed INSERT fails the caller's transaction,
+        # which rolls the turn back whole, so nothing is half routed, and the
+        # turn is tried again.
+        self._save(message, wake=message.recipient == COORDINATOR)
+
+    def record_drop(self, message: RouterMessage, reason: DropReason) -> None:
+        self._save(message, drop_reason=str(reason))
+
+    def unread(self, mailbox: str) -> list[RouterMessage]:
+        self._write_held()
+        return sql.unread(self.run_id, mailbox)
+
+    # No savepoints below (two round trips each): these run inside the
+    # caller's transaction, and an error in them fails it anyway.
+
+    def mark_read(self, mailbox: str, message_ids: list[str]) -> list[str]:
+        self._write_held()
+        with transaction.atomic(savepoint=False):
+            self._lock_run()
+            rows = Message.objects.filter(run_id=self.run_id, recipient=mailbox, message_id__in=message_ids)
+            # A dropped message counts as read, as in the in-memory store.
+            already = sorted(rows.exclude(drained=None, drop_reason="").values_list("message_id", flat=True))
+            rows.filter(drained=None, drop_reason="").update(drained=timezone.now())
+            return already
+
+    def close(self, mailbox: str, reason: DropReason) -> tuple[DropReason, list[RouterMessage]]:
+        self._write_held()
+        with transaction.atomic(savepoint=False):
+            self._lock_run()
+            return sql.close_mailbox(self.run_id, mailbox, reason)
+
+    def drop_unread(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
+        self._write_held()
+        with transaction.atomic(savepoint=False):
+            self._lock_run()
+            return sql.drop_unread(self.run_id, mailbox, reason)
+
+    def _write_held(self) -> None:
+        # What reads or changes messages must see the held ones, and what it
+        # changes makes the kept mailbox states stale.
+        if self.uow is not None:
+            self.uow.flush()
+
+    def _lock_run(self) -> None:
+        # Sends take the run row's lock first (their message number): taking
+        # it here too makes a drain or close wait for them and for each other,
+        # then read what they committed, so no message is both drained and
+        # dropped, drained twice, or left unread in a closed mailbox.
+        if not self.run_locked:
+            sql.lock_run(self.run_id)
+
+    def _save(self, message: RouterMessage, drop_reason: str = "", wake: bool = False) -> None:
+        values = {
+            "run": self.run_id,
+            "message_id": message.message_id,
+            "sender": message.sender,
+            "recipient": message.recipient,
+            "type": str(message.type),
+            "content": message.content,
+            "created": timezone.now(),
+            "drained": None,
+            "drop_reason": drop_reason,
+        }
+        if message.type == MessageType.CANCEL and not drop_reason and message.recipient != COORDINATOR:
+            stop_waiting_after_commit(self.run_id, message.recipient)
+        if self.uow is not None:
+            self.uow.hold_message(values, wake=wake)
+            return
+        busy = sql.insert_message(self.run_id, values, wake=wake)
+        if busy is not None:
+            wake_after_commit(self.run_id, busy=busy)

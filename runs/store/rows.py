@@ -1,0 +1,217 @@
+"""Rows read and written by plain SQL (runs/store/sql.py) exactly as the ORM
+would: every field's default filled in, every value converted on the way in
+and out; and the cursor those statements run on. Column names in the
+callers' WHERE clauses are the fields' names (no model here sets
+``db_column``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import time
+
+from django.db import DEFAULT_DB_ALIAS, connections
+
+
+def database():
+    # One lookup per call: every attribute of django.db.connection goes
+    # through an asgiref Local, which a hot path pays for dozens of times.
+    return connections[DEFAULT_DB_ALIAS]
+
+
+def plain_cursor():
+    """A cursor for this module's fixed statements, run per routed message,
+    event and step turn. On PostgreSQL it binds parameters on the server and
+    prepares each statement on its first use on a connection: planned once,
+    not every time (about a third off each). Django's own queries keep
+    client-side binding and no preparing (some ORM queries need the one,
+    connection poolers the other: see README on PgBouncer)."""
+    db = database()
+    if db.vendor != "postgresql":
+        return db.cursor()
+    db.ensure_connection()
+    db.validate_thread_sharing()
+    cursor = _prepared_cursor_class()(db.connection)
+    return db.make_debug_cursor(cursor) if db.queries_logged else db.make_cursor(cursor)
+
+
+@functools.cache
+def _prepared_cursor_class():
+    import psycopg
+
+    class PreparedCursor(psycopg.Cursor):
+        """psycopg's server-binding cursor, each statement prepared on its
+        first use on a connection (psycopg's public ``prepare=True``)."""
+
+        def execute(self, query, params=None, *, prepare=None, binary=None):
+            return super().execute(query, params, prepare=True, binary=binary)
+
+    return PreparedCursor
+
+
+def in_one_round_trip(statements: list[tuple[str, list]]) -> tuple | None:
+    """Run ``statements`` (SQL, parameters) as one transaction sent at once,
+    in PostgreSQL's pipeline mode (psycopg's public ``pipeline()``): the
+    server runs them back to back and commits, so a lock the first takes is
+    never held while this process waits for the CPU or the network. Returns
+    the first row of the last one (None if it has none). Each statement
+    still sees what committed before it started.
+
+    Outside any transaction.atomic() block only: it begins and commits its
+    own transaction."""
+    db = database()
+    if db.vendor != "postgresql" or db.in_atomic_block:
+        raise RuntimeError("a pipeline of statements here needs PostgreSQL and no open transaction")
+    db.ensure_connection()
+    db.validate_thread_sharing()
+    cursor_class = _prepared_cursor_class()
+    cursors = [db.make_cursor(cursor_class(db.connection)) for _ in statements]
+    started = time.monotonic()
+    # No BEGIN or COMMIT: in autocommit, the statements a pipeline sends
+    # before its Sync are one implicit transaction, committed at the Sync
+    # (rolled back, and raised here, if one fails). psycopg's transaction()
+    # would sync after BEGIN and again before COMMIT: three round trips.
+    with db.wrap_database_errors, db.connection.pipeline():
+        for cursor, (statement, params) in zip(cursors, statements, strict=True):
+            cursor.execute(statement, params)
+    if db.queries_logged:
+        # Django's debug cursor cannot read a pipelined statement back: log
+        # each one's text (with its placeholders) and their time together.
+        spent = f"{time.monotonic() - started:.3f}"
+        db.queries_log.extend({"sql": statement, "time": spent} for statement, _ in statements)
+    return cursors[-1].fetchone()
+
+
+def table(model) -> str:
+    return database().ops.quote_name(model._meta.db_table)
+
+
+def db_value(model, name: str, value):
+    """``value`` for field ``name`` as the database takes it (a datetime as
+    SQLite's text, for instance): for the parameters of a WHERE clause."""
+    return model._meta.get_field(name).get_db_prep_value(value, database())
+
+
+@functools.cache
+def insert_fields(model) -> list:
+    return [field for field in model._meta.concrete_fields if not field.primary_key]
+
+
+def json_value(field, value):
+    if value is None or isinstance(value, str | int | float | bool | list | dict):
+        return value
+    if isinstance(value, datetime.date):  # and datetime, a subclass
+        return value.isoformat()
+    raise TypeError(f"cannot send {field.model.__name__}.{field.name} as JSON: {type(value).__name__}")
+
+
+def row_values(model, values: dict, computed: tuple[str, ...] = ()) -> tuple[str, list]:
+    """The quoted columns and database values of a whole new row of ``model``
+    as the ORM writes them: ``values`` (field name -> value), and every other
+    field's default (Django's defaults are not the database's), except the
+    auto primary key and the ``computed`` fields the SQL itself fills in. A
+    field added to the model without a default fails here, by name."""
+    items = _row_items(model, values, computed)
+    columns = ", ".join(database().ops.quote_name(field.column) for field, _ in items)
+    return columns, [value for _, value in items]
+
+
+def row_document(model, values: dict) -> dict:
+    """``row_values``'s row as one JSON object, column -> value, for
+    ``json_rows`` (PostgreSQL)."""
+    return {field.column: json_value(field, value) for field, value in _row_items(model, values, ())}
+
+
+def _row_items(model, values: dict, computed: tuple[str, ...]) -> list[tuple]:
+    db = database()
+    items = []
+    for field, text in _row_fields(model):
+        if field.name in values:
+            value = values[field.name]
+        elif field.primary_key or field.name in computed:
+            continue
+        else:
+            value = field.get_default()
+            if value is None and not field.null:
+                raise TypeError(f"runs/store/rows.py writes {model.__name__} rows itself: give it a {field.name!r}")
+        # A string for a text column is stored as it is: the ORM's
+        # preparation would return it unchanged, at a cost paid for every
+        # column of every message and event.
+        items.append((field, value if text and value.__class__ is str else field.get_db_prep_save(value, db)))
+    return items
+
+
+@functools.cache
+def _row_fields(model) -> tuple:
+    """``model``'s concrete fields, each with whether it is a text column."""
+    return tuple((f, f.get_internal_type() in ("CharField", "TextField")) for f in model._meta.concrete_fields)
+
+
+def from_db(model, name: str, value):
+    """``value`` of field ``name`` as read by raw SQL, converted as the ORM
+    would (an aware datetime from SQLite's text, for instance)."""
+    db = database()
+    return _convert(db, model, model._meta.get_field(name).attname, value)
+
+
+def instance(model, names: list[str], values):
+    """A ``model`` instance from a plain query's ``values`` of the fields
+    ``names`` (attnames), converted as the ORM converts them; fields not
+    named are deferred (loaded on first use), as with ``only()``."""
+    db = database()
+    if len(names) != len(values):
+        raise ValueError(f"{model.__name__}: {len(names)} fields named, {len(values)} values")
+    converted = list(values)
+    # Only the fields that have converters (JSON, datetimes on SQLite, ...):
+    # a turn loads four rows of a few dozen columns each.
+    for index, column, converters in _conversions(model, tuple(names), db.vendor):
+        value = converted[index]
+        for converter in converters:
+            value = converter(value, column, db)
+        converted[index] = value
+    return model.from_db(db.alias, names, converted)
+
+
+def instances(parts: list, row) -> tuple[list, int]:
+    """The instances of ``parts`` ((model, attnames, ...) each) that one
+    joined row holds, in order, and where the row's other columns start.
+    A part whose primary key is None (a LEFT JOIN that found nothing) is None."""
+    loaded, start = [], 0
+    for model, names, *_ in parts:
+        values = row[start : start + len(names)]
+        start += len(names)
+        loaded.append(None if values[0] is None else instance(model, names, values))
+    return loaded, start
+
+
+@functools.cache
+def _conversions(model, names: tuple[str, ...], vendor: str) -> tuple:
+    """(index, column, converters) of each of ``names`` that has converters."""
+    plans = ((index, *_converters(model, name, vendor)) for index, name in enumerate(names))
+    return tuple(plan for plan in plans if plan[2])
+
+
+def _convert(db, model, attname: str, value):
+    column, converters = _converters(model, attname, db.vendor)
+    for converter in converters:
+        value = converter(value, column, db)
+    return value
+
+
+@functools.cache
+def _converters(model, attname: str, vendor: str) -> tuple:
+    # Keyed on the vendor too: converters belong to a database backend.
+    db = database()
+    field = next(f for f in model._meta.concrete_fields if f.attname == attname)
+    column = field.get_col(model._meta.db_table)
+    return column, db.ops.get_db_converters(column) + field.get_db_converters(db)
+
+
+@functools.cache
+def select_columns(model, alias: str, vendor: str, without: tuple[str, ...] = ()) -> tuple[list[str], str]:
+    """The attnames of ``model``'s concrete fields but ``without``, and their
+    columns prefixed with ``alias``, for a SELECT list."""
+    fields = [f for f in model._meta.concrete_fields if f.name not in without]
+    quote = database().ops.quote_name
+    return [f.attname for f in fields], ", ".join(f"{alias}.{quote(f.column)}" for f in fields)

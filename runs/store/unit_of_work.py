@@ -1,0 +1,203 @@
+"""A turn's writes, held and written together: ``UnitOfWork``.
+
+An action makes one for a run and hands out what writes through it: its
+event sink (``uow.sink``) and its mailbox store (``uow.mailboxes``), for a
+router, a tool host, a turn's tool calls. Inside ``with uow:`` (itself
+inside the transaction) they hold what they write instead of writing it:
+
+- events wait in memory, numbered when they are written;
+- a routed message is numbered in memory (the run's counter is read once,
+  with the coordinator's mailbox state: the mailbox every step sends to),
+  a mailbox's state is read once and kept, its unread count moved by the
+  messages held for it;
+- ``flush`` writes the messages, the counter's new value, the
+  coordinator's wake request and the events in one statement on
+  PostgreSQL, and the block's end flushes what is left. Broadcasts and the
+  wake task go out after commit (transaction.on_commit).
+
+Read messages only through ``uow.mailboxes`` inside the block (it flushes
+first: a query of its own would not see the held rows), and ``flush``
+before calling code that writes with a sink of its own (a direct sink
+numbers its event at once, ahead of the held ones). Nothing is written if
+the block raises; ``savepoint`` forgets what a rolled-back savepoint held.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from agents.events import Event as RuntimeEvent
+from agents.router import COORDINATOR, MailboxState
+from runs.store import sql
+from runs.store.events import broadcast_after_commit
+from runs.store.mailboxes import DjangoMailboxStore
+from runs.store.wakes import wake_after_commit
+
+
+@dataclass
+class _Held:
+    """What one block holds."""
+
+    # The run's last message number as this block has handed it out (None
+    # until the first message of the block is numbered).
+    last_no: int | None = None
+    taken: int = 0
+    rows: list[dict] = field(default_factory=list)
+    wakes: int = 0
+    events: list[tuple[RuntimeEvent, datetime]] = field(default_factory=list)
+    # Mailbox states read in this block, kept up to date with its rows.
+    # Only registered steps and the coordinator are kept: a name that is
+    # not a step yet may become one in this block (spawn_worker).
+    states: dict[str, MailboxState] = field(default_factory=dict)
+
+    def copy(self) -> _Held:
+        return replace(self, rows=list(self.rows), events=list(self.events), states={})
+
+
+class UnitOfWork:
+    """One run's writes of one block (see the module's docstring)."""
+
+    def __init__(self, run_id: int, *, run_locked: bool = True) -> None:
+        """``run_locked``: the block takes the run's lock before it routes
+        (a turn's first statement, or ``lock``), so the mailbox store does
+        not take it again."""
+        self.run_id = run_id
+        self.sink = HeldEventSink(self)
+        self.mailboxes = DjangoMailboxStore(run_id, run_locked=run_locked, uow=self)
+        self._held: _Held | None = None
+
+    def __enter__(self) -> UnitOfWork:
+        if self._held is not None:
+            raise RuntimeError(f"run {self.run_id}: unit of work already open")
+        if not connection.in_atomic_block:
+            raise RuntimeError("a unit of work is opened inside a transaction")
+        self._held = _Held()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is None and not transaction.get_rollback():  # no queries in a doomed transaction
+                self.flush()
+        finally:
+            self._held = None
+
+    @property
+    def is_open(self) -> bool:
+        return self._held is not None
+
+    def lock(self) -> str:
+        """Take the run's lock and read the message counter after it, for a
+        block that will route (a coordinator's forwards); the run's status.
+        Two statements: the counter's read sees what the lock's earlier
+        holders committed (one statement would read with a snapshot taken
+        before it waited for the lock)."""
+        held = self._open()
+        sql.lock_run(self.run_id)
+        held.last_no, status, held.states = sql.read_counter(self.run_id)
+        return status
+
+    @contextlib.contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """A savepoint (``transaction.atomic()``) that, when it rolls back,
+        also forgets what this block held inside it: rows and numbers (the
+        next message takes the number again), events; what was written
+        inside it (a flush, undone with it) is held again."""
+        held = self._held
+        mark = held.copy() if held is not None else None
+        try:
+            with transaction.atomic():
+                yield
+        except BaseException:
+            if held is not None and self._held is held:
+                self._held = mark
+            raise
+
+    # The sink's and the mailbox store's side.
+
+    def hold_event(self, event: RuntimeEvent) -> None:
+        self._open().events.append((event, timezone.now()))
+
+    def next_number(self) -> int:
+        held = self._open()
+        if held.last_no is None:
+            held.last_no, _, states = sql.read_counter(self.run_id)
+            for mailbox, state in states.items():
+                held.states.setdefault(mailbox, state)
+        held.last_no += 1
+        held.taken += 1
+        return held.last_no
+
+    def kept_state(self, mailbox: str) -> MailboxState | None:
+        return None if self._held is None else self._held.states.get(mailbox)
+
+    def keep_state(self, mailbox: str, state: MailboxState) -> MailboxState:
+        """``state`` as read from the database, plus what this block holds
+        for ``mailbox``; kept for the rest of the block if ``mailbox`` is a
+        step or the coordinator."""
+        held = self._held
+        if held is None:
+            return state
+        waiting = sum(1 for row in held.rows if row["recipient"] == mailbox and not row["drop_reason"])
+        state = replace(state, unread=state.unread + waiting)
+        if state.registered or mailbox == COORDINATOR:
+            held.states[mailbox] = state
+        return state
+
+    def hold_message(self, values: dict, *, wake: bool) -> None:
+        held = self._open()
+        held.rows.append(values)
+        if wake:
+            held.wakes += 1
+        kept = held.states.get(values["recipient"])
+        if kept is not None and not values["drop_reason"]:
+            held.states[values["recipient"]] = replace(kept, unread=kept.unread + 1)
+
+    def flush(self) -> None:
+        """Write what the block holds: its messages, the run's counter, the
+        coordinator's wake request and its events (one statement on
+        PostgreSQL). The block then reads mailbox states afresh. Nothing
+        held, nothing written."""
+        held = self._held
+        if held is None:
+            return
+        held.states.clear()
+        rows, taken, wakes, events = held.rows, held.taken, held.wakes, held.events
+        held.rows, held.taken, held.wakes, held.events = [], 0, 0, []
+        if taken or rows:
+            last_no, busy, last_seq = sql.write_held(self.run_id, rows, taken, wakes, events)
+            if last_seq is not None:  # its events went with it
+                if events:
+                    broadcast_after_commit(self.run_id, last_seq)
+                events = []
+            if last_no != held.last_no:
+                # The counter moved under the run's lock: something numbered a
+                # message of this run without this block. Never commit that.
+                raise RuntimeError(
+                    f"run {self.run_id}: message numbers out of step (held up to {held.last_no}, stored {last_no})"
+                )
+            if wakes:
+                wake_after_commit(self.run_id, busy=busy)
+        if events:
+            broadcast_after_commit(self.run_id, sql.insert_events(self.run_id, events)[-1])
+
+    def _open(self) -> _Held:
+        if self._held is None:
+            raise RuntimeError(f"run {self.run_id}: written through a unit of work outside its block")
+        return self._held
+
+
+class HeldEventSink:
+    """The event sink of a unit of work: its events wait for the block's flush."""
+
+    def __init__(self, uow: UnitOfWork) -> None:
+        self.run_id = uow.run_id
+        self._uow = uow
+
+    def emit(self, event: RuntimeEvent) -> None:
+        self._uow.hold_event(event)
