@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
-from agents import ids, scheduler
+from agents import expansion, ids
 from agents.events import Event as RuntimeEvent
 from agents.llm import Provider, build_provider
 from agents.router import DropReason, MessageRouter, Rejection, Resolver, RouterMessage
@@ -90,7 +90,7 @@ def _resolver(run: Run, context_sender: str | None) -> Resolver:
 
     def resolve(target: str) -> str | Rejection | None:
         live = list(run.steps.filter(kind=Step.Kind.STEP).order_by("position").values_list("step_id", flat=True))
-        containers = scheduler.container_kinds(workflow_spec(run.workflow))
+        containers = expansion.container_kinds(workflow_spec(run.workflow))
         resolution = ids.resolve(target, live, context_sender, containers)
         if resolution.kind == "container":
             return Rejection(resolution.rejection())
