@@ -161,8 +161,8 @@ def resolve(
 ) -> Resolution:
     """Resolve ``target`` against the live runtime ids (oldest first); see the
     module docstring for the rules. ``container_ids`` holds container runtime
-    ids and bare container ids (``agents.scheduler.container_ids``); a mapping
-    to ``loop``/``include`` (``agents.scheduler.container_kinds``) also names
+    ids and bare container ids (``agents.expansion.container_ids``); a mapping
+    to ``loop``/``include`` (``agents.expansion.container_kinds``) also names
     the kind for the rejection text."""
     target = target.strip()
     live = list(dict.fromkeys(live_ids))

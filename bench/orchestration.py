@@ -3,7 +3,7 @@ workers, against a bare Celery fan-out of 500 no-op tasks on the same broker
 and the same number of worker processes.
 
 A workflow has at most 100 steps (agents/spec/fields.py MAX_STEPS) and a forEach
-loop at most 100 items (agents/scheduler.py MAX_FOR_EACH_ITEMS), so the 500
+loop at most 100 items (agents/expansion.py MAX_FOR_EACH_ITEMS), so the 500
 steps are five forEach loops over one 100-item input: 5 steps in the file,
 500 at run time, all independent, maxConcurrency 500. Each step's scripted
 agent answers at once. zenweb's time runs from do_create_run to the run's

@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     spent: collections.Counter[str] = collections.Counter()  # wall seconds per task name
     profile = cProfile.Profile() if args.profile else None
 
-    def enqueue(task, args=None, kwargs=None, **options):
+    def enqueue(task, args=None, kwargs=None, *_positional, **options):
         queue.append((task, args or (), kwargs or {}))
         tasks[task.name] += 1
 

@@ -178,7 +178,7 @@ def _coerce(value: Any, kind: str) -> Any:
 
 def _list_value(items: list[Any]) -> str:
     """A list input's items as the run takes them: comma-separated, or a
-    JSON list when an item has a comma of its own (agents.scheduler reads both)."""
+    JSON list when an item has a comma of its own (agents.expansion reads both)."""
     texts = [_coerce(item, "string") for item in items]
     if any("," in text for text in texts):
         return json.dumps(texts, ensure_ascii=False)

@@ -8,7 +8,7 @@ each with a line number and the YAML path of the field.
 A step is a plain step (an ``agent`` and its ``instructions``) or a container:
 a ``loop`` (repeat-until, or forEach over a list input) or an ``include`` of a
 sub-workflow file. Inner step ids are local to their container; at run time
-they are namespaced (``agents.ids``) and ``agents.scheduler`` expands them.
+they are namespaced (``agents.ids``) and ``agents.expansion`` expands them.
 
 The package, bottom up: ``fields`` (names, limits, the base model),
 ``yaml_locations`` (YAML with line numbers), ``errors`` (problems with their

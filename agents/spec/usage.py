@@ -18,7 +18,7 @@ from agents.tools.mcp.config import server_of
 from agents.tools.registry import DEFAULTS
 
 # What a step's instructions may say as $name besides the workflow's inputs:
-# every step's, and those of the loop it runs in (agents.scheduler, runs/actions/steps.py).
+# every step's, and those of the loop it runs in (agents.expansion, runs/actions/steps.py).
 STEP_VARIABLES = frozenset({"step", "inbox"})
 LOOP_VARIABLES = {"repeat": frozenset({"iteration", "previous_output"}), "forEach": frozenset({"item", "index"})}
 

@@ -6,7 +6,8 @@ and consumers call these and stay thin. Each ``do_*`` runs in a transaction,
 and its events commit with it (runs/store/events.py broadcasts them after commit).
 
 catalog.py   workflow versions and run inputs
-lifecycle.py creating, starting, scheduling, finishing and cancelling runs
+lifecycle.py creating, starting, finishing and cancelling runs
+scheduling.py which steps start, when the coordinator wakes (agents/core decides)
 steps.py     step turns, wake cycles, resumes, failure policies
 coordinator.py the coordinator's wakes
 access.py    visibility rules
@@ -30,8 +31,8 @@ from runs.actions.lifecycle import (
     do_fail_run,
     do_finish_run,
     do_start_run,
-    schedule,
 )
+from runs.actions.scheduling import schedule
 from runs.actions.steps import do_fail_resume, do_fail_step, do_resume_turn, do_step_turn
 
 __all__ = [

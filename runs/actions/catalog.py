@@ -10,7 +10,7 @@ import yaml
 from django.conf import settings
 from django.db import DatabaseError, transaction
 
-from agents import scheduler
+from agents import expansion
 from agents.inputs import workspace_path
 from agents.spec import SpecProblem, WorkflowSpec, WorkflowValidationError, parse_workflow
 from agents.spec.yaml_locations import line_for, parse_with_locations
@@ -215,8 +215,8 @@ def check_inputs(spec: WorkflowSpec, raw: Mapping[str, object]) -> dict[str, obj
     if problems:
         raise InputError("; ".join(problems))
     try:
-        scheduler.expand(spec, values)
-    except scheduler.ExpansionError as exc:
+        expansion.expand(spec, values)
+    except expansion.ExpansionError as exc:
         raise InputError(str(exc)) from None
     return values
 

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from agents import ids, scheduler
+from agents import expansion, ids
 from agents.events import Event as RuntimeEvent
 from agents.events import EventSink
 from agents.llm import Provider, build_provider
@@ -104,7 +104,7 @@ def _resolver(run: Run, context_sender: str | None) -> Resolver:
 
     def resolve(target: str) -> str | Rejection | None:
         live = list(run.steps.filter(kind=Step.Kind.STEP).order_by("position").values_list("step_id", flat=True))
-        containers = scheduler.container_kinds(workflow_spec(run.workflow))
+        containers = expansion.container_kinds(workflow_spec(run.workflow))
         resolution = ids.resolve(target, live, context_sender, containers)
         if resolution.kind == "container":
             return Rejection(resolution.rejection())

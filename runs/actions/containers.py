@@ -1,7 +1,7 @@
 """Containers at run time: the Step rows a workflow expands into, and the
 end of each repeat-until iteration (done, judged, or the next iteration).
 
-agents/scheduler.py decides; this module stores what it decides and emits
+agents/expansion.py and agents/repeat_loops.py decide; this module stores what it decides and emits
 the events: loop_iteration when an iteration starts, loop_end when a loop
 is done.
 """
@@ -14,8 +14,9 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from agents import ids, scheduler
+from agents import ids, repeat_loops
 from agents.events import Event as RuntimeEvent
+from agents.expansion import RuntimeStep
 from agents.llm import ProviderError
 from agents.llm.base import CompletionRequest
 from runs.actions.catalog import workflow_spec
@@ -27,7 +28,7 @@ from runs.store.events import DjangoEventSink
 from runs.store.sql import lock_run
 
 
-def create_steps(run: Run, runtime_steps: Iterable[scheduler.RuntimeStep]) -> list[Step]:
+def create_steps(run: Run, runtime_steps: Iterable[RuntimeStep]) -> list[Step]:
     """Store runtime steps as Step rows (after the run's existing ones), and a
     row for each repeat-until loop they are the first to enter, in one INSERT
     (a forEach of 100 items is 100 rows)."""
@@ -80,16 +81,6 @@ def repeat_loop_of(runtime_id: str) -> str | None:
     return None
 
 
-def as_runtime(step: Step) -> scheduler.RuntimeStep:
-    return scheduler.RuntimeStep(
-        runtime_id=step.step_id,
-        agent=step.agent,
-        instructions="",
-        depends_on=tuple(step.depends_on),
-        limits=tuple((group, cap) for group, cap in step.limits),
-    )
-
-
 def after_step_terminal(step: Step) -> bool:
     """If ``step`` ended the iteration of a repeat-until loop it ran in,
     decide what follows, and say so (True). Call inside the transaction
@@ -114,7 +105,7 @@ def after_step_terminal(step: Step) -> bool:
 
 def decide(run: Run, loop: Step, iteration: int, verdict: bool | None = None) -> None:
     outputs = dict(run.steps.filter(step_id__startswith=f"{loop.step_id}.").values_list("step_id", "output"))
-    decision = scheduler.next_iteration(
+    decision = repeat_loops.next_iteration(
         workflow_spec(run.workflow), loop.step_id, iteration, outputs, inputs=run.inputs, verdict=verdict
     )
     sink = DjangoEventSink(run.pk)
@@ -147,7 +138,7 @@ def do_judge_loop(loop_pk: int, iteration: int) -> None:
         return
     spec = workflow_spec(run.workflow)
     outputs = dict(run.steps.filter(step_id__startswith=f"{loop.step_id}.").values_list("step_id", "output"))
-    pending = scheduler.next_iteration(spec, loop.step_id, iteration, outputs, inputs=run.inputs)
+    pending = repeat_loops.next_iteration(spec, loop.step_id, iteration, outputs, inputs=run.inputs)
     agent = spec.agents[pending.agent]
     request = CompletionRequest(
         agent=pending.agent,
@@ -167,7 +158,7 @@ def do_judge_loop(loop_pk: int, iteration: int) -> None:
             lock_run(run.pk)
             _end_loop(run, Step.objects.select_for_update().get(pk=loop_pk), Step.Status.FAILED, f"judge: {exc}")
         return
-    verdict = scheduler.judge_decision(answer)
+    verdict = repeat_loops.judge_decision(answer)
     with transaction.atomic():
         lock_run(run.pk)
         loop = Step.objects.select_for_update().get(pk=loop_pk)

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import Count, F, Max, Q
 from django.utils import timezone
 
+from agents.core import machine
 from agents.events import Event as RuntimeEvent
 from agents.events import ListSink
 from agents.llm import ProviderError
@@ -34,6 +35,7 @@ from runs.actions.children import cancel_step_children_after_commit
 from runs.actions.common import REGISTRY, Limits, provider_for, router_for, save_turn, warning_cycle
 from runs.actions.containers import after_step_terminal, repeat_loop_of
 from runs.actions.model_calls import model_call
+from runs.actions.scheduling import run_state, schedule
 from runs.actions.tooling import step_tools, tool_env
 from runs.journal import DjangoToolJournal
 from runs.models import Run, Step, ToolCall
@@ -45,9 +47,13 @@ from runs.store.unit_of_work import UnitOfWork
 from runs.store.wakes import stop_waiting_after_commit
 
 
-def do_step_turn(step_pk: int, turn: int) -> None:
+def do_step_turn(step_pk: int, turn: int) -> int | None:
     """Take turn number ``turn`` of a step: ask its model, then record the
-    answer in one transaction. A stale or repeated task does nothing."""
+    answer in one transaction. A stale or repeated task does nothing.
+
+    Returns the step whose first turn this worker is to take next, if the
+    completion started exactly one (eager continuation: no broker hop
+    between a chain's steps; see runs.actions.scheduling.schedule)."""
     # One worker per turn: a redelivered task, or a sweep racing a slow but
     # live worker, finds the lease taken (or the turn gone) and leaves.
     owner = leases.worker_identity()
@@ -110,8 +116,11 @@ def do_step_turn(step_pk: int, turn: int) -> None:
     # answered, is never consulted.) It routes only inside the block whose
     # first UPDATE takes the run's lock: it need not take it again.
     router = router_for(run, uow=uow)
-    if _last_turn_in_one_trip(step, turn, spec, agent_turn, request, completion, inbox, router, registry, tools):
-        return
+    recorded, follow = _last_turn_in_one_trip(
+        step, turn, spec, agent_turn, request, completion, inbox, router, registry, tools
+    )
+    if recorded:
+        return follow
     with transaction.atomic():
         # Record the turn, with the run's lock: if another worker recorded it
         # first (our lease had expired and the turn was handed on), this one yields.
@@ -168,16 +177,19 @@ def _record_turn(step: Step, turn: int) -> int:
     return sql.update(Step, values, where, params, locking_run=step.run_id)
 
 
-def _last_turn_in_one_trip(step, turn, spec, agent_turn, request, completion, inbox, router, registry, tools) -> bool:
+def _last_turn_in_one_trip(
+    step, turn, spec, agent_turn, request, completion, inbox, router, registry, tools
+) -> tuple[bool, int | None]:
     """Record the usual last turn (an answer, no tool call, no mail read, no
     repeat-until loop to decide next) in one round trip on PostgreSQL
-    (runs/store/last_turn.py), and say whether it was. False, having written
+    (runs/store/last_turn.py), and say whether it was, with the step this worker
+    takes the first turn of next (see do_step_turn). False, having written
     nothing, when it does not apply or mail arrived meanwhile: the general
     path below takes the turn then."""
     if completion.tool_calls or inbox or not last_turn.applies() or repeat_loop_of(step.step_id) is not None:
-        return False
+        return False, None
     if is_empty(completion):
-        return False  # not a last turn: the model gets a hint, or the step fails
+        return False, None  # not a last turn: the model gets a hint, or the step fails
     events = ListSink()
     # ``router`` routes nothing here: no mail to drain, no tool call.
     result = apply_completion(
@@ -190,13 +202,12 @@ def _last_turn_in_one_trip(step, turn, spec, agent_turn, request, completion, in
         step, turn, result.transcript, tokens, _completion(result.output), [(event, now) for event in events.events]
     )
     if written is None:
-        return False
+        return False, None
     last_seq, state = written
     broadcast(step.run_id, last_seq)
     # Committed already: these run now.
     enforce_budget_after_commit(step.run_id, spec)
-    schedule_after_commit(step.run_id, state)
-    return True
+    return True, schedule(step.run_id, state, step.step_id, eager=True)
 
 
 def _agent_turn(
@@ -370,7 +381,7 @@ def _completed_by_last_turn(step: Step, output: str, uow: UnitOfWork, state: tup
     if after_step_terminal(step):
         schedule_after_commit(step.run_id)  # a loop moved on: the state is stale
     else:
-        schedule_after_commit(step.run_id, state)
+        schedule_after_commit(step.run_id, state, finished=step.step_id)
 
 
 def _complete_step(step: Step, output: str, router: MessageRouter) -> None:
@@ -380,16 +391,18 @@ def _complete_step(step: Step, output: str, router: MessageRouter) -> None:
     router.sink.emit(_step_end(step, output))
     sql.update(Step, _completion(output), "id = %s", [step.pk])
     router.close(step.step_id)
-    after_step_terminal(step)
-    schedule_after_commit(step.run_id)
+    if after_step_terminal(step):
+        schedule_after_commit(step.run_id)  # a loop moved on
+    else:
+        schedule_after_commit(step.run_id, finished=step.step_id)
 
 
-def schedule_after_commit(run_id: int, state: tuple | None = None) -> None:
+def schedule_after_commit(run_id: int, state: tuple | None = None, finished: str | None = None) -> None:
     """Schedule the run after commit; ``state``: its scheduling state, read
-    under the run's lock before commit (last_turn.save)."""
-    from runs.actions.lifecycle import schedule
-
-    transaction.on_commit(lambda: schedule(run_id, state))
+    under the run's lock before commit (last_turn.save);
+    ``finished``: the step whose completion this follows (the state machine
+    then decides on its dependents)."""
+    transaction.on_commit(lambda: schedule(run_id, state, finished))
 
 
 def do_fail_step(step_pk: int, error: str) -> bool:
@@ -462,50 +475,36 @@ def _step_stopped(step: Step, reason: str) -> None:
 
 
 def apply_failure_policy(stopped: Step, reason: str) -> None:
-    """onStepFailure: cascade (dependents are cancelled), skip-dependents
-    (dependents are skipped), abort (every unfinished step is cancelled and
-    every later message to them drops as workflow-cancelled)."""
+    """onStepFailure, as the state machine decides it
+    (agents.core.machine.stop_after_failure): cascade (dependents are
+    cancelled), skip-dependents (dependents are skipped), abort (every
+    unfinished step is cancelled and every later message to them drops as
+    workflow-cancelled)."""
     run = Run.objects.select_related("workflow").get(pk=stopped.run_id)
-    policy = workflow_spec(run.workflow).options.on_step_failure
+    spec = workflow_spec(run.workflow)
     sink = DjangoEventSink(run.pk)
     router = router_for(run.pk)
-    steps = {s.step_id: s for s in Step.objects.filter(run=run, kind__in=[Step.Kind.STEP, Step.Kind.LOOP])}
-    if policy == "abort":
-        affected = [s for s in steps.values() if not s.is_terminal]
-        status, drop = Step.Status.CANCELLED, DropReason.WORKFLOW_CANCELLED
+    rows = list(Step.objects.filter(run=run, kind__in=[Step.Kind.STEP, Step.Kind.LOOP]).order_by("position"))
+    state = run_state(run.status, rows, spec, machine.CoordinatorState())
+    stop = machine.stop_after_failure(state, stopped.step_id)
+    if stop.aborted:
         reason = f"run aborted: {reason.removeprefix('dependency ')}"
-    else:
-        affected = _dependents(stopped.step_id, steps)
-        status = Step.Status.CANCELLED if policy == "cascade" else Step.Status.SKIPPED
-        drop = DropReason.TARGET_TERMINAL
+    by_id = {step.step_id: step for step in rows}
+    affected = [by_id[step_id] for step_id in stop.step_ids]
+    drop = DropReason.WORKFLOW_CANCELLED if stop.drop == "workflow_cancelled" else DropReason.TARGET_TERMINAL
     for step in affected:
         was_running = step.status == Step.Status.RUNNING
-        step.status = status
+        step.status = stop.status
         step.finished = timezone.now()
         step.save(update_fields=["status", "finished"])
-        sink.emit(RuntimeEvent("step_skipped", step.step_id, {"reason": reason, "status": status}))
+        sink.emit(RuntimeEvent("step_skipped", step.step_id, {"reason": reason, "status": stop.status}))
         if was_running:  # only a running step can wait for a decision or a child
-            _step_stopped(step, f"step {step.step_id} was {status}: {reason}")
+            _step_stopped(step, f"step {step.step_id} was {stop.status}: {reason}")
         if step.kind == Step.Kind.STEP:
             router.close(step.step_id, drop)
     for step in affected:
         # A loop iteration that just lost its steps ends its loop.
         after_step_terminal(step)
-
-
-def _dependents(step_id: str, steps: dict[str, Step]) -> list[Step]:
-    """Pending steps that depend on ``step_id``, directly or through others."""
-    blocked = {step_id}
-    found: list[Step] = []
-    changed = True
-    while changed:
-        changed = False
-        for step in steps.values():
-            if step.status == Step.Status.PENDING and step not in found and blocked & set(step.depends_on):
-                found.append(step)
-                blocked.add(step.step_id)
-                changed = True
-    return found
 
 
 def do_resume_turn(step_pk: int) -> None:

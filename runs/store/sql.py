@@ -842,3 +842,31 @@ def request_wake(run_id: int) -> bool:
     if row is None:
         raise Run.DoesNotExist(f"run {run_id} does not exist")
     return bool(row[0])
+
+
+def start_pending_steps(pks: list[int], now) -> set[int]:
+    """pending -> running for the steps ``pks``, their first turn marked
+    queued at ``now`` (Step.turn_queued); the ids it changed. A step another
+    scheduling pass started already is left alone: each starts once."""
+    if not pks:
+        return set()
+    # Padded to a power of two with an id no row has: a statement's text is
+    # prepared once per connection on PostgreSQL (rows.plain_cursor).
+    size = 1 << (len(pks) - 1).bit_length()
+    when = db_value(Step, "started", now)
+    params = [Step.Status.RUNNING, when, when, *pks, *[0] * (size - len(pks)), Step.Status.PENDING]
+    with plain_cursor() as cursor:
+        cursor.execute(_start_pending_steps_sql(size), params)
+        return {row[0] for row in cursor.fetchall()}
+
+
+@functools.cache
+def _start_pending_steps_sql(size: int) -> str:
+    quote = database().ops.quote_name
+    status, started, queued = (
+        quote(Step._meta.get_field(name).column) for name in ("status", "started", "turn_queued")
+    )
+    return (
+        f"UPDATE {table(Step)} SET {status} = %s, {started} = %s, {queued} = %s "
+        f"WHERE id IN ({', '.join(['%s'] * size)}) AND {status} = %s RETURNING id"
+    )

@@ -30,10 +30,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 # The most statements each may cost, per database: what they cost today.
 # A tool-less last turn on PostgreSQL: the claim that loads the step (1),
 # the turn written in one pipeline (runs/store/last_turn.py: 2 statements, one
-# round trip), then the scheduling pass that starts its successor (BEGIN,
-# 5 statements, COMMIT): 10 statements, 8 round trips. SQLite has no
-# last_turn.py path: its events are written one statement each.
-TOOL_LESS_TURN = {"sqlite": 19, "postgresql": 10}
+# round trip), then the state machine's decision on its dependents: one
+# read of the run's steps, and the successor started without the run's
+# lock (BEGIN, the conditional UPDATE, its step_start event, COMMIT): 8
+# statements, 7 round trips. SQLite has no last_turn.py path: its events
+# are written one statement each.
+TOOL_LESS_TURN = {"sqlite": 17, "postgresql": 8}
 # A turn that calls send_message: the message goes to the coordinator.
 SENDING_TURN = {"sqlite": 24, "postgresql": 13}
 # The coordinator's wake that forwards it to second.

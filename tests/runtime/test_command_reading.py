@@ -145,7 +145,7 @@ def test_a_code_mode_command_reads_the_file_it_names():
 
 def test_the_run_gets_the_list_the_command_said_and_defaults_for_the_rest():
     decision, _ = read("deploy to eu and us")
-    assert decision.args == {"regions": "eu,us"}  # agents.scheduler splits it into deploy[0], deploy[1]
+    assert decision.args == {"regions": "eu,us"}  # agents.expansion splits it into deploy[0], deploy[1]
     decision, _ = read("Run research workflow for laptops under $1000")
     assert decision.args == {"query": "laptops under $1000"}
     decision, _ = read("Run delete workflow for build")

@@ -5,10 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from agents import scheduler
+from agents import expansion as scheduler
+from agents.core.ready import ready
+from agents.expansion import ExpansionError, expand
 from agents.llm.base import CompletionRequest
 from agents.llm.scripted import ScriptedProvider
-from agents.scheduler import ExpansionError, expand, judge_decision, next_iteration, ready
+from agents.repeat_loops import judge_decision, next_iteration
 from agents.spec import load_workflow, parse_workflow
 
 ROOT = Path(__file__).parent.parent.parent

@@ -1,15 +1,16 @@
 """Containers at run time: which steps exist, what they wait for, when a loop ends.
 
 Pure functions over a validated ``WorkflowSpec``; the Django side stores what
-they return and calls them again as the run moves on.
+they return and calls them again as the run moves on. Which of those steps
+may start is agents/core (``ready`` and the state machine).
 
 - ``expand(spec, inputs)``: the steps that exist when a run starts. Plain steps
   keep their id; an include's steps run as ``inc.inner``; a forEach loop runs
   every iteration as ``loop[N].inner`` (iterations do not wait for each other);
   a repeat-until loop starts with iteration 0 as ``loop.0.inner``.
-- ``next_iteration(...)``: after an iteration of a repeat-until loop ends,
-  whether the loop is done, a judge must be asked, or iteration N+1 runs.
-- ``ready(steps, status, max_running=...)``: the pending steps that may start.
+- ``next_iteration(...)`` (agents/repeat_loops.py): after an iteration of a
+  repeat-until loop ends, whether the loop is done, a judge must be asked, or
+  iteration N+1 runs.
 
 Dependencies are runtime ids. A dependency on a container is rewritten to the
 container's final steps (the inner steps nothing else in it depends on, in
@@ -22,7 +23,6 @@ without inner dependencies wait for what the container waits for.
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from string import Template
@@ -37,8 +37,6 @@ MAX_RUNTIME_ID = 200
 # The previous iteration's output handed to the next one, like a dependency's.
 MAX_PREVIOUS_OUTPUT = 8 * 1024
 TRUNCATED = "...[truncated for context limit]"
-TERMINAL = frozenset({"completed", "failed", "skipped", "cancelled"})
-_JUDGE_YES = frozenset({"yes", "true", "done", "approved"})
 
 
 class ExpansionError(ValueError):
@@ -76,21 +74,7 @@ class RuntimeStep:
 
 
 @dataclass(frozen=True)
-class Decision:
-    """What follows an iteration of a repeat-until loop: ``done`` (``reason``
-    says why), ``judge`` (ask ``agent`` the ``prompt``, pass its answer to
-    ``judge_decision``, then call ``next_iteration`` again with the verdict), or
-    ``more`` (create ``steps``, the next iteration)."""
-
-    action: Literal["done", "judge", "more"]
-    reason: str = ""
-    agent: str = ""
-    prompt: str = ""
-    steps: tuple[RuntimeStep, ...] = ()
-
-
-@dataclass(frozen=True)
-class _Scope:
+class Scope:
     """Where a list of sibling steps runs."""
 
     workflow: WorkflowSpec
@@ -121,7 +105,7 @@ def expand(spec: WorkflowSpec, inputs: Mapping[str, Any]) -> list[RuntimeStep]:
     ``inputs`` are the run's input values (missing ones take their declared
     default). Raises ``ExpansionError`` when a forEach input is not a list.
     """
-    return _expand_list(spec.steps, _root_scope(spec, inputs), ()).steps
+    return expand_list(spec.steps, root_scope(spec, inputs), ()).steps
 
 
 def container_ids(spec: WorkflowSpec) -> set[str]:
@@ -162,119 +146,15 @@ def final_ids(spec: WorkflowSpec, container_id: str, inputs: Mapping[str, Any]) 
     runtime id outside loops, as in ``container_ids``) waits for: the final
     steps of an include, of every forEach iteration, or the runtime id of a
     repeat-until loop. Raises KeyError for an id that is not such a container."""
-    expanded = _expand_list(spec.steps, _root_scope(spec, inputs), ())
+    expanded = expand_list(spec.steps, root_scope(spec, inputs), ())
     return expanded.containers[container_id]
-
-
-def next_iteration(
-    spec: WorkflowSpec,
-    loop_runtime_id: str,
-    finished_iteration: int,
-    outputs: Mapping[str, str],
-    *,
-    inputs: Mapping[str, Any] | None = None,
-    verdict: bool | None = None,
-) -> Decision:
-    """Decide what follows iteration ``finished_iteration`` of the repeat-until
-    loop ``loop_runtime_id``; ``outputs`` maps runtime ids to step outputs.
-
-    In order: ``done`` when the output of the loop's last inner step contains
-    the ``until`` text (case-sensitive), ``done`` after ``maxIterations``
-    iterations, and with ``untilAgent``: ``judge`` until a ``verdict`` is given,
-    then ``done`` for True. Otherwise ``more``: iteration N+1, whose steps get
-    the last output as ``previous_output`` (and in the instructions of its
-    first steps). ``inputs`` are the run's inputs, needed when a dependency of
-    the loop is a forEach loop. Call it once every step of the iteration
-    completed: a missing output counts as empty.
-    """
-    step, scope, deps = _locate(spec, loop_runtime_id, inputs or {}, outputs)
-    loop = step.loop
-    if loop is None or loop.kind != "repeat":
-        raise ValueError(f"{loop_runtime_id!r} is not a repeat-until loop")
-    last_id = ids.repeat_id(loop_runtime_id, finished_iteration, loop.steps[-1].id)
-    output = outputs.get(last_id, "")
-    if loop.until is not None and loop.until in output:
-        return Decision("done", f"{last_id} said {loop.until!r}")
-    max_iterations = loop.max_iterations or 1
-    if finished_iteration + 1 >= max_iterations:
-        return Decision("done", f"maxIterations ({max_iterations}) reached")
-    if loop.until_agent is not None:
-        if verdict is None:
-            return Decision("judge", agent=loop.until_agent, prompt=judge_prompt(loop_runtime_id, last_id, output))
-        if verdict:
-            return Decision("done", f"{loop.until_agent} judged iteration {finished_iteration} done")
-    n = finished_iteration + 1
-    iteration = _repeat_scope(scope, step, loop_runtime_id, n, output)
-    return Decision("more", steps=tuple(_expand_list(loop.steps, iteration, deps).steps))
-
-
-def judge_prompt(loop_runtime_id: str, last_id: str, output: str) -> str:
-    """What the ``untilAgent`` judge is asked after an iteration."""
-    return (
-        f"Loop {loop_runtime_id} finished an iteration; its last step, {last_id}, answered:\n\n"
-        f"{_clip(output)}\n\n"
-        "Is the loop done? Answer yes or no first, then why."
-    )
-
-
-def judge_decision(answer: str) -> bool:
-    """Whether a judge's answer ends the loop: its first word is yes, true,
-    done or approved (any case, punctuation ignored)."""
-    words = answer.strip().split(maxsplit=1)
-    first = words[0].strip(".,;:!?\"'*()[]").lower() if words else ""
-    return first in _JUDGE_YES
-
-
-def ready(steps: Sequence[RuntimeStep], status: Mapping[str, str], *, max_running: int) -> list[RuntimeStep]:
-    """The pending steps that may start now, in order.
-
-    ``status`` maps runtime ids to step statuses (missing means pending) and
-    holds ``completed`` for each repeat-until loop that is done. A step may
-    start when every dependency completed, fewer than ``max_running`` steps
-    run, and in each enclosing forEach loop its iteration is already under way
-    or fewer than the loop's ``max_concurrency`` iterations are.
-    """
-    members: dict[str, list[str]] = {}
-    for step in steps:
-        for key in _iteration_keys(step):
-            members.setdefault(key, []).append(step.runtime_id)
-
-    def state(runtime_id: str) -> str:
-        return status.get(runtime_id, "pending")
-
-    active: set[str] = {
-        key
-        for key, runtime_ids in members.items()
-        if any(state(r) != "pending" for r in runtime_ids) and not all(state(r) in TERMINAL for r in runtime_ids)
-    }
-    # Active iterations per forEach loop, kept as iterations start: counting
-    # them anew for every candidate made a 500-step fan-out quadratic.
-    active_in = Counter(_group_of(key) for key in active)
-    room = max_running - sum(1 for step in steps if state(step.runtime_id) == "running")
-    chosen: list[RuntimeStep] = []
-    for step in steps:
-        if room <= 0:
-            break
-        if state(step.runtime_id) != "pending" or any(state(dep) != "completed" for dep in step.depends_on):
-            continue
-        keys = _iteration_keys(step)
-        caps = dict(step.limits)
-        if any(key not in active and active_in[group] >= caps[group] for key, group in zip(keys, caps, strict=True)):
-            continue
-        chosen.append(step)
-        for key in keys:
-            if key not in active:
-                active.add(key)
-                active_in[_group_of(key)] += 1
-        room -= 1
-    return chosen
 
 
 # -- expansion ---------------------------------------------------------------------
 
 
-def _root_scope(spec: WorkflowSpec, inputs: Mapping[str, Any]) -> _Scope:
-    return _Scope(spec, _with_defaults(spec, inputs), {})
+def root_scope(spec: WorkflowSpec, inputs: Mapping[str, Any]) -> Scope:
+    return Scope(spec, _with_defaults(spec, inputs), {})
 
 
 def _with_defaults(spec: WorkflowSpec, values: Mapping[str, Any]) -> dict[str, Any]:
@@ -283,7 +163,7 @@ def _with_defaults(spec: WorkflowSpec, values: Mapping[str, Any]) -> dict[str, A
     return merged
 
 
-def _expand_list(steps: Sequence[StepSpec], scope: _Scope, entry_deps: tuple[str, ...]) -> _Expanded:
+def expand_list(steps: Sequence[StepSpec], scope: Scope, entry_deps: tuple[str, ...]) -> _Expanded:
     """Expand sibling steps. Steps without dependencies among their siblings
     wait for ``entry_deps``, what the enclosing container waits for."""
     result = _Expanded()
@@ -294,16 +174,16 @@ def _expand_list(steps: Sequence[StepSpec], scope: _Scope, entry_deps: tuple[str
         result.deps[step.id] = deps
         runtime_id = scope.runtime_id(step.id)
         if step.loop is not None and step.loop.kind == "repeat":
-            inner = _expand_list(step.loop.steps, _repeat_scope(scope, step, runtime_id, 0, None), deps)
+            inner = expand_list(step.loop.steps, repeat_scope(scope, step, runtime_id, 0, None), deps)
             finals: tuple[str, ...] = (runtime_id,)
         elif step.loop is not None:
             inner = _Expanded()
-            for n, item in enumerate(_items(step, scope)):
-                iteration = _each_scope(scope, step, runtime_id, n, item)
-                _merge(inner, _expand_list(step.loop.steps, iteration, deps))
+            for n, item in enumerate(items_of(step, scope)):
+                iteration = each_scope(scope, step, runtime_id, n, item)
+                _merge(inner, expand_list(step.loop.steps, iteration, deps))
             finals = _dedupe(inner.finals.get("", ()))
         elif step.included is not None:
-            inner = _expand_list(step.included.steps, _include_scope(scope, step, runtime_id), deps)
+            inner = expand_list(step.included.steps, include_scope(scope, step, runtime_id), deps)
             finals = _dedupe(inner.finals.get("", ()))
         else:
             result.steps.append(_plain(step, scope, runtime_id, deps, entry=not step.depends_on))
@@ -326,7 +206,7 @@ def _merge(into: _Expanded, part: _Expanded) -> None:
     into.finals[""] = into.finals.get("", ()) + part.finals[""]
 
 
-def _plain(step: StepSpec, scope: _Scope, runtime_id: str, deps: tuple[str, ...], *, entry: bool) -> RuntimeStep:
+def _plain(step: StepSpec, scope: Scope, runtime_id: str, deps: tuple[str, ...], *, entry: bool) -> RuntimeStep:
     if len(runtime_id) > MAX_RUNTIME_ID:
         raise ExpansionError(f"runtime id {runtime_id[:60]}... is longer than {MAX_RUNTIME_ID} characters")
     variables = dict(scope.variables)
@@ -349,9 +229,9 @@ def _plain(step: StepSpec, scope: _Scope, runtime_id: str, deps: tuple[str, ...]
     )
 
 
-def _repeat_scope(scope: _Scope, step: StepSpec, runtime_id: str, n: int, previous: str | None) -> _Scope:
+def repeat_scope(scope: Scope, step: StepSpec, runtime_id: str, n: int, previous: str | None) -> Scope:
     variables = dict(scope.variables, iteration=str(n))
-    previous = _clip(previous) if previous is not None else None
+    previous = clip(previous) if previous is not None else None
     variables.pop("previous_output", None)
     if previous is not None:
         variables["previous_output"] = previous
@@ -365,7 +245,7 @@ def _repeat_scope(scope: _Scope, step: StepSpec, runtime_id: str, n: int, previo
     )
 
 
-def _each_scope(scope: _Scope, step: StepSpec, runtime_id: str, n: int, item: str) -> _Scope:
+def each_scope(scope: Scope, step: StepSpec, runtime_id: str, n: int, item: str) -> Scope:
     assert step.loop is not None
     cap = step.loop.max_concurrency or DEFAULT_FOR_EACH_CONCURRENCY
     return replace(
@@ -379,7 +259,7 @@ def _each_scope(scope: _Scope, step: StepSpec, runtime_id: str, n: int, item: st
     )
 
 
-def _include_scope(scope: _Scope, step: StepSpec, runtime_id: str) -> _Scope:
+def include_scope(scope: Scope, step: StepSpec, runtime_id: str) -> Scope:
     """An included workflow sees its own inputs only: ``with`` values, with
     ``$name`` substituted from the including scope, over its defaults."""
     assert step.included is not None
@@ -401,7 +281,7 @@ def _include_scope(scope: _Scope, step: StepSpec, runtime_id: str) -> _Scope:
     )
 
 
-def _items(step: StepSpec, scope: _Scope) -> list[str]:
+def items_of(step: StepSpec, scope: Scope) -> list[str]:
     """The items of a forEach loop: its input as a list, a JSON list in a
     string, or comma-separated values (blank ones dropped)."""
     assert step.loop is not None and step.loop.for_each is not None
@@ -425,48 +305,6 @@ def _items(step: StepSpec, scope: _Scope) -> list[str]:
     return [_text(item) for item in items]
 
 
-def _locate(
-    spec: WorkflowSpec,
-    loop_runtime_id: str,
-    inputs: Mapping[str, Any],
-    outputs: Mapping[str, str],
-) -> tuple[StepSpec, _Scope, tuple[str, ...]]:
-    """The container step a runtime id names, the scope it runs in and what
-    it waits for, rebuilt the way ``expand`` built them."""
-    scope = _root_scope(spec, inputs)
-    steps: Sequence[StepSpec] = spec.steps
-    entry: tuple[str, ...] = ()
-    parts = ids.parse(loop_runtime_id)
-    for n, part in enumerate(parts):
-        step = next((s for s in steps if s.id == part.id), None)
-        if step is None:
-            raise ValueError(f"{loop_runtime_id!r}: no step {part.id!r} in {scope.namespace or 'the workflow'}")
-        deps = _expand_list(steps, scope, entry).deps[step.id]
-        runtime_id = scope.runtime_id(step.id)
-        if n == len(parts) - 1:
-            return step, scope, deps
-        if part.kind == "repeat" and step.loop is not None and step.loop.kind == "repeat":
-            assert part.index is not None
-            last = step.loop.steps[-1].id
-            previous = outputs.get(ids.repeat_id(runtime_id, part.index - 1, last)) if part.index else None
-            scope = _repeat_scope(scope, step, runtime_id, part.index, previous)
-            steps = step.loop.steps
-        elif part.kind == "each" and step.loop is not None and step.loop.kind == "forEach":
-            assert part.index is not None
-            items = _items(step, scope)
-            if part.index >= len(items):
-                raise ValueError(f"{loop_runtime_id!r}: {runtime_id} has no iteration {part.index}")
-            scope = _each_scope(scope, step, runtime_id, part.index, items[part.index])
-            steps = step.loop.steps
-        elif part.kind == "include" and step.included is not None:
-            scope = _include_scope(scope, step, runtime_id)
-            steps = step.included.steps
-        else:
-            raise ValueError(f"{loop_runtime_id!r}: {runtime_id} is not entered that way")
-        entry = deps
-    raise ValueError(f"{loop_runtime_id!r} is not a runtime id")
-
-
 def _in_dependency_order(steps: Sequence[StepSpec]) -> list[StepSpec]:
     order: list[StepSpec] = []
     done: set[str] = set()
@@ -481,25 +319,11 @@ def _in_dependency_order(steps: Sequence[StepSpec]) -> list[StepSpec]:
     return order
 
 
-def _iteration_keys(step: RuntimeStep) -> list[str]:
-    """The forEach iteration namespaces the step runs in, outermost first:
-    ``deploy[1]`` for ``deploy[1].ship``."""
-    keys = []
-    for group, _cap in step.limits:
-        rest = step.runtime_id[len(group) :]
-        keys.append(group + rest[: rest.index("]") + 1])
-    return keys
-
-
-def _group_of(key: str) -> str:
-    return key[: key.rindex("[")]
-
-
 def _dedupe(values: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(values))
 
 
-def _clip(text: str) -> str:
+def clip(text: str) -> str:
     if len(text) <= MAX_PREVIOUS_OUTPUT:
         return text
     return text[:MAX_PREVIOUS_OUTPUT] + TRUNCATED

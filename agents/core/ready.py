@@ -1,0 +1,93 @@
+"""Which pending steps may start: dependencies, the run's cap on running
+steps, and each enclosing forEach loop's cap on running iterations.
+
+Pure: it reads steps (anything with ``runtime_id``, ``depends_on`` and
+``limits``, as agents/expansion.py's RuntimeStep and the state machine's
+StepState have them) and their statuses, and answers with the ones to start.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
+from typing import Protocol, TypeVar
+
+TERMINAL = frozenset({"completed", "failed", "skipped", "cancelled"})
+
+
+class Schedulable(Protocol):
+    @property
+    def runtime_id(self) -> str: ...
+    @property
+    def depends_on(self) -> tuple[str, ...]: ...
+    @property
+    def limits(self) -> tuple[tuple[str, int], ...]: ...
+
+
+S = TypeVar("S", bound=Schedulable)
+
+
+def ready(
+    steps: Sequence[S], status: Mapping[str, str], *, max_running: int, among: Collection[str] | None = None
+) -> list[S]:
+    """The pending steps that may start now, in order.
+
+    ``status`` maps runtime ids to step statuses (missing means pending) and
+    holds ``completed`` for each repeat-until loop that is done. A step may
+    start when every dependency completed, fewer than ``max_running`` steps
+    run, and in each enclosing forEach loop its iteration is already under way
+    or fewer than the loop's ``max_concurrency`` iterations are.
+
+    ``among``: consider only these runtime ids for starting (the others still
+    count as running, or as holding an iteration open).
+    """
+    members: dict[str, list[str]] = {}
+    for step in steps:
+        for key in iteration_keys(step):
+            members.setdefault(key, []).append(step.runtime_id)
+
+    def state(runtime_id: str) -> str:
+        return status.get(runtime_id, "pending")
+
+    active: set[str] = {
+        key
+        for key, runtime_ids in members.items()
+        if any(state(r) != "pending" for r in runtime_ids) and not all(state(r) in TERMINAL for r in runtime_ids)
+    }
+    # Active iterations per forEach loop, kept as iterations start: counting
+    # them anew for every candidate made a 500-step fan-out quadratic.
+    active_in = Counter(_group_of(key) for key in active)
+    room = max_running - sum(1 for step in steps if state(step.runtime_id) == "running")
+    chosen: list[S] = []
+    for step in steps:
+        if room <= 0:
+            break
+        if among is not None and step.runtime_id not in among:
+            continue
+        if state(step.runtime_id) != "pending" or any(state(dep) != "completed" for dep in step.depends_on):
+            continue
+        keys = iteration_keys(step)
+        caps = dict(step.limits)
+        if any(key not in active and active_in[group] >= caps[group] for key, group in zip(keys, caps, strict=True)):
+            continue
+        chosen.append(step)
+        for key in keys:
+            if key not in active:
+                active.add(key)
+                active_in[_group_of(key)] += 1
+        room -= 1
+    return chosen
+
+
+def iteration_keys(step: Schedulable) -> list[str]:
+    """The forEach iteration namespaces the step runs in, outermost first:
+    ``deploy[1]`` for ``deploy[1].ship``."""
+    keys = []
+    for group, _cap in step.limits:
+        rest = step.runtime_id[len(group) :]
+        keys.append(group + rest[: rest.index("]") + 1])
+    return keys
+
+
+def _group_of(key: str) -> str:
+    return key[: key.rindex("[")]

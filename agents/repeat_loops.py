@@ -1,0 +1,140 @@
+"""Repeat-until loops at run time: what follows an iteration (done, ask a
+judge, or the next iteration's steps), rebuilt the way agents/expansion.py
+built the loop."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agents import ids
+from agents.expansion import (
+    RuntimeStep,
+    Scope,
+    clip,
+    each_scope,
+    expand_list,
+    include_scope,
+    items_of,
+    repeat_scope,
+    root_scope,
+)
+from agents.spec import StepSpec, WorkflowSpec
+
+_JUDGE_YES = frozenset({"yes", "true", "done", "approved"})
+
+
+@dataclass(frozen=True)
+class LoopDecision:
+    """What follows an iteration of a repeat-until loop: ``done`` (``reason``
+    says why), ``judge`` (ask ``agent`` the ``prompt``, pass its answer to
+    ``judge_decision``, then call ``next_iteration`` again with the verdict), or
+    ``more`` (create ``steps``, the next iteration)."""
+
+    action: Literal["done", "judge", "more"]
+    reason: str = ""
+    agent: str = ""
+    prompt: str = ""
+    steps: tuple[RuntimeStep, ...] = ()
+
+
+def next_iteration(
+    spec: WorkflowSpec,
+    loop_runtime_id: str,
+    finished_iteration: int,
+    outputs: Mapping[str, str],
+    *,
+    inputs: Mapping[str, Any] | None = None,
+    verdict: bool | None = None,
+) -> LoopDecision:
+    """Decide what follows iteration ``finished_iteration`` of the repeat-until
+    loop ``loop_runtime_id``; ``outputs`` maps runtime ids to step outputs.
+
+    In order: ``done`` when the output of the loop's last inner step contains
+    the ``until`` text (case-sensitive), ``done`` after ``maxIterations``
+    iterations, and with ``untilAgent``: ``judge`` until a ``verdict`` is given,
+    then ``done`` for True. Otherwise ``more``: iteration N+1, whose steps get
+    the last output as ``previous_output`` (and in the instructions of its
+    first steps). ``inputs`` are the run's inputs, needed when a dependency of
+    the loop is a forEach loop. Call it once every step of the iteration
+    completed: a missing output counts as empty.
+    """
+    step, scope, deps = _locate(spec, loop_runtime_id, inputs or {}, outputs)
+    loop = step.loop
+    if loop is None or loop.kind != "repeat":
+        raise ValueError(f"{loop_runtime_id!r} is not a repeat-until loop")
+    last_id = ids.repeat_id(loop_runtime_id, finished_iteration, loop.steps[-1].id)
+    output = outputs.get(last_id, "")
+    if loop.until is not None and loop.until in output:
+        return LoopDecision("done", f"{last_id} said {loop.until!r}")
+    max_iterations = loop.max_iterations or 1
+    if finished_iteration + 1 >= max_iterations:
+        return LoopDecision("done", f"maxIterations ({max_iterations}) reached")
+    if loop.until_agent is not None:
+        if verdict is None:
+            return LoopDecision("judge", agent=loop.until_agent, prompt=judge_prompt(loop_runtime_id, last_id, output))
+        if verdict:
+            return LoopDecision("done", f"{loop.until_agent} judged iteration {finished_iteration} done")
+    n = finished_iteration + 1
+    iteration = repeat_scope(scope, step, loop_runtime_id, n, output)
+    return LoopDecision("more", steps=tuple(expand_list(loop.steps, iteration, deps).steps))
+
+
+def judge_prompt(loop_runtime_id: str, last_id: str, output: str) -> str:
+    """What the ``untilAgent`` judge is asked after an iteration."""
+    return (
+        f"Loop {loop_runtime_id} finished an iteration; its last step, {last_id}, answered:\n\n"
+        f"{clip(output)}\n\n"
+        "Is the loop done? Answer yes or no first, then why."
+    )
+
+
+def judge_decision(answer: str) -> bool:
+    """Whether a judge's answer ends the loop: its first word is yes, true,
+    done or approved (any case, punctuation ignored)."""
+    words = answer.strip().split(maxsplit=1)
+    first = words[0].strip(".,;:!?\"'*()[]").lower() if words else ""
+    return first in _JUDGE_YES
+
+
+def _locate(
+    spec: WorkflowSpec,
+    loop_runtime_id: str,
+    inputs: Mapping[str, Any],
+    outputs: Mapping[str, str],
+) -> tuple[StepSpec, Scope, tuple[str, ...]]:
+    """The container step a runtime id names, the scope it runs in and what
+    it waits for, rebuilt the way ``expand`` built them."""
+    scope = root_scope(spec, inputs)
+    steps: Sequence[StepSpec] = spec.steps
+    entry: tuple[str, ...] = ()
+    parts = ids.parse(loop_runtime_id)
+    for n, part in enumerate(parts):
+        step = next((s for s in steps if s.id == part.id), None)
+        if step is None:
+            raise ValueError(f"{loop_runtime_id!r}: no step {part.id!r} in {scope.namespace or 'the workflow'}")
+        deps = expand_list(steps, scope, entry).deps[step.id]
+        runtime_id = scope.runtime_id(step.id)
+        if n == len(parts) - 1:
+            return step, scope, deps
+        if part.kind == "repeat" and step.loop is not None and step.loop.kind == "repeat":
+            assert part.index is not None
+            last = step.loop.steps[-1].id
+            previous = outputs.get(ids.repeat_id(runtime_id, part.index - 1, last)) if part.index else None
+            scope = repeat_scope(scope, step, runtime_id, part.index, previous)
+            steps = step.loop.steps
+        elif part.kind == "each" and step.loop is not None and step.loop.kind == "forEach":
+            assert part.index is not None
+            items = items_of(step, scope)
+            if part.index >= len(items):
+                raise ValueError(f"{loop_runtime_id!r}: {runtime_id} has no iteration {part.index}")
+            scope = each_scope(scope, step, runtime_id, part.index, items[part.index])
+            steps = step.loop.steps
+        elif part.kind == "include" and step.included is not None:
+            scope = include_scope(scope, step, runtime_id)
+            steps = step.included.steps
+        else:
+            raise ValueError(f"{loop_runtime_id!r}: {runtime_id} is not entered that way")
+        entry = deps
+    raise ValueError(f"{loop_runtime_id!r} is not a runtime id")

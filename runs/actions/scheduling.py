@@ -1,0 +1,227 @@
+"""Applying the state machine's decisions (agents/core/machine.py) to a run:
+which steps start, when the coordinator wakes.
+
+``schedule`` runs after every step's end (and after a run starts, a
+coordinator goes idle, a loop moves on, a resume ends). After a completion
+it decides on the finished step's dependents and, when no cap can be passed
+by starts that race (agents.core.machine.caps_cannot_bind), starts them
+without the run's lock: a conditional UPDATE (pending -> running) starts
+each step once. Otherwise it decides again under the run's lock.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents import expansion
+from agents.core import machine
+from agents.events import Event as RuntimeEvent
+from agents.router import COORDINATOR
+from agents.spec import WorkflowSpec
+from runs.actions.catalog import spec_of, workflow_spec
+from runs.models import Run, Step
+from runs.store.mailboxes import DjangoMailboxStore
+from runs.store.sql import schedule_state, start_pending_steps
+from runs.store.unit_of_work import UnitOfWork
+from runs.store.wakes import request_coordinator_wake
+
+# What scheduling reads of each step: transcripts and outputs of a wide run
+# would cost more to load than everything else here, and rows as tuples
+# cost a fraction of model instances.
+SCHEDULING_FIELDS = (
+    "pk",
+    "step_id",
+    "kind",
+    "agent",
+    "status",
+    "depends_on",
+    "limits",
+    "resuming",
+    "position",
+)
+
+
+def schedule(
+    run_id: int, state: tuple | None = None, finished: str | None = None, *, eager: bool = False
+) -> int | None:
+    """Start every pending step whose dependencies completed, or wake the
+    coordinator (to plan first, or to finish once every step is done).
+
+    ``state``: the run's flags as stores.schedule_state gives them, read
+    under the run's lock by the transaction that just committed (else read
+    here). ``finished``: the step whose completion this follows, if one did.
+
+    ``eager`` (a worker that just committed ``finished``'s completion, in
+    no transaction): when that completion starts exactly one step, its
+    first turn is not queued: the step is returned, marked running and its
+    step_start committed, for the caller to take that turn itself (eager
+    continuation, as Temporal dispatches an activity eagerly). A worker
+    that dies before claiming it leaves a running step the sweeper resumes,
+    as it does a task the broker lost.
+    """
+    # This runs after every step's end. Most find no pending step (a
+    # fan-out starts all its steps at once): they read the run's flags in
+    # one query, without the run's lock, instead of every step of the run.
+    state = state or schedule_state(run_id)
+    if state is None:
+        return
+    status, busy, has_mail, has_pending, all_steps_done, workflow_id, created = state
+    # Dependents wait while the coordinator works or has mail to route: a
+    # message the finished step sent for them reaches their inbox first.
+    if status != Run.Status.RUNNING or busy or has_mail:
+        return None
+    spec = spec_of(workflow_id, created)
+    if has_pending:
+        started = _start_without_lock(run_id, spec, finished, eager=eager) if finished is not None else None
+        if started is None:
+            _start_ready_steps(run_id, finished)
+        return started or None
+    # Nothing to start. Reading without the lock is enough: every step's end
+    # commits before it calls this, so the last one to end sees all done.
+    if all_steps_done or _plans_first(run_id, spec):
+        with transaction.atomic():
+            request_coordinator_wake(run_id)
+    return None
+
+
+def _start_without_lock(run_id: int, spec: WorkflowSpec, finished: str, *, eager: bool) -> int | None:
+    """Decide on what ``finished`` completing unblocks from one read of the
+    run's steps, and start it, if no cap can bind. None if the run's lock
+    is needed; else 0, or with ``eager`` the step started for the caller
+    to take the first turn of."""
+    if _spawns_workers(spec) or "loop" in expansion.container_kinds(spec).values():
+        # Caps bind, or steps can be added (the coordinator may have to plan
+        # first): the pass under the lock reads the steps, and only it.
+        return None
+    rows = _scheduling_rows(run_id)
+    state = run_state(Run.Status.RUNNING, rows, spec, machine.CoordinatorState())
+    decisions = machine.decide(state, machine.StepEnded(finished, Step.Status.COMPLETED))
+    start = next((d for d in decisions if isinstance(d, machine.StartSteps)), None)
+    if start is None:
+        # Nothing ready (its dependents wait for other steps), or the run's
+        # other decisions need its lock.
+        return None if decisions else 0
+    if start.needs_run_lock:
+        return None
+    by_id = {row.step_id: row for row in rows}
+    eager = eager and len(start.step_ids) == 1
+    with transaction.atomic():
+        started = _start_steps(run_id, [by_id[step_id] for step_id in start.step_ids], queue=not eager)
+    return started[0] if eager and started else 0
+
+
+def _start_ready_steps(run_id: int, finished: str | None) -> None:
+    """A scheduling pass under the run's lock."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().select_related("workflow").get(pk=run_id)
+        if run.status != Run.Status.RUNNING or run.coordinator_busy or coordinator_has_mail(run.pk):
+            return
+        spec = workflow_spec(run.workflow)
+        rows = _scheduling_rows(run_id)
+        coordinator = machine.CoordinatorState(plans_first=_plans_first(run.pk, spec))
+        state = run_state(run.status, rows, spec, coordinator)
+        happened = machine.StepEnded(finished, Step.Status.COMPLETED) if finished else machine.StepsChanged()
+        by_id = {row.step_id: row for row in rows}
+        for decision in machine.decide(state, happened):
+            if isinstance(decision, machine.StartSteps):
+                _start_steps(run.pk, [by_id[step_id] for step_id in decision.step_ids])
+            elif isinstance(decision, machine.WakeCoordinator):
+                request_coordinator_wake(run.pk)
+
+
+def run_state(status: str, rows: list, spec: WorkflowSpec, coordinator: machine.CoordinatorState):
+    """The state machine's view of a run from its step rows (in position
+    order, the coordinator left out): Step instances or named tuples with
+    their SCHEDULING_FIELDS."""
+    return machine.RunState(
+        status=status,
+        steps=tuple(step_state(row) for row in rows),
+        coordinator=coordinator,
+        max_running=spec.options.max_concurrency,
+        on_step_failure=spec.options.on_step_failure,
+        steps_may_be_added=can_add_steps(spec, rows),
+    )
+
+
+def step_state(row) -> machine.StepState:
+    return machine.StepState(
+        runtime_id=row.step_id,
+        status=row.status,
+        depends_on=tuple(row.depends_on),
+        kind="loop" if row.kind == Step.Kind.LOOP else "step",
+        limits=tuple((group, cap) for group, cap in row.limits),
+        resuming=row.resuming,
+        position=row.position,
+    )
+
+
+def can_add_steps(spec: WorkflowSpec, rows: list) -> bool:
+    """A repeat-until loop adds an iteration's steps, a coordinator that
+    spawns workers adds its workers."""
+    return _spawns_workers(spec) or any(row.kind == Step.Kind.LOOP for row in rows)
+
+
+def _scheduling_rows(run_id: int) -> list:
+    """The run's steps and loops as named tuples of SCHEDULING_FIELDS."""
+    return list(_others(run_id).values_list(*SCHEDULING_FIELDS, named=True))
+
+
+def _others(run_id: int):
+    """A run's steps and loops, everything but its coordinator, in the
+    workflow's order: the state machine starts ready steps in the order given,
+    and a forEach loop's iterations must start as its list goes, not as
+    their ids sort (deploy[10] before deploy[2])."""
+    return Step.objects.filter(run_id=run_id).exclude(kind=Step.Kind.COORDINATOR).order_by("position")
+
+
+def plans_first(run: Run) -> bool:
+    """A coordinator that can spawn workers takes a plan wake before anything
+    else; this is true until it has."""
+    return _plans_first(run.pk, workflow_spec(run.workflow))
+
+
+def _spawns_workers(spec: WorkflowSpec) -> bool:
+    agent = spec.agents.get(COORDINATOR)
+    return agent is not None and "spawn_worker" in agent.tools
+
+
+def _plans_first(run_id: int, spec: WorkflowSpec) -> bool:
+    # Without a Run: building one (every field's default) cost more than
+    # the rest of a fan-out step's scheduling.
+    if not _spawns_workers(spec):
+        return False
+    return Step.objects.filter(run_id=run_id, step_id=COORDINATOR, turns=0).exists()
+
+
+def all_done(steps: list[Step]) -> bool:
+    """Every step terminal and none being resumed."""
+    return all(step.is_terminal and not step.resuming for step in steps)
+
+
+def _start_steps(run_id: int, steps: list, *, queue: bool = True) -> list[int]:
+    """Start ``steps``: each pending one becomes running (a conditional
+    UPDATE: a step another pass started is left alone), one statement of
+    step_start events for those (a fan-out starts a hundred at once), and
+    each one's first turn queued after commit (unless not ``queue``: the
+    caller takes it). ``steps``: rows with pk, step_id and agent. Returns
+    the ids of the steps it started."""
+    from runs import tasks
+
+    # Marked queued with the first turn (Step.turn_queued), the caller's
+    # eager one too: the sweeper queues it again if it is lost.
+    started = start_pending_steps([step.pk for step in steps], timezone.now())
+    steps = [step for step in steps if step.pk in started]
+    if not steps:
+        return []
+    with UnitOfWork(run_id) as uow:
+        for step in steps:
+            uow.sink.emit(RuntimeEvent("step_start", step.step_id, {"agent": step.agent}))
+    if queue:
+        tasks.queue_after_commit(tasks.run_step_turn, [(step.pk, 1) for step in steps])
+    return [step.pk for step in steps]
+
+
+def coordinator_has_mail(run_id: int) -> bool:
+    """Messages wait, unread, in the coordinator's inbox."""
+    return DjangoMailboxStore(run_id).unread_count(COORDINATOR) > 0
