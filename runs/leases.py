@@ -62,7 +62,7 @@ def claim(step_pk: int, turn: int, owner: str) -> bool:
     it (or the turn was taken already)."""
     now = timezone.now()
     expires = now + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS)
-    # Plain SQL: it runs on every turn (see runs/store/sql.py).
+    # Plain SQL: it runs on every turn (see runs/store/sql/).
     return bool(
         sql.update(
             Step,

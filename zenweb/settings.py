@@ -140,7 +140,7 @@ if DATABASE_URL:
     if env_bool("ZENWEB_PG_PREPARE", True):
         # Django turns psycopg's prepared statements off (prepare_threshold
         # None), and then psycopg ignores even an explicit prepare=True. Any
-        # number turns them back on for runs/store/sql.py's fixed statements, which
+        # number turns them back on for runs/store/sql/'s fixed statements, which
         # ask with prepare=True; the ORM's client-side cursors never prepare.
         DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5
 else:

@@ -19,7 +19,7 @@ scheduling state read with that write):
   and, if nothing waits unread, completes the step.
 
 Why one round trip: every step turn records itself under its run's lock
-(runs/store/sql.py lock_run: event numbers follow commit order, and the last step
+(runs/store/sql/runs.py lock_run: event numbers follow commit order, and the last step
 to end sees every other step done). Sent statement by statement, a turn
 held that lock across four client round trips, and on a busy machine a
 holder waiting for the CPU between two of them kept every other step of the

@@ -1,4 +1,4 @@
-"""Rows read and written by plain SQL (runs/store/sql.py) exactly as the ORM
+"""Rows read and written by plain SQL (runs/store/sql/) exactly as the ORM
 would: every field's default filled in, every value converted on the way in
 and out; and the cursor those statements run on. Column names in the
 callers' WHERE clauses are the fields' names (no model here sets

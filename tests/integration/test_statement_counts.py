@@ -3,7 +3,7 @@ SQLite and on PostgreSQL: each is held at or under what it costs today, so a
 change that adds one fails here and names the new statement.
 
 Counted at the DB-API level (``connection.execute_wrapper``), which sees
-every statement sent through Django's cursors: the ORM's, runs/store/sql.py's
+every statement sent through Django's cursors: the ORM's, runs/store/sql/'s
 ``plain_cursor`` and the statements it pipelines. Transactions count too:
 a BEGIN (SQLite's comes through a cursor; psycopg sends PostgreSQL's
 itself, when Django turns autocommit off) and a COMMIT each cost a round

@@ -1,4 +1,4 @@
-"""The plain SQL under the mailbox store and the event sink (runs/store/sql.py,
+"""The plain SQL under the mailbox store and the event sink (runs/store/sql/,
 runs/store/), which differs by database: closing a mailbox drops what it
 held, oldest first, as workflow-cancelled once the run is cancelled; a
 turn's held events are written together, in order, numbered without gaps;
@@ -216,7 +216,7 @@ def test_scheduling_reads_only_the_unfinished_steps_on_postgresql(pg_run):
     # Asked after every step's end: a 500-step run must not read its 500
     # rows each time. The statuses written into the query must match the
     # partial indexes' conditions (runs/models/runs.py) for the planner to use them.
-    from runs.store.sql import _schedule_state_sql
+    from runs.store.sql.schedule import _schedule_state_sql
 
     with rows.plain_cursor() as cursor:
         cursor.execute(f"EXPLAIN {_schedule_state_sql()}", ["coordinator", pg_run.pk])

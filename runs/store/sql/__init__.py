@@ -1,0 +1,79 @@
+"""Every raw SQL statement of the store, each named, and the only place
+that asks which database it runs on (STYLE.md rule 15: dialect differences
+at the edge).
+
+Plain SQL where the ORM cannot say it (UPDATE ... RETURNING, a CTE that
+locks the run first, JSON documents turned into rows, a pipelined
+transaction) or took longer to build a query than the database to run it:
+what runs on every step turn, routed message and event (about 1 ms a query
+built by the ORM on a small VM, against 0.1-0.3 ms to run). Rows go in and
+come out as the ORM would write and read them (runs/store/rows.py).
+
+By what the statements touch, each module importing only those above it:
+``runs`` (the run row: its lock, counters and wake requests), ``writes``
+(UPDATE and INSERT of any model's rows), ``events``, ``mailboxes`` (unread
+mail: read, dropped, closed), ``messages`` (a turn's messages stored and
+counted), ``schedule`` (what scheduling reads after a step ends) and
+``steps`` (a step loaded and claimed for its turn, started, its last turn).
+The names the rest of the app uses are re-exported here.
+"""
+
+from runs.store.sql.events import events_document, insert_events
+from runs.store.sql.mailboxes import (
+    close_mailbox,
+    drop_unread,
+    mailbox_state,
+    unread,
+    unread_count,
+    unread_count_of,
+    unread_count_sql,
+)
+from runs.store.sql.messages import Counted, Written, insert_message, read_counter, write_held
+from runs.store.sql.runs import bump_counter, can_pipeline, lock_run, lock_run_sql, request_wake
+from runs.store.sql.schedule import ScheduleState, schedule_state, schedule_state_of
+from runs.store.sql.steps import (
+    WORKFLOW_TEXT,
+    claim_step_for_turn,
+    last_turn_save_sql,
+    last_turn_write_sql,
+    run_joins,
+    start_pending_steps,
+    step_for_turn,
+)
+from runs.store.sql.writes import insert, insert_many, update, update_returning
+
+__all__ = [
+    "WORKFLOW_TEXT",
+    "Counted",
+    "ScheduleState",
+    "Written",
+    "bump_counter",
+    "can_pipeline",
+    "claim_step_for_turn",
+    "close_mailbox",
+    "drop_unread",
+    "events_document",
+    "insert",
+    "insert_events",
+    "insert_many",
+    "insert_message",
+    "last_turn_save_sql",
+    "last_turn_write_sql",
+    "lock_run",
+    "lock_run_sql",
+    "mailbox_state",
+    "read_counter",
+    "request_wake",
+    "run_joins",
+    "schedule_state",
+    "schedule_state_of",
+    "start_pending_steps",
+    "step_for_turn",
+    "unread",
+    "unread_count",
+    "unread_count_of",
+    "unread_count_sql",
+    "update",
+    "update_returning",
+    "write_held",
+]

@@ -1,0 +1,89 @@
+"""Events stored numbered with the run's next seqs."""
+
+from __future__ import annotations
+
+import functools
+
+from django.db import connection
+
+from agents.events import Event as RuntimeEvent
+from runs.models import Event, Run
+from runs.pg_text import json_text
+from runs.store.rows import (
+    plain_cursor,
+    table,
+)
+from runs.store.sql.runs import bump_counter
+from runs.store.sql.writes import insert
+
+
+def insert_events(run_id: int, events: list[tuple[RuntimeEvent, object]]) -> list[int]:
+    """Number ``events`` (each with its creation time) with the run's next
+    seqs and store them, in order; return their seqs."""
+    if connection.vendor != "postgresql":
+        seqs = []
+        for values in _event_rows(run_id, events):
+            seqs.append(bump_counter(run_id, "last_event_seq"))
+            insert(Event, seq=seqs[-1], **values)
+        return seqs
+    # One round trip for them all: the counter's UPDATE (which locks the run
+    # row, as _bump does) numbers the rows.
+    count = len(events)
+    with plain_cursor() as cursor:
+        cursor.execute(_insert_events_sql(), [count, run_id, run_id, count, events_document(events)])
+        seqs = sorted(seq for (seq,) in cursor.fetchall())
+    if len(seqs) != count:
+        raise Run.DoesNotExist(f"run {run_id} does not exist")
+    return seqs
+
+
+def _event_rows(run_id: int, events: list[tuple[RuntimeEvent, object]]) -> list[dict]:
+    return [
+        {"run": run_id, "type": event.type, "step_id": event.step_id, "data": event.data, "created": created}
+        for event, created in events
+    ]
+
+
+def events_document(events: list[tuple[RuntimeEvent, object]]) -> str:
+    """The last parameter of ``insert_events_from``: ``events`` (each with
+    its creation time) as one JSON document, in order (PostgreSQL)."""
+    return json_text(
+        [
+            {"type": event.type, "step_id": event.step_id, "data": event.data, "created": created.isoformat()}
+            for event, created in events
+        ]
+    )
+
+
+# An event row's columns and how insert_events_from fills each.
+_EVENT_COLUMNS = {"run": "%s", "type": "e.type", "step_id": "e.step_id", "data": "e.data", "created": "e.created"}
+
+
+@functools.cache
+def insert_events_from(counter: str) -> str:
+    """An INSERT of events numbered after ``counter``.last_event_seq (a CTE
+    that added their count to the run's counter and returned it), from one
+    JSON document that jsonb_to_recordset turns into rows (PostgreSQL: psycopg
+    dumped a typed array per column about four times slower); parameters:
+    the run's id, the count, then ``events_document``."""
+    fields = [f.name for f in Event._meta.concrete_fields if not f.primary_key and f.name != "seq"]
+    if fields != list(_EVENT_COLUMNS):
+        raise RuntimeError(f"runs/store/sql/events.py writes events as {list(_EVENT_COLUMNS)}; the model has {fields}")
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(Event._meta.get_field(name).column) for name in _EVENT_COLUMNS)
+    seq = quote(Event._meta.get_field("seq").column)
+    return (
+        f"INSERT INTO {table(Event)} ({columns}, {seq}) "
+        f"SELECT {', '.join(_EVENT_COLUMNS.values())}, {counter}.last_event_seq - %s + e.n "
+        f"FROM {counter}, ROWS FROM (jsonb_to_recordset(%s::jsonb) "
+        "AS (type text, step_id text, data jsonb, created timestamptz)) WITH ORDINALITY "
+        f"AS e(type, step_id, data, created, n) RETURNING {seq}"
+    )
+
+
+@functools.cache
+def _insert_events_sql() -> str:
+    return (
+        f"WITH bumped AS (UPDATE {table(Run)} SET last_event_seq = last_event_seq + %s WHERE id = %s "
+        f"RETURNING last_event_seq) {insert_events_from('bumped')}"
+    )

@@ -1,0 +1,167 @@
+"""A mailbox's unread messages (the one definition every statement here
+uses), its state, and its mail dropped and closed."""
+
+from __future__ import annotations
+
+import functools
+
+from django.db import connection
+
+from agents.router import DropReason, MailboxState, MessageType, RouterMessage
+from runs.models import Message, Run, Step
+from runs.store.rows import (
+    from_db,
+    plain_cursor,
+    table,
+)
+from runs.store.sql.runs import cancelled
+
+
+def mailbox_state(run_id: int, mailbox: str) -> MailboxState:
+    """``mailbox``'s state, in one query instead of four: it runs for every
+    routed message."""
+    with plain_cursor() as cursor:
+        cursor.execute(_mailbox_state_sql(), [mailbox, mailbox, run_id])
+        row = cursor.fetchone()
+    if row is None:
+        return MailboxState(cancelled=False, registered=False, closed_reason=None, unread=0)
+    return mailbox_state_of(*row)
+
+
+def mailbox_state_of(status: str, kind: str | None, reason: str | None, unread: int) -> MailboxState:
+    """A MailboxState from the run's status, the step's kind and close
+    reason (None: no such step) and its unread count, as read together."""
+    return MailboxState(
+        cancelled=status == Run.Status.CANCELLED,
+        registered=kind == Step.Kind.STEP,
+        closed_reason=DropReason(reason) if reason else None,
+        unread=unread,
+    )
+
+
+@functools.cache
+def _mailbox_state_sql() -> str:
+    return (
+        "SELECT r.status, s.kind, s.mailbox_closed_reason, "
+        f"(SELECT COUNT(*) {unread_from('r.id')}) "
+        f"FROM {table(Run)} r LEFT JOIN {table(Step)} s ON s.run_id = r.id AND s.step_id = %s "
+        "WHERE r.id = %s"
+    )
+
+
+def unread(run_id: int, mailbox: str) -> list[RouterMessage]:
+    with plain_cursor() as cursor:
+        cursor.execute(_unread_sql(), [run_id, mailbox])
+        return [_router_message(*row) for row in cursor.fetchall()]
+
+
+@functools.cache
+def _unread_sql() -> str:
+    return f"SELECT {_MESSAGE_COLUMNS} {unread_from('%s')} ORDER BY m.id"
+
+
+def unread_count(run_id: int, mailbox: str) -> int:
+    with plain_cursor() as cursor:
+        count, params = unread_count_sql(run_id, mailbox)
+        cursor.execute(f"SELECT {count}", params)
+        return cursor.fetchone()[0]
+
+
+def unread_count_sql(run_id: int, mailbox: str) -> tuple[str, list]:
+    """A subquery counting ``mailbox``'s unread messages, and its parameters:
+    ``unread_count`` selects it; a statement that writes can return it too."""
+    return unread_count_of("%s", "%s"), [run_id, mailbox]
+
+
+def unread_count_of(run: str, mailbox: str) -> str:
+    """A subquery counting the unread messages of mailbox ``mailbox`` of run
+    ``run``, each a column or %s (step_for_turn selects it)."""
+    return f"(SELECT COUNT(*) {unread_from(run, mailbox)})"
+
+
+def unread_from(run: str, mailbox: str = "%s") -> str:
+    """The FROM and WHERE of a mailbox's unread messages (``m``), the one
+    definition every query here uses: the run is ``run``, the mailbox
+    ``mailbox`` (each a column, or %s for a parameter)."""
+    return f"FROM {table(Message)} m WHERE {_unread_where(run, mailbox)}"
+
+
+def _unread_where(run: str, mailbox: str = "%s") -> str:
+    return f"m.run_id = {run} AND m.recipient = {mailbox} AND m.drained IS NULL AND m.drop_reason = ''"
+
+
+# What a RouterMessage is made of, in _router_message's order.
+_MESSAGE_COLUMNS = "m.message_id, m.sender, m.recipient, m.type, m.content, m.created"
+
+
+def _router_message(message_id, sender, recipient, type_, content, created) -> RouterMessage:
+    return RouterMessage(
+        message_id=message_id,
+        sender=sender,
+        recipient=recipient,
+        type=MessageType.parse(type_),
+        content=content,
+        created=from_db(Message, "created", created).timestamp(),
+    )
+
+
+def close_mailbox(run_id: int, mailbox: str, reason: DropReason) -> tuple[DropReason, list[RouterMessage]]:
+    """Close ``mailbox`` with ``reason`` (workflow-cancelled if the run is
+    cancelled) unless it is closed, and if this closed it, drop what waits
+    in it unread: the reason and the dropped messages. Under the run's lock."""
+    if connection.vendor == "postgresql":
+        # One statement: the reason (the run's status decides), the close,
+        # and what it held dropped if this closed it.
+        cancel = [Run.Status.CANCELLED, str(DropReason.WORKFLOW_CANCELLED), str(reason)]
+        params = [*cancel, run_id, mailbox, run_id, mailbox]
+        rows = _returning(_close_and_drop_sql(), params)
+        return (DropReason(rows[0][1]) if rows else reason), [_router_message(*row[2:]) for row in rows]
+    if cancelled(run_id):
+        reason = DropReason.WORKFLOW_CANCELLED
+    closed = Step.objects.filter(run_id=run_id, step_id=mailbox, mailbox_closed_reason="").update(
+        mailbox_closed_reason=str(reason)
+    )
+    return reason, (drop_unread(run_id, mailbox, reason) if closed else [])
+
+
+@functools.cache
+def _close_and_drop_sql() -> str:
+    # PostgreSQL: the step's mailbox closed with the given reason, or
+    # workflow-cancelled if the run is cancelled, and only if this statement
+    # closed it, its unread messages dropped with that reason and returned.
+    return (
+        f"WITH closed AS (UPDATE {table(Step)} s SET mailbox_closed_reason = "
+        f"CASE WHEN (SELECT status FROM {table(Run)} WHERE id = s.run_id) = %s THEN %s ELSE %s END "
+        "WHERE s.run_id = %s AND s.step_id = %s AND s.mailbox_closed_reason = '' "
+        "RETURNING s.mailbox_closed_reason AS reason) "
+        f"UPDATE {table(Message)} m SET drop_reason = closed.reason FROM closed WHERE {_unread_where('%s')} "
+        f"RETURNING m.id, closed.reason, {_MESSAGE_COLUMNS}"
+    )
+
+
+def drop_unread(run_id: int, mailbox: str, reason: DropReason) -> list[RouterMessage]:
+    """Drop what waits unread in ``mailbox`` with ``reason``; the dropped."""
+    if connection.vendor == "postgresql":
+        rows = _returning(_drop_unread_sql(), [str(reason), run_id, mailbox])
+        return [_router_message(*row[1:]) for row in rows]
+    dropped = unread(run_id, mailbox)
+    if dropped:
+        Message.objects.filter(run_id=run_id, message_id__in=[m.message_id for m in dropped]).update(
+            drop_reason=str(reason)
+        )
+    return dropped
+
+
+@functools.cache
+def _drop_unread_sql() -> str:
+    # PostgreSQL: the unread messages dropped and returned in one statement.
+    return (
+        f"UPDATE {table(Message)} m SET drop_reason = %s WHERE {_unread_where('%s')} RETURNING m.id, {_MESSAGE_COLUMNS}"
+    )
+
+
+def _returning(statement: str, params: list) -> list[tuple]:
+    """The rows an UPDATE ... RETURNING (m.id first) gave, oldest message first."""
+    with plain_cursor() as cursor:
+        cursor.execute(statement, params)
+        return sorted(cursor.fetchall())  # RETURNING has no order

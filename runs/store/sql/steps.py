@@ -1,0 +1,190 @@
+"""A step loaded and claimed for its turn, pending steps started, and the
+statements that write a step's last turn (runs/store/last_turn.py)."""
+
+from __future__ import annotations
+
+import functools
+
+from django.db import connection
+
+from runs.models import Run, Step, Workflow
+from runs.store.rows import (
+    database,
+    db_value,
+    instances,
+    plain_cursor,
+    select_columns,
+    table,
+)
+from runs.store.sql.events import insert_events_from
+from runs.store.sql.mailboxes import unread_count_of, unread_from
+from runs.store.sql.schedule import schedule_flags
+
+# Big and not needed for a turn: the parsed spec is cached per version.
+WORKFLOW_TEXT = ("spec", "yaml_text")
+
+
+def step_for_turn(step_pk: int):
+    """Step ``step_pk`` with its run, the run's workflow (but its text and
+    stored spec) and the run's creator, as ``select_related`` would load
+    them, or None; annotated, as ``annotate()`` would, with ``unread``: how
+    many messages its mailbox holds unread (a turn with none skips reading
+    them). One query, built once: the ORM took longer to build this join
+    than PostgreSQL took to run it, on every step turn."""
+
+    vendor = database().vendor
+    parts = [(model, names) for model, names, _ in _step_for_turn_parts(vendor)]
+    with plain_cursor() as cursor:
+        cursor.execute(_step_for_turn_sql(vendor), [step_pk])
+        row = cursor.fetchone()
+    return None if row is None else _step_with_run(parts, row)
+
+
+def claim_step_for_turn(step_pk: int, turn: int, owner: str, expires, now):
+    """PostgreSQL: take the lease on turn ``turn`` of step ``step_pk`` (the
+    step and its run running, the turn the next one, no live lease but
+    ``owner``'s), clearing its queued mark (``Step.turn_queued``), and
+    return the step loaded as ``step_for_turn`` loads it, in one statement;
+    None if the turn is not this worker's to take. On a worker every turn
+    paid a round trip to load the step and another to claim it."""
+    vendor = database().vendor
+    parts = [(model, names) for model, names, _ in _step_for_turn_parts(vendor)]
+    step_model = parts[0][0]
+    running = Step.Status.RUNNING
+    with plain_cursor() as cursor:
+        cursor.execute(
+            _claim_step_for_turn_sql(vendor),
+            [
+                owner,
+                db_value(step_model, "lease_expires", expires),
+                step_pk,
+                running,
+                turn - 1,
+                Run.Status.RUNNING,
+                db_value(step_model, "lease_expires", now),
+                owner,
+            ],
+        )
+        row = cursor.fetchone()
+    return None if row is None else _step_with_run(parts, row)
+
+
+def _step_with_run(parts: list, row):
+    (step, run, workflow, user), start = instances(parts, row)
+    step.unread = row[start]
+    Run._meta.get_field("workflow").set_cached_value(run, workflow)
+    Run._meta.get_field("created_by").set_cached_value(run, user)
+    Step._meta.get_field("run").set_cached_value(step, run)
+    return step
+
+
+@functools.cache
+def _claim_step_for_turn_sql(vendor: str) -> str:
+    columns, joins = _step_for_turn_columns(vendor)
+    return (
+        f"UPDATE {table(Step)} s SET lease_owner = %s, lease_expires = %s, turn_queued = NULL "
+        f"FROM {table(Run)} r {joins} "
+        "WHERE s.id = %s AND r.id = s.run_id AND s.status = %s AND s.turns = %s AND r.status = %s "
+        "AND (s.lease_expires IS NULL OR s.lease_expires < %s OR s.lease_owner = %s) "
+        f"RETURNING {columns}"
+    )
+
+
+@functools.cache
+def _step_for_turn_parts(vendor: str) -> tuple:
+    """(model, attnames, SELECT list) of the step, its run, workflow and creator."""
+    user_model = Run._meta.get_field("created_by").related_model
+    # Of the creator, a turn needs the username (injected into tool calls).
+    kept = (user_model._meta.pk.name, user_model.USERNAME_FIELD)
+    user_rest = tuple(f.name for f in user_model._meta.concrete_fields if f.name not in kept)
+    aliased = ((Step, "s", ()), (Run, "r", ()), (Workflow, "w", WORKFLOW_TEXT), (user_model, "u", user_rest))
+    return tuple((model, *select_columns(model, alias, vendor, without)) for model, alias, without in aliased)
+
+
+@functools.cache
+def _step_for_turn_sql(vendor: str) -> str:
+    columns, joins = _step_for_turn_columns(vendor)
+    return f"SELECT {columns} FROM {table(Step)} s JOIN {table(Run)} r ON r.id = s.run_id {joins} WHERE s.id = %s"
+
+
+def _step_for_turn_columns(vendor: str) -> tuple[str, str]:
+    """What a step loaded for its turn selects (the step, its run, workflow
+    and creator, then its unread count), and the joins from its run ``r``."""
+    parts = _step_for_turn_parts(vendor)
+    columns = ", ".join(select for _, _, select in parts) + ", " + unread_count_of("s.run_id", "s.step_id")
+    return columns, run_joins(parts[3][0])
+
+
+def run_joins(user_model) -> str:
+    """The joins from a run ``r`` to its workflow ``w`` and creator ``u``."""
+    return f"JOIN {table(Workflow)} w ON w.id = r.workflow_id LEFT JOIN {table(user_model)} u ON u.id = r.created_by_id"
+
+
+def start_pending_steps(pks: list[int], now) -> set[int]:
+    """pending -> running for the steps ``pks``, their first turn marked
+    queued at ``now`` (Step.turn_queued); the ids it changed. A step another
+    scheduling pass started already is left alone: each starts once."""
+    if not pks:
+        return set()
+    # Padded to a power of two with an id no row has: a statement's text is
+    # prepared once per connection on PostgreSQL (rows.plain_cursor).
+    size = 1 << (len(pks) - 1).bit_length()
+    when = db_value(Step, "started", now)
+    params = [Step.Status.RUNNING, when, when, *pks, *[0] * (size - len(pks)), Step.Status.PENDING]
+    with plain_cursor() as cursor:
+        cursor.execute(_start_pending_steps_sql(size), params)
+        return {row[0] for row in cursor.fetchall()}
+
+
+@functools.cache
+def _start_pending_steps_sql(size: int) -> str:
+    quote = database().ops.quote_name
+    status, started, queued = (
+        quote(Step._meta.get_field(name).column) for name in ("status", "started", "turn_queued")
+    )
+    return (
+        f"UPDATE {table(Step)} SET {status} = %s, {started} = %s, {queued} = %s "
+        f"WHERE id IN ({', '.join(['%s'] * size)}) AND {status} = %s RETURNING id"
+    )
+
+
+@functools.cache
+def last_turn_write_sql(completed: tuple[str, ...]) -> str:
+    quote = connection.ops.quote_name
+    sets = ", ".join(f"{quote(Step._meta.get_field(name).column)} = %s" for name in completed)
+    return (
+        f"WITH done AS (UPDATE {table(Step)} SET turns = %s, lease_owner = '', lease_expires = NULL, "
+        f"transcript = %s::jsonb, prompt_tokens = prompt_tokens + %s, completion_tokens = completion_tokens + %s, "
+        f"{sets}, mailbox_closed_reason = "
+        "CASE WHEN mailbox_closed_reason = '' THEN %s ELSE mailbox_closed_reason END "
+        f"WHERE id = %s AND status = %s AND turns = %s AND NOT EXISTS(SELECT 1 {unread_from('%s', '%s')}) "
+        "RETURNING run_id), "
+        f"bumped AS (UPDATE {table(Run)} SET last_event_seq = last_event_seq + %s "
+        "WHERE id = (SELECT run_id FROM done) RETURNING last_event_seq), "
+        f"added AS ({insert_events_from('bumped')}) "
+        # Read with the statement's snapshot, which holds neither write above:
+        # the flags leave this step out, as done.
+        f"SELECT bumped.last_event_seq, r.status, r.coordinator_busy, {schedule_flags('r.id', '%s')}, "
+        f"r.workflow_id, w.created FROM bumped, {table(Run)} r JOIN {table(Workflow)} w ON w.id = r.workflow_id "
+        "WHERE r.id = %s"
+    )
+
+
+@functools.cache
+def last_turn_save_sql(completed: tuple[str, ...]) -> str:
+    quote = connection.ops.quote_name
+    empty = f"{unread_count_of('%s', '%s')} = 0"
+    cases = ", ".join(
+        f"{column} = CASE WHEN {empty} THEN %s ELSE {column} END"
+        for column in (quote(Step._meta.get_field(name).column) for name in completed)
+    )
+    run = f"FROM {table(Run)} WHERE id = %s"
+    return (
+        f"UPDATE {table(Step)} SET transcript = %s, prompt_tokens = prompt_tokens + %s, "
+        f"completion_tokens = completion_tokens + %s, {cases}, mailbox_closed_reason = "
+        f"CASE WHEN {empty} AND mailbox_closed_reason = '' THEN %s ELSE mailbox_closed_reason END "
+        f"WHERE id = %s RETURNING prompt_tokens, completion_tokens, turns, {unread_count_of('%s', '%s')}, "
+        f"(SELECT status {run}), (SELECT coordinator_busy {run}), {schedule_flags('%s', '%s')}, "
+        f"(SELECT workflow_id {run}), "
+        f"(SELECT w.created FROM {table(Workflow)} w JOIN {table(Run)} r ON r.workflow_id = w.id WHERE r.id = %s)"
+    )
