@@ -7,7 +7,7 @@ scheduling state read with that write):
 - ``write``, for the usual last turn on PostgreSQL (an answer with text and
   no tool calls, no mail read, no repeat-until loop to decide; an empty
   answer is no last turn: the general path gives the model a hint or fails
-  the step): the whole transaction sent at once (sql.in_one_round_trip):
+  the step): the whole transaction sent at once (rows.in_one_round_trip):
   the run's lock, then one statement that records the turn, completes the
   step, closes its mailbox, stores the turn's events numbered after the
   run's last, and reads what scheduling needs. It writes nothing and
@@ -33,13 +33,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db import connection
-
 from agents.events import Event as RuntimeEvent
-from agents.router import COORDINATOR, DropReason
 from runs.models import Step
-from runs.pg_text import json_text
-from runs.store import rows, sql
+from runs.store import sql
 
 
 def applies() -> bool:
@@ -55,7 +51,7 @@ def write(
     tokens: tuple[int, int],
     completed: dict,
     events: list[tuple[RuntimeEvent, datetime]],
-) -> tuple[int, sql.ScheduleState] | None:
+) -> sql.LastTurnWritten | None:
     """Record turn ``turn`` of ``step`` as its last: store ``transcript``,
     add ``tokens`` (prompt, completion), set ``completed`` (field -> value),
     close its mailbox (a closed mailbox keeps its reason) and store
@@ -65,35 +61,7 @@ def write(
     sql.schedule_state gives it, this step counted done; None, having
     written nothing, if the step has unread mail or is no longer running
     turn ``turn`` (its ``turns`` is not ``turn - 1``)."""
-    db_values = [Step._meta.get_field(name).get_db_prep_save(value, connection) for name, value in completed.items()]
-    # Documents go as JSON text, serialized here: psycopg would serialize
-    # them between sending the lock and sending this statement, while the
-    # lock is held (about 0.1 ms a turn).
-    params = [
-        turn,
-        json_text(transcript),
-        *tokens,
-        *db_values,
-        str(DropReason.TARGET_TERMINAL),
-        step.pk,
-        Step.Status.RUNNING,
-        turn - 1,
-        step.run_id,  # its unread mail
-        step.step_id,
-        len(events),  # bumped
-        step.run_id,  # the events
-        len(events),
-        sql.events_document(events),
-        COORDINATOR,  # the scheduling flags
-        step.pk,
-        step.run_id,
-    ]
-    statements = [(sql.lock_run_sql(), [step.run_id]), (sql.last_turn_write_sql(tuple(completed)), params)]
-    row = rows.in_one_round_trip(statements)
-    if row is None:
-        return None
-    last_seq, *state = row
-    return last_seq, sql.schedule_state_of(*state)
+    return sql.write_last_turn(step, turn, transcript, tokens, completed, events)
 
 
 def save(
@@ -110,34 +78,7 @@ def save(
     Everything that changes that state takes the run's lock, so nothing
     changes it before this commits: schedule() after commit need not read
     it again. Sets the step's transcript, token counts and turns."""
-    db_value = [Step._meta.get_field(name).get_db_prep_save(value, connection) for name, value in completed.items()]
-    mailbox = [step.run_id, step.step_id]
-    run = step.run_id
-    params = [
-        Step._meta.get_field("transcript").get_db_prep_save(transcript, connection),
-        *tokens,
-        *(param for value in db_value for param in (*mailbox, value)),
-        *mailbox,
-        str(DropReason.TARGET_TERMINAL),
-        step.pk,
-        # RETURNING: the unread count, the run's status and coordinator_busy,
-        # the scheduling flags, the workflow's id and created.
-        *mailbox,
-        run,
-        run,
-        run,
-        COORDINATOR,
-        run,
-        run,
-        step.pk,
-        run,
-        run,
-    ]
-    with rows.plain_cursor() as cursor:
-        cursor.execute(sql.last_turn_save_sql(tuple(completed)), params)
-        row = cursor.fetchone()
-    if row is None:
-        raise Step.DoesNotExist(f"step {step.pk} does not exist")
+    saved = sql.save_turn(step, transcript, tokens, completed)
     step.transcript = transcript
-    step.prompt_tokens, step.completion_tokens, step.turns, unread = row[:4]
-    return unread, None if unread else sql.schedule_state_of(*row[4:])
+    step.prompt_tokens, step.completion_tokens, step.turns = saved.prompt_tokens, saved.completion_tokens, saved.turns
+    return saved.unread, saved.schedule

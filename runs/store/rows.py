@@ -50,7 +50,7 @@ def _prepared_cursor_class():
     return PreparedCursor
 
 
-def in_one_round_trip(statements: list[tuple[str, list]]) -> tuple | None:
+def in_one_round_trip(statements: list[tuple[str, dict | list]]) -> tuple | None:
     """Run ``statements`` (SQL, parameters) as one transaction sent at once,
     in PostgreSQL's pipeline mode (psycopg's public ``pipeline()``): the
     server runs them back to back and commits, so a lock the first takes is

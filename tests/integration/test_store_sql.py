@@ -219,7 +219,7 @@ def test_scheduling_reads_only_the_unfinished_steps_on_postgresql(pg_run):
     from runs.store.sql.schedule import _schedule_state_sql
 
     with rows.plain_cursor() as cursor:
-        cursor.execute(f"EXPLAIN {_schedule_state_sql()}", ["coordinator", pg_run.pk])
+        cursor.execute(f"EXPLAIN {_schedule_state_sql()}", {"coordinator": "coordinator", "run": pg_run.pk})
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "step_pending" in plan
     assert "step_unfinished" in plan

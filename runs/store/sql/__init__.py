@@ -9,16 +9,22 @@ what runs on every step turn, routed message and event (about 1 ms a query
 built by the ORM on a small VM, against 0.1-0.3 ms to run). Rows go in and
 come out as the ORM would write and read them (runs/store/rows.py).
 
+Statements take keyword parameters (``%(run)s``, ``%(mailbox)s``...; a
+value used twice is bound once) and return named tuples; ``writes``'
+builders and the padded IN list of ``start_pending_steps`` stay
+positional (their columns or lengths vary with the call).
+
 By what the statements touch, each module importing only those above it:
 ``runs`` (the run row: its lock, counters and wake requests), ``writes``
 (UPDATE and INSERT of any model's rows), ``events``, ``mailboxes`` (unread
 mail: read, dropped, closed), ``messages`` (a turn's messages stored and
-counted), ``schedule`` (what scheduling reads after a step ends) and
-``steps`` (a step loaded and claimed for its turn, started, its last turn).
+counted), ``schedule`` (what scheduling reads after a step ends), ``steps`` (a step
+loaded and claimed for its turn, started) and ``turns`` (a step's last turn
+written).
 The names the rest of the app uses are re-exported here.
 """
 
-from runs.store.sql.events import events_document, insert_events
+from runs.store.sql.events import insert_events
 from runs.store.sql.mailboxes import (
     close_mailbox,
     drop_unread,
@@ -34,36 +40,35 @@ from runs.store.sql.schedule import ScheduleState, schedule_state, schedule_stat
 from runs.store.sql.steps import (
     WORKFLOW_TEXT,
     claim_step_for_turn,
-    last_turn_save_sql,
-    last_turn_write_sql,
     run_joins,
     start_pending_steps,
     step_for_turn,
 )
+from runs.store.sql.turns import LastTurnWritten, TurnSaved, save_turn, write_last_turn
 from runs.store.sql.writes import insert, insert_many, update, update_returning
 
 __all__ = [
     "WORKFLOW_TEXT",
     "Counted",
+    "LastTurnWritten",
     "ScheduleState",
+    "TurnSaved",
     "Written",
     "bump_counter",
     "can_pipeline",
     "claim_step_for_turn",
     "close_mailbox",
     "drop_unread",
-    "events_document",
     "insert",
     "insert_events",
     "insert_many",
     "insert_message",
-    "last_turn_save_sql",
-    "last_turn_write_sql",
     "lock_run",
     "lock_run_sql",
     "mailbox_state",
     "read_counter",
     "request_wake",
+    "save_turn",
     "run_joins",
     "schedule_state",
     "schedule_state_of",
@@ -76,4 +81,5 @@ __all__ = [
     "update",
     "update_returning",
     "write_held",
+    "write_last_turn",
 ]

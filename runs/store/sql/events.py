@@ -28,11 +28,10 @@ def insert_events(run_id: int, events: list[tuple[RuntimeEvent, object]]) -> lis
         return seqs
     # One round trip for them all: the counter's UPDATE (which locks the run
     # row, as _bump does) numbers the rows.
-    count = len(events)
     with plain_cursor() as cursor:
-        cursor.execute(_insert_events_sql(), [count, run_id, run_id, count, events_document(events)])
+        cursor.execute(_insert_events_sql(), events_params(run_id, events))
         seqs = sorted(seq for (seq,) in cursor.fetchall())
-    if len(seqs) != count:
+    if len(seqs) != len(events):
         raise Run.DoesNotExist(f"run {run_id} does not exist")
     return seqs
 
@@ -44,19 +43,21 @@ def _event_rows(run_id: int, events: list[tuple[RuntimeEvent, object]]) -> list[
     ]
 
 
-def events_document(events: list[tuple[RuntimeEvent, object]]) -> str:
-    """The last parameter of ``insert_events_from``: ``events`` (each with
-    its creation time) as one JSON document, in order (PostgreSQL)."""
-    return json_text(
+def events_params(run_id: int, events: list[tuple[RuntimeEvent, object]]) -> dict:
+    """The parameters of ``insert_events_from``: the run, how many events,
+    and ``events`` (each with its creation time) as one JSON document, in
+    order (PostgreSQL)."""
+    document = json_text(
         [
             {"type": event.type, "step_id": event.step_id, "data": event.data, "created": created.isoformat()}
             for event, created in events
         ]
     )
+    return {"run": run_id, "event_count": len(events), "events": document}
 
 
 # An event row's columns and how insert_events_from fills each.
-_EVENT_COLUMNS = {"run": "%s", "type": "e.type", "step_id": "e.step_id", "data": "e.data", "created": "e.created"}
+_EVENT_COLUMNS = {"run": "%(run)s", "type": "e.type", "step_id": "e.step_id", "data": "e.data", "created": "e.created"}
 
 
 @functools.cache
@@ -65,7 +66,7 @@ def insert_events_from(counter: str) -> str:
     that added their count to the run's counter and returned it), from one
     JSON document that jsonb_to_recordset turns into rows (PostgreSQL: psycopg
     dumped a typed array per column about four times slower); parameters:
-    the run's id, the count, then ``events_document``."""
+    ``events_params``."""
     fields = [f.name for f in Event._meta.concrete_fields if not f.primary_key and f.name != "seq"]
     if fields != list(_EVENT_COLUMNS):
         raise RuntimeError(f"runs/store/sql/events.py writes events as {list(_EVENT_COLUMNS)}; the model has {fields}")
@@ -74,8 +75,8 @@ def insert_events_from(counter: str) -> str:
     seq = quote(Event._meta.get_field("seq").column)
     return (
         f"INSERT INTO {table(Event)} ({columns}, {seq}) "
-        f"SELECT {', '.join(_EVENT_COLUMNS.values())}, {counter}.last_event_seq - %s + e.n "
-        f"FROM {counter}, ROWS FROM (jsonb_to_recordset(%s::jsonb) "
+        f"SELECT {', '.join(_EVENT_COLUMNS.values())}, {counter}.last_event_seq - %(event_count)s + e.n "
+        f"FROM {counter}, ROWS FROM (jsonb_to_recordset(%(events)s::jsonb) "
         "AS (type text, step_id text, data jsonb, created timestamptz)) WITH ORDINALITY "
         f"AS e(type, step_id, data, created, n) RETURNING {seq}"
     )
@@ -84,6 +85,6 @@ def insert_events_from(counter: str) -> str:
 @functools.cache
 def _insert_events_sql() -> str:
     return (
-        f"WITH bumped AS (UPDATE {table(Run)} SET last_event_seq = last_event_seq + %s WHERE id = %s "
+        f"WITH bumped AS (UPDATE {table(Run)} SET last_event_seq = last_event_seq + %(event_count)s WHERE id = %(run)s "
         f"RETURNING last_event_seq) {insert_events_from('bumped')}"
     )

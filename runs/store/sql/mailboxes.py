@@ -21,7 +21,7 @@ def mailbox_state(run_id: int, mailbox: str) -> MailboxState:
     """``mailbox``'s state, in one query instead of four: it runs for every
     routed message."""
     with plain_cursor() as cursor:
-        cursor.execute(_mailbox_state_sql(), [mailbox, mailbox, run_id])
+        cursor.execute(_mailbox_state_sql(), {"run": run_id, "mailbox": mailbox})
         row = cursor.fetchone()
     if row is None:
         return MailboxState(cancelled=False, registered=False, closed_reason=None, unread=0)
@@ -44,20 +44,20 @@ def _mailbox_state_sql() -> str:
     return (
         "SELECT r.status, s.kind, s.mailbox_closed_reason, "
         f"(SELECT COUNT(*) {unread_from('r.id')}) "
-        f"FROM {table(Run)} r LEFT JOIN {table(Step)} s ON s.run_id = r.id AND s.step_id = %s "
-        "WHERE r.id = %s"
+        f"FROM {table(Run)} r LEFT JOIN {table(Step)} s ON s.run_id = r.id AND s.step_id = %(mailbox)s "
+        "WHERE r.id = %(run)s"
     )
 
 
 def unread(run_id: int, mailbox: str) -> list[RouterMessage]:
     with plain_cursor() as cursor:
-        cursor.execute(_unread_sql(), [run_id, mailbox])
+        cursor.execute(_unread_sql(), {"run": run_id, "mailbox": mailbox})
         return [_router_message(*row) for row in cursor.fetchall()]
 
 
 @functools.cache
 def _unread_sql() -> str:
-    return f"SELECT {_MESSAGE_COLUMNS} {unread_from('%s')} ORDER BY m.id"
+    return f"SELECT {_MESSAGE_COLUMNS} {unread_from('%(run)s')} ORDER BY m.id"
 
 
 def unread_count(run_id: int, mailbox: str) -> int:
@@ -69,24 +69,25 @@ def unread_count(run_id: int, mailbox: str) -> int:
 
 def unread_count_sql(run_id: int, mailbox: str) -> tuple[str, list]:
     """A subquery counting ``mailbox``'s unread messages, and its parameters:
-    ``unread_count`` selects it; a statement that writes can return it too."""
+    ``unread_count`` selects it; a statement that writes can return it too
+    (``update_returning``: positional parameters)."""
     return unread_count_of("%s", "%s"), [run_id, mailbox]
 
 
 def unread_count_of(run: str, mailbox: str) -> str:
     """A subquery counting the unread messages of mailbox ``mailbox`` of run
-    ``run``, each a column or %s (step_for_turn selects it)."""
+    ``run``, each a column or a placeholder (step_for_turn selects it)."""
     return f"(SELECT COUNT(*) {unread_from(run, mailbox)})"
 
 
-def unread_from(run: str, mailbox: str = "%s") -> str:
+def unread_from(run: str, mailbox: str = "%(mailbox)s") -> str:
     """The FROM and WHERE of a mailbox's unread messages (``m``), the one
     definition every query here uses: the run is ``run``, the mailbox
-    ``mailbox`` (each a column, or %s for a parameter)."""
+    ``mailbox`` (each a column, or a placeholder)."""
     return f"FROM {table(Message)} m WHERE {_unread_where(run, mailbox)}"
 
 
-def _unread_where(run: str, mailbox: str = "%s") -> str:
+def _unread_where(run: str, mailbox: str = "%(mailbox)s") -> str:
     return f"m.run_id = {run} AND m.recipient = {mailbox} AND m.drained IS NULL AND m.drop_reason = ''"
 
 
@@ -112,8 +113,13 @@ def close_mailbox(run_id: int, mailbox: str, reason: DropReason) -> tuple[DropRe
     if connection.vendor == "postgresql":
         # One statement: the reason (the run's status decides), the close,
         # and what it held dropped if this closed it.
-        cancel = [Run.Status.CANCELLED, str(DropReason.WORKFLOW_CANCELLED), str(reason)]
-        params = [*cancel, run_id, mailbox, run_id, mailbox]
+        params = {
+            "cancelled": Run.Status.CANCELLED,
+            "cancelled_reason": str(DropReason.WORKFLOW_CANCELLED),
+            "reason": str(reason),
+            "run": run_id,
+            "mailbox": mailbox,
+        }
         rows = _returning(_close_and_drop_sql(), params)
         return (DropReason(rows[0][1]) if rows else reason), [_router_message(*row[2:]) for row in rows]
     if cancelled(run_id):
@@ -131,10 +137,11 @@ def _close_and_drop_sql() -> str:
     # closed it, its unread messages dropped with that reason and returned.
     return (
         f"WITH closed AS (UPDATE {table(Step)} s SET mailbox_closed_reason = "
-        f"CASE WHEN (SELECT status FROM {table(Run)} WHERE id = s.run_id) = %s THEN %s ELSE %s END "
-        "WHERE s.run_id = %s AND s.step_id = %s AND s.mailbox_closed_reason = '' "
+        f"CASE WHEN (SELECT status FROM {table(Run)} WHERE id = s.run_id) = %(cancelled)s "
+        "THEN %(cancelled_reason)s ELSE %(reason)s END "
+        "WHERE s.run_id = %(run)s AND s.step_id = %(mailbox)s AND s.mailbox_closed_reason = '' "
         "RETURNING s.mailbox_closed_reason AS reason) "
-        f"UPDATE {table(Message)} m SET drop_reason = closed.reason FROM closed WHERE {_unread_where('%s')} "
+        f"UPDATE {table(Message)} m SET drop_reason = closed.reason FROM closed WHERE {_unread_where('%(run)s')} "
         f"RETURNING m.id, closed.reason, {_MESSAGE_COLUMNS}"
     )
 
@@ -142,7 +149,7 @@ def _close_and_drop_sql() -> str:
 def drop_unread(run_id: int, mailbox: str, reason: DropReason) -> list[RouterMessage]:
     """Drop what waits unread in ``mailbox`` with ``reason``; the dropped."""
     if connection.vendor == "postgresql":
-        rows = _returning(_drop_unread_sql(), [str(reason), run_id, mailbox])
+        rows = _returning(_drop_unread_sql(), {"reason": str(reason), "run": run_id, "mailbox": mailbox})
         return [_router_message(*row[1:]) for row in rows]
     dropped = unread(run_id, mailbox)
     if dropped:
@@ -156,11 +163,12 @@ def drop_unread(run_id: int, mailbox: str, reason: DropReason) -> list[RouterMes
 def _drop_unread_sql() -> str:
     # PostgreSQL: the unread messages dropped and returned in one statement.
     return (
-        f"UPDATE {table(Message)} m SET drop_reason = %s WHERE {_unread_where('%s')} RETURNING m.id, {_MESSAGE_COLUMNS}"
+        f"UPDATE {table(Message)} m SET drop_reason = %(reason)s WHERE {_unread_where('%(run)s')} "
+        f"RETURNING m.id, {_MESSAGE_COLUMNS}"
     )
 
 
-def _returning(statement: str, params: list) -> list[tuple]:
+def _returning(statement: str, params: dict) -> list[tuple]:
     """The rows an UPDATE ... RETURNING (m.id first) gave, oldest message first."""
     with plain_cursor() as cursor:
         cursor.execute(statement, params)

@@ -18,9 +18,9 @@ from runs.store.rows import (
     row_values,
     table,
 )
-from runs.store.sql.events import events_document, insert_events_from
+from runs.store.sql.events import events_params, insert_events_from
 from runs.store.sql.mailboxes import mailbox_state_of, unread_count_of
-from runs.store.sql.runs import _wake_sql, _wake_sql_params, request_wake, wake_params, wake_sql
+from runs.store.sql.runs import request_wake, request_wake_params, request_wake_sql, wake_params, wake_sql
 from runs.store.sql.writes import insert, json_rows
 
 
@@ -35,13 +35,16 @@ def insert_message(run_id: int, values: dict, *, wake: bool) -> bool | None:
         insert(Message, **values)
         return request_wake(run_id)
     # One round trip: the message and the coordinator's wake request.
-    columns, params = row_values(Message, values)
+    columns, row = row_values(Message, values)
+    # The row's values named by position: every message row has the same
+    # columns, so the statement's text is the same each time.
+    named = {f"value{index}": value for index, value in enumerate(row)}
     with plain_cursor() as cursor:
         cursor.execute(
-            f"WITH woken AS ({_wake_sql()}) "
+            f"WITH woken AS ({request_wake_sql()}) "
             f"INSERT INTO {table(Message)} ({columns}) "
-            f"SELECT {', '.join(['%s'] * len(params))} FROM woken RETURNING (SELECT busy FROM woken)",
-            [*_wake_sql_params(run_id), *params],
+            f"SELECT {', '.join(f'%({name})s' for name in named)} FROM woken RETURNING (SELECT busy FROM woken)",
+            {**request_wake_params(run_id), **named},
         )
         row = cursor.fetchone()
     if row is None:
@@ -71,8 +74,8 @@ def read_counter(run_id: int) -> Counted:
         return _counted(run_id, cursor.fetchall())
 
 
-def _counter_params(run_id: int) -> list:
-    return [run_id, COORDINATOR, STATES_WITH_COUNTER]
+def _counter_params(run_id: int) -> dict:
+    return {"run": run_id, "coordinator": COORDINATOR, "limit": STATES_WITH_COUNTER}
 
 
 def _counted(run_id: int, rows: list[tuple]) -> Counted:
@@ -91,8 +94,8 @@ def _counter_sql() -> str:
     return (
         "SELECT r.last_message_no, r.status, s.step_id, s.kind, s.mailbox_closed_reason, "
         f"{unread_count_of('r.id', 's.step_id')} "
-        f"FROM {table(Run)} r LEFT JOIN {table(Step)} s ON s.run_id = r.id WHERE r.id = %s "
-        "ORDER BY s.step_id = %s DESC, s.position, s.id LIMIT %s"
+        f"FROM {table(Run)} r LEFT JOIN {table(Step)} s ON s.run_id = r.id WHERE r.id = %(run)s "
+        "ORDER BY s.step_id = %(coordinator)s DESC, s.position, s.id LIMIT %(limit)s"
     )
 
 
@@ -125,6 +128,7 @@ def _write_held(run_id: int, rows: list[dict], taken: int, wakes: int) -> tuple[
         if counted is None:
             raise Run.DoesNotExist(f"run {run_id} does not exist")
         if rows:
+            # Positional: row_values gives each row's values in column order.
             values = [row_values(Message, row) for row in rows]
             holes = ", ".join(["%s"] * len(values[0][1]))
             cursor.executemany(
@@ -139,10 +143,13 @@ def _write_held_with_events(
     """``_write_held`` in one round trip, with ``events`` (PostgreSQL): the
     messages and the events each one JSON document, inserted in the order
     they were routed and emitted. Also returns the last event seq."""
-    messages = json_text([row_document(Message, row) for row in rows])
-    event_params = [run_id, len(events), events_document(events)]
+    params = {
+        **_count_params(run_id, taken, len(events), wakes),
+        "rows": json_text([row_document(Message, row) for row in rows]),
+        **events_params(run_id, events),
+    }
     with plain_cursor() as cursor:
-        cursor.execute(_write_held_sql(), [*_count_params(run_id, taken, len(events), wakes), messages, *event_params])
+        cursor.execute(_write_held_sql(), params)
         found = cursor.fetchone()
     if found is None:
         raise Run.DoesNotExist(f"run {run_id} does not exist")
@@ -151,17 +158,17 @@ def _write_held_with_events(
 
 @functools.cache
 def _count_sql() -> str:
-    marked, held_back = wake_sql("%s")
+    marked, held_back = wake_sql("%(wakes)s")
     return (
-        f"UPDATE {table(Run)} SET last_message_no = last_message_no + %s, last_event_seq = last_event_seq + %s, "
-        f"wake_requests = wake_requests + %s, {marked} WHERE id = %s "
+        f"UPDATE {table(Run)} SET last_message_no = last_message_no + %(taken)s, "
+        f"last_event_seq = last_event_seq + %(event_count)s, "
+        f"wake_requests = wake_requests + %(wakes)s, {marked} WHERE id = %(run)s "
         f"RETURNING last_message_no, {held_back} AS busy, last_event_seq"
     )
 
 
-def _count_params(run_id: int, taken: int, events: int, wakes: int) -> list:
-    marked, held_back = wake_params()
-    return [taken, events, wakes, wakes, *marked, run_id, *held_back]
+def _count_params(run_id: int, taken: int, events: int, wakes: int) -> dict:
+    return {"taken": taken, "event_count": events, "wakes": wakes, "run": run_id, **wake_params()}
 
 
 @functools.cache

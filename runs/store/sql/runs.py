@@ -25,12 +25,14 @@ def lock_run(run_id: int) -> None:
     run's steps or mailboxes: the same order everywhere (run, then steps) so
     two writers never deadlock, and event numbers follow commit order."""
     with plain_cursor() as cursor:
-        cursor.execute(lock_run_sql(), [run_id])
+        cursor.execute(lock_run_sql(), {"run": run_id})
 
 
-def lock_run_sql() -> str:
+def lock_run_sql(run: str = "%(run)s") -> str:
+    """The run's lock; ``run``: its id's placeholder (``update_sql`` puts
+    it in a statement of positional parameters)."""
     lock = " FOR UPDATE" if database().features.has_select_for_update else ""
-    return f"SELECT 1 FROM {table(Run)} WHERE id = %s{lock}"
+    return f"SELECT 1 FROM {table(Run)} WHERE id = {run}{lock}"
 
 
 _COUNTERS = {"last_event_seq", "last_message_no"}
@@ -45,7 +47,9 @@ def bump_counter(run_id: int, counter: str) -> int:
     table = connection.ops.quote_name(Run._meta.db_table)
     column = connection.ops.quote_name(counter)
     with plain_cursor() as cursor:
-        cursor.execute(f"UPDATE {table} SET {column} = {column} + 1 WHERE id = %s RETURNING {column}", [run_id])
+        cursor.execute(
+            f"UPDATE {table} SET {column} = {column} + 1 WHERE id = %(run)s RETURNING {column}", {"run": run_id}
+        )
         row = cursor.fetchone()
     if row is None:
         raise Run.DoesNotExist(f"run {run_id} does not exist")
@@ -73,42 +77,40 @@ def wake_sql(requests: str) -> tuple[str, str]:
     """For an UPDATE of the run row that adds ``requests`` (SQL) wake
     requests: the SET of the mark, and the RETURNING column that is true
     when no wake task need be queued (the coordinator busy, or a wake
-    already queued). Parameters: ``wake_params()``'s first list for the SET
-    (after ``requests``' own, when it is a %s), its second for the RETURNING."""
+    already queued). Parameters: ``wake_params()`` (``stale`` and ``now``)."""
     marked = (
-        f"wake_queued = CASE WHEN {requests} = 0 OR coordinator_busy OR wake_queued > %s THEN wake_queued ELSE %s END"
+        f"wake_queued = CASE WHEN {requests} = 0 OR coordinator_busy OR wake_queued > %(stale)s "
+        "THEN wake_queued ELSE %(now)s END"
     )
-    return marked, "coordinator_busy OR COALESCE(wake_queued <> %s, TRUE)"
+    return marked, "coordinator_busy OR COALESCE(wake_queued <> %(now)s, TRUE)"
 
 
-def wake_params() -> tuple[list, list]:
-    """The parameters of ``wake_sql``'s SET (when a mark stops counting, and
-    now) and of its RETURNING (now)."""
+def wake_params() -> dict:
+    """The parameters of ``wake_sql``: when a mark stops counting, and now."""
     now = timezone.now()
     stale = now - timedelta(seconds=settings.ZENWEB_LEASE_SECONDS)
-    now_value = db_value(Run, "wake_queued", now)
-    return [db_value(Run, "wake_queued", stale), now_value], [now_value]
+    return {"stale": db_value(Run, "wake_queued", stale), "now": db_value(Run, "wake_queued", now)}
 
 
 @functools.cache
-def _wake_sql() -> str:
+def request_wake_sql() -> str:
+    """One wake request counted; parameters: ``request_wake_params``."""
     marked, held_back = wake_sql("1")
     return (
         f"UPDATE {table(Run)} SET wake_requests = wake_requests + 1, {marked} "
-        f"WHERE id = %s RETURNING {held_back} AS busy"
+        f"WHERE id = %(run)s RETURNING {held_back} AS busy"
     )
 
 
-def _wake_sql_params(run_id: int) -> list:
-    marked, held_back = wake_params()
-    return [*marked, run_id, *held_back]
+def request_wake_params(run_id: int) -> dict:
+    return {**wake_params(), "run": run_id}
 
 
 def request_wake(run_id: int) -> bool:
     """Count a reason for the coordinator to wake: whether no wake task need
     be queued (see wake_sql)."""
     with plain_cursor() as cursor:
-        cursor.execute(_wake_sql(), _wake_sql_params(run_id))
+        cursor.execute(request_wake_sql(), request_wake_params(run_id))
         row = cursor.fetchone()
     if row is None:
         raise Run.DoesNotExist(f"run {run_id} does not exist")

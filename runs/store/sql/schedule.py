@@ -34,7 +34,7 @@ def schedule_state(run_id: int) -> ScheduleState | None:
     is pending, whether every step is done (terminal, none being resumed),
     and its workflow's id and created. None if the run does not exist."""
     with plain_cursor() as cursor:
-        cursor.execute(_schedule_state_sql(), [COORDINATOR, run_id])
+        cursor.execute(_schedule_state_sql(), {"coordinator": COORDINATOR, "run": run_id})
         row = cursor.fetchone()
     if row is None:
         return None
@@ -55,14 +55,15 @@ def _schedule_state_sql() -> str:
     return (
         f"SELECT r.status, r.coordinator_busy, {schedule_flags('r.id')}, "
         f"r.workflow_id, w.created FROM {table(Run)} r JOIN {table(Workflow)} w ON w.id = r.workflow_id "
-        "WHERE r.id = %s"
+        "WHERE r.id = %(run)s"
     )
 
 
 def schedule_flags(run: str, other_than: str = "") -> str:
-    """Whether the coordinator of run ``run`` (a column or %s) has unread
-    mail, a step is pending, and a step other than ``other_than`` (a step's
-    id column or %s; empty: none) is unfinished.
+    """Whether the coordinator of run ``run`` (a column or a placeholder) has
+    unread mail, a step is pending, and a step other than ``other_than`` (a
+    step's id column or a placeholder; empty: none) is unfinished. The
+    coordinator's mailbox is the parameter ``coordinator``.
 
     The kinds and statuses are written in, not bound: a prepared statement's
     generic plan could not tell that its parameters match the partial
@@ -70,7 +71,7 @@ def schedule_flags(run: str, other_than: str = "") -> str:
     read every step of the run."""
     other = f" AND s.id <> {other_than}" if other_than else ""
     return (
-        f"EXISTS(SELECT 1 {unread_from(run)}), "
+        f"EXISTS(SELECT 1 {unread_from(run, '%(coordinator)s')}), "
         f"EXISTS(SELECT 1 FROM {table(Step)} s WHERE s.run_id = {run} "
         f"AND s.kind = {_quoted(Step.Kind.STEP)} AND s.status = {_quoted(Step.Status.PENDING)}), "
         f"EXISTS(SELECT 1 FROM {table(Step)} s WHERE s.run_id = {run} AND s.kind <> {_quoted(Step.Kind.COORDINATOR)} "

@@ -1,11 +1,8 @@
-"""A step loaded and claimed for its turn, pending steps started, and the
-statements that write a step's last turn (runs/store/last_turn.py)."""
+"""A step loaded and claimed for its turn, and pending steps started."""
 
 from __future__ import annotations
 
 import functools
-
-from django.db import connection
 
 from runs.models import Run, Step, Workflow
 from runs.store.rows import (
@@ -16,9 +13,7 @@ from runs.store.rows import (
     select_columns,
     table,
 )
-from runs.store.sql.events import insert_events_from
-from runs.store.sql.mailboxes import unread_count_of, unread_from
-from runs.store.sql.schedule import schedule_flags
+from runs.store.sql.mailboxes import unread_count_of
 
 # Big and not needed for a turn: the parsed spec is cached per version.
 WORKFLOW_TEXT = ("spec", "yaml_text")
@@ -35,7 +30,7 @@ def step_for_turn(step_pk: int):
     vendor = database().vendor
     parts = [(model, names) for model, names, _ in _step_for_turn_parts(vendor)]
     with plain_cursor() as cursor:
-        cursor.execute(_step_for_turn_sql(vendor), [step_pk])
+        cursor.execute(_step_for_turn_sql(vendor), {"step": step_pk})
         row = cursor.fetchone()
     return None if row is None else _step_with_run(parts, row)
 
@@ -50,21 +45,17 @@ def claim_step_for_turn(step_pk: int, turn: int, owner: str, expires, now):
     vendor = database().vendor
     parts = [(model, names) for model, names, _ in _step_for_turn_parts(vendor)]
     step_model = parts[0][0]
-    running = Step.Status.RUNNING
+    params = {
+        "owner": owner,
+        "expires": db_value(step_model, "lease_expires", expires),
+        "step": step_pk,
+        "running": Step.Status.RUNNING,
+        "previous_turn": turn - 1,
+        "run_running": Run.Status.RUNNING,
+        "now": db_value(step_model, "lease_expires", now),
+    }
     with plain_cursor() as cursor:
-        cursor.execute(
-            _claim_step_for_turn_sql(vendor),
-            [
-                owner,
-                db_value(step_model, "lease_expires", expires),
-                step_pk,
-                running,
-                turn - 1,
-                Run.Status.RUNNING,
-                db_value(step_model, "lease_expires", now),
-                owner,
-            ],
-        )
+        cursor.execute(_claim_step_for_turn_sql(vendor), params)
         row = cursor.fetchone()
     return None if row is None else _step_with_run(parts, row)
 
@@ -82,10 +73,11 @@ def _step_with_run(parts: list, row):
 def _claim_step_for_turn_sql(vendor: str) -> str:
     columns, joins = _step_for_turn_columns(vendor)
     return (
-        f"UPDATE {table(Step)} s SET lease_owner = %s, lease_expires = %s, turn_queued = NULL "
+        f"UPDATE {table(Step)} s SET lease_owner = %(owner)s, lease_expires = %(expires)s, turn_queued = NULL "
         f"FROM {table(Run)} r {joins} "
-        "WHERE s.id = %s AND r.id = s.run_id AND s.status = %s AND s.turns = %s AND r.status = %s "
-        "AND (s.lease_expires IS NULL OR s.lease_expires < %s OR s.lease_owner = %s) "
+        "WHERE s.id = %(step)s AND r.id = s.run_id AND s.status = %(running)s AND s.turns = %(previous_turn)s "
+        "AND r.status = %(run_running)s "
+        "AND (s.lease_expires IS NULL OR s.lease_expires < %(now)s OR s.lease_owner = %(owner)s) "
         f"RETURNING {columns}"
     )
 
@@ -104,7 +96,7 @@ def _step_for_turn_parts(vendor: str) -> tuple:
 @functools.cache
 def _step_for_turn_sql(vendor: str) -> str:
     columns, joins = _step_for_turn_columns(vendor)
-    return f"SELECT {columns} FROM {table(Step)} s JOIN {table(Run)} r ON r.id = s.run_id {joins} WHERE s.id = %s"
+    return f"SELECT {columns} FROM {table(Step)} s JOIN {table(Run)} r ON r.id = s.run_id {joins} WHERE s.id = %(step)s"
 
 
 def _step_for_turn_columns(vendor: str) -> tuple[str, str]:
@@ -127,7 +119,9 @@ def start_pending_steps(pks: list[int], now) -> set[int]:
     if not pks:
         return set()
     # Padded to a power of two with an id no row has: a statement's text is
-    # prepared once per connection on PostgreSQL (rows.plain_cursor).
+    # prepared once per connection on PostgreSQL (rows.plain_cursor). Its
+    # parameters stay positional: the IN list is a run of %s as long as the
+    # padding.
     size = 1 << (len(pks) - 1).bit_length()
     when = db_value(Step, "started", now)
     params = [Step.Status.RUNNING, when, when, *pks, *[0] * (size - len(pks)), Step.Status.PENDING]
@@ -145,46 +139,4 @@ def _start_pending_steps_sql(size: int) -> str:
     return (
         f"UPDATE {table(Step)} SET {status} = %s, {started} = %s, {queued} = %s "
         f"WHERE id IN ({', '.join(['%s'] * size)}) AND {status} = %s RETURNING id"
-    )
-
-
-@functools.cache
-def last_turn_write_sql(completed: tuple[str, ...]) -> str:
-    quote = connection.ops.quote_name
-    sets = ", ".join(f"{quote(Step._meta.get_field(name).column)} = %s" for name in completed)
-    return (
-        f"WITH done AS (UPDATE {table(Step)} SET turns = %s, lease_owner = '', lease_expires = NULL, "
-        f"transcript = %s::jsonb, prompt_tokens = prompt_tokens + %s, completion_tokens = completion_tokens + %s, "
-        f"{sets}, mailbox_closed_reason = "
-        "CASE WHEN mailbox_closed_reason = '' THEN %s ELSE mailbox_closed_reason END "
-        f"WHERE id = %s AND status = %s AND turns = %s AND NOT EXISTS(SELECT 1 {unread_from('%s', '%s')}) "
-        "RETURNING run_id), "
-        f"bumped AS (UPDATE {table(Run)} SET last_event_seq = last_event_seq + %s "
-        "WHERE id = (SELECT run_id FROM done) RETURNING last_event_seq), "
-        f"added AS ({insert_events_from('bumped')}) "
-        # Read with the statement's snapshot, which holds neither write above:
-        # the flags leave this step out, as done.
-        f"SELECT bumped.last_event_seq, r.status, r.coordinator_busy, {schedule_flags('r.id', '%s')}, "
-        f"r.workflow_id, w.created FROM bumped, {table(Run)} r JOIN {table(Workflow)} w ON w.id = r.workflow_id "
-        "WHERE r.id = %s"
-    )
-
-
-@functools.cache
-def last_turn_save_sql(completed: tuple[str, ...]) -> str:
-    quote = connection.ops.quote_name
-    empty = f"{unread_count_of('%s', '%s')} = 0"
-    cases = ", ".join(
-        f"{column} = CASE WHEN {empty} THEN %s ELSE {column} END"
-        for column in (quote(Step._meta.get_field(name).column) for name in completed)
-    )
-    run = f"FROM {table(Run)} WHERE id = %s"
-    return (
-        f"UPDATE {table(Step)} SET transcript = %s, prompt_tokens = prompt_tokens + %s, "
-        f"completion_tokens = completion_tokens + %s, {cases}, mailbox_closed_reason = "
-        f"CASE WHEN {empty} AND mailbox_closed_reason = '' THEN %s ELSE mailbox_closed_reason END "
-        f"WHERE id = %s RETURNING prompt_tokens, completion_tokens, turns, {unread_count_of('%s', '%s')}, "
-        f"(SELECT status {run}), (SELECT coordinator_busy {run}), {schedule_flags('%s', '%s')}, "
-        f"(SELECT workflow_id {run}), "
-        f"(SELECT w.created FROM {table(Workflow)} w JOIN {table(Run)} r ON r.workflow_id = w.id WHERE r.id = %s)"
     )

@@ -1,6 +1,10 @@
 """UPDATE and INSERT of any model's rows, without the ORM's per-query and
 per-instance work: the conditional UPDATE that claims work, an UPDATE that
-returns what it wrote, and INSERTs of one row or many."""
+returns what it wrote, and INSERTs of one row or many.
+
+These take positional ``%s`` parameters, unlike the fixed statements of
+the other modules: their columns vary with the model and the call, and the
+callers write their WHERE clauses with ``%s``."""
 
 from __future__ import annotations
 
@@ -44,7 +48,7 @@ def update_sql(model, values: dict, where: str, params: list, *, locking_run: in
     # run's lock is taken before the rows', as lock_run would. (A row
     # changed while this waited is checked again.)
     statement = (
-        f"WITH locked AS ({lock_run_sql()}) "
+        f"WITH locked AS ({lock_run_sql('%s')}) "
         f"UPDATE {table(model)} SET {assignments} WHERE ({where}) AND EXISTS (SELECT 1 FROM locked)"
     )
     return statement, [locking_run, *values_params, *params]
@@ -116,7 +120,7 @@ def insert_many(objs: list) -> None:
     fields = insert_fields(model)
     rows = [{field.column: json_value(field, getattr(obj, field.attname)) for field in fields} for obj in objs]
     with plain_cursor() as cursor:
-        cursor.execute(_insert_many_sql(model), [json_text(rows)])
+        cursor.execute(_insert_many_sql(model), {"rows": json_text(rows)})
         ids = [pk for (pk,) in cursor.fetchall()]
     for obj, pk in zip(objs, ids, strict=True):
         obj.pk = pk
@@ -133,8 +137,8 @@ def _insert_many_sql(model) -> str:
 
 def json_rows(model, alias: str) -> tuple[str, str, str]:
     """For an INSERT ... SELECT of whole new rows of ``model`` sent as one
-    JSON document (PostgreSQL; its parameter: ``json_text`` of a list of
-    ``row_document``): the quoted columns, the same read from ``alias``,
+    JSON document (PostgreSQL; its parameter ``rows``: ``json_text`` of a
+    list of ``row_document``): the quoted columns, the same read from ``alias``,
     and the FROM item that turns the document into rows, numbered in its
     order as ``alias.ordinality``. A value too long for its column is
     refused as an INSERT refuses it, never cut."""
@@ -142,5 +146,5 @@ def json_rows(model, alias: str) -> tuple[str, str, str]:
     fields = insert_fields(model)
     columns = ", ".join(quote(field.column) for field in fields)
     names = ", ".join(f"{alias}.{quote(field.column)}" for field in fields)
-    source = f"ROWS FROM (jsonb_populate_recordset(NULL::{table(model)}, %s::jsonb)) WITH ORDINALITY AS {alias}"
+    source = f"ROWS FROM (jsonb_populate_recordset(NULL::{table(model)}, %(rows)s::jsonb)) WITH ORDINALITY AS {alias}"
     return columns, names, source
