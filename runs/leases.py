@@ -26,8 +26,8 @@ from django.db import connection, models
 from django.db.models import Q
 from django.utils import timezone
 
-from runs.models import Run, Step
-from runs.store import rows, sql
+from runs.models import Step
+from runs.store import sql
 
 log = logging.getLogger(__name__)
 
@@ -43,36 +43,15 @@ def claim_turn(step_pk: int, turn: int, owner: str) -> Step | None:
     worker's: stale, repeated, leased elsewhere, or its run stopped. One
     statement on PostgreSQL. Raises Step.DoesNotExist for a step that is gone."""
     now = timezone.now()
-    if connection.vendor == "postgresql":
-        expires = now + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS)
-        step = sql.claim_step_for_turn(step_pk, turn, owner, expires, now)
-        if step is None and not Step.objects.filter(pk=step_pk).exists():
-            raise Step.DoesNotExist(f"step {step_pk} does not exist")
-        return step
-    step = sql.step_for_turn(step_pk)
-    if step is None:
-        raise Step.DoesNotExist(f"step {step_pk} does not exist")
-    if step.run.status != Run.Status.RUNNING or step.status != Step.Status.RUNNING or step.turns != turn - 1:
-        return None
-    return step if claim(step_pk, turn, owner) else None
+    expires = now + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS)
+    return sql.claim_step_for_turn(step_pk, turn, owner, expires, now)
 
 
 def claim(step_pk: int, turn: int, owner: str) -> bool:
     """Take the lease on turn ``turn`` of a step; False if another worker holds
     it (or the turn was taken already)."""
     now = timezone.now()
-    expires = now + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS)
-    # Plain SQL: it runs on every turn (see runs/store/sql/).
-    return bool(
-        sql.update(
-            Step,
-            # Claimed, the turn is no longer queued: the sweeper leaves it to the lease.
-            {"lease_owner": owner, "lease_expires": expires, "turn_queued": None},
-            "id = %s AND status = %s AND turns = %s "
-            "AND (lease_expires IS NULL OR lease_expires < %s OR lease_owner = %s)",
-            [step_pk, Step.Status.RUNNING, turn - 1, rows.db_value(Step, "lease_expires", now), owner],
-        )
-    )
+    return sql.claim_step(step_pk, turn, owner, now + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS), now)
 
 
 def release(step_pk: int, owner: str) -> None:

@@ -39,6 +39,7 @@ from runs.store.sql.runs import bump_counter, can_pipeline, lock_run, lock_run_s
 from runs.store.sql.schedule import ScheduleState, schedule_state, schedule_state_of
 from runs.store.sql.steps import (
     WORKFLOW_TEXT,
+    claim_step,
     claim_step_for_turn,
     run_joins,
     start_pending_steps,
@@ -56,6 +57,7 @@ __all__ = [
     "Written",
     "bump_counter",
     "can_pipeline",
+    "claim_step",
     "claim_step_for_turn",
     "close_mailbox",
     "drop_unread",

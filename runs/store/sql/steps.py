@@ -14,6 +14,7 @@ from runs.store.rows import (
     table,
 )
 from runs.store.sql.mailboxes import unread_count_of
+from runs.store.sql.writes import update
 
 # Big and not needed for a turn: the parsed spec is cached per version.
 WORKFLOW_TEXT = ("spec", "yaml_text")
@@ -36,28 +37,54 @@ def step_for_turn(step_pk: int):
 
 
 def claim_step_for_turn(step_pk: int, turn: int, owner: str, expires, now):
-    """PostgreSQL: take the lease on turn ``turn`` of step ``step_pk`` (the
-    step and its run running, the turn the next one, no live lease but
-    ``owner``'s), clearing its queued mark (``Step.turn_queued``), and
-    return the step loaded as ``step_for_turn`` loads it, in one statement;
-    None if the turn is not this worker's to take. On a worker every turn
-    paid a round trip to load the step and another to claim it."""
+    """Take the lease on turn ``turn`` of step ``step_pk`` until ``expires``
+    (the step and its run running, the turn the next one, no live lease at
+    ``now`` but ``owner``'s), clearing its queued mark (``Step.turn_queued``),
+    and return the step loaded as ``step_for_turn`` loads it; None if the
+    turn is not this worker's to take. Raises Step.DoesNotExist for a step
+    that is gone. One statement on PostgreSQL: on a worker every turn paid a
+    round trip to load the step and another to claim it."""
     vendor = database().vendor
+    if vendor != "postgresql":
+        step = step_for_turn(step_pk)
+        if step is None:
+            raise Step.DoesNotExist(f"step {step_pk} does not exist")
+        if step.run.status != Run.Status.RUNNING or step.status != Step.Status.RUNNING or step.turns != turn - 1:
+            return None
+        return step if claim_step(step_pk, turn, owner, expires, now) else None
     parts = [(model, names) for model, names, _ in _step_for_turn_parts(vendor)]
-    step_model = parts[0][0]
     params = {
         "owner": owner,
-        "expires": db_value(step_model, "lease_expires", expires),
+        "expires": db_value(Step, "lease_expires", expires),
         "step": step_pk,
         "running": Step.Status.RUNNING,
         "previous_turn": turn - 1,
         "run_running": Run.Status.RUNNING,
-        "now": db_value(step_model, "lease_expires", now),
+        "now": db_value(Step, "lease_expires", now),
     }
     with plain_cursor() as cursor:
         cursor.execute(_claim_step_for_turn_sql(vendor), params)
         row = cursor.fetchone()
-    return None if row is None else _step_with_run(parts, row)
+    if row is None:
+        if not Step.objects.filter(pk=step_pk).exists():
+            raise Step.DoesNotExist(f"step {step_pk} does not exist")
+        return None
+    return _step_with_run(parts, row)
+
+
+def claim_step(step_pk: int, turn: int, owner: str, expires, now) -> bool:
+    """Take the lease on turn ``turn`` of a step until ``expires``; False if
+    another worker holds it at ``now`` (or the turn was taken already)."""
+    return bool(
+        update(
+            Step,
+            # Claimed, the turn is no longer queued: the sweeper leaves it to the lease.
+            {"lease_owner": owner, "lease_expires": expires, "turn_queued": None},
+            "id = %s AND status = %s AND turns = %s "
+            "AND (lease_expires IS NULL OR lease_expires < %s OR lease_owner = %s)",
+            [step_pk, Step.Status.RUNNING, turn - 1, db_value(Step, "lease_expires", now), owner],
+        )
+    )
 
 
 def _step_with_run(parts: list, row):
