@@ -49,7 +49,7 @@ class Run(models.Model):
     coordinator_busy = models.BooleanField(default=False)
     wake_requests = models.PositiveBigIntegerField(default=0)
     # When a wake task was queued for an idle coordinator, until a wake
-    # starts: requests meanwhile queue no other (runs/stores.py wake_sql).
+    # starts: requests meanwhile queue no other (runs/store/sql/runs.py wake_sql).
     wake_queued = models.DateTimeField(null=True, blank=True)
     # Set by the reaper when the run made no progress for too long.
     stuck_reason = models.CharField(max_length=300, blank=True)

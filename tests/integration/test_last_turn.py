@@ -2,7 +2,7 @@
 it records the turn, completes the step, closes its mailbox and numbers its
 events after the run's last, all or nothing; it writes nothing when mail
 arrived during the turn or the turn is no longer the caller's, so that the
-general path can take it. And the pipeline under it (sql.in_one_round_trip)
+general path can take it. And the pipeline under it (rows.in_one_round_trip)
 commits its statements together or not at all."""
 
 from __future__ import annotations
