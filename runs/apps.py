@@ -7,10 +7,14 @@ class RunsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # Imported once the app registry is ready (Django's rule for code
+        # that loads models); runs.tasks is imported here so that its tasks
+        # are registered in every process: the actions queue them by name
+        # (runs/queue.py).
         from django.conf import settings
 
         from agents.tools.mcp import servers
-        from runs import pg_text
+        from runs import pg_text, tasks  # noqa: F401 (tasks: registered by importing)
 
         # Stdio MCP servers start in the operator's sandbox (read once, here at the edge).
         servers.POOL.sandbox = settings.ZENWEB_SANDBOX

@@ -19,7 +19,7 @@ from agents import ids
 from agents.events import types_concerning
 from runs import live_queries
 from runs.actions.budgets import TokenTotals, totals_of
-from runs.actions.commands import coordinator_result
+from runs.actions.command_results import coordinator_result
 from runs.graph import GRAPH_EVENTS, routing_graph
 from runs.models import Approval, Command, Event, Message, Run, Step, ToolCall
 

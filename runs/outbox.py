@@ -44,6 +44,8 @@ class RecordedTask(Task):
 def record(name: str, calls: list[tuple[tuple, dict]], exc: BaseException) -> None:
     """Keep ``calls`` of task ``name`` for the sweeper. Never raises: a
     database that is away too leaves the work to the sweeper's deadlines."""
+    # Not a circle: zenweb/celery.py loads RecordedTask when the Celery app is
+    # made, before Django's apps are ready, when models cannot be imported.
     from runs.models import UnsentTask
 
     error = f"{type(exc).__name__}: {exc}"[:300]
@@ -59,7 +61,7 @@ def record(name: str, calls: list[tuple[tuple, dict]], exc: BaseException) -> No
 def send_unsent() -> int:
     """Send the kept tasks, oldest first; stop at the first that fails (the
     broker is still away). Returns how many were sent."""
-    from runs.models import UnsentTask
+    from runs.models import UnsentTask  # loaded before the app registry: see record
 
     sent = 0
     for row in UnsentTask.objects.all()[:SEND_BATCH]:
@@ -79,7 +81,7 @@ def send_unsent() -> int:
 
 def unsent_start_error(run_id: int) -> str:
     """Why the start task of a run was not queued, if it was not."""
-    from runs.models import UnsentTask
+    from runs.models import UnsentTask  # loaded before the app registry: see record
 
     row = UnsentTask.objects.filter(name="runs.tasks.start_run", args=[run_id]).order_by("-id").first()
     return row.error if row else ""

@@ -21,7 +21,7 @@ from runs.graph_layout import in_display_order
 from runs.graph_shapes import Graph, Spoke
 from runs.models import Event, Run, Step
 
-# How the coordinator ends, by the run's final status (as runs.actions.lifecycle ends it).
+# How the coordinator ends, by the run's final status (as runs.actions.ending ends it).
 COORDINATOR_END = {
     Run.Status.BLOCKED: Step.Status.CANCELLED,
     Run.Status.COMPLETED: Step.Status.COMPLETED,

@@ -20,13 +20,20 @@ import logging
 import threading
 from datetime import timedelta
 
+import redis
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
+from redis.exceptions import RedisError
 
 from agents.events import Event as RuntimeEvent
-from runs import outbox
+from runs import outbox, queue
+from runs.actions.budgets import do_enforce_budget, has_run_limits
+from runs.actions.catalog import spec_of
+from runs.actions.deadlines import do_enforce_step_timeouts
+from runs.actions.recovery import do_resume_run
+from runs.actions.tool_tasks import sweep_tool_calls
 from runs.models import Event, Run, Step
 from runs.store.events import DjangoEventSink
 from runs.store.sql import lock_run
@@ -48,8 +55,6 @@ def do_sweep() -> dict[str, int]:
     """One sweep (see the module's docstring); how many of each thing it
     did. Safe to run in many workers at once: every change is a
     conditional UPDATE."""
-    from runs import tasks
-
     now = timezone.now()
     expired = 0
     for step in expired_leases(now):
@@ -62,12 +67,8 @@ def do_sweep() -> dict[str, int]:
             DjangoEventSink(step.run_id).emit(
                 RuntimeEvent("lease_expired", step.step_id, {"owner": step.lease_owner, "turn": step.turns + 1})
             )
-            transaction.on_commit(
-                lambda pk=step.pk, turn=step.turns + 1: tasks.run_step_turn.delay(pk, turn), robust=True
-            )
+            queue.send_after_commit(queue.RUN_STEP_TURN, step.pk, step.turns + 1)
             expired += 1
-    from runs.actions.tool_tasks import sweep_tool_calls
-
     return {
         "after_broker_restart": _recover_after_broker_restart(),
         "sent_again": outbox.send_unsent(),
@@ -94,12 +95,6 @@ def _recover_after_broker_restart() -> int:
     ZENWEB_RESUME_AFTER. The sweeper that sets the mark again does it (once
     per loss; also once on a new broker, which does no harm). Returns how
     many runs it nudged."""
-    import redis
-    from redis.exceptions import RedisError
-
-    from runs import tasks
-    from runs.actions.recovery import do_resume_run
-
     url = settings.CELERY_BROKER_URL
     if not url.startswith(("redis://", "rediss://")):
         return 0
@@ -115,7 +110,7 @@ def _recover_after_broker_restart() -> int:
         do_resume_run(pk, "the broker restarted: its queued tasks may be lost")
         nudged += 1
     for pk in Run.objects.filter(status=Run.Status.PENDING).values_list("pk", flat=True):
-        tasks.start_run.delay(pk)
+        queue.send(queue.START_RUN, pk)
         nudged += 1
     return nudged
 
@@ -125,7 +120,6 @@ def _requeue_pending_starts(now) -> int:
     created (or last queued again) get their start task queued again: the
     broker may have lost it (a Redis restart without persistence). Each is
     marked stuck with why, until it starts (do_start_run clears the mark)."""
-    from runs import tasks
 
     after = settings.ZENWEB_REQUEUE_AFTER
     if after <= 0:
@@ -146,7 +140,7 @@ def _requeue_pending_starts(now) -> int:
             start_requeued=now, stuck_reason=reason[:300]
         ):
             if not unsent:
-                tasks.start_run.delay(run.pk)
+                queue.send(queue.START_RUN, run.pk)
             requeued += 1
     return requeued
 
@@ -156,7 +150,6 @@ def _requeue_lost_wakes(now) -> int:
     started (its task lost with the broker): its mark (Run.wake_queued)
     holds other requests back, so nothing else would queue one. Queue it
     again; a wake that was only slow finds the coordinator busy and leaves."""
-    from runs import tasks
 
     after = settings.ZENWEB_REQUEUE_AFTER
     if after <= 0:
@@ -166,7 +159,7 @@ def _requeue_lost_wakes(now) -> int:
     lost = Run.objects.filter(status=Run.Status.RUNNING, coordinator_busy=False, wake_queued__lt=since)
     for pk, queued in lost.values_list("pk", "wake_queued"):
         if Run.objects.filter(pk=pk, coordinator_busy=False, wake_queued=queued).update(wake_queued=now):
-            tasks.wake_coordinator.delay(pk)
+            queue.send(queue.WAKE_COORDINATOR, pk)
             requeued += 1
     return requeued
 
@@ -178,7 +171,6 @@ def _requeue_lost_turns(now) -> int:
     cleared by the claim) has one: a step waiting for a tool task, a child
     run or a person has no mark and gets no turn before its result comes. A
     task that was only slow finds the turn taken and leaves."""
-    from runs import tasks
 
     after = settings.ZENWEB_REQUEUE_AFTER
     if after <= 0:
@@ -203,7 +195,7 @@ def _requeue_lost_turns(now) -> int:
                 step_id,
                 waited,
             )
-            tasks.run_step_turn.delay(pk, turns + 1)
+            queue.send(queue.RUN_STEP_TURN, pk, turns + 1)
             requeued += 1
     return requeued
 
@@ -212,10 +204,6 @@ def _enforce_limits() -> dict[str, int]:
     """Wall-time budgets and timeouts run out while nothing happens too: a
     run waits, a step's model call goes on (the worker's late turn then finds
     its step failed, or its run ended, and records nothing)."""
-    from runs.actions.budgets import do_enforce_budget, has_run_limits
-    from runs.actions.catalog import spec_of
-    from runs.actions.steps import do_enforce_step_timeouts
-
     counts = {"over_budget": 0, "steps_timed_out": 0}
     running = Run.objects.filter(status=Run.Status.RUNNING).values_list("pk", "workflow_id", "workflow__created")
     for pk, workflow_id, created in list(running):
@@ -231,8 +219,6 @@ def _resume_silent(now) -> int:
     """Runs with no event for ZENWEB_RESUME_AFTER seconds get their work
     re-enqueued once per silence (the run_resumed event is itself progress):
     this recovers tasks a broker lost (a Redis restart without persistence)."""
-    from runs.actions.recovery import do_resume_run
-
     after = settings.ZENWEB_RESUME_AFTER
     if after <= 0:
         return 0

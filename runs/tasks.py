@@ -1,4 +1,7 @@
-"""Celery tasks: thin wrappers that pass ids to runs/actions.py.
+"""Celery tasks: thin wrappers that pass ids to runs/actions/.
+
+The top of the core with the sweeper: they call the actions, which queue
+these tasks by name (runs/queue.py) and never import this module.
 
 Each task is safe to run twice: the actions claim their work with a
 conditional UPDATE, so a redelivered task finds nothing left to do.
@@ -13,12 +16,16 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Iterable
 
 from celery import Task, shared_task
-from django.db import InterfaceError, OperationalError, connection, transaction
+from django.db import InterfaceError, OperationalError, connection
 
-from runs import actions, leases, outbox
+from runs import actions, leases
+from runs.actions.approvals import do_execute_approved_call
+from runs.actions.children import do_deliver_child_result
+from runs.actions.coordinator import release_wake
+from runs.actions.step_ends import do_judge_loop, do_stop_waiting_step
+from runs.actions.tool_tasks import do_execute_tool_call, do_fail_tool_call, release_call
 
 log = logging.getLogger(__name__)
 
@@ -104,15 +111,11 @@ def _continue_eagerly(step_pk: int | None) -> None:
 
 @shared_task
 def stop_waiting_step(run_id: int, step_id: str) -> None:
-    from runs.actions.steps import do_stop_waiting_step
-
     do_stop_waiting_step(run_id, step_id)
 
 
 @shared_task(**RETRYING)
 def wake_coordinator(self: Task, run_id: int, release: bool = False) -> None:
-    from runs.actions.coordinator import release_wake
-
     try:
         if release:
             # The wake a connection error stopped left the coordinator busy.
@@ -135,29 +138,21 @@ def resume_step(self: Task, step_pk: int) -> None:
 
 @shared_task
 def judge_loop(loop_pk: int, iteration: int) -> None:
-    from runs.actions.containers import do_judge_loop
-
     do_judge_loop(loop_pk, iteration)
 
 
 @shared_task
 def deliver_child_result(child_run_id: int) -> None:
-    from runs.actions.children import do_deliver_child_result
-
     do_deliver_child_result(child_run_id)
 
 
 @shared_task
 def execute_approved_call(approval_id: int) -> None:
-    from runs.actions.approvals import do_execute_approved_call
-
     do_execute_approved_call(approval_id)
 
 
 @shared_task(**RETRYING)
 def execute_tool_call(self: Task, call_pk: int, release: list[str] | None = None) -> None:
-    from runs.actions.tool_tasks import do_execute_tool_call, do_fail_tool_call, release_call
-
     try:
         for owner in release or ():
             # An attempt a connection error stopped held the call: queued again, it runs
@@ -170,34 +165,3 @@ def execute_tool_call(self: Task, call_pk: int, release: list[str] | None = None
         # A bug must not leave the step waiting for this call forever.
         log.exception("tool call %s failed", call_pk)
         do_fail_tool_call(call_pk, f"internal error: {type(exc).__name__}: {exc}")
-
-
-# Messages a batch publishes per round trip to Redis. Workers take the first
-# ones while the rest are built: a fan-out's steps start as they are queued.
-PUBLISH_BATCH = 32
-
-
-def queue_after_commit(task: Task, calls: Iterable[tuple]) -> None:
-    """Queue ``task`` once for each argument tuple in ``calls`` when the
-    transaction commits (at once outside one), published together.
-
-    One by one, each publish on Redis made a new client and waited for its
-    own LPUSH: about half a millisecond, and a fan-out of 500 steps spent a
-    quarter of a second queueing them from one process. kombu's
-    ``Producer.batch`` pipelines them (the memory broker publishes each at
-    once). If the broker is away, the calls are kept for the sweeper to
-    send again (runs/outbox.py)."""
-    calls = list(calls)
-    if calls:
-        transaction.on_commit(lambda: publish(task, calls), robust=True)
-
-
-def publish(task: Task, calls: list[tuple]) -> None:
-    """Publish ``task`` with each of ``calls`` now, in batches (kombu >= 5.7)."""
-    try:
-        with task.app.producer_or_acquire() as producer, producer.batch(PUBLISH_BATCH):
-            for args in calls:
-                task.apply_async(args, producer=producer)
-    except outbox.PUBLISH_ERRORS as exc:
-        # Some may have gone out: sent twice, a task does nothing the second time.
-        outbox.record(task.name, [(tuple(args), {}) for args in calls], exc)

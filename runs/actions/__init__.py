@@ -5,35 +5,40 @@ message; ``access_*`` fetch with a permission check. Views, commands, tasks
 and consumers call these and stay thin. Each ``do_*`` runs in a transaction,
 and its events commit with it (runs/store/events.py broadcasts them after commit).
 
-catalog.py   workflow versions and run inputs
-lifecycle.py creating, starting, finishing and cancelling runs
-scheduling.py which steps start, when the coordinator wakes (agents/core decides)
-steps.py     step turns, wake cycles, resumes, failure policies
+catalog.py     workflow versions, run inputs, the tool registry
+lifecycle.py   creating and starting runs
+ending.py      finishing, failing, cancelling and blocking runs
+scheduling.py  which steps start, when the coordinator wakes (agents/core decides)
+steps.py       step turns and wake cycles
+step_ends.py   failed and cancelled steps, failure policies, loop iterations
+deadlines.py   run and step timeouts
+resume.py      one-turn resumes of completed steps
 coordinator.py the coordinator's wakes
-access.py    visibility rules
+access.py      visibility rules
+
+The modules are layered (pyproject.toml's runs.actions contract): none
+imports one above it, and the tasks are queued by name (runs/queue.py).
 """
 
 from __future__ import annotations
 
 from runs.actions.access import access_run, control_refusal, visible_runs
 from runs.actions.catalog import (
+    REGISTRY,
     InputError,
     check_inputs,
     do_load_catalog,
     do_register_workflow,
     workflow_spec,
 )
-from runs.actions.common import REGISTRY, router_for
+from runs.actions.common import router_for
 from runs.actions.coordinator import do_coordinator_wake
-from runs.actions.lifecycle import (
-    do_cancel_run,
-    do_create_run,
-    do_fail_run,
-    do_finish_run,
-    do_start_run,
-)
+from runs.actions.ending import do_cancel_run, do_fail_run, do_finish_run
+from runs.actions.lifecycle import do_create_run, do_start_run
+from runs.actions.resume import do_fail_resume, do_resume_turn
 from runs.actions.scheduling import schedule
-from runs.actions.steps import do_fail_resume, do_fail_step, do_resume_turn, do_step_turn
+from runs.actions.step_ends import do_fail_step
+from runs.actions.steps import do_step_turn
 
 __all__ = [
     "REGISTRY",

@@ -17,29 +17,28 @@ Any other such call in the run (one a model composes, one a message asks
 for) waits for an approval of its own (``ToolContext.bound``), so no message
 widens what was approved. A rejected or lapsed workflow ends
 ``blocked`` with the reason; a rejected tool call tells the model why.
+
+Asking: runs/actions/approval_requests.py; closing (rejected or lapsed,
+which can block a run): ending.py.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-from datetime import timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
-from agents.events import EventSink
-from agents.llm.scripted import placeholders, render_call
-from agents.spec import WorkflowSpec
-from agents.tools.builtin.shell import destructive_reason
 from agents.tools.errors import RetryHint, failure_text
-from agents.tools.mcp.config import server_of
-from agents.tools.registry import call_key, has_effects
+from runs import queue
+from runs.actions.approval_requests import arguments_hash
 from runs.actions.catalog import workflow_spec
+from runs.actions.common import store_artifacts
+from runs.actions.ending import close_approval
 from runs.actions.pending import deliver_result
+from runs.actions.tooling import step_tools, stored_call_context
 from runs.models import Approval, ApprovalDecision, Run, Step, ToolCall
 from runs.store.events import DjangoEventSink
 from runs.store.sql import lock_run
@@ -49,131 +48,6 @@ PERMISSION = "runs.decide_approval"
 
 class ApprovalError(Exception):
     """A decision that cannot be taken; the message says why."""
-
-
-def arguments_hash(subject: dict[str, Any]) -> str:
-    """A stable hash of what is approved: the workflow or tool, and its arguments."""
-    text = json.dumps(subject, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def request_approval(
-    run: Run,
-    *,
-    kind: str,
-    what: str,
-    why: str,
-    subject: dict[str, Any],
-    arguments: dict[str, Any],
-    step_id: str = "",
-    actions: list[dict[str, Any]] | None = None,
-    sink: EventSink | None = None,
-) -> Approval:
-    """Create a pending approval and say so in the run's events (through
-    ``sink``, a turn's, else written at once). Call inside the transaction
-    that pauses the work."""
-    policy = workflow_spec(run.workflow).approval
-    approval = Approval.objects.create(
-        run=run,
-        kind=kind,
-        step_id=step_id,
-        what=what,
-        why=why,
-        arguments=arguments,
-        actions=actions or [],
-        arguments_hash=arguments_hash(subject),
-        requested_by=run.created_by,
-        required_approvals=policy.approvers,
-        expires_at=timezone.now() + timedelta(seconds=policy.expires_after) if policy.expires_after else None,
-    )
-    (sink or DjangoEventSink(run.pk)).emit(
-        RuntimeEvent(
-            "approval_requested",
-            step_id,
-            {
-                "approval_id": approval.pk,
-                "kind": kind,
-                "what": what,
-                "why": why,
-                "arguments": arguments,
-                **({"actions": actions} if actions else {}),
-            },
-        )
-    )
-    return approval
-
-
-def request_workflow_approval(run: Run) -> Approval:
-    spec = workflow_spec(run.workflow)
-    actions = planned_actions(spec, run.inputs)
-    subject: dict[str, Any] = {"workflow": spec.name, "version": run.workflow.version, "inputs": run.inputs}
-    if actions:
-        subject["actions"] = actions
-    return request_approval(
-        run,
-        kind=Approval.Kind.WORKFLOW,
-        what=f"run workflow {spec.name} v{run.workflow.version}",
-        why=f"{spec.name} is marked destructive",
-        subject=subject,
-        arguments=dict(run.inputs),
-        actions=actions,
-    )
-
-
-def planned_actions(spec: WorkflowSpec, inputs: dict[str, Any]) -> list[dict[str, Any]]:
-    """The calls with effects the workflow's agents' scripts make, rendered
-    as they will run with these inputs (shell commands quoted the same way).
-    A call that uses anything but inputs (``$inbox``, ``$item``: known only
-    at run time) is listed with ``at_run_time`` and is not approved here, as
-    is each tool with effects of an agent with no script (a model's)."""
-    variables = {name: str(value) for name, value in inputs.items()}
-    actions: list[dict[str, Any]] = []
-    for agent_name, agent in spec.agents.items():
-        if not agent.script:
-            # A model composes this agent's calls: each one with effects asks again.
-            actions += [
-                {"agent": agent_name, "tool": tool, "arguments": {}, "at_run_time": ["model"]}
-                for tool in agent.tools
-                if _has_effects(tool)
-            ]
-        for turn in agent.script:
-            for call in turn.calls or []:
-                if not _has_effects(call.tool):
-                    continue
-                later = sorted(placeholders(call.args) - set(variables))
-                action: dict[str, Any] = {"agent": agent_name, "tool": call.tool}
-                if later:
-                    action |= {"arguments": call.args, "at_run_time": later}
-                else:
-                    action["arguments"] = render_call(call.tool, call.args, variables)
-                    # A hint for the person deciding, not a check (shell.DESTRUCTIVE_PATTERNS).
-                    looks_like = destructive_reason(str(action["arguments"].get("command", "")))
-                    if call.tool == "run_shell" and looks_like:
-                        action["looks_like"] = looks_like
-                if action not in actions:
-                    actions.append(action)
-    return actions
-
-
-def bound_calls(approvals: list[list[dict[str, Any]]]) -> frozenset[str]:
-    """The call keys an approved workflow's actions allow (ToolContext.bound)."""
-    return frozenset(
-        call_key(action["tool"], action["arguments"])
-        for actions in approvals
-        for action in actions
-        if not action.get("at_run_time")
-    )
-
-
-def _has_effects(tool: str) -> bool:
-    from runs.actions.common import REGISTRY
-
-    builtin = REGISTRY.get(tool)
-    if builtin is not None:
-        return has_effects(builtin)
-    # An MCP tool (server__tool) may do anything; a workflow offered as a
-    # tool starts a run that passes its own gate.
-    return server_of(tool) is not None
 
 
 def do_decide(approval_id: int, user, decision: str, reason: str, seen_hash: str | None = None) -> Approval:
@@ -218,7 +92,7 @@ def do_decide(approval_id: int, user, decision: str, reason: str, seen_hash: str
             )
         )
         if decision == "reject":
-            _close(approval, Approval.Status.REJECTED, f"rejected by {user.get_username()}: {reason}")
+            close_approval(approval, Approval.Status.REJECTED, f"rejected by {user.get_username()}: {reason}")
         elif approvals >= approval.required_approvals:
             _approve(approval)
     return approval
@@ -243,25 +117,13 @@ def do_lapse_expired() -> int:
     return sum(_lapse_if_expired(pk, run_id) for pk, run_id in expired.values_list("pk", "run_id"))
 
 
-def lapse_pending(run_id: int, reason: str, *, step_id: str | None = None) -> None:
-    """Lapse the pending approvals of a step that ended (or, without
-    ``step_id``, of a run that ended): approved, a call would still run.
-    Each lapse is an event and a gated call gets the refusal as its result.
-    Call with the run's lock held."""
-    pending = Approval.objects.filter(run_id=run_id, status=Approval.Status.PENDING)
-    if step_id is not None:
-        pending = pending.filter(step_id=step_id)
-    for approval in pending.select_for_update():
-        _close(approval, Approval.Status.LAPSED, reason)
-
-
 def _lapse_if_expired(approval_id: int, run_id: int) -> bool:
     with transaction.atomic():
         lock_run(run_id)
         approval = Approval.objects.select_for_update().select_related("run__workflow").get(pk=approval_id)
         if approval.status != Approval.Status.PENDING or not _expired(approval):
             return False
-        _close(approval, Approval.Status.LAPSED, _lapse_reason(approval))
+        close_approval(approval, Approval.Status.LAPSED, _lapse_reason(approval))
         return True
 
 
@@ -274,8 +136,6 @@ def _expired(approval: Approval) -> bool:
 
 
 def _approve(approval: Approval) -> None:
-    from runs import tasks
-
     approval.status = Approval.Status.APPROVED
     approval.decided_at = timezone.now()
     approval.save(update_fields=["status", "decided_at"])
@@ -286,43 +146,14 @@ def _approve(approval: Approval) -> None:
         ):
             Approval.objects.filter(pk=approval.pk).update(executed=True)
             run_id = approval.run_id
-            transaction.on_commit(lambda: tasks.start_run.delay(run_id), robust=True)
+            queue.send_after_commit(queue.START_RUN, run_id)
     else:
         approval_id = approval.pk
-        transaction.on_commit(lambda: tasks.execute_approved_call.delay(approval_id), robust=True)
-
-
-def _close(approval: Approval, status: str, reason: str) -> None:
-    """Reject or lapse: the workflow ends blocked, or the call is refused."""
-    from runs.actions.lifecycle import do_block_run
-
-    approval.status = status
-    approval.reason = reason
-    approval.decided_at = timezone.now()
-    approval.save(update_fields=["status", "reason", "decided_at"])
-    if status == Approval.Status.LAPSED:
-        DjangoEventSink(approval.run_id).emit(
-            RuntimeEvent("approval_lapsed", approval.step_id, {"approval_id": approval.pk, "reason": reason})
-        )
-    if approval.kind == Approval.Kind.WORKFLOW:
-        do_block_run(approval.run_id, reason)
-    elif approval.tool_call_id:
-        text = failure_text(reason, RetryHint("domain_rejection", "replan", question="Is there a safer way?"))
-        deliver_result(
-            approval.tool_call,
-            text,
-            status=ToolCall.Status.BLOCKED,
-            error_kind="domain_rejection",
-            event="tool_result",
-            event_data={"approval_id": approval.pk, "status": status},
-        )
+        queue.send_after_commit(queue.EXECUTE_APPROVED_CALL, approval_id)
 
 
 def do_execute_approved_call(approval_id: int) -> None:
     """Run an approved tool call with exactly the approved arguments, once."""
-    from runs.actions.common import store_artifacts
-    from runs.actions.tooling import step_tools, stored_call_context
-
     approval = Approval.objects.select_related("tool_call").get(pk=approval_id)
     call = approval.tool_call
     if approval.kind != Approval.Kind.TOOL or call is None:

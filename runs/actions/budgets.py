@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from agents.spec import WorkflowOptions
 from runs.actions.catalog import workflow_spec
+from runs.actions.ending import do_fail_run
 from runs.models import Run, Step
 
 Role = Literal["coordinator", "steps", "workers"]
@@ -186,8 +187,6 @@ def working_time(run: Run) -> timedelta:
 
 def do_enforce_budget(run_id: int) -> bool:
     """Fail the run if it is over budget or past its timeout; True if it was."""
-    from runs.actions.lifecycle import do_fail_run
-
     # Called after every turn: a run without a budget costs one light query.
     light = Run.objects.select_related("workflow").only("workflow__id", "workflow__created").get(pk=run_id)
     if not has_run_limits(workflow_spec(light.workflow).options):

@@ -14,10 +14,12 @@ from agents import expansion
 from agents.inputs import workspace_path
 from agents.spec import SpecProblem, WorkflowSpec, WorkflowValidationError, parse_workflow
 from agents.spec.yaml_locations import line_for, parse_with_locations
-from agents.tools import Role
+from agents.tools import Role, default_registry
 from agents.tools.workflows import WORKFLOW_TOOL_ROLES
-from runs.actions.common import REGISTRY
 from runs.models import Workflow
+
+# The built-in tools: what a workflow may name, and what its steps call.
+REGISTRY = default_registry()
 
 # The most characters one run input may hold (a command is capped at 4,000).
 MAX_INPUT_CHARS = 10_000

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import QuerySet
 
 from agents.tools.errors import RetryHint, failure_text
 from agents.tools.results import ToolResult
 from runs.actions.pending import deliver_result
-from runs.models import Run, Step, ToolCall
+from runs.models import Run, ToolCall
 from runs.store.sql import lock_run
 
 
@@ -47,25 +46,6 @@ def do_deliver_child_result(child_id: int) -> None:
             event="child_run_result",
             event_data={"run_id": child.pk, "status": child.status},
         )
-
-
-def cancel_children_after_commit(run: Run) -> None:
-    """A run that ends takes the child runs its tool calls started with it."""
-    _cancel_after_commit(Run.objects.filter(parent_tool_call__run=run), f"parent run {run.pk} ended {run.status}")
-
-
-def cancel_step_children_after_commit(step: Step) -> None:
-    """A step that ends before its run does takes the child runs its
-    pending tool calls started with it: nobody would read their results."""
-    reason = f"parent step {step.step_id} of run {step.run_id} ended {step.status}"
-    _cancel_after_commit(Run.objects.filter(parent_tool_call__step=step), reason)
-
-
-def _cancel_after_commit(children: QuerySet[Run], reason: str) -> None:
-    from runs.actions.lifecycle import do_cancel_run
-
-    for child in list(children.exclude(status__in=Run.TERMINAL).values_list("pk", flat=True)):
-        transaction.on_commit(lambda child=child: do_cancel_run(child, reason))
 
 
 def _hint() -> RetryHint:

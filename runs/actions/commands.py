@@ -1,5 +1,6 @@
 """Commands: free text -> the coordinator's workflow selection -> a run, and
-the COORDINATOR_RESULT that answers it (seed 004).
+the COORDINATOR_RESULT that answers it (seed 004; the answer of a run
+as it stands: runs/actions/command_results.py).
 
 The coordinator (the workflow handler) sees the catalog and the command and
 answers a COORDINATOR_SELECTION; ``agents.handler.decide`` checks it (unknown
@@ -21,23 +22,18 @@ from agents.handler import (
     CoordinatorResult,
     SelectionError,
     SelectionPlan,
-    ToolRun,
-    claims_problem,
     decide,
-    error_for_run,
     parse_selection,
     plan_selection,
 )
-from agents.handler import Claim as ClaimData
 from agents.llm import ProviderError, build_provider
 from runs.actions.catalog import InputError, workflow_spec
+from runs.actions.command_results import NEEDS_APPROVAL
+from runs.actions.lifecycle import do_create_run
 from runs.models import Command, Event, Run, Workflow
 from runs.store.events import DjangoEventSink
 
 log = logging.getLogger(__name__)
-
-# The seed's text for a destructive workflow waiting on a person.
-NEEDS_APPROVAL = "Destructive operation requires explicit user approval"
 
 
 def latest_workflows() -> dict[str, Workflow]:
@@ -90,8 +86,6 @@ def do_command(text: str, *, user=None, mode: str = "chat") -> Command:
 def _start(command: Command, workflow: Workflow, args: dict, plan: SelectionPlan, *, user, mode: str) -> None:
     """Start the selected workflow's run and store the command's answer, in
     one transaction."""
-    from runs.actions.lifecycle import do_create_run
-
     with transaction.atomic():
         run = do_create_run(workflow, args, user=user, command=command.text, mode=mode)
         if plan.compacted:
@@ -129,57 +123,3 @@ def _pending_result(command: Command, run: Run) -> CoordinatorResult:
         requires_approval=waiting,
         result=None,
     )
-
-
-def coordinator_result(run: Run, text: str | None = None) -> CoordinatorResult:
-    """The COORDINATOR_RESULT of a run as it stands."""
-    text = text if text is not None else run.command
-    claims = [
-        ClaimData(
-            claim=c.claim,
-            confidence=c.confidence,
-            source_name=c.source_name,
-            source_domain=c.source_domain,
-            url=c.url or None,
-            title=c.title or None,
-            source_type=c.source_type or "web",
-            source_ref=c.source_ref or None,
-            ttl=c.ttl or None,
-        )
-        for c in run.claims.all()
-    ]
-    tool_runs = [
-        ToolRun(tool=name, status="success" if ok else "error", duration_ms=ms)
-        for name, ok, ms in run.tool_calls.filter(counted=True).values_list("name", "ok", "duration_ms")
-    ]
-    base = {
-        "command_received": text,
-        "workflow_selected": run.workflow.name,
-        "workflow_args": run.inputs,
-        "claims": claims,
-        "tool_runs": tool_runs,
-    }
-    if run.status == Run.Status.AWAITING_APPROVAL:
-        return CoordinatorResult(**base, status="blocked", error=NEEDS_APPROVAL, requires_approval=True)
-    if run.status == Run.Status.BLOCKED:
-        return CoordinatorResult(**base, status="blocked", error=run.error, requires_approval=True)
-    if run.status == Run.Status.COMPLETED:
-        problem = claims_problem(claims)
-        if problem:
-            return CoordinatorResult(**base, status="blocked", error=problem, requires_retry=True, result=run.result)
-        return CoordinatorResult(**base, status="success", result=run.result)
-    if run.is_terminal:
-        return CoordinatorResult(**base, status="error", error=error_for_run(run.status, run.error), result=run.result)
-    return CoordinatorResult(**base, status="success", result=None)
-
-
-def finish_command(run: Run) -> None:
-    """Store the final COORDINATOR_RESULT on the run's command, if it has one.
-    Called in the transaction that ends the run."""
-    command = Command.objects.filter(run=run).first()
-    if command is None:
-        return
-    result = coordinator_result(run, command.text)
-    command.result = result.model_dump(mode="json", by_alias=True)
-    command.status = result.status
-    command.save(update_fields=["result", "status"])

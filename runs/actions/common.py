@@ -1,5 +1,5 @@
-"""What the action modules share: the tool registry, a run's limits, and the
-router of a run with its resume rule."""
+"""What the action modules share: a run's limits, the router of a run with
+its resume rule, and storing a turn."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import json
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -18,14 +17,13 @@ from agents.llm import Provider, build_provider
 from agents.router import DropReason, MailboxStore, MessageRouter, Rejection, Resolver, RouterMessage
 from agents.runner import TurnResult
 from agents.spec import AgentSpec
-from agents.tools import default_registry
+from runs import queue
+from runs.actions.catalog import workflow_spec
 from runs.models import Approval, Artifact, Run, Step, ToolCall
 from runs.store.events import DjangoEventSink
 from runs.store.mailboxes import DjangoMailboxStore
 from runs.store.sql import unread_count_sql, update_returning
 from runs.store.unit_of_work import UnitOfWork
-
-REGISTRY = default_registry()
 
 
 @dataclass(frozen=True)
@@ -40,8 +38,6 @@ class Limits:
 
     @classmethod
     def of(cls, run: Run) -> Limits:
-        from runs.actions.catalog import workflow_spec
-
         options = workflow_spec(run.workflow).options
 
         def option(name: str, default):
@@ -100,8 +96,6 @@ def router_for(
 
 
 def _resolver(run: Run, context_sender: str | None) -> Resolver:
-    from runs.actions.catalog import workflow_spec
-
     def resolve(target: str) -> str | Rejection | None:
         live = list(run.steps.filter(kind=Step.Kind.STEP).order_by("position").values_list("step_id", flat=True))
         containers = expansion.container_kinds(workflow_spec(run.workflow))
@@ -126,8 +120,6 @@ class Resumer:
         self.sink = sink
 
     def __call__(self, message: RouterMessage) -> DropReason | None:
-        from runs import tasks
-
         step = Step.objects.select_for_update().get(run_id=self.run.pk, step_id=message.recipient)
         if step.status != Step.Status.COMPLETED:
             return DropReason.TARGET_TERMINAL
@@ -149,7 +141,7 @@ class Resumer:
                     "resume_started", step.step_id, {"message_id": message.message_id, "resume": step.resumes + 1}
                 )
             )
-            transaction.on_commit(lambda: tasks.resume_step.delay(step.pk), robust=True)
+            queue.send_after_commit(queue.RESUME_STEP, step.pk)
         return None
 
 
@@ -211,11 +203,14 @@ def save_turn(step: Step, result: TurnResult, *, next_turn_queued: bool = False)
             Run.objects.filter(pk=int(outcome.child_run_id)).update(parent_tool_call=row)
         if outcome.approval_id:
             Approval.objects.filter(pk=int(outcome.approval_id)).update(tool_call=row)
-    if queued:
-        from runs.actions.tool_tasks import dispatch_after_commit
-
-        dispatch_after_commit(queued)
+    # Service-backed calls become tasks of their own (runs/actions/tool_tasks.py).
+    dispatch_after_commit(queued)
     return unread
+
+
+def dispatch_after_commit(call_pks: list[int]) -> None:
+    """Send one task per queued call once the turn that asked for them commits."""
+    queue.queue_after_commit(queue.EXECUTE_TOOL_CALL, [(pk,) for pk in call_pks])
 
 
 def store_artifacts(call: ToolCall, artifacts) -> None:

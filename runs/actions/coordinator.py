@@ -23,10 +23,10 @@ from agents.tools.builtin.messaging import MAX_MESSAGE_CHARS
 from runs.actions.budgets import run_deadline, timeout_breach
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import Limits, provider_for, router_for, save_turn, warning_cycle
-from runs.actions.lifecycle import do_fail_run, do_finish_run
+from runs.actions.deadlines import enforce_budget_after_commit
+from runs.actions.ending import do_fail_run, do_finish_run
 from runs.actions.model_calls import model_call
 from runs.actions.scheduling import all_done, coordinator_has_mail, plans_first, schedule
-from runs.actions.steps import enforce_budget_after_commit
 from runs.actions.tooling import tool_env, tools_for
 from runs.models import Run, Step
 from runs.store.events import DjangoEventSink

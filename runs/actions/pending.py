@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
 from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
+from runs import queue
 from runs.models import Run, Step, ToolCall
 from runs.store.events import DjangoEventSink
 
@@ -28,8 +28,6 @@ def deliver_result(
     """Store the late result of ``call``. Call with the run row locked.
     Returns False if the call had its result already. The step's next turn
     sees every result in the order the model asked for the calls."""
-    from runs import tasks
-
     if not ToolCall.objects.filter(pk=call.pk, status__in=ToolCall.PENDING).update(
         status=status,
         ok=status == ToolCall.Status.DONE,
@@ -54,5 +52,5 @@ def deliver_result(
     )
     if next_turn:
         turn = step.turns + 1
-        transaction.on_commit(lambda: tasks.run_step_turn.delay(step.pk, turn), robust=True)
+        queue.send_after_commit(queue.RUN_STEP_TURN, step.pk, turn)
     return True

@@ -14,7 +14,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
-from runs.actions.tool_tasks import dispatch_after_commit, queued_calls
+from runs import queue
+from runs.actions.common import dispatch_after_commit
+from runs.actions.tool_tasks import queued_calls
 from runs.models import Run, Step, ToolCall
 from runs.store.events import DjangoEventSink
 from runs.store.sql import lock_run
@@ -25,8 +27,6 @@ def do_resume_run(run_id: int, reason: str) -> list[str]:
     """Re-enqueue the next turn of every running step that is not waiting on a
     tool call, the task of every queued call, and wake the coordinator. Returns the step ids nudged; a run
     that is not running is left alone."""
-    from runs import tasks
-
     with transaction.atomic():
         lock_run(run_id)
         run = Run.objects.get(pk=run_id)
@@ -41,9 +41,9 @@ def do_resume_run(run_id: int, reason: str) -> list[str]:
         if running:
             # Marked queued (Step.turn_queued): if these tasks are lost too, the sweeper queues them again.
             Step.objects.filter(pk__in=[step.pk for step in running]).update(turn_queued=timezone.now())
-        tasks.queue_after_commit(tasks.run_step_turn, [(step.pk, step.turns + 1) for step in running])
+        queue.queue_after_commit(queue.RUN_STEP_TURN, [(step.pk, step.turns + 1) for step in running])
         resuming = list(run.steps.filter(resuming=True))
-        tasks.queue_after_commit(tasks.resume_step, [(step.pk,) for step in resuming])
+        queue.queue_after_commit(queue.RESUME_STEP, [(step.pk,) for step in resuming])
         nudged = [step.step_id for step in [*running, *resuming]]
         # A wake that died with its worker left the flag set, a wake task the
         # broker lost its mark; the next wake takes over (a double drain is
@@ -63,8 +63,6 @@ def do_resume_after_restart(reason: str = "zenweb restarted") -> list[int]:
     leases back, queue again the calls that were running, start the pending
     runs and resume the running ones. Returns the ids of the runs touched.
     Only for a process that is the only worker of its database."""
-    from runs import tasks
-
     live = Q(run__status=Run.Status.RUNNING)
     Step.objects.filter(live).exclude(lease_owner="").update(lease_owner="", lease_expires=None)
     ToolCall.objects.filter(live, status=ToolCall.Status.RUNNING).update(
@@ -72,7 +70,7 @@ def do_resume_after_restart(reason: str = "zenweb restarted") -> list[int]:
     )
     pending = list(Run.objects.filter(status=Run.Status.PENDING).values_list("pk", flat=True))
     for run_id in pending:
-        tasks.start_run.delay(run_id)
+        queue.send(queue.START_RUN, run_id)
     running = list(Run.objects.filter(status=Run.Status.RUNNING).values_list("pk", flat=True))
     for run_id in running:
         do_resume_run(run_id, reason)

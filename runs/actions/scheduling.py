@@ -19,6 +19,7 @@ from agents.core import machine
 from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR
 from agents.spec import WorkflowSpec
+from runs import queue
 from runs.actions.catalog import spec_of, workflow_spec
 from runs.models import Run, Step
 from runs.store.mailboxes import DjangoMailboxStore
@@ -107,7 +108,7 @@ def _start_without_lock(run_id: int, spec: WorkflowSpec, finished: str, *, eager
     by_id = {row.step_id: row for row in rows}
     eager = eager and len(start.step_ids) == 1
     with transaction.atomic():
-        started = _start_steps(run_id, [by_id[step_id] for step_id in start.step_ids], queue=not eager)
+        started = _start_steps(run_id, [by_id[step_id] for step_id in start.step_ids], queue_turns=not eager)
     return started[0] if eager and started else 0
 
 
@@ -199,15 +200,13 @@ def all_done(steps: list[Step]) -> bool:
     return all(step.is_terminal and not step.resuming for step in steps)
 
 
-def _start_steps(run_id: int, steps: list, *, queue: bool = True) -> list[int]:
+def _start_steps(run_id: int, steps: list, *, queue_turns: bool = True) -> list[int]:
     """Start ``steps``: each pending one becomes running (a conditional
     UPDATE: a step another pass started is left alone), one statement of
     step_start events for those (a fan-out starts a hundred at once), and
-    each one's first turn queued after commit (unless not ``queue``: the
+    each one's first turn queued after commit (unless not ``queue_turns``: the
     caller takes it). ``steps``: rows with pk, step_id and agent. Returns
     the ids of the steps it started."""
-    from runs import tasks
-
     # Marked queued with the first turn (Step.turn_queued), the caller's
     # eager one too: the sweeper queues it again if it is lost.
     started = start_pending_steps([step.pk for step in steps], timezone.now())
@@ -217,8 +216,8 @@ def _start_steps(run_id: int, steps: list, *, queue: bool = True) -> list[int]:
     with UnitOfWork(run_id) as uow:
         for step in steps:
             uow.sink.emit(RuntimeEvent("step_start", step.step_id, {"agent": step.agent}))
-    if queue:
-        tasks.queue_after_commit(tasks.run_step_turn, [(step.pk, 1) for step in steps])
+    if queue_turns:
+        queue.queue_after_commit(queue.RUN_STEP_TURN, [(step.pk, 1) for step in steps])
     return [step.pk for step in steps]
 
 

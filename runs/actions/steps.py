@@ -1,6 +1,7 @@
 """Step turns: asking a step's model, recording its answer, and what follows
-(another turn, a wake cycle for late messages, completion, failure, cancel),
-plus one-turn resumes of completed steps."""
+(another turn, a wake cycle for late messages, completion). A failed or
+cancelled step: runs/actions/step_ends.py; timeouts: deadlines.py;
+resumes of completed steps: resume.py."""
 
 from __future__ import annotations
 
@@ -8,10 +9,9 @@ from datetime import timedelta
 from string import Template
 
 from django.db import transaction
-from django.db.models import Count, F, Max, Q
+from django.db.models import Count, Max, Q
 from django.utils import timezone
 
-from agents.core import machine
 from agents.events import Event as RuntimeEvent
 from agents.events import ListSink
 from agents.llm import ProviderError
@@ -26,23 +26,21 @@ from agents.runner import (
     run_side_effects,
     step_prompt,
 )
-from agents.spec import AgentSpec, WorkflowOptions, WorkflowSpec
-from runs import leases
-from runs.actions.approvals import lapse_pending
-from runs.actions.budgets import do_enforce_budget, has_run_limits, run_deadline, timeout_breach
+from agents.spec import AgentSpec, WorkflowOptions
+from runs import leases, queue
 from runs.actions.catalog import workflow_spec
-from runs.actions.children import cancel_step_children_after_commit
-from runs.actions.common import REGISTRY, Limits, provider_for, router_for, save_turn, warning_cycle
-from runs.actions.containers import after_step_terminal, repeat_loop_of
+from runs.actions.common import Limits, provider_for, router_for, save_turn, warning_cycle
+from runs.actions.containers import repeat_loop_of
+from runs.actions.deadlines import enforce_budget_after_commit, stopped_by_deadline, turn_deadline
 from runs.actions.model_calls import model_call
-from runs.actions.scheduling import run_state, schedule
+from runs.actions.scheduling import schedule
+from runs.actions.step_ends import after_step_terminal, cancel_step, do_fail_step, schedule_after_commit
 from runs.actions.tooling import step_tools, tool_env
 from runs.journal import DjangoToolJournal
 from runs.models import Run, Step, ToolCall
 from runs.store import last_turn, sql
-from runs.store.events import DjangoEventSink, broadcast
+from runs.store.events import broadcast
 from runs.store.mailboxes import DjangoMailboxStore
-from runs.store.sql import lock_run
 from runs.store.unit_of_work import UnitOfWork
 from runs.store.wakes import stop_waiting_after_commit
 
@@ -66,21 +64,21 @@ def do_step_turn(step_pk: int, turn: int) -> int | None:
     # Most turns (a fan-out's every one) have no mail: the count came with the step.
     inbox = DjangoMailboxStore(run.pk).unread(step.step_id) if step.unread else []
     if any(message.type == MessageType.CANCEL for message in inbox):
-        _cancel_step(step, inbox)
+        cancel_step(step, inbox)
         return
     if turn > spec.options.max_turns:
         do_fail_step(step.pk, f"step {step.step_id} did not finish within maxTurns ({spec.options.max_turns})")
         return
-    if _stopped_by_deadline(run, step, spec.options):
+    if stopped_by_deadline(run, step, spec.options):
         return
-    variables = _variables(run, step, inbox)
+    variables = turn_variables(run, step, inbox)
     if not step.transcript:
         instructions = Template(step.instructions).safe_substitute(variables)
         prompt = step_prompt(instructions, _dependency_outputs(step))
         step.transcript = new_step_transcript(step.step_id, agent, prompt)
     # The turn's writes: held, and written together when it is recorded.
     uow = UnitOfWork(run.pk)
-    agent_turn = _agent_turn(run, step, agent, variables, uow)
+    agent_turn = build_agent_turn(run, step, agent, variables, uow)
     agent_turn.empty_answer_retries = spec.options.max_empty_answer_retries
     registry, tools = step_tools(spec, step)
     request = build_request(agent_turn, tools, inbox, deadline=turn_deadline(run, step, spec.options))
@@ -94,7 +92,7 @@ def do_step_turn(step_pk: int, turn: int) -> int | None:
                 completion = provider_for(agent).complete(request, **hooks)
             # An answer that came back past a deadline is not acted on, nor
             # recorded (checked again below: its tools may have run long).
-            late = _stopped_by_deadline(run, step, spec.options)
+            late = stopped_by_deadline(run, step, spec.options)
             if completion.tool_calls:
                 # What is left under maxToolCalls decides whether any call runs.
                 agent_turn.env.tool_call_cap = spec.options.max_tool_calls
@@ -105,10 +103,10 @@ def do_step_turn(step_pk: int, turn: int) -> int | None:
                 run_side_effects(agent_turn, completion, registry=registry, tools=tools, journal=journal)
     except ProviderError as exc:
         # A call cut off by a deadline fails for the deadline's reason.
-        if not _stopped_by_deadline(run, step, spec.options):
+        if not stopped_by_deadline(run, step, spec.options):
             do_fail_step(step.pk, str(exc))
         return
-    if late or _stopped_by_deadline(run, step, spec.options):
+    if late or stopped_by_deadline(run, step, spec.options):
         return
     # Built before the run's lock is taken: every step of the run waits for
     # that lock, so what does not need it stays out of it. (A step only
@@ -210,7 +208,7 @@ def _last_turn_in_one_trip(
     return True, schedule(step.run_id, state, step.step_id, eager=True)
 
 
-def _agent_turn(
+def build_agent_turn(
     run: Run, step: Step, agent: AgentSpec, variables: dict[str, str], uow: UnitOfWork | None = None
 ) -> AgentTurn:
     return AgentTurn(
@@ -251,76 +249,10 @@ def _tool_policy_breach(step: Step, options: WorkflowOptions, result: TurnResult
     return None
 
 
-def enforce_budget_after_commit(run_id: int, spec: WorkflowSpec) -> None:
-    if not has_run_limits(spec.options):
-        return  # nothing to enforce: no query after every turn
-    transaction.on_commit(lambda: do_enforce_budget(run_id))
-
-
-def step_timeout_breach(step: Step, options: WorkflowOptions) -> str | None:
-    """Why ``step`` is past options.stepTimeout, or None (no query).
-
-    Counted from the step's start, like Temporal's start-to-close timeout:
-    everything the step waits for counts (its tool tasks, a child run, a
-    person's approval), as everything counts against the run's timeout."""
-    if options.step_timeout is None or step.started is None:
-        return None
-    ran = (timezone.now() - step.started).total_seconds()
-    if ran < options.step_timeout:
-        return None
-    return f"step {step.step_id} ran {ran:.1f}s, past options.stepTimeout ({options.step_timeout:g}s)"
-
-
-def turn_deadline(run: Run, step: Step, options: WorkflowOptions) -> float | None:
-    """The Unix time the run's or the step's timeout ends this turn, or None."""
-    deadlines = [run_deadline(run, options)]
-    if options.step_timeout is not None and step.started is not None:
-        deadlines.append(step.started.timestamp() + options.step_timeout)
-    return min((d for d in deadlines if d is not None), default=None)
-
-
-def _stopped_by_deadline(run: Run, step: Step, options: WorkflowOptions) -> bool:
-    """Fail the run if it is past options.timeout, else the step if it is
-    past options.stepTimeout; True if either was."""
-    reason = timeout_breach(run, options)
-    if reason is not None:
-        from runs.actions.lifecycle import do_fail_run
-
-        do_fail_run(run.pk, reason)
-        return True
-    reason = step_timeout_breach(step, options)
-    if reason is not None:
-        do_fail_step(step.pk, reason)
-        return True
-    return False
-
-
-def do_enforce_step_timeouts(run_id: int, options: WorkflowOptions) -> int:
-    """Fail the run's steps that are past options.stepTimeout (the sweeper's
-    check: a step can be stuck in a long model call, or wait for its tools);
-    how many. A worker's turn that comes back later finds its step failed
-    and records nothing."""
-    if options.step_timeout is None:
-        return 0
-    cutoff = timezone.now() - timedelta(seconds=options.step_timeout)
-    # Steps only: the coordinator lives as long as its run, and a loop as long as its iterations.
-    late = Step.objects.filter(
-        run_id=run_id, kind=Step.Kind.STEP, status=Step.Status.RUNNING, started__lt=cutoff
-    ).order_by("position")
-    failed = 0
-    for step in late.only("pk", "step_id", "started"):
-        reason = step_timeout_breach(step, options)
-        if reason is not None and do_fail_step(step.pk, reason):
-            failed += 1
-    return failed
-
-
 def _next_turn(step_pk: int, turn: int) -> None:
     """Queue turn ``turn`` after commit; the caller marked the step's row
     (``Step.turn_queued``) in the same transaction, with a write it makes anyway."""
-    from runs import tasks
-
-    transaction.on_commit(lambda: tasks.run_step_turn.delay(step_pk, turn), robust=True)
+    queue.send_after_commit(queue.RUN_STEP_TURN, step_pk, turn)
 
 
 def _wakes_for_late_messages(step: Step, run: Run, pending: int, sink, router) -> bool:
@@ -357,7 +289,7 @@ def _dependency_outputs(step: Step) -> dict[str, str]:
     return {dep: outputs.get(dep, "") for dep in step.depends_on}
 
 
-def _variables(run: Run, step: Step, inbox: list[RouterMessage]) -> dict[str, str]:
+def turn_variables(run: Run, step: Step, inbox: list[RouterMessage]) -> dict[str, str]:
     variables = {name: str(value) for name, value in run.inputs.items()}
     variables.update(step.variables)
     variables["step"] = step.step_id
@@ -395,173 +327,3 @@ def _complete_step(step: Step, output: str, router: MessageRouter) -> None:
         schedule_after_commit(step.run_id)  # a loop moved on
     else:
         schedule_after_commit(step.run_id, finished=step.step_id)
-
-
-def schedule_after_commit(run_id: int, state: tuple | None = None, finished: str | None = None) -> None:
-    """Schedule the run after commit; ``state``: its scheduling state, read
-    under the run's lock before commit (last_turn.save);
-    ``finished``: the step whose completion this follows (the state machine
-    then decides on its dependents)."""
-    transaction.on_commit(lambda: schedule(run_id, state, finished))
-
-
-def do_fail_step(step_pk: int, error: str) -> bool:
-    """Record why a step failed; its pending approvals lapse and its
-    dependents follow the run's failure policy. False if it had ended already."""
-    with transaction.atomic():
-        lock_run(_run_of(step_pk))
-        step = Step.objects.select_for_update().get(pk=step_pk)
-        if step.is_terminal:
-            return False
-        step.status = Step.Status.FAILED
-        step.error = error
-        step.finished = timezone.now()
-        step.save(update_fields=["status", "error", "finished"])
-        DjangoEventSink(step.run_id).emit(RuntimeEvent("error", step.step_id, {"error": error}))
-        _step_stopped(step, f"step {step.step_id} failed")
-        router_for(step.run_id).close(step.step_id)
-        apply_failure_policy(step, f"dependency {step.step_id} failed")
-        after_step_terminal(step)
-        schedule_after_commit(step.run_id)
-    return True
-
-
-def do_stop_waiting_step(run_id: int, step_id: str) -> None:
-    """Cancel now a step that a cancel was forwarded to while it waits for
-    a call's result (an approval, a tool task, a child run): no turn would
-    read the cancel until the result came, and an approval could still run
-    the call. A step mid-turn reads it at its next turn, as before."""
-    with transaction.atomic():
-        lock_run(run_id)
-        step = Step.objects.filter(run_id=run_id, step_id=step_id, status=Step.Status.RUNNING).first()
-        # Under the run's lock a step with pending calls is between turns:
-        # its next turn is queued only once none is pending (deliver_result).
-        if step is None or not ToolCall.objects.filter(step=step, status__in=ToolCall.PENDING).exists():
-            return
-        inbox = DjangoMailboxStore(run_id).unread(step_id)
-        if any(message.type == MessageType.CANCEL for message in inbox):
-            _cancel_step(step, inbox)
-
-
-def _cancel_step(step: Step, inbox: list[RouterMessage]) -> None:
-    """A forward of kind cancel stops the step at this turn boundary."""
-    with transaction.atomic():
-        lock_run(step.run_id)
-        if not Step.objects.filter(pk=step.pk, status=Step.Status.RUNNING).update(
-            status=Step.Status.CANCELLED, finished=timezone.now()
-        ):
-            return
-        router = router_for(step.run_id)
-        router.drain(step.step_id, only=inbox)
-        cancel = next(m for m in inbox if m.type == MessageType.CANCEL)
-        DjangoEventSink(step.run_id).emit(
-            RuntimeEvent("step_cancelled", step.step_id, {"message_id": cancel.message_id, "reason": cancel.content})
-        )
-        step.status = Step.Status.CANCELLED
-        _step_stopped(step, f"step {step.step_id} was cancelled: {cancel.content}")
-        router.close(step.step_id)
-        apply_failure_policy(step, f"dependency {step.step_id} was cancelled")
-        after_step_terminal(step)
-        schedule_after_commit(step.run_id)
-
-
-def _step_stopped(step: Step, reason: str) -> None:
-    """What a step that stopped unfinished leaves waiting goes with it: its
-    pending approvals lapse (approved, a call would still run) and the
-    child runs of its calls are cancelled. Call with the run's lock held,
-    ``step.status`` set. (A run that ends does the same for all its work.)"""
-    lapse_pending(step.run_id, reason, step_id=step.step_id)
-    cancel_step_children_after_commit(step)
-
-
-def apply_failure_policy(stopped: Step, reason: str) -> None:
-    """onStepFailure, as the state machine decides it
-    (agents.core.machine.stop_after_failure): cascade (dependents are
-    cancelled), skip-dependents (dependents are skipped), abort (every
-    unfinished step is cancelled and every later message to them drops as
-    workflow-cancelled)."""
-    run = Run.objects.select_related("workflow").get(pk=stopped.run_id)
-    spec = workflow_spec(run.workflow)
-    sink = DjangoEventSink(run.pk)
-    router = router_for(run.pk)
-    rows = list(Step.objects.filter(run=run, kind__in=[Step.Kind.STEP, Step.Kind.LOOP]).order_by("position"))
-    state = run_state(run.status, rows, spec, machine.CoordinatorState())
-    stop = machine.stop_after_failure(state, stopped.step_id)
-    if stop.aborted:
-        reason = f"run aborted: {reason.removeprefix('dependency ')}"
-    by_id = {step.step_id: step for step in rows}
-    affected = [by_id[step_id] for step_id in stop.step_ids]
-    drop = DropReason.WORKFLOW_CANCELLED if stop.drop == "workflow_cancelled" else DropReason.TARGET_TERMINAL
-    for step in affected:
-        was_running = step.status == Step.Status.RUNNING
-        step.status = stop.status
-        step.finished = timezone.now()
-        step.save(update_fields=["status", "finished"])
-        sink.emit(RuntimeEvent("step_skipped", step.step_id, {"reason": reason, "status": stop.status}))
-        if was_running:  # only a running step can wait for a decision or a child
-            _step_stopped(step, f"step {step.step_id} was {stop.status}: {reason}")
-        if step.kind == Step.Kind.STEP:
-            router.close(step.step_id, drop)
-    for step in affected:
-        # A loop iteration that just lost its steps ends its loop.
-        after_step_terminal(step)
-
-
-def do_resume_turn(step_pk: int) -> None:
-    """One more turn of a completed step, for the messages forwarded to it
-    since. Its answer goes back to the coordinator as a resume_reply."""
-    step = sql.step_for_turn(step_pk)
-    if step is None:
-        raise Step.DoesNotExist(f"step {step_pk} does not exist")
-    run = step.run
-    if not step.resuming:
-        return
-    if run.status != Run.Status.RUNNING:
-        Step.objects.filter(pk=step.pk).update(resuming=False)
-        return
-    store = DjangoMailboxStore(run.pk)
-    inbox = store.unread(step.step_id)
-    agent = workflow_spec(run.workflow).agents[step.agent]
-    agent_turn = _agent_turn(run, step, agent, _variables(run, step, inbox))
-    agent_turn.empty_answer_retries = None  # one answer: an empty one replies "(no answer)"
-    # One answer, no tools: a resumed step replies; it does not start work.
-    request = build_request(agent_turn, [], inbox)
-    sink = DjangoEventSink(run.pk)
-    try:
-        with model_call(run.pk, step.step_id) as hooks:
-            completion = provider_for(agent).complete(request, **hooks)
-    except ProviderError as exc:
-        do_fail_resume(step.pk, str(exc))
-        return
-    with transaction.atomic():
-        lock_run(run.pk)
-        if not Step.objects.filter(pk=step.pk, resuming=True, turns=step.turns).update(turns=F("turns") + 1):
-            return
-        router = router_for(run.pk)
-        result = apply_completion(
-            agent_turn, request, completion, inbox, router=router, sink=sink, registry=REGISTRY, tools=[]
-        )
-        save_turn(step, result)
-        reply = router.send(step.step_id, result.output or "(no answer)", MessageType.RESUME_REPLY)
-        data = {"reply": result.output[:2000], "message_id": reply.message_id}
-        sink.emit(RuntimeEvent("resume_completed", step.step_id, data))
-        Step.objects.filter(pk=step.pk).update(resuming=False)
-        # Messages forwarded while this resume ran have no turn to read them.
-        router.drop_unread(step.step_id, DropReason.TARGET_TERMINAL)
-        schedule_after_commit(run.pk)
-
-
-def do_fail_resume(step_pk: int, error: str) -> None:
-    """A resume that could not answer: say why, drop what it was given."""
-    with transaction.atomic():
-        lock_run(_run_of(step_pk))
-        step = Step.objects.get(pk=step_pk)
-        if not Step.objects.filter(pk=step.pk, resuming=True).update(resuming=False):
-            return
-        DjangoEventSink(step.run_id).emit(RuntimeEvent("resume_failed", step.step_id, {"error": error}))
-        router_for(step.run_id).drop_unread(step.step_id, DropReason.TARGET_TERMINAL)
-        schedule_after_commit(step.run_id)
-
-
-def _run_of(step_pk: int) -> int:
-    return Step.objects.values_list("run_id", flat=True).get(pk=step_pk)

@@ -40,7 +40,7 @@ from agents.tools.errors import FailureKind, RetryHint, failure_text
 from agents.tools.registry import ToolOutcome
 from runs import leases
 from runs.actions.catalog import workflow_spec
-from runs.actions.common import store_artifacts
+from runs.actions.common import dispatch_after_commit, store_artifacts
 from runs.actions.pending import deliver_result
 from runs.actions.tooling import step_tools, stored_call_context
 from runs.journal import DjangoToolJournal
@@ -52,13 +52,6 @@ log = logging.getLogger(__name__)
 
 # A call whose worker died is run again this many times in all, then fails.
 MAX_ATTEMPTS = 2
-
-
-def dispatch_after_commit(call_pks: list[int]) -> None:
-    """Send one task per queued call once the turn that asked for them commits."""
-    from runs import tasks
-
-    tasks.queue_after_commit(tasks.execute_tool_call, [(pk,) for pk in call_pks])
 
 
 def timeout_for(spec: WorkflowSpec, tool: Tool | None, name: str) -> float:

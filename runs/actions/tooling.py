@@ -26,8 +26,10 @@ from agents.tools.builtin.shell import destructive_reason
 from agents.tools.mcp import McpServerConfig
 from agents.tools.mcp import servers as mcp_servers
 from agents.tools.workflows import workflow_tool
-from runs.actions.catalog import InputError, check_inputs, workflow_spec
-from runs.actions.common import REGISTRY
+from runs import queue
+from runs.actions.approval_requests import bound_calls, request_approval, request_workflow_approval
+from runs.actions.catalog import REGISTRY, InputError, check_inputs, workflow_spec
+from runs.actions.common import router_for
 from runs.models import Approval, Claim, Run, Step, ToolCall, Workflow
 from runs.store.events import DjangoEventSink
 from runs.store.unit_of_work import UnitOfWork
@@ -153,8 +155,6 @@ def sandbox_for(spec: WorkflowSpec) -> Sandbox:
 def _approved_calls(run: Run) -> frozenset[str]:
     """The calls the approver of this destructive run was shown: only those
     run without asking again (approvals.planned_actions)."""
-    from runs.actions.approvals import bound_calls
-
     approved = Approval.objects.filter(run_id=run.pk, kind=Approval.Kind.WORKFLOW, status=Approval.Status.APPROVED)
     return bound_calls(list(approved.values_list("actions", flat=True)))
 
@@ -172,8 +172,6 @@ def stored_call_context(
     it: an approved call (``in_run``: with the run locked, it may message,
     emit and change the run) or a call run as its own task (none of those,
     so no transaction stays open while the tool runs)."""
-    from runs.actions.common import router_for
-
     env = tool_env(run, step)
     return ToolContext(
         meta=ToolCallMeta(str(run.pk), call.session_id, call.turn_id, call.tool_call_id, call.parent_tool_call_id),
@@ -236,8 +234,6 @@ class DjangoToolHost:
         return str(row.pk)
 
     def request_approval(self, ctx: ToolContext, tool: str, arguments: dict[str, Any]) -> str:
-        from runs.actions.approvals import request_approval
-
         run = Run.objects.select_related("workflow", "created_by").get(pk=self.run_id)
         if tool in workflow_spec(run.workflow).approvals:
             why = f"{tool} is on the approval list of {run.workflow.name}"
@@ -332,8 +328,6 @@ class DjangoToolHost:
         return step_id
 
     def start_child_run(self, ctx: ToolContext, workflow: str, inputs: dict[str, Any]) -> str:
-        from runs import tasks
-
         parent = Run.objects.select_related("created_by").get(pk=self.run_id)
         version = Workflow.objects.filter(name=workflow).order_by("-version").first()
         if version is None:
@@ -366,11 +360,9 @@ class DjangoToolHost:
             )
         )
         if spec.destructive:
-            from runs.actions.approvals import request_workflow_approval
-
             request_workflow_approval(child)
         else:
-            transaction.on_commit(lambda: tasks.start_run.delay(child.pk), robust=True)
+            queue.send_after_commit(queue.START_RUN, child.pk)
         return str(child.pk)
 
 

@@ -19,7 +19,8 @@ from agents.spec import WorkflowValidationError
 from runs.actions import access_run, control_refusal, do_cancel_run, do_register_workflow, visible_runs
 from runs.actions.approvals import PERMISSION, ApprovalError, do_decide, do_lapse_expired
 from runs.actions.budgets import totals_of
-from runs.actions.commands import coordinator_result, do_command
+from runs.actions.command_results import coordinator_result
+from runs.actions.commands import do_command
 from runs.api import schemas as s
 from runs.api.auth import api_view
 from runs.api.schemas import ApiError, dump, parse_body, parse_query

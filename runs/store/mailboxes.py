@@ -12,7 +12,7 @@ from runs.models import Message, Step
 from runs.store import sql
 from runs.store.wakes import stop_waiting_after_commit, wake_after_commit
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: unit_of_work builds this store
     from runs.store.unit_of_work import UnitOfWork
 
 

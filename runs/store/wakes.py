@@ -6,6 +6,7 @@ import threading
 
 from django.db import transaction
 
+from runs import queue
 from runs.models import Run
 from runs.store import sql
 
@@ -26,10 +27,8 @@ _wakes = threading.local()
 def stop_waiting_after_commit(run_id: int, step_id: str) -> None:
     """A step waiting for a call's result takes no turn until it comes, so
     its turn would not read this cancel: stop it now if it waits (see
-    actions.steps.do_stop_waiting_step)."""
-    from runs import tasks
-
-    transaction.on_commit(lambda: tasks.stop_waiting_step.delay(run_id, step_id), robust=True)
+    actions.step_ends.do_stop_waiting_step)."""
+    queue.send_after_commit(queue.STOP_WAITING_STEP, run_id, step_id)
 
 
 def wake_after_commit(run_id: int, *, busy: bool) -> None:
@@ -38,15 +37,13 @@ def wake_after_commit(run_id: int, *, busy: bool) -> None:
     and goes idle only if the count is unchanged, which this transaction's
     bump (holding the run row's lock until commit) sees to, so it loops and
     reads this message too; a queued one reads it when it starts."""
-    from runs import tasks  # tasks import actions, which import this module
-
     pending: dict[int, bool] = _wakes.__dict__.setdefault("runs", {})
     pending[run_id] = pending.get(run_id, False) or not busy
 
     def wake() -> None:
         if pending.pop(run_id, False):
             try:
-                tasks.wake_coordinator.delay(run_id)
+                queue.send(queue.WAKE_COORDINATOR, run_id)
             except Exception:
                 # Not queued after all: let the next request queue one.
                 Run.objects.filter(pk=run_id).update(wake_queued=None)

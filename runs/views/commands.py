@@ -11,7 +11,8 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from agents.handler import DEFAULT_BUDGET_TOKENS, CoordinatorResult
 from agents.spec import WorkflowValidationError
 from runs.actions.catalog import do_register_workflow
-from runs.actions.commands import catalog_compaction, coordinator_result, do_command
+from runs.actions.command_results import coordinator_result
+from runs.actions.commands import catalog_compaction, do_command
 from runs.models import Command, Run
 
 MAX_COMMAND_CHARS = 4000

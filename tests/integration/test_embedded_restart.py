@@ -11,7 +11,7 @@ from io import StringIO
 import pytest
 from django.utils import timezone
 
-from runs import tasks
+from runs import queue, tasks
 from runs.actions import do_create_run, do_start_run
 from runs.models import Run, Step
 from tests.conftest import assert_gapless, register, wait_for_run
@@ -25,7 +25,7 @@ def test_runs_live_when_zenweb_stopped_go_on_soon_after_it_starts(celery_worker,
     # queued tasks went with its memory broker, and a lease it still held.
     with monkeypatch.context() as lost:
         lost.setattr(tasks.start_run, "delay", lambda *args: None)
-        lost.setattr(tasks, "queue_after_commit", lambda *args: None)
+        lost.setattr(queue, "queue_after_commit", lambda *args: None)
         pending = do_create_run(register("relay"), {"subject": "tides"}, user=owner)
         running = do_create_run(register("relay"), {"subject": "moons"}, user=owner)
         do_start_run(running.pk)

@@ -19,7 +19,7 @@ import pytest
 from celery.app.task import Task
 from django.db import connection
 
-from runs import actions, tasks
+from runs import actions, queue
 from runs.actions.coordinator import do_coordinator_wake
 from runs.actions.steps import do_step_turn
 from runs.models import Run, Step
@@ -49,7 +49,7 @@ def relay(request, monkeypatch) -> Run:
     if connection.vendor != request.param:
         pytest.fail(f"this pass runs on {connection.vendor}, not {request.param}: see scripts/test.sh")
     queued: list = []
-    monkeypatch.setattr(tasks, "publish", lambda task, calls: queued.extend((task.name, args) for args in calls))
+    monkeypatch.setattr(queue, "publish", lambda task, calls: queued.extend((task.name, args) for args in calls))
     monkeypatch.setattr(Task, "apply_async", lambda task, args=None, *a, **k: queued.append((task.name, args)))
     run = actions.do_create_run(register("relay"), {"subject": "tides"})
     actions.do_start_run(run.pk)

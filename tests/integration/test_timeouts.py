@@ -19,7 +19,8 @@ from agents.spec import WorkflowOptions
 from runs import sweeper
 from runs.actions import do_create_run, do_register_workflow
 from runs.actions.approvals import ApprovalError, do_decide
-from runs.actions.steps import do_enforce_step_timeouts, do_step_turn
+from runs.actions.deadlines import do_enforce_step_timeouts
+from runs.actions.steps import do_step_turn
 from runs.models import Approval, Run, Step, ToolCall
 from runs.store import last_turn
 from tests.conftest import assert_gapless, event_types, register, wait_for, wait_for_run

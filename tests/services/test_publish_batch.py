@@ -1,4 +1,4 @@
-"""Tasks queued together (runs/tasks.py queue_after_commit: a fan-out's
+"""Tasks queued together (runs/queue.py queue_after_commit: a fan-out's
 first turns, a turn's tool calls) reach Redis after commit, every one, in
 the order they were queued, however many batches they take; nothing
 reaches it from a transaction that rolls back."""
@@ -13,7 +13,7 @@ import redis
 from django.conf import settings
 from django.db import transaction
 
-from runs import tasks
+from runs import queue as task_queue
 from zenweb.celery import app
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
@@ -47,10 +47,10 @@ def queued_args(client: redis.Redis) -> list[list]:
 
 
 def test_tasks_queued_together_all_reach_redis_in_order_after_commit(queue):
-    calls = [(number, f"call {number}") for number in range(tasks.PUBLISH_BATCH * 2 + 5)]
+    calls = [(number, f"call {number}") for number in range(task_queue.PUBLISH_BATCH * 2 + 5)]
 
     with transaction.atomic():
-        tasks.queue_after_commit(probe, calls)
+        task_queue.queue_after_commit(probe.name, calls)
         assert queue.llen(QUEUE) == 0  # not before commit
 
     assert queued_args(queue) == [list(call) for call in calls]
@@ -58,7 +58,7 @@ def test_tasks_queued_together_all_reach_redis_in_order_after_commit(queue):
 
 def test_a_rolled_back_transaction_queues_nothing(queue):
     with pytest.raises(RuntimeError), transaction.atomic():
-        tasks.queue_after_commit(probe, [(1, "one"), (2, "two")])
+        task_queue.queue_after_commit(probe.name, [(1, "one"), (2, "two")])
         raise RuntimeError("the turn failed")
 
     assert queue.llen(QUEUE) == 0

@@ -1,0 +1,77 @@
+"""Deadlines at run time: the run's and the step's timeout for a turn, the
+sweeper's step-timeout check, and the budget check after a turn."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents.spec import WorkflowOptions, WorkflowSpec
+from runs.actions.budgets import do_enforce_budget, has_run_limits, run_deadline, timeout_breach
+from runs.actions.ending import do_fail_run
+from runs.actions.step_ends import do_fail_step
+from runs.models import Run, Step
+
+
+def enforce_budget_after_commit(run_id: int, spec: WorkflowSpec) -> None:
+    if not has_run_limits(spec.options):
+        return  # nothing to enforce: no query after every turn
+    transaction.on_commit(lambda: do_enforce_budget(run_id))
+
+
+def step_timeout_breach(step: Step, options: WorkflowOptions) -> str | None:
+    """Why ``step`` is past options.stepTimeout, or None (no query).
+
+    Counted from the step's start, like Temporal's start-to-close timeout:
+    everything the step waits for counts (its tool tasks, a child run, a
+    person's approval), as everything counts against the run's timeout."""
+    if options.step_timeout is None or step.started is None:
+        return None
+    ran = (timezone.now() - step.started).total_seconds()
+    if ran < options.step_timeout:
+        return None
+    return f"step {step.step_id} ran {ran:.1f}s, past options.stepTimeout ({options.step_timeout:g}s)"
+
+
+def turn_deadline(run: Run, step: Step, options: WorkflowOptions) -> float | None:
+    """The Unix time the run's or the step's timeout ends this turn, or None."""
+    deadlines = [run_deadline(run, options)]
+    if options.step_timeout is not None and step.started is not None:
+        deadlines.append(step.started.timestamp() + options.step_timeout)
+    return min((d for d in deadlines if d is not None), default=None)
+
+
+def stopped_by_deadline(run: Run, step: Step, options: WorkflowOptions) -> bool:
+    """Fail the run if it is past options.timeout, else the step if it is
+    past options.stepTimeout; True if either was."""
+    reason = timeout_breach(run, options)
+    if reason is not None:
+        do_fail_run(run.pk, reason)
+        return True
+    reason = step_timeout_breach(step, options)
+    if reason is not None:
+        do_fail_step(step.pk, reason)
+        return True
+    return False
+
+
+def do_enforce_step_timeouts(run_id: int, options: WorkflowOptions) -> int:
+    """Fail the run's steps that are past options.stepTimeout (the sweeper's
+    check: a step can be stuck in a long model call, or wait for its tools);
+    how many. A worker's turn that comes back later finds its step failed
+    and records nothing."""
+    if options.step_timeout is None:
+        return 0
+    cutoff = timezone.now() - timedelta(seconds=options.step_timeout)
+    # Steps only: the coordinator lives as long as its run, and a loop as long as its iterations.
+    late = Step.objects.filter(
+        run_id=run_id, kind=Step.Kind.STEP, status=Step.Status.RUNNING, started__lt=cutoff
+    ).order_by("position")
+    failed = 0
+    for step in late.only("pk", "step_id", "started"):
+        reason = step_timeout_breach(step, options)
+        if reason is not None and do_fail_step(step.pk, reason):
+            failed += 1
+    return failed

@@ -1,0 +1,183 @@
+"""A run's end: finish, fail, cancel, block (workflow_end is always a run's
+last event), and what the end of a run or of a step takes with it: the
+child runs of its calls are cancelled, its pending approvals lapse.
+
+They call each other: a cancelled child run ends the same way, and a
+rejected or lapsed workflow approval blocks its run; so they live together."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import Case, F, QuerySet, TextField, Value, When
+from django.utils import timezone
+
+from agents.core import machine
+from agents.events import Event as RuntimeEvent
+from agents.router import COORDINATOR, DropReason
+from agents.tools.errors import RetryHint, failure_text
+from runs import queue
+from runs.actions.command_results import finish_command
+from runs.actions.common import router_for
+from runs.actions.pending import deliver_result
+from runs.actions.tool_tasks import stop_unfinished_calls
+from runs.models import Approval, Run, Step, ToolCall
+from runs.store.events import DjangoEventSink
+
+
+def do_block_run(run_id: int, reason: str) -> None:
+    """End a run whose destructive work was rejected or lapsed: ``blocked``."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        if run.is_terminal:
+            return
+        run.status = Run.Status.BLOCKED
+        run.error = reason
+        _stop_unfinished_steps(run, DropReason.WORKFLOW_CANCELLED)
+        _end_run(run)
+
+
+def do_finish_run(run_id: int) -> None:
+    """End a run whose steps are all done, with zenflow's status rule
+    (agents.core.machine.run_end): any failed or cancelled step makes it
+    partial (if some step completed) or failed; skipped steps do not count
+    against it."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        if run.is_terminal:
+            return
+        rows = run.steps.exclude(kind=Step.Kind.COORDINATOR).order_by("position")
+        steps = [
+            machine.StepState(runtime_id=step_id, status=status, error=error)
+            for step_id, status, error in rows.values_list("step_id", "status", "error")
+        ]
+        end = machine.run_end(machine.RunState(status=run.status, steps=tuple(steps)))
+        run.status = end.status
+        if end.error and not run.error:
+            run.error = end.error
+        _end_run(run)
+
+
+def do_fail_run(run_id: int, error: str) -> None:
+    """Stop a run that cannot go on: unfinished steps are cancelled."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        if run.is_terminal:
+            return
+        DjangoEventSink(run.pk).emit(RuntimeEvent("error", "", {"error": error}))
+        _stop_unfinished_steps(run, DropReason.TARGET_TERMINAL)
+        run.status = Run.Status.FAILED
+        run.error = error
+        _end_run(run)
+
+
+def do_cancel_run(run_id: int, reason: str = "cancelled") -> bool:
+    """Cancel a run: running steps stop at their next turn boundary (their
+    queued tasks find nothing to do), unread messages and every later send
+    drop as workflow-cancelled. False if the run had already ended."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        if run.is_terminal:
+            return False
+        run.status = Run.Status.CANCELLED
+        run.error = reason
+        run.save(update_fields=["status", "error"])
+        _stop_unfinished_steps(run, DropReason.WORKFLOW_CANCELLED)
+        _end_run(run)
+    return True
+
+
+def _stop_unfinished_steps(run: Run, reason: DropReason) -> None:
+    router = router_for(run.pk)
+    for step in run.steps.exclude(status__in=Step.TERMINAL).exclude(kind=Step.Kind.COORDINATOR):
+        step.status = Step.Status.CANCELLED
+        step.finished = timezone.now()
+        step.save(update_fields=["status", "finished"])
+        router.close(step.step_id, reason)
+
+
+_COORDINATOR_END = {
+    Run.Status.BLOCKED: Step.Status.CANCELLED,
+    Run.Status.COMPLETED: Step.Status.COMPLETED,
+    Run.Status.PARTIAL: Step.Status.COMPLETED,
+    Run.Status.FAILED: Step.Status.FAILED,
+    Run.Status.CANCELLED: Step.Status.CANCELLED,
+}
+
+
+def _end_run(run: Run) -> None:
+    run.finished = timezone.now()
+    run.coordinator_busy = False
+    # Never a full save: the counters on this row moved while we emitted events.
+    run.save(update_fields=["status", "error", "finished", "coordinator_busy"])
+    # The coordinator lives as long as its run and ends the way the run did.
+    # A coordinator that did not end completed says why, unless it had said already.
+    ended = _COORDINATOR_END[run.status]
+    why = run.error if ended != Step.Status.COMPLETED else ""
+    said = Case(When(error="", then=Value(why)), default=F("error"), output_field=TextField())
+    run.steps.filter(kind=Step.Kind.COORDINATOR).update(status=ended, finished=run.finished, error=said)
+    Step.objects.filter(run=run, resuming=True).update(resuming=False)
+    router_for(run.pk).close(COORDINATOR, DropReason.TARGET_TERMINAL)
+    # A worker still running one of its calls finds it closed and writes nothing after the end.
+    stop_unfinished_calls(run.pk, f"the run ended {run.status}")
+    # Work that ended needs no decision any more; its lapses come before the end.
+    lapse_pending(run.pk, f"the run ended {run.status}")
+    DjangoEventSink(run.pk).emit(
+        RuntimeEvent("workflow_end", "", {"status": run.status, "result": run.result, "error": run.error})
+    )
+    cancel_children_after_commit(run)
+    finish_command(run)
+    if run.parent_tool_call_id:
+        queue.send_after_commit(queue.DELIVER_CHILD_RESULT, run.pk)
+
+
+def cancel_children_after_commit(run: Run) -> None:
+    """A run that ends takes the child runs its tool calls started with it."""
+    _cancel_after_commit(Run.objects.filter(parent_tool_call__run=run), f"parent run {run.pk} ended {run.status}")
+
+
+def cancel_step_children_after_commit(step: Step) -> None:
+    """A step that ends before its run does takes the child runs its
+    pending tool calls started with it: nobody would read their results."""
+    reason = f"parent step {step.step_id} of run {step.run_id} ended {step.status}"
+    _cancel_after_commit(Run.objects.filter(parent_tool_call__step=step), reason)
+
+
+def _cancel_after_commit(children: QuerySet[Run], reason: str) -> None:
+    for child in list(children.exclude(status__in=Run.TERMINAL).values_list("pk", flat=True)):
+        transaction.on_commit(lambda child=child: do_cancel_run(child, reason))
+
+
+def lapse_pending(run_id: int, reason: str, *, step_id: str | None = None) -> None:
+    """Lapse the pending approvals of a step that ended (or, without
+    ``step_id``, of a run that ended): approved, a call would still run.
+    Each lapse is an event and a gated call gets the refusal as its result.
+    Call with the run's lock held."""
+    pending = Approval.objects.filter(run_id=run_id, status=Approval.Status.PENDING)
+    if step_id is not None:
+        pending = pending.filter(step_id=step_id)
+    for approval in pending.select_for_update():
+        close_approval(approval, Approval.Status.LAPSED, reason)
+
+
+def close_approval(approval: Approval, status: str, reason: str) -> None:
+    """Reject or lapse: the workflow ends blocked, or the call is refused."""
+    approval.status = status
+    approval.reason = reason
+    approval.decided_at = timezone.now()
+    approval.save(update_fields=["status", "reason", "decided_at"])
+    if status == Approval.Status.LAPSED:
+        DjangoEventSink(approval.run_id).emit(
+            RuntimeEvent("approval_lapsed", approval.step_id, {"approval_id": approval.pk, "reason": reason})
+        )
+    if approval.kind == Approval.Kind.WORKFLOW:
+        do_block_run(approval.run_id, reason)
+    elif approval.tool_call_id:
+        text = failure_text(reason, RetryHint("domain_rejection", "replan", question="Is there a safer way?"))
+        deliver_result(
+            approval.tool_call,
+            text,
+            status=ToolCall.Status.BLOCKED,
+            error_kind="domain_rejection",
+            event="tool_result",
+            event_data={"approval_id": approval.pk, "status": status},
+        )

@@ -1,0 +1,81 @@
+"""Resumes: one more turn of a completed step, for the messages forwarded to
+it since; its answer goes back to the coordinator as a resume_reply."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import F
+
+from agents.events import Event as RuntimeEvent
+from agents.llm import ProviderError
+from agents.router import DropReason, MessageType
+from agents.runner import (
+    apply_completion,
+    build_request,
+)
+from runs.actions.catalog import REGISTRY, workflow_spec
+from runs.actions.common import provider_for, router_for, save_turn
+from runs.actions.model_calls import model_call
+from runs.actions.step_ends import run_of, schedule_after_commit
+from runs.actions.steps import build_agent_turn, turn_variables
+from runs.models import Run, Step
+from runs.store import sql
+from runs.store.events import DjangoEventSink
+from runs.store.mailboxes import DjangoMailboxStore
+from runs.store.sql import lock_run
+
+
+def do_resume_turn(step_pk: int) -> None:
+    """One more turn of a completed step, for the messages forwarded to it
+    since. Its answer goes back to the coordinator as a resume_reply."""
+    step = sql.step_for_turn(step_pk)
+    if step is None:
+        raise Step.DoesNotExist(f"step {step_pk} does not exist")
+    run = step.run
+    if not step.resuming:
+        return
+    if run.status != Run.Status.RUNNING:
+        Step.objects.filter(pk=step.pk).update(resuming=False)
+        return
+    store = DjangoMailboxStore(run.pk)
+    inbox = store.unread(step.step_id)
+    agent = workflow_spec(run.workflow).agents[step.agent]
+    agent_turn = build_agent_turn(run, step, agent, turn_variables(run, step, inbox))
+    agent_turn.empty_answer_retries = None  # one answer: an empty one replies "(no answer)"
+    # One answer, no tools: a resumed step replies; it does not start work.
+    request = build_request(agent_turn, [], inbox)
+    sink = DjangoEventSink(run.pk)
+    try:
+        with model_call(run.pk, step.step_id) as hooks:
+            completion = provider_for(agent).complete(request, **hooks)
+    except ProviderError as exc:
+        do_fail_resume(step.pk, str(exc))
+        return
+    with transaction.atomic():
+        lock_run(run.pk)
+        if not Step.objects.filter(pk=step.pk, resuming=True, turns=step.turns).update(turns=F("turns") + 1):
+            return
+        router = router_for(run.pk)
+        result = apply_completion(
+            agent_turn, request, completion, inbox, router=router, sink=sink, registry=REGISTRY, tools=[]
+        )
+        save_turn(step, result)
+        reply = router.send(step.step_id, result.output or "(no answer)", MessageType.RESUME_REPLY)
+        data = {"reply": result.output[:2000], "message_id": reply.message_id}
+        sink.emit(RuntimeEvent("resume_completed", step.step_id, data))
+        Step.objects.filter(pk=step.pk).update(resuming=False)
+        # Messages forwarded while this resume ran have no turn to read them.
+        router.drop_unread(step.step_id, DropReason.TARGET_TERMINAL)
+        schedule_after_commit(run.pk)
+
+
+def do_fail_resume(step_pk: int, error: str) -> None:
+    """A resume that could not answer: say why, drop what it was given."""
+    with transaction.atomic():
+        lock_run(run_of(step_pk))
+        step = Step.objects.get(pk=step_pk)
+        if not Step.objects.filter(pk=step.pk, resuming=True).update(resuming=False):
+            return
+        DjangoEventSink(step.run_id).emit(RuntimeEvent("resume_failed", step.step_id, {"error": error}))
+        router_for(step.run_id).drop_unread(step.step_id, DropReason.TARGET_TERMINAL)
+        schedule_after_commit(step.run_id)

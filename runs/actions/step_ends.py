@@ -1,0 +1,246 @@
+"""What follows when a step ends other than by its answer: a failed or
+cancelled step (its dependents follow the run's failure policy), the end of
+a repeat-until iteration (done, judged, or the next iteration; also after
+a completion), and the scheduling pass after commit.
+
+The failure policy and a loop's end call each other (a failed loop's
+dependents stop; a stopped step can end its loop's iteration), so they
+live together."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents import repeat_loops
+from agents.core import machine
+from agents.events import Event as RuntimeEvent
+from agents.llm import ProviderError
+from agents.llm.base import CompletionRequest
+from agents.router import DropReason, MessageType, RouterMessage
+from runs import queue
+from runs.actions.catalog import workflow_spec
+from runs.actions.common import provider_for, router_for
+from runs.actions.containers import create_steps, iteration_of, iteration_prefix, repeat_loop_of
+from runs.actions.ending import cancel_step_children_after_commit, lapse_pending
+from runs.actions.model_calls import model_call
+from runs.actions.scheduling import run_state, schedule
+from runs.models import Run, Step, ToolCall
+from runs.store.events import DjangoEventSink
+from runs.store.mailboxes import DjangoMailboxStore
+from runs.store.sql import lock_run
+
+
+def after_step_terminal(step: Step) -> bool:
+    """If ``step`` ended the iteration of a repeat-until loop it ran in,
+    decide what follows, and say so (True). Call inside the transaction
+    that ended it."""
+    loop_id = repeat_loop_of(step.step_id)
+    if loop_id is None:
+        return False
+    run = Run.objects.select_related("workflow").get(pk=step.run_id)
+    prefix = iteration_prefix(step.step_id, loop_id)
+    members = list(run.steps.filter(step_id__startswith=prefix).exclude(kind=Step.Kind.LOOP))
+    if not all(member.is_terminal for member in members):
+        return False
+    loop = run.steps.select_for_update().get(step_id=loop_id)
+    if loop.is_terminal:
+        return False
+    if any(member.status != Step.Status.COMPLETED for member in members):
+        _end_loop(run, loop, Step.Status.FAILED, f"iteration {iteration_of(prefix)} did not complete")
+        return True
+    decide(run, loop, iteration_of(prefix))
+    return True
+
+
+def decide(run: Run, loop: Step, iteration: int, verdict: bool | None = None) -> None:
+    outputs = dict(run.steps.filter(step_id__startswith=f"{loop.step_id}.").values_list("step_id", "output"))
+    decision = repeat_loops.next_iteration(
+        workflow_spec(run.workflow), loop.step_id, iteration, outputs, inputs=run.inputs, verdict=verdict
+    )
+    sink = DjangoEventSink(run.pk)
+    if decision.action == "done":
+        _end_loop(run, loop, Step.Status.COMPLETED, decision.reason)
+    elif decision.action == "judge":
+        sink.emit(RuntimeEvent("loop_judge", loop.step_id, {"iteration": iteration, "agent": decision.agent}))
+        queue.send_after_commit(queue.JUDGE_LOOP, loop.pk, iteration)
+    else:
+        create_steps(run, decision.steps)
+        schedule_after_commit(run.pk)
+        sink.emit(
+            RuntimeEvent(
+                "loop_iteration",
+                loop.step_id,
+                {"iteration": iteration + 1, "steps": [s.runtime_id for s in decision.steps]},
+            )
+        )
+
+
+def do_judge_loop(loop_pk: int, iteration: int) -> None:
+    """Ask a loop's untilAgent whether the iteration finished the loop."""
+    loop = Step.objects.select_related("run__workflow").get(pk=loop_pk)
+    run = loop.run
+    if loop.is_terminal or run.is_terminal:
+        return
+    spec = workflow_spec(run.workflow)
+    outputs = dict(run.steps.filter(step_id__startswith=f"{loop.step_id}.").values_list("step_id", "output"))
+    pending = repeat_loops.next_iteration(spec, loop.step_id, iteration, outputs, inputs=run.inputs)
+    agent = spec.agents[pending.agent]
+    request = CompletionRequest(
+        agent=pending.agent,
+        messages=[
+            {"role": "system", "content": agent.system or "You judge whether a loop is done."},
+            {"role": "user", "content": pending.prompt},
+        ],
+        model=agent.model,
+        temperature=agent.temperature,
+        variables={"iteration": str(iteration)},
+    )
+    try:
+        with model_call(run.pk, loop.step_id) as hooks:
+            answer = provider_for(agent).complete(request, **hooks).content or ""
+    except ProviderError as exc:
+        with transaction.atomic():
+            lock_run(run.pk)
+            _end_loop(run, Step.objects.select_for_update().get(pk=loop_pk), Step.Status.FAILED, f"judge: {exc}")
+        return
+    verdict = repeat_loops.judge_decision(answer)
+    with transaction.atomic():
+        lock_run(run.pk)
+        loop = Step.objects.select_for_update().get(pk=loop_pk)
+        if loop.is_terminal:
+            return
+        DjangoEventSink(run.pk).emit(
+            RuntimeEvent(
+                "loop_judged", loop.step_id, {"iteration": iteration, "done": verdict, "answer": answer[:2000]}
+            )
+        )
+        decide(run, loop, iteration, verdict)
+
+
+def _end_loop(run: Run, loop: Step, status: str, reason: str) -> None:
+    loop.status = status
+    loop.finished = timezone.now()
+    loop.output = reason if status == Step.Status.COMPLETED else ""
+    loop.error = "" if status == Step.Status.COMPLETED else reason
+    loop.save(update_fields=["status", "finished", "output", "error"])
+    DjangoEventSink(run.pk).emit(RuntimeEvent("loop_end", loop.step_id, {"status": status, "reason": reason}))
+    if status != Step.Status.COMPLETED:
+        apply_failure_policy(loop, f"loop {loop.step_id} failed")
+    # A loop inside another repeat-until loop ends that loop's iteration too.
+    after_step_terminal(loop)
+    schedule_after_commit(run.pk)
+
+
+def schedule_after_commit(run_id: int, state: tuple | None = None, finished: str | None = None) -> None:
+    """Schedule the run after commit; ``state``: its scheduling state, read
+    under the run's lock before commit (last_turn.save);
+    ``finished``: the step whose completion this follows (the state machine
+    then decides on its dependents)."""
+    transaction.on_commit(lambda: schedule(run_id, state, finished))
+
+
+def do_fail_step(step_pk: int, error: str) -> bool:
+    """Record why a step failed; its pending approvals lapse and its
+    dependents follow the run's failure policy. False if it had ended already."""
+    with transaction.atomic():
+        lock_run(run_of(step_pk))
+        step = Step.objects.select_for_update().get(pk=step_pk)
+        if step.is_terminal:
+            return False
+        step.status = Step.Status.FAILED
+        step.error = error
+        step.finished = timezone.now()
+        step.save(update_fields=["status", "error", "finished"])
+        DjangoEventSink(step.run_id).emit(RuntimeEvent("error", step.step_id, {"error": error}))
+        _step_stopped(step, f"step {step.step_id} failed")
+        router_for(step.run_id).close(step.step_id)
+        apply_failure_policy(step, f"dependency {step.step_id} failed")
+        after_step_terminal(step)
+        schedule_after_commit(step.run_id)
+    return True
+
+
+def do_stop_waiting_step(run_id: int, step_id: str) -> None:
+    """Cancel now a step that a cancel was forwarded to while it waits for
+    a call's result (an approval, a tool task, a child run): no turn would
+    read the cancel until the result came, and an approval could still run
+    the call. A step mid-turn reads it at its next turn, as before."""
+    with transaction.atomic():
+        lock_run(run_id)
+        step = Step.objects.filter(run_id=run_id, step_id=step_id, status=Step.Status.RUNNING).first()
+        # Under the run's lock a step with pending calls is between turns:
+        # its next turn is queued only once none is pending (deliver_result).
+        if step is None or not ToolCall.objects.filter(step=step, status__in=ToolCall.PENDING).exists():
+            return
+        inbox = DjangoMailboxStore(run_id).unread(step_id)
+        if any(message.type == MessageType.CANCEL for message in inbox):
+            cancel_step(step, inbox)
+
+
+def cancel_step(step: Step, inbox: list[RouterMessage]) -> None:
+    """A forward of kind cancel stops the step at this turn boundary."""
+    with transaction.atomic():
+        lock_run(step.run_id)
+        if not Step.objects.filter(pk=step.pk, status=Step.Status.RUNNING).update(
+            status=Step.Status.CANCELLED, finished=timezone.now()
+        ):
+            return
+        router = router_for(step.run_id)
+        router.drain(step.step_id, only=inbox)
+        cancel = next(m for m in inbox if m.type == MessageType.CANCEL)
+        DjangoEventSink(step.run_id).emit(
+            RuntimeEvent("step_cancelled", step.step_id, {"message_id": cancel.message_id, "reason": cancel.content})
+        )
+        step.status = Step.Status.CANCELLED
+        _step_stopped(step, f"step {step.step_id} was cancelled: {cancel.content}")
+        router.close(step.step_id)
+        apply_failure_policy(step, f"dependency {step.step_id} was cancelled")
+        after_step_terminal(step)
+        schedule_after_commit(step.run_id)
+
+
+def _step_stopped(step: Step, reason: str) -> None:
+    """What a step that stopped unfinished leaves waiting goes with it: its
+    pending approvals lapse (approved, a call would still run) and the
+    child runs of its calls are cancelled. Call with the run's lock held,
+    ``step.status`` set. (A run that ends does the same for all its work.)"""
+    lapse_pending(step.run_id, reason, step_id=step.step_id)
+    cancel_step_children_after_commit(step)
+
+
+def apply_failure_policy(stopped: Step, reason: str) -> None:
+    """onStepFailure, as the state machine decides it
+    (agents.core.machine.stop_after_failure): cascade (dependents are
+    cancelled), skip-dependents (dependents are skipped), abort (every
+    unfinished step is cancelled and every later message to them drops as
+    workflow-cancelled)."""
+    run = Run.objects.select_related("workflow").get(pk=stopped.run_id)
+    spec = workflow_spec(run.workflow)
+    sink = DjangoEventSink(run.pk)
+    router = router_for(run.pk)
+    rows = list(Step.objects.filter(run=run, kind__in=[Step.Kind.STEP, Step.Kind.LOOP]).order_by("position"))
+    state = run_state(run.status, rows, spec, machine.CoordinatorState())
+    stop = machine.stop_after_failure(state, stopped.step_id)
+    if stop.aborted:
+        reason = f"run aborted: {reason.removeprefix('dependency ')}"
+    by_id = {step.step_id: step for step in rows}
+    affected = [by_id[step_id] for step_id in stop.step_ids]
+    drop = DropReason.WORKFLOW_CANCELLED if stop.drop == "workflow_cancelled" else DropReason.TARGET_TERMINAL
+    for step in affected:
+        was_running = step.status == Step.Status.RUNNING
+        step.status = stop.status
+        step.finished = timezone.now()
+        step.save(update_fields=["status", "finished"])
+        sink.emit(RuntimeEvent("step_skipped", step.step_id, {"reason": reason, "status": stop.status}))
+        if was_running:  # only a running step can wait for a decision or a child
+            _step_stopped(step, f"step {step.step_id} was {stop.status}: {reason}")
+        if step.kind == Step.Kind.STEP:
+            router.close(step.step_id, drop)
+    for step in affected:
+        # A loop iteration that just lost its steps ends its loop.
+        after_step_terminal(step)
+
+
+def run_of(step_pk: int) -> int:
+    return Step.objects.values_list("run_id", flat=True).get(pk=step_pk)
