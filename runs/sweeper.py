@@ -29,9 +29,9 @@ from redis.exceptions import RedisError
 
 from agents.events import Event as RuntimeEvent
 from runs import outbox, queue
-from runs.actions.budgets import do_enforce_budget, has_run_limits
+from runs.actions.budgets import has_run_limits
 from runs.actions.catalog import spec_of
-from runs.actions.deadlines import do_enforce_step_timeouts
+from runs.actions.deadlines import do_enforce_budget, do_enforce_step_timeouts
 from runs.actions.recovery import do_resume_run
 from runs.actions.tool_tasks import sweep_tool_calls
 from runs.models import Event, Run, Step

@@ -144,7 +144,10 @@ class WakeCoordinator:
 
 @dataclass(frozen=True)
 class EndRun:
-    status: Literal["completed", "partial", "failed"]
+    """End the run ``status``: from ``run_end`` when every step is done; a
+    deadline fails it and a refused approval blocks it (agents/core/gates.py)."""
+
+    status: Literal["completed", "partial", "failed", "blocked"]
     error: str = ""
 
 

@@ -30,13 +30,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from agents.core import gates
 from agents.events import Event as RuntimeEvent
 from agents.tools.errors import RetryHint, failure_text
-from runs import queue
 from runs.actions.approval_requests import arguments_hash
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import store_artifacts
-from runs.actions.ending import close_approval
+from runs.actions.ending import close_approval, settle_approval
 from runs.actions.pending import deliver_result
 from runs.actions.tooling import step_tools, stored_call_context
 from runs.models import Approval, ApprovalDecision, Run, Step, ToolCall
@@ -93,8 +93,11 @@ def do_decide(approval_id: int, user, decision: str, reason: str, seen_hash: str
         )
         if decision == "reject":
             close_approval(approval, Approval.Status.REJECTED, f"rejected by {user.get_username()}: {reason}")
-        elif approvals >= approval.required_approvals:
-            _approve(approval)
+        else:
+            decided = gates.ApprovalDecided(approval.kind, "approve", "", approvals, approval.required_approvals)
+            follows = gates.after_approval(decided)
+            if follows:  # else it waits for more approvals
+                settle_approval(approval, Approval.Status.APPROVED, "", follows)
     return approval
 
 
@@ -133,23 +136,6 @@ def _lapse_reason(approval: Approval) -> str:
 
 def _expired(approval: Approval) -> bool:
     return approval.expires_at is not None and approval.expires_at <= timezone.now()
-
-
-def _approve(approval: Approval) -> None:
-    approval.status = Approval.Status.APPROVED
-    approval.decided_at = timezone.now()
-    approval.save(update_fields=["status", "decided_at"])
-    if approval.kind == Approval.Kind.WORKFLOW:
-        # Claimed here, once: the run leaves awaiting_approval exactly one time.
-        if Run.objects.filter(pk=approval.run_id, status=Run.Status.AWAITING_APPROVAL).update(
-            status=Run.Status.PENDING, destructive_approved=True
-        ):
-            Approval.objects.filter(pk=approval.pk).update(executed=True)
-            run_id = approval.run_id
-            queue.send_after_commit(queue.START_RUN, run_id)
-    else:
-        approval_id = approval.pk
-        queue.send_after_commit(queue.EXECUTE_APPROVED_CALL, approval_id)
 
 
 def do_execute_approved_call(approval_id: int) -> None:

@@ -19,7 +19,6 @@ from django.utils import timezone
 
 from agents.spec import WorkflowOptions
 from runs.actions.catalog import workflow_spec
-from runs.actions.ending import do_fail_run
 from runs.models import Run, Step
 
 Role = Literal["coordinator", "steps", "workers"]
@@ -183,18 +182,3 @@ def working_time(run: Run) -> timedelta:
     for created, decided in run.approvals.filter(created__gte=run.started).values_list("created", "decided_at"):
         waited += (decided or now) - created
     return max(timedelta(), end - run.started - waited)
-
-
-def do_enforce_budget(run_id: int) -> bool:
-    """Fail the run if it is over budget or past its timeout; True if it was."""
-    # Called after every turn: a run without a budget costs one light query.
-    light = Run.objects.select_related("workflow").only("workflow__id", "workflow__created").get(pk=run_id)
-    if not has_run_limits(workflow_spec(light.workflow).options):
-        return False
-    run = Run.objects.select_related("workflow").get(pk=run_id)
-    if run.status != Run.Status.RUNNING:
-        return False
-    breach = budget_breach(run)
-    if breach:
-        do_fail_run(run.pk, breach)
-    return breach is not None

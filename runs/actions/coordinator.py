@@ -58,7 +58,7 @@ def do_coordinator_wake(run_id: int) -> None:
         coordinator_busy=True, wake_queued=None
     ):
         # The wake that runs reads what this one was queued for; a later
-        # request may queue another (runs/store/sql.py wake_sql).
+        # request may queue another (runs/store/sql/runs.py wake_sql).
         Run.objects.filter(pk=run_id, wake_queued__isnull=False).update(wake_queued=None)
         return
     try:

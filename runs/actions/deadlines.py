@@ -1,5 +1,7 @@
 """Deadlines at run time: the run's and the step's timeout for a turn, the
-sweeper's step-timeout check, and the budget check after a turn."""
+sweeper's step-timeout check, and the budget check after a turn. What
+follows a deadline passing is the state machine's (agents/core/gates.py):
+``apply_deadline`` carries it out."""
 
 from __future__ import annotations
 
@@ -8,8 +10,10 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from agents.core import gates, machine
 from agents.spec import WorkflowOptions, WorkflowSpec
-from runs.actions.budgets import do_enforce_budget, has_run_limits, run_deadline, timeout_breach
+from runs.actions.budgets import budget_breach, has_run_limits, run_deadline, timeout_breach
+from runs.actions.catalog import workflow_spec
 from runs.actions.ending import do_fail_run
 from runs.actions.step_ends import do_fail_step
 from runs.models import Run, Step
@@ -48,11 +52,11 @@ def stopped_by_deadline(run: Run, step: Step, options: WorkflowOptions) -> bool:
     past options.stepTimeout; True if either was."""
     reason = timeout_breach(run, options)
     if reason is not None:
-        do_fail_run(run.pk, reason)
+        apply_deadline(gates.DeadlinePassed("run", reason), run.pk)
         return True
     reason = step_timeout_breach(step, options)
     if reason is not None:
-        do_fail_step(step.pk, reason)
+        apply_deadline(gates.DeadlinePassed("step", reason, step.step_id), run.pk, step.pk)
         return True
     return False
 
@@ -72,6 +76,35 @@ def do_enforce_step_timeouts(run_id: int, options: WorkflowOptions) -> int:
     failed = 0
     for step in late.only("pk", "step_id", "started"):
         reason = step_timeout_breach(step, options)
-        if reason is not None and do_fail_step(step.pk, reason):
+        if reason is not None and apply_deadline(gates.DeadlinePassed("step", reason, step.step_id), run_id, step.pk):
             failed += 1
     return failed
+
+
+def do_enforce_budget(run_id: int) -> bool:
+    """Fail the run if it is over budget or past its timeout; True if it was."""
+    # Called after every turn: a run without a budget costs one light query.
+    light = Run.objects.select_related("workflow").only("workflow__id", "workflow__created").get(pk=run_id)
+    if not has_run_limits(workflow_spec(light.workflow).options):
+        return False
+    run = Run.objects.select_related("workflow").get(pk=run_id)
+    if run.status != Run.Status.RUNNING:
+        return False
+    breach = budget_breach(run)
+    if breach:
+        apply_deadline(gates.DeadlinePassed("run", breach), run.pk)
+    return breach is not None
+
+
+def apply_deadline(passed: gates.DeadlinePassed, run_id: int, step_pk: int | None = None) -> bool:
+    """Carry out what follows ``passed``: the run fails, or the step
+    ``step_pk`` does (and its failure policy follows). False if it had
+    ended already."""
+    ended = False
+    for decision in gates.after_deadline(passed):
+        if isinstance(decision, machine.EndRun):
+            do_fail_run(run_id, decision.error)
+            ended = True
+        elif isinstance(decision, gates.FailStep) and step_pk is not None:
+            ended = do_fail_step(step_pk, decision.error) or ended
+    return ended

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.models import Case, F, QuerySet, TextField, Value, When
 from django.utils import timezone
 
-from agents.core import machine
+from agents.core import gates, machine
 from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR, DropReason
 from agents.tools.errors import RetryHint, failure_text
@@ -161,23 +161,44 @@ def lapse_pending(run_id: int, reason: str, *, step_id: str | None = None) -> No
 
 def close_approval(approval: Approval, status: str, reason: str) -> None:
     """Reject or lapse: the workflow ends blocked, or the call is refused."""
+    decision = "reject" if status == Approval.Status.REJECTED else "lapse"
+    decided = gates.ApprovalDecided(approval.kind, decision, reason)
+    settle_approval(approval, status, reason, gates.after_approval(decided))
+
+
+def settle_approval(approval: Approval, status: str, reason: str, decisions: tuple) -> None:
+    """Record how ``approval`` ended (``status``, and ``reason`` for a
+    rejection or lapse) and apply what follows it (agents/core/gates.py):
+    the run starts or ends blocked, the call runs or is refused."""
     approval.status = status
-    approval.reason = reason
     approval.decided_at = timezone.now()
+    approval.reason = reason
     approval.save(update_fields=["status", "reason", "decided_at"])
     if status == Approval.Status.LAPSED:
         DjangoEventSink(approval.run_id).emit(
             RuntimeEvent("approval_lapsed", approval.step_id, {"approval_id": approval.pk, "reason": reason})
         )
-    if approval.kind == Approval.Kind.WORKFLOW:
-        do_block_run(approval.run_id, reason)
-    elif approval.tool_call_id:
-        text = failure_text(reason, RetryHint("domain_rejection", "replan", question="Is there a safer way?"))
-        deliver_result(
-            approval.tool_call,
-            text,
-            status=ToolCall.Status.BLOCKED,
-            error_kind="domain_rejection",
-            event="tool_result",
-            event_data={"approval_id": approval.pk, "status": status},
-        )
+    for decision in decisions:
+        if isinstance(decision, gates.StartRun):
+            # Claimed here, once: the run leaves awaiting_approval exactly one time.
+            if Run.objects.filter(pk=approval.run_id, status=Run.Status.AWAITING_APPROVAL).update(
+                status=Run.Status.PENDING, destructive_approved=True
+            ):
+                Approval.objects.filter(pk=approval.pk).update(executed=True)
+                queue.send_after_commit(queue.START_RUN, approval.run_id)
+        elif isinstance(decision, gates.RunApprovedCall):
+            queue.send_after_commit(queue.EXECUTE_APPROVED_CALL, approval.pk)
+        elif isinstance(decision, machine.EndRun):
+            do_block_run(approval.run_id, decision.error)
+        elif isinstance(decision, gates.RefuseCall) and approval.tool_call_id:
+            text = failure_text(
+                decision.reason, RetryHint("domain_rejection", "replan", question="Is there a safer way?")
+            )
+            deliver_result(
+                approval.tool_call,
+                text,
+                status=ToolCall.Status.BLOCKED,
+                error_kind="domain_rejection",
+                event="tool_result",
+                event_data={"approval_id": approval.pk, "status": status},
+            )
