@@ -22,9 +22,9 @@ from agents.spec import WorkflowSpec
 from runs import queue
 from runs.actions.catalog import spec_of, workflow_spec
 from runs.models import Run, Step
+from runs.store.events import broadcast_after_commit
 from runs.store.mailboxes import DjangoMailboxStore
-from runs.store.sql import schedule_state, start_pending_steps
-from runs.store.unit_of_work import UnitOfWork
+from runs.store.sql import schedule_state, start_steps
 from runs.store.wakes import request_coordinator_wake
 
 # What scheduling reads of each step: transcripts and outputs of a wide run
@@ -107,8 +107,7 @@ def _start_without_lock(run_id: int, spec: WorkflowSpec, finished: str, *, eager
         return None
     by_id = {row.step_id: row for row in rows}
     eager = eager and len(start.step_ids) == 1
-    with transaction.atomic():
-        started = _start_steps(run_id, [by_id[step_id] for step_id in start.step_ids], queue_turns=not eager)
+    started = _start_steps(run_id, [by_id[step_id] for step_id in start.step_ids], queue_turns=not eager)
     return started[0] if eager and started else 0
 
 
@@ -202,23 +201,21 @@ def all_done(steps: list[Step]) -> bool:
 
 def _start_steps(run_id: int, steps: list, *, queue_turns: bool = True) -> list[int]:
     """Start ``steps``: each pending one becomes running (a conditional
-    UPDATE: a step another pass started is left alone), one statement of
-    step_start events for those (a fan-out starts a hundred at once), and
-    each one's first turn queued after commit (unless not ``queue_turns``: the
-    caller takes it). ``steps``: rows with pk, step_id and agent. Returns
-    the ids of the steps it started."""
+    UPDATE: a step another pass started is left alone) with its step_start
+    event, in one transaction (one statement on PostgreSQL: a fan-out starts
+    a hundred at once, a chain one per step), and each one's first turn
+    queued after commit (unless not ``queue_turns``: the caller takes it).
+    ``steps``: rows with pk, step_id and agent. Returns the ids of the
+    steps it started."""
     # Marked queued with the first turn (Step.turn_queued), the caller's
     # eager one too: the sweeper queues it again if it is lost.
-    started = start_pending_steps([step.pk for step in steps], timezone.now())
-    steps = [step for step in steps if step.pk in started]
-    if not steps:
-        return []
-    with UnitOfWork(run_id) as uow:
-        for step in steps:
-            uow.sink.emit(RuntimeEvent("step_start", step.step_id, {"agent": step.agent}))
-    if queue_turns:
-        queue.queue_after_commit(queue.RUN_STEP_TURN, [(step.pk, 1) for step in steps])
-    return [step.pk for step in steps]
+    starts = [(step.pk, RuntimeEvent("step_start", step.step_id, {"agent": step.agent})) for step in steps]
+    started, last_seq = start_steps(run_id, starts, timezone.now())
+    if last_seq is not None:
+        broadcast_after_commit(run_id, last_seq)
+    if queue_turns and started:
+        queue.queue_after_commit(queue.RUN_STEP_TURN, [(pk, 1) for pk in started])
+    return started
 
 
 def coordinator_has_mail(run_id: int) -> bool:

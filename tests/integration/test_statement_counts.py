@@ -32,10 +32,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 # the turn written in one pipeline (runs/store/last_turn.py: 2 statements, one
 # round trip), then the state machine's decision on its dependents: one
 # read of the run's steps, and the successor started without the run's
-# lock (BEGIN, the conditional UPDATE, its step_start event, COMMIT): 8
-# statements, 7 round trips. SQLite has no last_turn.py path: its events
-# are written one statement each.
-TOOL_LESS_TURN = {"sqlite": 17, "postgresql": 8}
+# lock (the conditional UPDATE and its step_start event, one statement in
+# autocommit: runs/store/sql/steps.py start_steps): 5 statements, 4 round
+# trips. SQLite has no last_turn.py path: its events are written one
+# statement each, in transactions of their own.
+TOOL_LESS_TURN = {"sqlite": 17, "postgresql": 5}
 # A turn that calls send_message: the message goes to the coordinator.
 SENDING_TURN = {"sqlite": 24, "postgresql": 13}
 # The coordinator's wake that forwards it to second.

@@ -43,6 +43,7 @@ from runs.store.sql.steps import (
     claim_step_for_turn,
     run_joins,
     start_pending_steps,
+    start_steps,
     step_for_turn,
 )
 from runs.store.sql.turns import LastTurnWritten, TurnSaved, save_turn, write_last_turn
@@ -75,6 +76,7 @@ __all__ = [
     "schedule_state",
     "schedule_state_of",
     "start_pending_steps",
+    "start_steps",
     "step_for_turn",
     "unread",
     "unread_count",

@@ -60,13 +60,22 @@ def events_params(run_id: int, events: list[tuple[RuntimeEvent, object]]) -> dic
 _EVENT_COLUMNS = {"run": "%(run)s", "type": "e.type", "step_id": "e.step_id", "data": "e.data", "created": "e.created"}
 
 
+# The events of ``events_params``' JSON document as rows e(type, step_id,
+# data, created, n), n their order from 1.
+EVENT_ROWS = (
+    "ROWS FROM (jsonb_to_recordset(%(events)s::jsonb) "
+    "AS (type text, step_id text, data jsonb, created timestamptz)) WITH ORDINALITY "
+    "AS e(type, step_id, data, created, n)"
+)
+
+
 @functools.cache
-def insert_events_from(counter: str) -> str:
+def insert_events_from(counter: str, rows: str = EVENT_ROWS, count: str = "%(event_count)s") -> str:
     """An INSERT of events numbered after ``counter``.last_event_seq (a CTE
-    that added their count to the run's counter and returned it), from one
-    JSON document that jsonb_to_recordset turns into rows (PostgreSQL: psycopg
-    dumped a typed array per column about four times slower); parameters:
-    ``events_params``."""
+    that added their ``count`` to the run's counter and returned it), from
+    ``rows`` (by default one JSON document that jsonb_to_recordset turns
+    into rows: PostgreSQL: psycopg dumped a typed array per column about
+    four times slower); parameters: ``events_params``."""
     fields = [f.name for f in Event._meta.concrete_fields if not f.primary_key and f.name != "seq"]
     if fields != list(_EVENT_COLUMNS):
         raise RuntimeError(f"runs/store/sql/events.py writes events as {list(_EVENT_COLUMNS)}; the model has {fields}")
@@ -75,10 +84,8 @@ def insert_events_from(counter: str) -> str:
     seq = quote(Event._meta.get_field("seq").column)
     return (
         f"INSERT INTO {table(Event)} ({columns}, {seq}) "
-        f"SELECT {', '.join(_EVENT_COLUMNS.values())}, {counter}.last_event_seq - %(event_count)s + e.n "
-        f"FROM {counter}, ROWS FROM (jsonb_to_recordset(%(events)s::jsonb) "
-        "AS (type text, step_id text, data jsonb, created timestamptz)) WITH ORDINALITY "
-        f"AS e(type, step_id, data, created, n) RETURNING {seq}"
+        f"SELECT {', '.join(_EVENT_COLUMNS.values())}, {counter}.last_event_seq - {count} + e.n "
+        f"FROM {counter}, {rows} RETURNING {seq}"
     )
 
 
