@@ -87,14 +87,15 @@ def run_step_turn(self: Task, step_pk: int, turn: int, release: list[str] | None
     _continue_eagerly(follow)
 
 
-def _continue_eagerly(step_pk: int | None) -> None:
+def _continue_eagerly(follow: actions.Eager | None) -> None:
     """Take the first turn of the step a completion just started (and of the
     one that one starts, and so on), here instead of through the broker: a
     chain pays no broker hop per step. A lost connection hands the turn to
     a task of its own, as a retry would."""
-    while step_pk is not None:
+    while follow is not None:
+        step_pk = follow.step_pk
         try:
-            step_pk = actions.do_step_turn(step_pk, 1)
+            follow = actions.do_step_turn(step_pk, 1, follow.outputs)
         except CONNECTION_ERRORS as exc:
             log.warning("step %s: database connection lost (%s); its first turn goes to a task", step_pk, exc)
             try:

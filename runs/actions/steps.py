@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from string import Template
+from typing import NamedTuple
 
 from django.db import transaction
 from django.db.models import Count, Max, Q
@@ -45,13 +46,24 @@ from runs.store.unit_of_work import UnitOfWork
 from runs.store.wakes import stop_waiting_after_commit
 
 
-def do_step_turn(step_pk: int, turn: int) -> int | None:
+class Eager(NamedTuple):
+    """The step whose first turn this worker takes next (eager
+    continuation: no broker hop between a chain's steps; see
+    runs.actions.scheduling.schedule), and the output of the step whose
+    completion started it (step id -> output): its prompt, when it depends
+    on that step only, needs no query for its dependencies' outputs."""
+
+    step_pk: int
+    outputs: dict[str, str]
+
+
+def do_step_turn(step_pk: int, turn: int, outputs: dict[str, str] | None = None) -> Eager | None:
     """Take turn number ``turn`` of a step: ask its model, then record the
     answer in one transaction. A stale or repeated task does nothing.
+    ``outputs``: outputs of steps it may depend on, known to the caller.
 
     Returns the step whose first turn this worker is to take next, if the
-    completion started exactly one (eager continuation: no broker hop
-    between a chain's steps; see runs.actions.scheduling.schedule)."""
+    completion started exactly one."""
     # One worker per turn: a redelivered task, or a sweep racing a slow but
     # live worker, finds the lease taken (or the turn gone) and leaves.
     owner = leases.worker_identity()
@@ -74,7 +86,7 @@ def do_step_turn(step_pk: int, turn: int) -> int | None:
     variables = turn_variables(run, step, inbox)
     if not step.transcript:
         instructions = Template(step.instructions).safe_substitute(variables)
-        prompt = step_prompt(instructions, _dependency_outputs(step))
+        prompt = step_prompt(instructions, _dependency_outputs(step, outputs or {}))
         step.transcript = new_step_transcript(step.step_id, agent, prompt)
     # The turn's writes: held, and written together when it is recorded.
     uow = UnitOfWork(run.pk)
@@ -177,7 +189,7 @@ def _record_turn(step: Step, turn: int) -> int:
 
 def _last_turn_in_one_trip(
     step, turn, spec, agent_turn, request, completion, inbox, router, registry, tools
-) -> tuple[bool, int | None]:
+) -> tuple[bool, Eager | None]:
     """Record the usual last turn (an answer, no tool call, no mail read, no
     repeat-until loop to decide next) in one round trip on PostgreSQL
     (runs/store/last_turn.py), and say whether it was, with the step this worker
@@ -205,7 +217,8 @@ def _last_turn_in_one_trip(
     broadcast(step.run_id, last_seq)
     # Committed already: these run now.
     enforce_budget_after_commit(step.run_id, spec)
-    return True, schedule(step.run_id, state, step.step_id, eager=True)
+    started = schedule(step.run_id, state, step.step_id, eager=True)
+    return True, Eager(started, {step.step_id: result.output}) if started else None
 
 
 def build_agent_turn(
@@ -280,9 +293,12 @@ def _wakes_for_late_messages(step: Step, run: Run, pending: int, sink, router) -
     return True
 
 
-def _dependency_outputs(step: Step) -> dict[str, str]:
-    if not step.depends_on:
-        return {}  # no query: a fan-out's steps depend on nothing
+def _dependency_outputs(step: Step, known: dict[str, str]) -> dict[str, str]:
+    """The outputs of the steps ``step`` depends on, ``known`` ones (a
+    chain's step started eagerly by the one before) not read again."""
+    if all(dep in known for dep in step.depends_on):
+        # No query: a fan-out's steps depend on nothing, a chain's on the step before.
+        return {dep: known[dep] for dep in step.depends_on}
     outputs = dict(
         Step.objects.filter(run_id=step.run_id, step_id__in=step.depends_on).values_list("step_id", "output")
     )
