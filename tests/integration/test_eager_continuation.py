@@ -1,0 +1,81 @@
+"""Eager continuation on PostgreSQL: a completion that starts exactly one
+step hands that step's first turn to the same worker (no broker hop), with
+the durability of a queued turn: the step is marked queued until a worker
+claims the turn, so a worker that dies in between leaves work the sweeper
+queues again (runs/sweeper.py), not a step running forever."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from runs import tasks
+from runs.actions import do_create_run, do_register_workflow
+from runs.models import Run, Step
+from runs.sweeper import do_sweep
+from tests.conftest import wait_for, wait_for_run
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+
+CHAIN = """\
+name: eager-chain
+agents:
+  worker:
+    provider: scripted
+    script: [{say: done}]
+steps:
+  - {id: s1, agent: worker, instructions: Say done.}
+  - {id: s2, agent: worker, instructions: Say done., dependsOn: [s1]}
+  - {id: s3, agent: worker, instructions: Say done., dependsOn: [s2]}
+"""
+
+
+def _chain():
+    workflow, _ = do_register_workflow(CHAIN, "tests/integration/test_eager_continuation.py")
+    return workflow
+
+
+def test_a_chain_runs_its_successors_first_turns_without_queueing_them(celery_worker, owner, monkeypatch):
+    queued: list[tuple] = []
+    publish = tasks.run_step_turn.apply_async
+
+    def apply_async(args=None, kwargs=None, *rest, **options):
+        queued.append(tuple(args))
+        return publish(args, kwargs, *rest, **options)
+
+    monkeypatch.setattr(tasks.run_step_turn, "apply_async", apply_async)
+    run = wait_for_run(do_create_run(_chain(), {}, user=owner))
+
+    assert run.status == Run.Status.COMPLETED
+    assert [step.output for step in run.steps.filter(kind=Step.Kind.STEP).order_by("position")] == ["done"] * 3
+    # Only the first step's turn went through the broker.
+    assert queued == [(run.steps.get(step_id="s1").pk, 1)]
+
+
+def test_a_worker_that_dies_after_an_eager_start_leaves_the_turn_to_the_sweeper(
+    celery_worker, owner, settings, monkeypatch
+):
+    settings.ZENWEB_REQUEUE_AFTER = 5
+    handed: list[int] = []
+
+    def dies(follow) -> None:
+        # The worker is gone once the successor's start committed: its turn is never taken here.
+        if follow is not None:
+            handed.append(follow.step_pk)
+
+    monkeypatch.setattr(tasks, "_continue_eagerly", dies)
+    run = do_create_run(_chain(), {}, user=owner)
+    s2 = Step.objects.get(pk=wait_for(lambda: handed)[0])
+
+    assert (s2.step_id, s2.status, s2.turns) == ("s2", Step.Status.RUNNING, 0)
+    assert s2.turn_queued is not None
+    # Within the deadline the sweeper leaves it alone.
+    assert do_sweep()["turns_requeued"] == 0
+
+    monkeypatch.undo()
+    Step.objects.filter(pk=s2.pk).update(turn_queued=s2.turn_queued - timedelta(seconds=10))
+    assert do_sweep()["turns_requeued"] == 1
+    run = wait_for_run(run)
+    assert run.status == Run.Status.COMPLETED
+    assert run.steps.get(step_id="s3").output == "done"
