@@ -24,27 +24,17 @@ from runs.actions.catalog import spec_of, workflow_spec
 from runs.models import Run, Step
 from runs.store.events import broadcast_after_commit
 from runs.store.mailboxes import DjangoMailboxStore
-from runs.store.sql import schedule_state, start_steps
+from runs.store.sql import StepRow, schedule_state, start_steps, step_rows
 from runs.store.wakes import request_coordinator_wake
-
-# What scheduling reads of each step: transcripts and outputs of a wide run
-# would cost more to load than everything else here, and rows as tuples
-# cost a fraction of model instances.
-SCHEDULING_FIELDS = (
-    "pk",
-    "step_id",
-    "kind",
-    "agent",
-    "status",
-    "depends_on",
-    "limits",
-    "resuming",
-    "position",
-)
 
 
 def schedule(
-    run_id: int, state: tuple | None = None, finished: str | None = None, *, eager: bool = False
+    run_id: int,
+    state: tuple | None = None,
+    finished: str | None = None,
+    *,
+    eager: bool = False,
+    steps: list[StepRow] | None = None,
 ) -> int | None:
     """Start every pending step whose dependencies completed, or wake the
     coordinator (to plan first, or to finish once every step is done).
@@ -52,6 +42,8 @@ def schedule(
     ``state``: the run's flags as stores.schedule_state gives them, read
     under the run's lock by the transaction that just committed (else read
     here). ``finished``: the step whose completion this follows, if one did.
+    ``steps``: the run's step rows, read by that transaction too (when
+    decides_without_lock said so), else read here if needed.
 
     ``eager`` (a worker that just committed ``finished``'s completion, in
     no transaction): when that completion starts exactly one step, its
@@ -74,7 +66,7 @@ def schedule(
         return None
     spec = spec_of(workflow_id, created)
     if has_pending:
-        started = _start_without_lock(run_id, spec, finished, eager=eager) if finished is not None else None
+        started = _start_without_lock(run_id, spec, finished, steps, eager=eager) if finished is not None else None
         if started is None:
             _start_ready_steps(run_id, finished)
         return started or None
@@ -86,16 +78,27 @@ def schedule(
     return None
 
 
-def _start_without_lock(run_id: int, spec: WorkflowSpec, finished: str, *, eager: bool) -> int | None:
+def decides_without_lock(spec: WorkflowSpec) -> bool:
+    """Whether a completion in a run of ``spec`` may be decided on without
+    the run's lock (from the steps read once after it committed): not when
+    steps can be added (a coordinator that spawns workers may have to plan
+    first; a repeat-until loop adds iterations). Whether a cap binds is
+    the state machine's to say, from those rows."""
+    return not _spawns_workers(spec) and "loop" not in expansion.container_kinds(spec).values()
+
+
+def _start_without_lock(
+    run_id: int, spec: WorkflowSpec, finished: str, rows: list[StepRow] | None, *, eager: bool
+) -> int | None:
     """Decide on what ``finished`` completing unblocks from one read of the
-    run's steps, and start it, if no cap can bind. None if the run's lock
-    is needed; else 0, or with ``eager`` the step started for the caller
-    to take the first turn of."""
-    if _spawns_workers(spec) or "loop" in expansion.container_kinds(spec).values():
-        # Caps bind, or steps can be added (the coordinator may have to plan
-        # first): the pass under the lock reads the steps, and only it.
+    run's steps (``rows``, or read here), and start it, if no cap can bind.
+    None if the run's lock is needed; else 0, or with ``eager`` the step
+    started for the caller to take the first turn of."""
+    if not decides_without_lock(spec):
+        # The pass under the lock reads the steps, and only it.
         return None
-    rows = _scheduling_rows(run_id)
+    if rows is None:
+        rows = step_rows(run_id)
     state = run_state(Run.Status.RUNNING, rows, spec, machine.CoordinatorState())
     decisions = machine.decide(state, machine.StepEnded(finished, Step.Status.COMPLETED))
     start = next((d for d in decisions if isinstance(d, machine.StartSteps)), None)
@@ -118,7 +121,7 @@ def _start_ready_steps(run_id: int, finished: str | None) -> None:
         if run.status != Run.Status.RUNNING or run.coordinator_busy or coordinator_has_mail(run.pk):
             return
         spec = workflow_spec(run.workflow)
-        rows = _scheduling_rows(run_id)
+        rows = step_rows(run_id)
         coordinator = machine.CoordinatorState(plans_first=_plans_first(run.pk, spec))
         state = run_state(run.status, rows, spec, coordinator)
         happened = machine.StepEnded(finished, Step.Status.COMPLETED) if finished else machine.StepsChanged()
@@ -132,8 +135,7 @@ def _start_ready_steps(run_id: int, finished: str | None) -> None:
 
 def run_state(status: str, rows: list, spec: WorkflowSpec, coordinator: machine.CoordinatorState):
     """The state machine's view of a run from its step rows (in position
-    order, the coordinator left out): Step instances or named tuples with
-    their SCHEDULING_FIELDS."""
+    order, the coordinator left out): StepRows, or Step instances."""
     return machine.RunState(
         status=status,
         steps=tuple(step_state(row) for row in rows),
@@ -160,19 +162,6 @@ def can_add_steps(spec: WorkflowSpec, rows: list) -> bool:
     """A repeat-until loop adds an iteration's steps, a coordinator that
     spawns workers adds its workers."""
     return _spawns_workers(spec) or any(row.kind == Step.Kind.LOOP for row in rows)
-
-
-def _scheduling_rows(run_id: int) -> list:
-    """The run's steps and loops as named tuples of SCHEDULING_FIELDS."""
-    return list(_others(run_id).values_list(*SCHEDULING_FIELDS, named=True))
-
-
-def _others(run_id: int):
-    """A run's steps and loops, everything but its coordinator, in the
-    workflow's order: the state machine starts ready steps in the order given,
-    and a forEach loop's iterations must start as its list goes, not as
-    their ids sort (deploy[10] before deploy[2])."""
-    return Step.objects.filter(run_id=run_id).exclude(kind=Step.Kind.COORDINATOR).order_by("position")
 
 
 def plans_first(run: Run) -> bool:

@@ -34,7 +34,7 @@ from runs.actions.common import Limits, provider_for, router_for, save_turn, war
 from runs.actions.containers import repeat_loop_of
 from runs.actions.deadlines import enforce_budget_after_commit, stopped_by_deadline, turn_deadline
 from runs.actions.model_calls import model_call
-from runs.actions.scheduling import schedule
+from runs.actions.scheduling import decides_without_lock, schedule
 from runs.actions.step_ends import after_step_terminal, cancel_step, do_fail_step, schedule_after_commit
 from runs.actions.tooling import step_tools, tool_env
 from runs.journal import DjangoToolJournal
@@ -209,15 +209,20 @@ def _last_turn_in_one_trip(
     now = timezone.now()
     tokens = (result.prompt_tokens, result.completion_tokens)
     written = last_turn.write(
-        step, turn, result.transcript, tokens, _completion(result.output), [(event, now) for event in events.events]
+        step,
+        turn,
+        result.transcript,
+        tokens,
+        _completion(result.output),
+        [(event, now) for event in events.events],
+        with_steps=decides_without_lock(spec),
     )
     if written is None:
         return False, None
-    last_seq, state = written
-    broadcast(step.run_id, last_seq)
+    broadcast(step.run_id, written.last_seq)
     # Committed already: these run now.
     enforce_budget_after_commit(step.run_id, spec)
-    started = schedule(step.run_id, state, step.step_id, eager=True)
+    started = schedule(step.run_id, written.schedule, step.step_id, eager=True, steps=written.steps)
     return True, Eager(started, {step.step_id: result.output}) if started else None
 
 

@@ -51,17 +51,22 @@ def write(
     tokens: tuple[int, int],
     completed: dict,
     events: list[tuple[RuntimeEvent, datetime]],
+    *,
+    with_steps: bool = False,
 ) -> sql.LastTurnWritten | None:
     """Record turn ``turn`` of ``step`` as its last: store ``transcript``,
     add ``tokens`` (prompt, completion), set ``completed`` (field -> value),
     close its mailbox (a closed mailbox keeps its reason) and store
     ``events`` (each with its creation time), in one committed transaction.
+    ``completed`` sets the step's status.
 
-    Returns the seq of the last event and the run's scheduling state as
-    sql.schedule_state gives it, this step counted done; None, having
+    Returns the seq of the last event, the run's scheduling state as
+    sql.schedule_state gives it, this step counted done, and (``with_steps``,
+    when a step is pending) the run's step rows as sql.step_rows reads
+    them, this step completed; None, having
     written nothing, if the step has unread mail or is no longer running
     turn ``turn`` (its ``turns`` is not ``turn - 1``)."""
-    return sql.write_last_turn(step, turn, transcript, tokens, completed, events)
+    return sql.write_last_turn(step, turn, transcript, tokens, completed, events, with_steps=with_steps)
 
 
 def save(

@@ -35,7 +35,7 @@ def _turn_data(turn: int, content: str) -> dict:
     }
 
 
-def _write(step: Step, turn: int = 1):
+def _write(step: Step, turn: int = 1, *, with_steps: bool = False):
     completed = {"status": Step.Status.COMPLETED, "output": "all done", "finished": timezone.now()}
     now = timezone.now()
     events = [
@@ -43,7 +43,7 @@ def _write(step: Step, turn: int = 1):
         (RuntimeEvent("step_end", step.step_id, {"status": "completed", "output": "all done"}), now),
     ]
     transcript = [{"role": "assistant", "content": "all done"}]
-    return last_turn.write(step, turn, transcript, (7, 3), completed, events)
+    return last_turn.write(step, turn, transcript, (7, 3), completed, events, with_steps=with_steps)
 
 
 def test_it_completes_the_step_and_numbers_its_events_after_the_runs_last(pg_run):
@@ -51,7 +51,7 @@ def test_it_completes_the_step_and_numbers_its_events_after_the_runs_last(pg_run
     s1 = pg_run.steps.get(step_id="s1")
     Step.objects.filter(pk=s1.pk).update(lease_owner="me", lease_expires=timezone.now())
 
-    last_seq, state = _write(s1)
+    last_seq, state, steps = _write(s1)
 
     assert last_seq == 43
     assert list(pg_run.events.order_by("seq").values_list("seq", "type", "step_id")) == [
@@ -65,8 +65,28 @@ def test_it_completes_the_step_and_numbers_its_events_after_the_runs_last(pg_run
     status, busy, has_mail, has_pending, all_done, workflow_id, _ = state
     assert (status, busy, has_mail, has_pending, all_done) == (Run.Status.RUNNING, False, False, False, False)
     assert workflow_id == pg_run.workflow_id
+    assert steps is None  # not asked for
 
-    assert _write(pg_run.steps.get(step_id="s2"))[1][4] is True  # the last step to end sees every step done
+    assert _write(pg_run.steps.get(step_id="s2")).schedule.all_done is True  # the last step to end sees every step done
+
+
+def test_it_reads_the_runs_steps_with_the_write_when_asked_and_a_step_waits(pg_run):
+    s1 = pg_run.steps.get(step_id="s1")
+    Step.objects.filter(run=pg_run, step_id="s2").update(status=Step.Status.PENDING, depends_on=["s1"])
+    Step.objects.create(run=pg_run, step_id="s3", agent="worker", position=2, depends_on=["s1", "s2"])
+
+    steps = _write(s1, with_steps=True).steps
+
+    # In the workflow's order, the coordinator left out, the step just written completed.
+    assert [(row.step_id, row.status, row.depends_on) for row in steps] == [
+        ("s1", Step.Status.COMPLETED, []),
+        ("s2", Step.Status.PENDING, ["s1"]),
+        ("s3", Step.Status.PENDING, ["s1", "s2"]),
+    ]
+    assert steps[0].pk == s1.pk and steps[0].resuming is False
+    # Nothing pending: nothing read.
+    Step.objects.filter(run=pg_run).exclude(step_id="s1").update(status=Step.Status.RUNNING)
+    assert _write(pg_run.steps.get(step_id="s2"), with_steps=True).steps is None
 
 
 def test_it_writes_nothing_when_mail_reached_the_step_during_its_turn(pg_run):

@@ -36,7 +36,7 @@ from runs.store.sql.mailboxes import (
 )
 from runs.store.sql.messages import Counted, Written, insert_message, read_counter, write_held
 from runs.store.sql.runs import bump_counter, can_pipeline, lock_run, lock_run_sql, request_wake
-from runs.store.sql.schedule import ScheduleState, schedule_state, schedule_state_of
+from runs.store.sql.schedule import ScheduleState, StepRow, schedule_state, schedule_state_of, step_rows
 from runs.store.sql.steps import (
     WORKFLOW_TEXT,
     claim_step,
@@ -54,6 +54,7 @@ __all__ = [
     "Counted",
     "LastTurnWritten",
     "ScheduleState",
+    "StepRow",
     "TurnSaved",
     "Written",
     "bump_counter",
@@ -77,6 +78,7 @@ __all__ = [
     "schedule_state_of",
     "start_pending_steps",
     "start_steps",
+    "step_rows",
     "step_for_turn",
     "unread",
     "unread_count",

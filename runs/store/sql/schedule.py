@@ -1,14 +1,18 @@
-"""What scheduling reads after a step ends, in one query."""
+"""What scheduling reads after a step ends: the run's flags in one query,
+and its steps' rows (``StepRow``), read on their own or with a last turn's
+write (runs/store/sql/turns.py)."""
 
 from __future__ import annotations
 
 import functools
+import json
 from datetime import datetime
 from typing import NamedTuple
 
 from agents.router import COORDINATOR
 from runs.models import Run, Step, Workflow
 from runs.store.rows import (
+    database,
     from_db,
     plain_cursor,
     table,
@@ -71,13 +75,90 @@ def schedule_flags(run: str, other_than: str = "") -> str:
     read every step of the run."""
     other = f" AND s.id <> {other_than}" if other_than else ""
     return (
-        f"EXISTS(SELECT 1 {unread_from(run, '%(coordinator)s')}), "
-        f"EXISTS(SELECT 1 FROM {table(Step)} s WHERE s.run_id = {run} "
-        f"AND s.kind = {_quoted(Step.Kind.STEP)} AND s.status = {_quoted(Step.Status.PENDING)}), "
+        f"EXISTS(SELECT 1 {unread_from(run, '%(coordinator)s')}), {pending_exists(run)}, "
         f"EXISTS(SELECT 1 FROM {table(Step)} s WHERE s.run_id = {run} AND s.kind <> {_quoted(Step.Kind.COORDINATOR)} "
         f"AND (s.resuming OR s.status NOT IN ({_quoted(*Step.TERMINAL)})){other})"
     )
 
 
+def pending_exists(run: str) -> str:
+    """Whether a step of run ``run`` is pending (see schedule_flags)."""
+    return (
+        f"EXISTS(SELECT 1 FROM {table(Step)} s WHERE s.run_id = {run} "
+        f"AND s.kind = {_quoted(Step.Kind.STEP)} AND s.status = {_quoted(Step.Status.PENDING)})"
+    )
+
+
 def _quoted(*values: str) -> str:
     return ", ".join("'" + value.replace("'", "''") + "'" for value in values)
+
+
+class StepRow(NamedTuple):
+    """What scheduling reads of a step or loop: not its transcript or
+    output, which in a wide run would cost more to load than the rest."""
+
+    pk: int
+    step_id: str
+    kind: str
+    agent: str
+    status: str
+    depends_on: list
+    limits: list
+    resuming: bool
+    position: int
+
+
+# The columns of a StepRow, in its order.
+STEP_ROW_COLUMNS = ("id", "step_id", "kind", "agent", "status", "depends_on", "limits", "resuming", "position")
+
+
+def step_rows(run_id: int) -> list[StepRow]:
+    """Run ``run_id``'s steps and loops, everything but its coordinator, in
+    the workflow's order (``position``): the state machine starts ready
+    steps in the order given, and a forEach loop's iterations must start
+    as its list goes, not as their ids sort (deploy[10] before deploy[2])."""
+    with plain_cursor() as cursor:
+        cursor.execute(_step_rows_sql(), {"run": run_id})
+        return [_step_row(*row) for row in cursor.fetchall()]
+
+
+def _step_row(pk, step_id, kind, agent, status, depends_on, limits, resuming, position) -> StepRow:
+    return StepRow(
+        pk,
+        step_id,
+        kind,
+        agent,
+        status,
+        from_db(Step, "depends_on", depends_on),
+        from_db(Step, "limits", limits),
+        bool(resuming),
+        position,
+    )
+
+
+@functools.cache
+def _step_rows_sql() -> str:
+    columns = ", ".join(f"s.{database().ops.quote_name(column)}" for column in STEP_ROW_COLUMNS)
+    return (
+        f"SELECT {columns} FROM {table(Step)} s WHERE s.run_id = %(run)s "
+        f"AND s.kind <> {_quoted(Step.Kind.COORDINATOR)} ORDER BY s.position"
+    )
+
+
+def step_rows_document(run: str, finished: str, finished_status: str) -> str:
+    """PostgreSQL: run ``run``'s step rows as one JSON text (an array of
+    arrays, in StepRow's order), with the status of step ``finished`` (an
+    id) read as ``finished_status``: for a statement that has just written
+    that step, whose snapshot does not see its own write. ``run``,
+    ``finished`` and ``finished_status`` are columns or placeholders."""
+    columns = [f"s.{column}" for column in STEP_ROW_COLUMNS]
+    columns[STEP_ROW_COLUMNS.index("status")] = f"CASE WHEN s.id = {finished} THEN {finished_status} ELSE s.status END"
+    return (
+        f"(SELECT json_agg(json_build_array({', '.join(columns)}) ORDER BY s.position)::text "
+        f"FROM {table(Step)} s WHERE s.run_id = {run} AND s.kind <> {_quoted(Step.Kind.COORDINATOR)})"
+    )
+
+
+def step_rows_of(document: str) -> list[StepRow]:
+    """The rows of a step_rows_document."""
+    return [StepRow(*values[:7], bool(values[7]), values[8]) for values in json.loads(document)]

@@ -19,7 +19,15 @@ from runs.store.rows import in_one_round_trip, plain_cursor, table
 from runs.store.sql.events import events_params, insert_events_from
 from runs.store.sql.mailboxes import unread_count_of, unread_from
 from runs.store.sql.runs import lock_run_sql
-from runs.store.sql.schedule import ScheduleState, schedule_flags, schedule_state_of
+from runs.store.sql.schedule import (
+    ScheduleState,
+    StepRow,
+    pending_exists,
+    schedule_flags,
+    schedule_state_of,
+    step_rows_document,
+    step_rows_of,
+)
 
 
 class LastTurnWritten(NamedTuple):
@@ -27,6 +35,9 @@ class LastTurnWritten(NamedTuple):
 
     last_seq: int  # the seq of the turn's last event
     schedule: ScheduleState  # the run's, this step counted done
+    # The run's steps, this one completed, when asked for and a step is
+    # pending: what scheduling decides on next, read with the write.
+    steps: list[StepRow] | None
 
 
 class TurnSaved(NamedTuple):
@@ -46,11 +57,14 @@ def write_last_turn(
     tokens: tuple[int, int],
     completed: dict,
     events: list[tuple[RuntimeEvent, datetime]],
+    *,
+    with_steps: bool = False,
 ) -> LastTurnWritten | None:
     """The run's lock, then one statement that records turn ``turn`` of
     ``step``, completes it with ``completed`` (field -> value), closes its
     mailbox, stores ``events`` numbered after the run's last and reads what
-    scheduling needs: sent at once and committed (PostgreSQL, outside any
+    scheduling needs (``with_steps``: the run's step rows too, if a step is
+    pending): sent at once and committed (PostgreSQL, outside any
     transaction). None, having written nothing, if the step has unread
     mail or is no longer running turn ``turn``."""
     # Documents go as JSON text, serialized here: psycopg would serialize
@@ -69,14 +83,15 @@ def write_last_turn(
         "run": step.run_id,
         "mailbox": step.step_id,
         "coordinator": COORDINATOR,
+        "with_steps": with_steps,
         **events_params(step.run_id, events),
     }
     statements = [(lock_run_sql(), {"run": step.run_id}), (_write_sql(tuple(completed)), params)]
     row = in_one_round_trip(statements)
     if row is None:
         return None
-    last_seq, *state = row
-    return LastTurnWritten(last_seq, schedule_state_of(*state))
+    last_seq, *state, steps = row
+    return LastTurnWritten(last_seq, schedule_state_of(*state), None if steps is None else step_rows_of(steps))
 
 
 def save_turn(step: Step, transcript: list, tokens: tuple[int, int], completed: dict) -> TurnSaved:
@@ -132,8 +147,9 @@ def _write_sql(completed: tuple[str, ...]) -> str:
         # Read with the statement's snapshot, which holds neither write above:
         # the flags leave this step out, as done.
         f"SELECT bumped.last_event_seq, r.status, r.coordinator_busy, {schedule_flags('r.id', '%(step)s')}, "
-        f"r.workflow_id, w.created FROM bumped, {table(Run)} r JOIN {table(Workflow)} w ON w.id = r.workflow_id "
-        "WHERE r.id = %(run)s"
+        f"r.workflow_id, w.created, CASE WHEN %(with_steps)s AND {pending_exists('r.id')} "
+        f"THEN {step_rows_document('r.id', '%(step)s', '%(completed_status)s')} END "
+        f"FROM bumped, {table(Run)} r JOIN {table(Workflow)} w ON w.id = r.workflow_id WHERE r.id = %(run)s"
     )
 
 
