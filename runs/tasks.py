@@ -95,7 +95,7 @@ def _continue_eagerly(follow: actions.Eager | None) -> None:
     while follow is not None:
         step_pk = follow.step_pk
         try:
-            follow = actions.do_step_turn(step_pk, 1, follow.outputs)
+            follow = actions.do_eager_turn(follow)
         except CONNECTION_ERRORS as exc:
             log.warning("step %s: database connection lost (%s); its first turn goes to a task", step_pk, exc)
             try:

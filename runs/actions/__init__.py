@@ -38,10 +38,11 @@ from runs.actions.lifecycle import do_create_run, do_start_run
 from runs.actions.resume import do_fail_resume, do_resume_turn
 from runs.actions.scheduling import schedule
 from runs.actions.step_ends import do_fail_step
-from runs.actions.steps import Eager, do_step_turn
+from runs.actions.steps import Eager, do_eager_turn, do_step_turn
 
 __all__ = [
     "Eager",
+    "do_eager_turn",
     "REGISTRY",
     "InputError",
     "access_run",

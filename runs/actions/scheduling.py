@@ -11,6 +11,10 @@ each step once. Otherwise it decides again under the run's lock.
 
 from __future__ import annotations
 
+from datetime import timedelta
+from typing import Literal
+
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -24,7 +28,7 @@ from runs.actions.catalog import spec_of, workflow_spec
 from runs.models import Run, Step
 from runs.store.events import broadcast_after_commit
 from runs.store.mailboxes import DjangoMailboxStore
-from runs.store.sql import StepRow, schedule_state, start_steps, step_rows
+from runs.store.sql import StepRow, schedule_state, start_and_claim_step, start_steps, step_rows
 from runs.store.wakes import request_coordinator_wake
 
 
@@ -33,9 +37,9 @@ def schedule(
     state: tuple | None = None,
     finished: str | None = None,
     *,
-    eager: bool = False,
+    claim_for: str | None = None,
     steps: list[StepRow] | None = None,
-) -> int | None:
+) -> Step | None:
     """Start every pending step whose dependencies completed, or wake the
     coordinator (to plan first, or to finish once every step is done).
 
@@ -45,13 +49,14 @@ def schedule(
     ``steps``: the run's step rows, read by that transaction too (when
     decides_without_lock said so), else read here if needed.
 
-    ``eager`` (a worker that just committed ``finished``'s completion, in
-    no transaction): when that completion starts exactly one step, its
-    first turn is not queued: the step is returned, marked running and its
-    step_start committed, for the caller to take that turn itself (eager
-    continuation, as Temporal dispatches an activity eagerly). A worker
-    that dies before claiming it leaves a running step the sweeper resumes,
-    as it does a task the broker lost.
+    ``claim_for`` (the worker that just committed ``finished``'s
+    completion, in no transaction): when that completion starts exactly
+    one step, its first turn is not queued: the step starts with that
+    worker's lease on the turn and is returned loaded for it, for the
+    caller to take the turn itself (eager continuation, as Temporal
+    dispatches an activity eagerly). A worker that dies before recording
+    the turn leaves a lease that runs out, and the sweeper hands the turn
+    to another worker, as it does any turn whose worker died.
     """
     # This runs after every step's end. Most find no pending step (a
     # fan-out starts all its steps at once): they read the run's flags in
@@ -66,7 +71,7 @@ def schedule(
         return None
     spec = spec_of(workflow_id, created)
     if has_pending:
-        started = _start_without_lock(run_id, spec, finished, steps, eager=eager) if finished is not None else None
+        started = _start_without_lock(run_id, spec, finished, steps, claim_for) if finished is not None else None
         if started is None:
             _start_ready_steps(run_id, finished)
         return started or None
@@ -88,12 +93,12 @@ def decides_without_lock(spec: WorkflowSpec) -> bool:
 
 
 def _start_without_lock(
-    run_id: int, spec: WorkflowSpec, finished: str, rows: list[StepRow] | None, *, eager: bool
-) -> int | None:
+    run_id: int, spec: WorkflowSpec, finished: str, rows: list[StepRow] | None, claim_for: str | None
+) -> Step | Literal[0] | None:
     """Decide on what ``finished`` completing unblocks from one read of the
     run's steps (``rows``, or read here), and start it, if no cap can bind.
-    None if the run's lock is needed; else 0, or with ``eager`` the step
-    started for the caller to take the first turn of."""
+    None if the run's lock is needed; else 0, or (``claim_for``) the step
+    started with its first turn claimed for that worker."""
     if not decides_without_lock(spec):
         # The pass under the lock reads the steps, and only it.
         return None
@@ -109,9 +114,10 @@ def _start_without_lock(
     if start.needs_run_lock:
         return None
     by_id = {row.step_id: row for row in rows}
-    eager = eager and len(start.step_ids) == 1
-    started = _start_steps(run_id, [by_id[step_id] for step_id in start.step_ids], queue_turns=not eager)
-    return started[0] if eager and started else 0
+    if claim_for and len(start.step_ids) == 1:
+        return _start_claimed(run_id, by_id[start.step_ids[0]], claim_for) or 0
+    _start_steps(run_id, [by_id[step_id] for step_id in start.step_ids])
+    return 0
 
 
 def _start_ready_steps(run_id: int, finished: str | None) -> None:
@@ -188,23 +194,37 @@ def all_done(steps: list[Step]) -> bool:
     return all(step.is_terminal and not step.resuming for step in steps)
 
 
-def _start_steps(run_id: int, steps: list, *, queue_turns: bool = True) -> list[int]:
+def _start_steps(run_id: int, steps: list) -> None:
     """Start ``steps``: each pending one becomes running (a conditional
     UPDATE: a step another pass started is left alone) with its step_start
     event, in one transaction (one statement on PostgreSQL: a fan-out starts
-    a hundred at once, a chain one per step), and each one's first turn
-    queued after commit (unless not ``queue_turns``: the caller takes it).
-    ``steps``: rows with pk, step_id and agent. Returns the ids of the
-    steps it started."""
-    # Marked queued with the first turn (Step.turn_queued), the caller's
-    # eager one too: the sweeper queues it again if it is lost.
-    starts = [(step.pk, RuntimeEvent("step_start", step.step_id, {"agent": step.agent})) for step in steps]
+    a hundred at once), and each one's first turn queued after commit,
+    marked queued (Step.turn_queued: the sweeper queues it again if the
+    broker loses it). ``steps``: rows with pk, step_id and agent."""
+    starts = [(step.pk, _step_start(step)) for step in steps]
     started, last_seq = start_steps(run_id, starts, timezone.now())
     if last_seq is not None:
         broadcast_after_commit(run_id, last_seq)
-    if queue_turns and started:
+    if started:
         queue.queue_after_commit(queue.RUN_STEP_TURN, [(pk, 1) for pk in started])
-    return started
+
+
+def _start_claimed(run_id: int, step: StepRow, owner: str) -> Step | None:
+    """Start ``step`` with ``owner``'s lease on its first turn, in one
+    statement on PostgreSQL; the step loaded for that turn, or None if
+    another pass started it (or the run stopped)."""
+    now = timezone.now()
+    expires = now + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS)
+    started = start_and_claim_step(run_id, step.pk, _step_start(step), owner, expires, now)
+    if started is None:
+        return None
+    loaded, last_seq = started
+    broadcast_after_commit(run_id, last_seq)
+    return loaded
+
+
+def _step_start(step) -> RuntimeEvent:
+    return RuntimeEvent("step_start", step.step_id, {"agent": step.agent})
 
 
 def coordinator_has_mail(run_id: int) -> bool:

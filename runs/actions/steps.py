@@ -49,18 +49,22 @@ from runs.store.wakes import stop_waiting_after_commit
 class Eager(NamedTuple):
     """The step whose first turn this worker takes next (eager
     continuation: no broker hop between a chain's steps; see
-    runs.actions.scheduling.schedule), and the output of the step whose
+    runs.actions.scheduling.schedule), started with this worker's lease on
+    that turn and loaded for it, and the output of the step whose
     completion started it (step id -> output): its prompt, when it depends
     on that step only, needs no query for its dependencies' outputs."""
 
-    step_pk: int
+    step: Step
     outputs: dict[str, str]
 
+    @property
+    def step_pk(self) -> int:
+        return self.step.pk
 
-def do_step_turn(step_pk: int, turn: int, outputs: dict[str, str] | None = None) -> Eager | None:
+
+def do_step_turn(step_pk: int, turn: int) -> Eager | None:
     """Take turn number ``turn`` of a step: ask its model, then record the
     answer in one transaction. A stale or repeated task does nothing.
-    ``outputs``: outputs of steps it may depend on, known to the caller.
 
     Returns the step whose first turn this worker is to take next, if the
     completion started exactly one."""
@@ -69,7 +73,20 @@ def do_step_turn(step_pk: int, turn: int, outputs: dict[str, str] | None = None)
     owner = leases.worker_identity()
     step = leases.claim_turn(step_pk, turn, owner)
     if step is None:
-        return
+        return None
+    return _take_turn(step, turn, owner, {})
+
+
+def do_eager_turn(follow: Eager) -> Eager | None:
+    """Take the first turn of the step a completion just started and
+    claimed for this worker (do_step_turn's Eager), as do_step_turn takes
+    a turn it claimed."""
+    return _take_turn(follow.step, 1, leases.worker_identity(), follow.outputs)
+
+
+def _take_turn(step: Step, turn: int, owner: str, outputs: dict[str, str]) -> Eager | None:
+    """Turn ``turn`` of ``step``, claimed by ``owner``: see do_step_turn.
+    ``outputs``: outputs of steps it may depend on, known to the caller."""
     run = step.run
     spec = workflow_spec(run.workflow)
     agent = spec.agents[step.agent]
@@ -86,7 +103,7 @@ def do_step_turn(step_pk: int, turn: int, outputs: dict[str, str] | None = None)
     variables = turn_variables(run, step, inbox)
     if not step.transcript:
         instructions = Template(step.instructions).safe_substitute(variables)
-        prompt = step_prompt(instructions, _dependency_outputs(step, outputs or {}))
+        prompt = step_prompt(instructions, _dependency_outputs(step, outputs))
         step.transcript = new_step_transcript(step.step_id, agent, prompt)
     # The turn's writes: held, and written together when it is recorded.
     uow = UnitOfWork(run.pk)
@@ -127,7 +144,7 @@ def do_step_turn(step_pk: int, turn: int, outputs: dict[str, str] | None = None)
     # first UPDATE takes the run's lock: it need not take it again.
     router = router_for(run, uow=uow)
     recorded, follow = _last_turn_in_one_trip(
-        step, turn, spec, agent_turn, request, completion, inbox, router, registry, tools
+        step, turn, owner, spec, agent_turn, request, completion, inbox, router, registry, tools
     )
     if recorded:
         return follow
@@ -188,7 +205,7 @@ def _record_turn(step: Step, turn: int) -> int:
 
 
 def _last_turn_in_one_trip(
-    step, turn, spec, agent_turn, request, completion, inbox, router, registry, tools
+    step, turn, owner, spec, agent_turn, request, completion, inbox, router, registry, tools
 ) -> tuple[bool, Eager | None]:
     """Record the usual last turn (an answer, no tool call, no mail read, no
     repeat-until loop to decide next) in one round trip on PostgreSQL
@@ -222,7 +239,7 @@ def _last_turn_in_one_trip(
     broadcast(step.run_id, written.last_seq)
     # Committed already: these run now.
     enforce_budget_after_commit(step.run_id, spec)
-    started = schedule(step.run_id, written.schedule, step.step_id, eager=True, steps=written.steps)
+    started = schedule(step.run_id, written.schedule, step.step_id, claim_for=owner, steps=written.steps)
     return True, Eager(started, {step.step_id: result.output}) if started else None
 
 

@@ -1,8 +1,9 @@
 """Eager continuation on PostgreSQL: a completion that starts exactly one
 step hands that step's first turn to the same worker (no broker hop), with
-the durability of a queued turn: the step is marked queued until a worker
-claims the turn, so a worker that dies in between leaves work the sweeper
-queues again (runs/sweeper.py), not a step running forever."""
+the durability of any claimed turn: the step starts with that worker's
+lease on the turn, so a worker that dies before recording it leaves a lease
+that runs out and the sweeper hands on (runs/sweeper.py), not a step
+running forever."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from datetime import timedelta
 import pytest
 import redis
 from django.conf import settings as django_settings
+from django.utils import timezone
 
 from runs import tasks
 from runs.actions import do_create_run, do_register_workflow
@@ -55,10 +57,7 @@ def test_a_chain_runs_its_successors_first_turns_without_queueing_them(celery_wo
     assert queued == [(run.steps.get(step_id="s1").pk, 1)]
 
 
-def test_a_worker_that_dies_after_an_eager_start_leaves_the_turn_to_the_sweeper(
-    celery_worker, owner, settings, monkeypatch
-):
-    settings.ZENWEB_REQUEUE_AFTER = 5
+def test_a_worker_that_dies_after_an_eager_start_leaves_the_turn_to_the_sweeper(celery_worker, owner, monkeypatch):
     handed: list[int] = []
 
     def dies(follow) -> None:
@@ -73,14 +72,16 @@ def test_a_worker_that_dies_after_an_eager_start_leaves_the_turn_to_the_sweeper(
     run = do_create_run(_chain(), {}, user=owner)
     s2 = Step.objects.get(pk=wait_for(lambda: handed)[0])
 
-    assert (s2.step_id, s2.status, s2.turns) == ("s2", Step.Status.RUNNING, 0)
-    assert s2.turn_queued is not None
-    # Within the deadline the sweeper leaves it alone.
-    assert do_sweep()["turns_requeued"] == 0
+    # Started with the dead worker's lease on its first turn, and not queued.
+    assert (s2.step_id, s2.status, s2.turns, s2.turn_queued) == ("s2", Step.Status.RUNNING, 0, None)
+    assert s2.lease_owner != "" and s2.lease_expires > timezone.now()
+    # While the lease lasts the sweeper leaves it alone.
+    assert do_sweep()["expired"] == 0
 
     monkeypatch.undo()
-    Step.objects.filter(pk=s2.pk).update(turn_queued=s2.turn_queued - timedelta(seconds=10))
-    assert do_sweep()["turns_requeued"] == 1
+    Step.objects.filter(pk=s2.pk).update(lease_expires=timezone.now() - timedelta(seconds=1))
+    assert do_sweep()["expired"] == 1
     run = wait_for_run(run)
     assert run.status == Run.Status.COMPLETED
     assert run.steps.get(step_id="s3").output == "done"
+    assert run.events.filter(type="lease_expired", step_id="s2").count() == 1

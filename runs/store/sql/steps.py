@@ -226,3 +226,60 @@ def _start_steps_sql() -> str:
         f"SELECT (SELECT array_agg(id) FROM started), (SELECT max({quote(Event._meta.get_field('seq').column)}) "
         "FROM inserted)"
     )
+
+
+def start_and_claim_step(run_id: int, step_pk: int, event: RuntimeEvent, owner: str, expires, now):
+    """Start step ``step_pk`` (pending -> running, its run running), with
+    its step_start ``event``, and take the lease on its first turn for
+    ``owner`` until ``expires``: the worker that started it takes that
+    turn (eager continuation). Returns the step loaded as ``step_for_turn``
+    loads it, and the seq of its event; None if it was not pending (another
+    pass started it) or its run stopped.
+
+    On PostgreSQL one statement (in the caller's transaction or, outside
+    one, committed on its own), where start_steps and claim_step_for_turn
+    were two."""
+    vendor = database().vendor
+    if vendor != "postgresql":
+        with transaction.atomic():
+            started, last_seq = start_steps(run_id, [(step_pk, event)], now)
+            step = claim_step_for_turn(step_pk, 1, owner, expires, now) if started else None
+        return None if step is None else (step, last_seq)
+    parts = [(model, names) for model, names, _ in _step_for_turn_parts(vendor)]
+    params = events_params(run_id, [(event, now)])
+    params |= {
+        "step": step_pk,
+        "pending": Step.Status.PENDING,
+        "running": Step.Status.RUNNING,
+        "run_running": Run.Status.RUNNING,
+        "owner": owner,
+        "expires": db_value(Step, "lease_expires", expires),
+        "now": db_value(Step, "started", now),
+    }
+    with plain_cursor() as cursor:
+        cursor.execute(_start_and_claim_sql(vendor), params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    return _step_with_run(parts, row[:-1]), row[-1]
+
+
+@functools.cache
+def _start_and_claim_sql(vendor: str) -> str:
+    """start_and_claim_step on PostgreSQL: the step started and claimed (a
+    conditional UPDATE returning its row), the run's counter bumped (which
+    locks the run row, as insert_events does), its event numbered after it,
+    and the step read back with its run, workflow, creator and unread
+    count, as the claim reads them."""
+    columns, joins = _step_for_turn_columns(vendor)
+    seq = database().ops.quote_name(Event._meta.get_field("seq").column)
+    return (
+        f"WITH s AS (UPDATE {table(Step)} s SET status = %(running)s, started = %(now)s, lease_owner = %(owner)s, "
+        f"lease_expires = %(expires)s, turn_queued = NULL FROM {table(Run)} r "
+        "WHERE s.id = %(step)s AND s.status = %(pending)s AND r.id = s.run_id AND r.status = %(run_running)s "
+        "RETURNING s.*), "
+        f"bumped AS (UPDATE {table(Run)} SET last_event_seq = last_event_seq + %(event_count)s "
+        "WHERE id = %(run)s AND EXISTS (SELECT 1 FROM s) RETURNING last_event_seq), "
+        f"inserted AS ({insert_events_from('bumped')}) "
+        f"SELECT {columns}, (SELECT max({seq}) FROM inserted) FROM s JOIN {table(Run)} r ON r.id = s.run_id {joins}"
+    )
