@@ -56,12 +56,14 @@ def retry_after(task: Task, exc: Exception, **kwargs) -> None:
 @shared_task(**RETRYING)
 def start_run(self: Task, run_id: int) -> None:
     try:
-        actions.do_start_run(run_id)
+        follow = actions.do_start_run(run_id, leases.worker_identity())
     except CONNECTION_ERRORS as exc:
         retry_after(self, exc)
     except Exception as exc:
         log.exception("starting run %s failed", run_id)
         actions.do_fail_run(run_id, f"could not start: {type(exc).__name__}: {exc}")
+    else:
+        _continue_eagerly(follow)
 
 
 def _holders(release: list[str]) -> list[str]:
@@ -88,11 +90,15 @@ def run_step_turn(self: Task, step_pk: int, turn: int, release: list[str] | None
 
 
 def _continue_eagerly(follow: actions.Eager | None) -> None:
-    """Take the first turn of the step a completion just started (and of the
-    one that one starts, and so on), here instead of through the broker: a
-    chain pays no broker hop per step. A lost connection hands the turn to
-    a task of its own, as a retry would."""
+    """Do here, instead of through the broker, what a completion or a run's
+    start left to this worker: the first turn of the step it started (and
+    what that turn's completion starts, and so on), or the coordinator's
+    wake: a chain pays no broker hop per step. A lost connection hands the
+    work to a task of its own, as a retry would."""
     while follow is not None:
+        if isinstance(follow, actions.EagerWake):
+            _wake_here(follow.run_id)
+            return
         step_pk = follow.step_pk
         try:
             follow = actions.do_eager_turn(follow)
@@ -108,6 +114,19 @@ def _continue_eagerly(follow: actions.Eager | None) -> None:
             log.exception("turn 1 of step %s failed", step_pk)
             actions.do_fail_step(step_pk, f"internal error: {type(exc).__name__}: {exc}")
             return
+
+
+def _wake_here(run_id: int) -> None:
+    """The coordinator's wake, as the wake_coordinator task runs it."""
+    try:
+        actions.do_coordinator_wake(run_id)
+    except CONNECTION_ERRORS as exc:
+        log.warning("run %s: database connection lost (%s); its coordinator's wake goes to a task", run_id, exc)
+        try:
+            connection.close()
+        except CONNECTION_ERRORS:
+            pass  # it is gone either way
+        wake_coordinator.apply_async((run_id,), {"release": True}, countdown=FIRST_RETRY_DELAY)
 
 
 @shared_task

@@ -17,7 +17,7 @@ from runs.actions.approval_requests import request_workflow_approval
 from runs.actions.catalog import InputError, check_inputs, workflow_spec
 from runs.actions.containers import create_steps
 from runs.actions.ending import do_fail_run
-from runs.actions.scheduling import schedule
+from runs.actions.scheduling import Eager, schedule
 from runs.models import Run, Step, Workflow
 from runs.store.events import DjangoEventSink
 
@@ -47,14 +47,18 @@ def do_create_run(
     return run
 
 
-def do_start_run(run_id: int) -> None:
+def do_start_run(run_id: int, worker: str | None = None) -> Eager | None:
     """Expand the workflow into steps, register their mailboxes, start the
-    steps that are ready. A second delivery of the same task does nothing."""
+    steps that are ready. A second delivery of the same task does nothing.
+
+    ``worker``: the worker starting it, which takes what follows itself
+    when it is one thing: the first turn of the one step that starts, or
+    the coordinator's first wake (see scheduling.schedule); returned."""
     with transaction.atomic():
         if not Run.objects.filter(pk=run_id, status=Run.Status.PENDING).update(
             status=Run.Status.RUNNING, started=timezone.now(), stuck_reason=""
         ):
-            return
+            return None
         run = Run.objects.select_related("workflow").get(pk=run_id)
         spec = workflow_spec(run.workflow)
         Step.objects.create(
@@ -70,7 +74,7 @@ def do_start_run(run_id: int) -> None:
         except expansion.ExpansionError as exc:
             error = f"could not start: {exc}"
             transaction.on_commit(lambda: do_fail_run(run_id, error))
-            return
+            return None
         create_steps(run, runtime)
         DjangoEventSink(run.pk).emit(
             RuntimeEvent(
@@ -85,7 +89,7 @@ def do_start_run(run_id: int) -> None:
                 },
             )
         )
-        schedule(run.pk)
+        return schedule(run.pk, worker=worker)
 
 
 def _parent_of(run: Run) -> dict[str, object]:

@@ -12,7 +12,7 @@ each step once. Otherwise it decides again under the run's lock.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from django.conf import settings
 from django.db import transaction
@@ -28,8 +28,33 @@ from runs.actions.catalog import spec_of, workflow_spec
 from runs.models import Run, Step
 from runs.store.events import broadcast_after_commit
 from runs.store.mailboxes import DjangoMailboxStore
-from runs.store.sql import StepRow, schedule_state, start_and_claim_step, start_steps, step_rows
+from runs.store.sql import StepRow, request_wake, schedule_state, start_and_claim_step, start_steps, step_rows
 from runs.store.wakes import request_coordinator_wake
+
+
+class EagerTurn(NamedTuple):
+    """The first turn of ``step``, which this worker takes itself: the step
+    started with its lease on that turn, loaded for it. ``outputs``: those
+    of the steps it may depend on, known to the worker (step id -> output):
+    its prompt, when it depends on them only, reads no output back."""
+
+    step: Step
+    outputs: dict[str, str]
+
+    @property
+    def step_pk(self) -> int:
+        return self.step.pk
+
+
+class EagerWake(NamedTuple):
+    """A wake of run ``run_id``'s coordinator that this worker runs itself:
+    requested, and marked queued (Run.wake_queued), but sent to no broker."""
+
+    run_id: int
+
+
+# What a worker does next itself instead of queueing it (eager continuation).
+Eager = EagerTurn | EagerWake
 
 
 def schedule(
@@ -37,9 +62,9 @@ def schedule(
     state: tuple | None = None,
     finished: str | None = None,
     *,
-    claim_for: str | None = None,
+    worker: str | None = None,
     steps: list[StepRow] | None = None,
-) -> Step | None:
+) -> Eager | None:
     """Start every pending step whose dependencies completed, or wake the
     coordinator (to plan first, or to finish once every step is done).
 
@@ -49,14 +74,16 @@ def schedule(
     ``steps``: the run's step rows, read by that transaction too (when
     decides_without_lock said so), else read here if needed.
 
-    ``claim_for`` (the worker that just committed ``finished``'s
-    completion, in no transaction): when that completion starts exactly
-    one step, its first turn is not queued: the step starts with that
-    worker's lease on the turn and is returned loaded for it, for the
-    caller to take the turn itself (eager continuation, as Temporal
-    dispatches an activity eagerly). A worker that dies before recording
-    the turn leaves a lease that runs out, and the sweeper hands the turn
-    to another worker, as it does any turn whose worker died.
+    ``worker``: the worker that asks (it just committed ``finished``'s
+    completion, or is starting the run), which does what follows itself
+    when it is one thing (eager continuation, as Temporal dispatches an
+    activity eagerly), and returns it: when exactly one step starts, the
+    step starts with that worker's lease on its first turn (EagerTurn); a
+    worker that dies before recording the turn leaves a lease that runs
+    out, and the sweeper hands the turn to another worker, as it does any
+    turn whose worker died. When the coordinator is to wake, the wake is
+    requested but not queued (EagerWake); a worker that dies before the
+    wake starts leaves it marked queued, and the sweeper queues it.
     """
     # This runs after every step's end. Most find no pending step (a
     # fan-out starts all its steps at once): they read the run's flags in
@@ -71,13 +98,15 @@ def schedule(
         return None
     spec = spec_of(workflow_id, created)
     if has_pending:
-        started = _start_without_lock(run_id, spec, finished, steps, claim_for) if finished is not None else None
+        started = _start_without_lock(run_id, spec, finished, steps, worker) if finished is not None else None
         if started is None:
-            _start_ready_steps(run_id, finished)
-        return started or None
+            started = _start_ready_steps(run_id, finished, worker)
+        return EagerTurn(started, {}) if started else None
     # Nothing to start. Reading without the lock is enough: every step's end
     # commits before it calls this, so the last one to end sees all done.
     if all_steps_done or _plans_first(run_id, spec):
+        if worker is not None:
+            return None if request_wake(run_id) else EagerWake(run_id)
         with transaction.atomic():
             request_coordinator_wake(run_id)
     return None
@@ -93,12 +122,12 @@ def decides_without_lock(spec: WorkflowSpec) -> bool:
 
 
 def _start_without_lock(
-    run_id: int, spec: WorkflowSpec, finished: str, rows: list[StepRow] | None, claim_for: str | None
+    run_id: int, spec: WorkflowSpec, finished: str, rows: list[StepRow] | None, worker: str | None
 ) -> Step | Literal[0] | None:
     """Decide on what ``finished`` completing unblocks from one read of the
     run's steps (``rows``, or read here), and start it, if no cap can bind.
-    None if the run's lock is needed; else 0, or (``claim_for``) the step
-    started with its first turn claimed for that worker."""
+    None if the run's lock is needed; else 0, or (``worker``, one step
+    started) the step started with its first turn claimed for that worker."""
     if not decides_without_lock(spec):
         # The pass under the lock reads the steps, and only it.
         return None
@@ -114,18 +143,20 @@ def _start_without_lock(
     if start.needs_run_lock:
         return None
     by_id = {row.step_id: row for row in rows}
-    if claim_for and len(start.step_ids) == 1:
-        return _start_claimed(run_id, by_id[start.step_ids[0]], claim_for) or 0
+    if worker and len(start.step_ids) == 1:
+        return _start_claimed(run_id, by_id[start.step_ids[0]], worker) or 0
     _start_steps(run_id, [by_id[step_id] for step_id in start.step_ids])
     return 0
 
 
-def _start_ready_steps(run_id: int, finished: str | None) -> None:
-    """A scheduling pass under the run's lock."""
+def _start_ready_steps(run_id: int, finished: str | None, worker: str | None = None) -> Step | None:
+    """A scheduling pass under the run's lock; with ``worker``, the step
+    started with its first turn claimed for it, if exactly one started."""
+    claimed = None
     with transaction.atomic():
         run = Run.objects.select_for_update().select_related("workflow").get(pk=run_id)
         if run.status != Run.Status.RUNNING or run.coordinator_busy or coordinator_has_mail(run.pk):
-            return
+            return None
         spec = workflow_spec(run.workflow)
         rows = step_rows(run_id)
         coordinator = machine.CoordinatorState(plans_first=_plans_first(run.pk, spec))
@@ -133,10 +164,13 @@ def _start_ready_steps(run_id: int, finished: str | None) -> None:
         happened = machine.StepEnded(finished, Step.Status.COMPLETED) if finished else machine.StepsChanged()
         by_id = {row.step_id: row for row in rows}
         for decision in machine.decide(state, happened):
-            if isinstance(decision, machine.StartSteps):
+            if isinstance(decision, machine.StartSteps) and worker and len(decision.step_ids) == 1:
+                claimed = _start_claimed(run.pk, by_id[decision.step_ids[0]], worker)
+            elif isinstance(decision, machine.StartSteps):
                 _start_steps(run.pk, [by_id[step_id] for step_id in decision.step_ids])
             elif isinstance(decision, machine.WakeCoordinator):
                 request_coordinator_wake(run.pk)
+    return claimed
 
 
 def run_state(status: str, rows: list, spec: WorkflowSpec, coordinator: machine.CoordinatorState):

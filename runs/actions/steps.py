@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 from string import Template
-from typing import NamedTuple
 
 from django.db import transaction
 from django.db.models import Count, Max, Q
@@ -34,7 +33,7 @@ from runs.actions.common import Limits, provider_for, router_for, save_turn, war
 from runs.actions.containers import repeat_loop_of
 from runs.actions.deadlines import enforce_budget_after_commit, stopped_by_deadline, turn_deadline
 from runs.actions.model_calls import model_call
-from runs.actions.scheduling import decides_without_lock, schedule
+from runs.actions.scheduling import Eager, EagerTurn, decides_without_lock, schedule
 from runs.actions.step_ends import after_step_terminal, cancel_step, do_fail_step, schedule_after_commit
 from runs.actions.tooling import step_tools, tool_env
 from runs.journal import DjangoToolJournal
@@ -46,28 +45,12 @@ from runs.store.unit_of_work import UnitOfWork
 from runs.store.wakes import stop_waiting_after_commit
 
 
-class Eager(NamedTuple):
-    """The step whose first turn this worker takes next (eager
-    continuation: no broker hop between a chain's steps; see
-    runs.actions.scheduling.schedule), started with this worker's lease on
-    that turn and loaded for it, and the output of the step whose
-    completion started it (step id -> output): its prompt, when it depends
-    on that step only, needs no query for its dependencies' outputs."""
-
-    step: Step
-    outputs: dict[str, str]
-
-    @property
-    def step_pk(self) -> int:
-        return self.step.pk
-
-
 def do_step_turn(step_pk: int, turn: int) -> Eager | None:
     """Take turn number ``turn`` of a step: ask its model, then record the
     answer in one transaction. A stale or repeated task does nothing.
 
-    Returns the step whose first turn this worker is to take next, if the
-    completion started exactly one."""
+    Returns what this worker is to do next itself, if the turn completed
+    the step and that is one thing (see scheduling.schedule)."""
     # One worker per turn: a redelivered task, or a sweep racing a slow but
     # live worker, finds the lease taken (or the turn gone) and leaves.
     owner = leases.worker_identity()
@@ -77,10 +60,10 @@ def do_step_turn(step_pk: int, turn: int) -> Eager | None:
     return _take_turn(step, turn, owner, {})
 
 
-def do_eager_turn(follow: Eager) -> Eager | None:
-    """Take the first turn of the step a completion just started and
-    claimed for this worker (do_step_turn's Eager), as do_step_turn takes
-    a turn it claimed."""
+def do_eager_turn(follow: EagerTurn) -> Eager | None:
+    """Take the first turn of the step that a completion or a run's start
+    just started and claimed for this worker (scheduling.EagerTurn), as
+    do_step_turn takes a turn it claimed."""
     return _take_turn(follow.step, 1, leases.worker_identity(), follow.outputs)
 
 
@@ -239,8 +222,10 @@ def _last_turn_in_one_trip(
     broadcast(step.run_id, written.last_seq)
     # Committed already: these run now.
     enforce_budget_after_commit(step.run_id, spec)
-    started = schedule(step.run_id, written.schedule, step.step_id, claim_for=owner, steps=written.steps)
-    return True, Eager(started, {step.step_id: result.output}) if started else None
+    follow = schedule(step.run_id, written.schedule, step.step_id, worker=owner, steps=written.steps)
+    if isinstance(follow, EagerTurn):
+        follow = follow._replace(outputs={step.step_id: result.output})
+    return True, follow
 
 
 def build_agent_turn(

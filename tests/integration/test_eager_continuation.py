@@ -40,7 +40,7 @@ def _chain():
     return workflow
 
 
-def test_a_chain_runs_its_successors_first_turns_without_queueing_them(celery_worker, owner, monkeypatch):
+def test_a_chain_runs_its_steps_and_its_finish_without_queueing_them(celery_worker, owner, monkeypatch):
     queued: list[tuple] = []
     publish = tasks.run_step_turn.apply_async
 
@@ -49,12 +49,23 @@ def test_a_chain_runs_its_successors_first_turns_without_queueing_them(celery_wo
         return publish(args, kwargs, *rest, **options)
 
     monkeypatch.setattr(tasks.run_step_turn, "apply_async", apply_async)
+    woken: list[tuple] = []
+    wake = tasks.wake_coordinator.apply_async
+
+    def wake_async(args=None, kwargs=None, *rest, **options):
+        woken.append(tuple(args))
+        return wake(args, kwargs, *rest, **options)
+
+    monkeypatch.setattr(tasks.wake_coordinator, "apply_async", wake_async)
     run = wait_for_run(do_create_run(_chain(), {}, user=owner))
 
     assert run.status == Run.Status.COMPLETED
     assert [step.output for step in run.steps.filter(kind=Step.Kind.STEP).order_by("position")] == ["done"] * 3
-    # Only the first step's turn went through the broker.
-    assert queued == [(run.steps.get(step_id="s1").pk, 1)]
+    # No step's turn went through the broker: the run's start took the
+    # first, each completion the next; and the last one the finish wake.
+    assert queued == []
+    assert woken == []
+    assert [e.type for e in run.events.order_by("seq")][-2:] == ["agent_idle", "workflow_end"]
 
 
 def test_a_worker_that_dies_after_an_eager_start_leaves_the_turn_to_the_sweeper(celery_worker, owner, monkeypatch):
@@ -70,18 +81,19 @@ def test_a_worker_that_dies_after_an_eager_start_leaves_the_turn_to_the_sweeper(
     # takes the broker for one that lost its data and resumes the whole run.
     redis.Redis.from_url(django_settings.CELERY_BROKER_URL).set(BROKER_MARK, "seen")
     run = do_create_run(_chain(), {}, user=owner)
-    s2 = Step.objects.get(pk=wait_for(lambda: handed)[0])
+    # The run's start took its first step eagerly, and the worker died.
+    s1 = Step.objects.get(pk=wait_for(lambda: handed)[0])
 
     # Started with the dead worker's lease on its first turn, and not queued.
-    assert (s2.step_id, s2.status, s2.turns, s2.turn_queued) == ("s2", Step.Status.RUNNING, 0, None)
-    assert s2.lease_owner != "" and s2.lease_expires > timezone.now()
+    assert (s1.step_id, s1.status, s1.turns, s1.turn_queued) == ("s1", Step.Status.RUNNING, 0, None)
+    assert s1.lease_owner != "" and s1.lease_expires > timezone.now()
     # While the lease lasts the sweeper leaves it alone.
     assert do_sweep()["expired"] == 0
 
     monkeypatch.undo()
-    Step.objects.filter(pk=s2.pk).update(lease_expires=timezone.now() - timedelta(seconds=1))
+    Step.objects.filter(pk=s1.pk).update(lease_expires=timezone.now() - timedelta(seconds=1))
     assert do_sweep()["expired"] == 1
     run = wait_for_run(run)
     assert run.status == Run.Status.COMPLETED
     assert run.steps.get(step_id="s3").output == "done"
-    assert run.events.filter(type="lease_expired", step_id="s2").count() == 1
+    assert run.events.filter(type="lease_expired", step_id="s1").count() == 1

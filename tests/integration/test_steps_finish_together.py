@@ -6,8 +6,9 @@ trip (runs/store/last_turn.py), and reads with that write the flags scheduling
 needs; schedule() then decides on those flags without the lock. However the
 turns interleave, the lock orders them and each write sees every turn
 committed before it: exactly one turn, the last, sees every step done and
-asks for the coordinator's finish wake. None would leave the run waiting
-with nothing on the way; two would wake the coordinator twice."""
+asks for the coordinator's finish wake (which its worker runs itself:
+eager continuation). None would leave the run waiting with nothing on the
+way; two would wake the coordinator twice."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest
 from django.db import connection
 
 from agents.router import COORDINATOR
-from runs.actions import do_register_workflow
+from runs.actions import EagerWake, do_register_workflow
 from runs.actions.steps import do_step_turn
 from runs.models import Run, Step
 from runs.store import last_turn
@@ -66,19 +67,21 @@ def test_the_last_of_steps_ending_together_and_only_it_asks_for_the_finish_wake(
 
     monkeypatch.setattr(last_turn, "write", write_together)
 
-    def turn(step_pk: int) -> None:
+    def turn(step_pk: int):
         try:
-            do_step_turn(step_pk, 1)
+            return do_step_turn(step_pk, 1)
         finally:
             connection.close()  # this thread's own connection
 
     steps = list(run.steps.filter(kind=Step.Kind.STEP).values_list("pk", flat=True))
     with ThreadPoolExecutor(WIDTH) as pool:
-        list(pool.map(turn, steps))
+        follows = [follow for follow in pool.map(turn, steps) if follow is not None]
 
     statuses = list(run.steps.filter(kind=Step.Kind.STEP).values_list("status", flat=True))
     assert statuses == [Step.Status.COMPLETED] * WIDTH
-    assert wakes == [run.pk], f"{len(wakes)} finish wakes asked for, not one"
+    assert follows == [EagerWake(run.pk)], f"{len(follows)} finish wakes asked for, not one"
+    assert wakes == []  # the worker runs it: no task
     run.refresh_from_db()
-    assert run.wake_requests == 1
+    # Marked queued: had that worker died, the sweeper would queue it.
+    assert run.wake_requests == 1 and run.wake_queued is not None
     assert run.events.filter(type="step_end").count() == WIDTH
