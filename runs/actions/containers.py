@@ -15,16 +15,21 @@ from django.utils import timezone
 
 from agents import ids
 from agents.expansion import RuntimeStep
+from agents.router import COORDINATOR
 from runs.models import Run, Step
 from runs.store import sql
 
 
-def create_steps(run: Run, runtime_steps: Iterable[RuntimeStep]) -> list[Step]:
+def create_steps(run: Run, runtime_steps: Iterable[RuntimeStep], *, first: bool = False) -> list[Step]:
     """Store runtime steps as Step rows (after the run's existing ones), and a
     row for each repeat-until loop they are the first to enter, in one INSERT
-    (a forEach of 100 items is 100 rows)."""
-    position = (run.steps.aggregate(last=Max("position"))["last"] or 0) + 1
-    existing = set(run.steps.values_list("step_id", flat=True))
+    (a forEach of 100 items is 100 rows). ``first``: the run's first steps,
+    created when it starts, after its coordinator (at position 0) only."""
+    if first:
+        position, existing = 1, {COORDINATOR}
+    else:
+        position = (run.steps.aggregate(last=Max("position"))["last"] or 0) + 1
+        existing = set(run.steps.values_list("step_id", flat=True))
     created: list[Step] = []
     for runtime in runtime_steps:
         loop_id = repeat_loop_of(runtime.runtime_id)

@@ -166,7 +166,8 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
     # from one step; with several senders it is unclear whom a forward answers.
     senders = {message.sender for message in inbox}
     context = senders.pop() if len(senders) == 1 else None
-    router = router_for(run.pk, finishing=reason == "finish", context_sender=context, uow=uow)
+    # The run as this wake read it: a run that ends meanwhile is found by uow.lock() below.
+    router = router_for(run, finishing=reason == "finish", context_sender=context, uow=uow)
     budget = spec.options.budget.coordinator_tokens
     deadline = run_deadline(run, spec.options)
     for round_no in range(MAX_COORDINATOR_ROUNDS):

@@ -75,7 +75,7 @@ def do_start_run(run_id: int, worker: str | None = None) -> Eager | None:
             error = f"could not start: {exc}"
             transaction.on_commit(lambda: do_fail_run(run_id, error))
             return None
-        create_steps(run, runtime)
+        create_steps(run, runtime, first=True)
         DjangoEventSink(run.pk).emit(
             RuntimeEvent(
                 "workflow_start",

@@ -153,7 +153,9 @@ def _start_ready_steps(run_id: int, finished: str | None, worker: str | None = N
     """A scheduling pass under the run's lock; with ``worker``, the step
     started with its first turn claimed for it, if exactly one started."""
     claimed = None
-    with transaction.atomic():
+    # No savepoint inside a run's start (its caller's transaction): nothing
+    # here is rolled back on its own.
+    with transaction.atomic(savepoint=False):
         run = Run.objects.select_for_update().select_related("workflow").get(pk=run_id)
         if run.status != Run.Status.RUNNING or run.coordinator_busy or coordinator_has_mail(run.pk):
             return None
