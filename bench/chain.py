@@ -10,6 +10,11 @@ coordinator's finish wake); bare Celery's from sending a `celery.chain` of 20
 immutable no-op signatures to the last no-op done (each link is published by
 the worker that ran the one before, as Celery chains are).
 
+Each pair is also run at 40 steps and 40 no-ops: the difference, per step
+past the 20th, is what one more step costs, without the run's start and the
+coordinator's finish (a model's turn, with a real model), which a bare chain
+has nothing like. Those rows have no target: they say where the time goes.
+
 With Redis and PostgreSQL: one `celery -A zenweb worker` process and one
 `celery -A bench.bare_celery worker` process, started as the Procfile starts
 them (bench.common), both up at once; a bare chain and a zenweb run
@@ -38,15 +43,18 @@ from bench.common import (
 )
 
 LENGTH = 20
+LONG = 2 * LENGTH  # the longer chain of each pair (see the module's docstring)
 TARGET = Target("<=", 1.5, "<= 1.5x")
 # A chain takes a fraction of a second, so more pairs than the fan-out's 7
 # fit in the same budget, and the machine's moods average out better.
 MIN_PAIRS = 15
 EMBEDDED_CONCURRENCY = 4  # ZENWEB_EMBEDDED_CONCURRENCY's default
 
-WORKFLOW_YAML = f"""\
-# bench/chain.py: {LENGTH} steps, each depending on the one before.
-name: bench-chain
+
+def workflow_yaml(length: int) -> str:
+    return f"""\
+# bench/chain.py: {length} steps, each depending on the one before.
+name: bench-chain-{length}
 agents:
   worker:
     provider: scripted
@@ -54,12 +62,16 @@ agents:
 steps:
   - {{id: s1, agent: worker, instructions: "Step 1."}}
 """ + "".join(
-    f'  - {{id: s{n}, agent: worker, instructions: "Step {n}.", dependsOn: [s{n - 1}]}}\n' for n in range(2, LENGTH + 1)
-)
+        f'  - {{id: s{n}, agent: worker, instructions: "Step {n}.", dependsOn: [s{n - 1}]}}\n'
+        for n in range(2, length + 1)
+    )
 
 
-def run_to_end(workflow, timeout: float = 300) -> float:
-    """Seconds from do_create_run to a completed run of all LENGTH steps."""
+WORKFLOW_YAML = workflow_yaml(LENGTH)
+
+
+def run_to_end(workflow, length: int = LENGTH, timeout: float = 300) -> float:
+    """Seconds from do_create_run to a completed run of all ``length`` steps."""
     import time
 
     from runs.actions import do_create_run
@@ -70,16 +82,19 @@ def run_to_end(workflow, timeout: float = 300) -> float:
     status = wait_for_terminal(run.pk, timeout)
     elapsed = time.perf_counter() - start
     completed = Step.objects.filter(run=run, kind=Step.Kind.STEP, status=Step.Status.COMPLETED).count()
-    if status != Run.Status.COMPLETED or completed != LENGTH:
+    if status != Run.Status.COMPLETED or completed != length:
         error = Run.objects.values_list("error", flat=True).get(pk=run.pk)
         raise RuntimeError(f"run {run.pk} ended {status} with {completed} steps completed: {error}")
     return elapsed
 
 
-def drive_pairs(yaml_path: str, repeats: int, budget: float, embedded: bool = False) -> dict[str, list[float]]:
+def drive_pairs(
+    yaml_path: str, long_yaml_path: str, repeats: int, budget: float, embedded: bool = False
+) -> dict[str, list[float]]:
     """In a child process, with both workers up (or, ``embedded``, started
     here as threads): a warm-up of each, then a bare chain and a zenweb run
-    alternately, ``repeats`` pairs (fewer past ``budget`` seconds)."""
+    alternately, ``repeats`` pairs (fewer past ``budget`` seconds), each
+    pair at LENGTH and at LONG."""
     from bench import bare_celery
     from runs.actions import do_register_workflow
 
@@ -89,18 +104,31 @@ def drive_pairs(yaml_path: str, repeats: int, budget: float, embedded: bool = Fa
         start_worker_thread(EMBEDDED_CONCURRENCY)
         bare_celery.start_worker_thread(EMBEDDED_CONCURRENCY)
     workflow, _ = do_register_workflow(Path(yaml_path).read_text(), yaml_path)
+    long_workflow, _ = do_register_workflow(Path(long_yaml_path).read_text(), long_yaml_path)
     bare_celery.chain_and_wait(LENGTH)
     run_to_end(workflow)
-    zenweb: list[float] = []
-    bare: list[float] = []
-    while not zenweb or (len(zenweb) < repeats and sum(zenweb) + sum(bare) + max(zenweb) <= budget):
-        bare.append(bare_celery.chain_and_wait(LENGTH))
-        zenweb.append(run_to_end(workflow))
-    return {"zenweb": zenweb, "bare": bare}
+    walls: dict[str, list[float]] = {"zenweb": [], "bare": [], "zenweb_long": [], "bare_long": []}
+
+    def another_fits() -> bool:
+        # One more pair takes about what the pairs so far took on average.
+        pairs = len(walls["zenweb"])
+        spent = sum(sum(values) for values in walls.values())
+        return pairs < repeats and spent * (pairs + 1) / pairs <= budget
+
+    while not walls["zenweb"] or another_fits():
+        walls["bare"].append(bare_celery.chain_and_wait(LENGTH))
+        walls["zenweb"].append(run_to_end(workflow))
+        walls["bare_long"].append(bare_celery.chain_and_wait(LONG))
+        walls["zenweb_long"].append(run_to_end(long_workflow, LONG))
+    return walls
 
 
 def _rows(layout: str, walls: dict[str, list[float]], note: str, ctx: Context) -> list[Result]:
     zenweb, bare = walls["zenweb"], walls["bare"]
+    added = LONG - LENGTH
+    # Per step past the LENGTH-th, each pair's own (the machine's speed swings between pairs).
+    zenweb_more = [(long - short) * 1000 / added for short, long in zip(zenweb, walls["zenweb_long"], strict=True)]
+    bare_more = [(long - short) * 1000 / added for short, long in zip(bare, walls["bare_long"], strict=True)]
     wanted = max(ctx.repeats, MIN_PAIRS)
     timed = f"; {len(zenweb)} of {wanted} pairs timed (--budget {ctx.budget:.0f} s)" if len(zenweb) < wanted else ""
     return [
@@ -133,12 +161,42 @@ def _rows(layout: str, walls: dict[str, list[float]], note: str, ctx: Context) -
             note=f"{LENGTH} steps each depending on the one before; "
             "each zenweb run over the bare Celery chain just before it",
         ),
+        Result(
+            "chain",
+            f"chain: each step past the {LENGTH}th, zenweb",
+            layout,
+            "ms",
+            zenweb_more,
+            higher_is_better=False,
+            note=f"({LONG}-step wall - {LENGTH}-step wall) / {added}, each pair's: a step's cost "
+            "without the run's start and finish",
+        ),
+        Result(
+            "chain",
+            f"chain: each no-op past the {LENGTH}th, bare Celery",
+            layout,
+            "ms",
+            bare_more,
+            higher_is_better=False,
+            note=f"({LONG}-task wall - {LENGTH}-task wall) / {added}, each pair's",
+        ),
+        Result(
+            "chain",
+            f"each step past the {LENGTH}th, zenweb / bare Celery",
+            layout,
+            "x",
+            [more / bare_step for more, bare_step in zip(zenweb_more, bare_more, strict=True) if bare_step > 0],
+            higher_is_better=False,
+            note="no target: the row above the issue's figure, without start and finish",
+        ),
     ]
 
 
 def measure(ctx: Context) -> list[Result]:
     yaml_path = ctx.tmp / "bench-chain.yaml"
     yaml_path.write_text(WORKFLOW_YAML)
+    long_yaml_path = ctx.tmp / "bench-chain-long.yaml"
+    long_yaml_path.write_text(workflow_yaml(LONG))
     repeats = max(ctx.repeats, MIN_PAIRS)
     if ctx.pg_problem or ctx.redis_problem:
         why = " and ".join(name for name, p in (("PostgreSQL", ctx.pg_problem), ("Redis", ctx.redis_problem)) if p)
@@ -148,6 +206,7 @@ def measure(ctx: Context) -> list[Result]:
             "drive_pairs",
             backend.env,
             yaml_path=str(yaml_path),
+            long_yaml_path=str(long_yaml_path),
             repeats=repeats,
             budget=ctx.budget,
             embedded=True,
@@ -167,7 +226,13 @@ def measure(ctx: Context) -> list[Result]:
         worker_processes("bench.bare_celery", 1, bare_env, logs / "chain-bare"),
     ):
         walls = run_child(
-            "bench.chain", "drive_pairs", bare_env, yaml_path=str(yaml_path), repeats=repeats, budget=ctx.budget
+            "bench.chain",
+            "drive_pairs",
+            bare_env,
+            yaml_path=str(yaml_path),
+            long_yaml_path=str(long_yaml_path),
+            repeats=repeats,
+            budget=ctx.budget,
         )
     clear_redis_queues("celery", QUEUE)
     trouble = log_trouble(logs / "chain-zenweb") or log_trouble(logs / "chain-bare")
