@@ -14,6 +14,7 @@ from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import F
 
 from agents import coordinator_prompts as prompts
+from agents.core import machine
 from agents.events import Event as RuntimeEvent
 from agents.llm import CompletionRequest, ProviderError, tokens
 from agents.router import COORDINATOR, DoubleDrainError, DropReason, RouterMessage
@@ -26,7 +27,7 @@ from runs.actions.common import Limits, provider_for, router_for, save_turn, war
 from runs.actions.deadlines import enforce_budget_after_commit
 from runs.actions.ending import do_fail_run, do_finish_run
 from runs.actions.model_calls import model_call
-from runs.actions.scheduling import all_done, coordinator_has_mail, plans_first, schedule
+from runs.actions.scheduling import coordinator_has_mail, plans_first, schedule
 from runs.actions.tooling import tool_env, tools_for
 from runs.models import Run, Step
 from runs.store.events import DjangoEventSink
@@ -76,7 +77,7 @@ def do_coordinator_wake(run_id: int) -> None:
                 _coordinator_rounds(run, "plan", [], steps)
             elif inbox and not _over_wake_cap(run):
                 _coordinator_rounds(run, "messages", inbox, steps)
-            elif all_done(steps) and not coordinator_has_mail(run_id):
+            elif _all_done(run, steps) and not coordinator_has_mail(run_id):
                 # A coordinator that already called finalize has said its last word.
                 if not run.result:
                     _coordinator_rounds(run, "finish", [], steps)
@@ -100,6 +101,13 @@ def do_coordinator_wake(run_id: int) -> None:
     except Exception as exc:
         log.exception("coordinator wake of run %s failed", run_id)
         do_fail_run(run_id, f"coordinator: internal error: {type(exc).__name__}: {exc}")
+
+
+def _all_done(run: Run, steps: list[Step]) -> bool:
+    """The state machine's rule (agents.core.machine.all_done): every step
+    terminal and none being resumed."""
+    states = tuple(machine.StepState(step.step_id, step.status, resuming=step.resuming) for step in steps)
+    return machine.all_done(machine.RunState(status=run.status, steps=states))
 
 
 def release_wake(run_id: int) -> None:

@@ -225,11 +225,6 @@ def _plans_first(run_id: int, spec: WorkflowSpec) -> bool:
     return Step.objects.filter(run_id=run_id, step_id=COORDINATOR, turns=0).exists()
 
 
-def all_done(steps: list[Step]) -> bool:
-    """Every step terminal and none being resumed."""
-    return all(step.is_terminal and not step.resuming for step in steps)
-
-
 def _start_steps(run_id: int, steps: list) -> None:
     """Start ``steps``: each pending one becomes running (a conditional
     UPDATE: a step another pass started is left alone) with its step_start
