@@ -79,6 +79,11 @@ def run_step_turn(self: Task, step_pk: int, turn: int, release: list[str] | None
             # An attempt a connection error stopped held the turn's lease: it gave it up.
             leases.release(step_pk, owner)
         follow = actions.do_step_turn(step_pk, turn)
+        if release and follow is None:
+            # An earlier attempt lost its connection, perhaps after its turn
+            # committed, in what follows it (a successor's start, the
+            # coordinator's wake): decided again here, nothing happens twice.
+            actions.do_schedule_run_of(step_pk)
     except CONNECTION_ERRORS as exc:
         retry_after(self, exc, release=_holders(release or []))
     except Exception as exc:

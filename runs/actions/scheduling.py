@@ -112,6 +112,14 @@ def schedule(
     return None
 
 
+def do_schedule_run_of(step_pk: int) -> None:
+    """Schedule the run of step ``step_pk`` (see schedule): for a task that
+    cannot tell whether an earlier attempt got that far."""
+    run_id = Step.objects.filter(pk=step_pk).values_list("run_id", flat=True).first()
+    if run_id is not None:
+        schedule(run_id)
+
+
 def decides_without_lock(spec: WorkflowSpec) -> bool:
     """Whether a completion in a run of ``spec`` may be decided on without
     the run's lock (from the steps read once after it committed): not when

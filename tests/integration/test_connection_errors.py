@@ -88,3 +88,76 @@ def test_a_run_completes_through_dropped_connections(celery_worker, blips, owner
         workspace = settings.ZENWEB_WORKSPACES / f"run-{run.pk}"
         assert (workspace / "effects.log").read_text() == "once\n"
         assert ToolCall.objects.get(run=run, name="run_shell").status == ToolCall.Status.DONE
+
+
+class FailsOnce:
+    """Makes the ``nth`` statement of a worker thread that contains ``text``
+    fail as a dropped connection does."""
+
+    def __init__(self, text: str, nth: int) -> None:
+        self.text, self.nth = text, nth
+        self.seen = 0
+        self._lock = threading.Lock()
+
+    @property
+    def hit(self) -> bool:
+        return self.seen >= self.nth
+
+    def __call__(self, execute, sql, params, many, context):
+        if threading.current_thread() is not threading.main_thread() and self.text in sql:
+            with self._lock:
+                self.seen += 1
+                fire = self.seen == self.nth
+            if fire:
+                raise OperationalError("server closed the connection unexpectedly")
+        return execute(sql, params, many, context)
+
+    def install(self, sender, connection, **kwargs) -> None:
+        if self not in connection.execute_wrappers:
+            connection.execute_wrappers.append(self)
+
+
+# What follows a committed turn, run after its commit (the statement, and
+# which of the run's statements with it): the successor's start (SQLite's
+# statement; the first starts step one, in the run's start), and the request
+# for the coordinator's finish wake.
+AFTER_COMMIT = {
+    "successor start": ('"turn_queued" = %s WHERE id IN', 2),
+    "finish wake": ("wake_requests = wake_requests + 1", 1),
+}
+
+
+# On PostgreSQL: a successor starts with its first turn claimed (the first
+# such statement starts step one), each step after the first is taken
+# eagerly, and the last one's worker runs the finish wake itself.
+AFTER_COMMIT_PG = {
+    "successor start": ("turn_queued = NULL FROM", 2),
+    "finish wake": ("wake_requests = wake_requests + 1", 1),
+}
+
+
+@pytest.mark.parametrize("lost", AFTER_COMMIT)
+def test_a_connection_lost_after_a_turn_committed_loses_nothing_that_follows_it(celery_worker, owner, lost):
+    _run_losing(FailsOnce(*AFTER_COMMIT[lost]), owner)
+
+
+@pytest.mark.services
+@pytest.mark.parametrize("lost", AFTER_COMMIT_PG)
+def test_on_postgresql_a_connection_lost_after_a_turn_committed_loses_nothing(celery_worker, owner, lost):
+    _run_losing(FailsOnce(*AFTER_COMMIT_PG[lost]), owner)
+
+
+def _run_losing(fails: FailsOnce, owner) -> None:
+    connection_created.connect(fails.install, weak=False)
+    try:
+        run = do_create_run(register("durability/quick_chain"), {}, user=owner)
+        # Well within ZENWEB_RESUME_AFTER: found by the task's retry, not a resume.
+        run = wait_for_run(run, timeout=20)
+    finally:
+        connection_created.disconnect(fails.install)
+
+    assert fails.hit, f"{fails.seen} statements had {fails.text!r}: the test injected nothing"
+    assert run.status == "completed", run.error
+    assert list(run.steps.filter(kind=Step.Kind.STEP).values_list("status", flat=True)) == ["completed"] * 2
+    assert not run.events.filter(type="run_resumed").exists()
+    assert run.events.order_by("-seq").values_list("type", flat=True)[0] == "workflow_end"
