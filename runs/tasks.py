@@ -41,10 +41,7 @@ RETRYING = {"bind": True, "max_retries": MAX_RETRIES}
 def retry_after(task: Task, exc: Exception, **kwargs) -> None:
     """Retry ``task`` (with ``kwargs`` added to its own) after a connection
     error: close the broken connection, wait longer each time. Raises."""
-    try:
-        connection.close()
-    except CONNECTION_ERRORS:
-        pass  # it is gone either way
+    _close_connection()
     retries = task.request.retries
     delay = min(MAX_RETRY_DELAY, FIRST_RETRY_DELAY * 2**retries) * random.uniform(0.8, 1.2)
     log.warning(
@@ -108,12 +105,7 @@ def _continue_eagerly(follow: actions.Eager | None) -> None:
         try:
             follow = actions.do_eager_turn(follow)
         except CONNECTION_ERRORS as exc:
-            log.warning("step %s: database connection lost (%s); its first turn goes to a task", step_pk, exc)
-            try:
-                connection.close()
-            except CONNECTION_ERRORS:
-                pass  # it is gone either way
-            run_step_turn.apply_async((step_pk, 1), {"release": _holders([])}, countdown=FIRST_RETRY_DELAY)
+            _hand_to_task(run_step_turn, (step_pk, 1), {"release": _holders([])}, f"step {step_pk}'s first turn", exc)
             return
         except Exception as exc:
             log.exception("turn 1 of step %s failed", step_pk)
@@ -126,12 +118,22 @@ def _wake_here(run_id: int) -> None:
     try:
         actions.do_coordinator_wake(run_id)
     except CONNECTION_ERRORS as exc:
-        log.warning("run %s: database connection lost (%s); its coordinator's wake goes to a task", run_id, exc)
-        try:
-            connection.close()
-        except CONNECTION_ERRORS:
-            pass  # it is gone either way
-        wake_coordinator.apply_async((run_id,), {"release": True}, countdown=FIRST_RETRY_DELAY)
+        _hand_to_task(wake_coordinator, (run_id,), {"release": True}, f"run {run_id}'s coordinator wake", exc)
+
+
+def _hand_to_task(task: Task, args: tuple, kwargs: dict, what: str, exc: Exception) -> None:
+    """Work done eagerly that lost its database connection goes to a task of
+    its own, as a retry of its task would (``kwargs`` say what to release)."""
+    log.warning("%s: database connection lost (%s); it goes to a task", what, exc)
+    _close_connection()
+    task.apply_async(args, kwargs, countdown=FIRST_RETRY_DELAY)
+
+
+def _close_connection() -> None:
+    try:
+        connection.close()
+    except CONNECTION_ERRORS:
+        pass  # it is gone either way
 
 
 @shared_task

@@ -150,11 +150,7 @@ def _start_without_lock(
         return None if decisions else 0
     if start.needs_run_lock:
         return None
-    by_id = {row.step_id: row for row in rows}
-    if worker and len(start.step_ids) == 1:
-        return _start_claimed(run_id, by_id[start.step_ids[0]], worker) or 0
-    _start_steps(run_id, [by_id[step_id] for step_id in start.step_ids])
-    return 0
+    return _start(run_id, rows, start.step_ids, worker) or 0
 
 
 def _start_ready_steps(run_id: int, finished: str | None, worker: str | None = None) -> Step | None:
@@ -172,12 +168,9 @@ def _start_ready_steps(run_id: int, finished: str | None, worker: str | None = N
         coordinator = machine.CoordinatorState(plans_first=_plans_first(run.pk, spec))
         state = run_state(run.status, rows, spec, coordinator)
         happened = machine.StepEnded(finished, Step.Status.COMPLETED) if finished else machine.StepsChanged()
-        by_id = {row.step_id: row for row in rows}
         for decision in machine.decide(state, happened):
-            if isinstance(decision, machine.StartSteps) and worker and len(decision.step_ids) == 1:
-                claimed = _start_claimed(run.pk, by_id[decision.step_ids[0]], worker)
-            elif isinstance(decision, machine.StartSteps):
-                _start_steps(run.pk, [by_id[step_id] for step_id in decision.step_ids])
+            if isinstance(decision, machine.StartSteps):
+                claimed = _start(run.pk, rows, decision.step_ids, worker) or claimed
             elif isinstance(decision, machine.WakeCoordinator):
                 request_coordinator_wake(run.pk)
     return claimed
@@ -231,6 +224,17 @@ def _plans_first(run_id: int, spec: WorkflowSpec) -> bool:
     if not _spawns_workers(spec):
         return False
     return Step.objects.filter(run_id=run_id, step_id=COORDINATOR, turns=0).exists()
+
+
+def _start(run_id: int, rows: list[StepRow], step_ids: tuple[str, ...], worker: str | None) -> Step | None:
+    """Start the steps ``step_ids`` of ``rows``: one, with ``worker``, with
+    its first turn claimed for that worker (returned, loaded for the turn);
+    else with their first turns queued."""
+    by_id = {row.step_id: row for row in rows}
+    if worker and len(step_ids) == 1:
+        return _start_claimed(run_id, by_id[step_ids[0]], worker)
+    _start_steps(run_id, [by_id[step_id] for step_id in step_ids])
+    return None
 
 
 def _start_steps(run_id: int, steps: list) -> None:

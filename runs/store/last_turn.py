@@ -31,9 +31,6 @@ before it started.
 
 from __future__ import annotations
 
-from datetime import datetime
-
-from agents.events import Event as RuntimeEvent
 from runs.models import Step
 from runs.store import sql
 
@@ -44,29 +41,10 @@ def applies() -> bool:
     return sql.can_pipeline()
 
 
-def write(
-    step: Step,
-    turn: int,
-    transcript: list,
-    tokens: tuple[int, int],
-    completed: dict,
-    events: list[tuple[RuntimeEvent, datetime]],
-    *,
-    with_steps: bool = False,
-) -> sql.LastTurnWritten | None:
-    """Record turn ``turn`` of ``step`` as its last: store ``transcript``,
-    add ``tokens`` (prompt, completion), set ``completed`` (field -> value),
-    close its mailbox (a closed mailbox keeps its reason) and store
-    ``events`` (each with its creation time), in one committed transaction.
-    ``completed`` sets the step's status.
-
-    Returns the seq of the last event, the run's scheduling state as
-    sql.schedule_state gives it, this step counted done, and (``with_steps``,
-    when a step is pending) the run's step rows as sql.step_rows reads
-    them, this step completed; None, having
-    written nothing, if the step has unread mail or is no longer running
-    turn ``turn`` (its ``turns`` is not ``turn - 1``)."""
-    return sql.write_last_turn(step, turn, transcript, tokens, completed, events, with_steps=with_steps)
+# Records turn ``turn`` of ``step`` as its last, in one committed
+# transaction: see sql.write_last_turn (the statement, its parameters and
+# what it returns).
+write = sql.write_last_turn
 
 
 def save(

@@ -19,22 +19,21 @@ from tests.conftest import assert_gapless, register, wait_for_run
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-class ConnectionBlips:
-    """Makes the next statement a worker thread runs fail as a dropped
-    connection does, each time it is armed (the test's own thread is spared)."""
+class Dropper:
+    """An execute wrapper on every new connection that makes the statements
+    a worker thread runs fail as a dropped connection does, when ``fires``
+    says so (the test's own thread is spared)."""
 
     def __init__(self) -> None:
-        self.armed = 0
-        self.hit: list[str] = []
         self._lock = threading.Lock()
+
+    def fires(self, sql: str) -> bool:
+        raise NotImplementedError
 
     def __call__(self, execute, sql, params, many, context):
         if threading.current_thread() is not threading.main_thread():
             with self._lock:
-                fire = self.armed > 0
-                if fire:
-                    self.armed -= 1
-                    self.hit.append(sql.split(None, 3)[:3][-1][:40])
+                fire = self.fires(sql)
             if fire:
                 raise OperationalError("server closed the connection unexpectedly")
         return execute(sql, params, many, context)
@@ -42,6 +41,22 @@ class ConnectionBlips:
     def install(self, sender, connection, **kwargs) -> None:
         if self not in connection.execute_wrappers:
             connection.execute_wrappers.append(self)
+
+
+class ConnectionBlips(Dropper):
+    """Makes the next statement a worker thread runs fail, each time it is armed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = 0
+        self.hit: list[str] = []
+
+    def fires(self, sql: str) -> bool:
+        if self.armed <= 0:
+            return False
+        self.armed -= 1
+        self.hit.append(sql.split(None, 3)[:3][-1][:40])
+        return True
 
 
 @pytest.fixture
@@ -90,31 +105,23 @@ def test_a_run_completes_through_dropped_connections(celery_worker, blips, owner
         assert ToolCall.objects.get(run=run, name="run_shell").status == ToolCall.Status.DONE
 
 
-class FailsOnce:
-    """Makes the ``nth`` statement of a worker thread that contains ``text``
-    fail as a dropped connection does."""
+class FailsOnce(Dropper):
+    """Makes the ``nth`` statement of a worker thread that contains ``text`` fail."""
 
     def __init__(self, text: str, nth: int) -> None:
+        super().__init__()
         self.text, self.nth = text, nth
         self.seen = 0
-        self._lock = threading.Lock()
 
     @property
     def hit(self) -> bool:
         return self.seen >= self.nth
 
-    def __call__(self, execute, sql, params, many, context):
-        if threading.current_thread() is not threading.main_thread() and self.text in sql:
-            with self._lock:
-                self.seen += 1
-                fire = self.seen == self.nth
-            if fire:
-                raise OperationalError("server closed the connection unexpectedly")
-        return execute(sql, params, many, context)
-
-    def install(self, sender, connection, **kwargs) -> None:
-        if self not in connection.execute_wrappers:
-            connection.execute_wrappers.append(self)
+    def fires(self, sql: str) -> bool:
+        if self.text not in sql:
+            return False
+        self.seen += 1
+        return self.seen == self.nth
 
 
 # What follows a committed turn, run after its commit (the statement, and

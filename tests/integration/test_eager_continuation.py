@@ -40,23 +40,22 @@ def _chain():
     return workflow
 
 
-def test_a_chain_runs_its_steps_and_its_finish_without_queueing_them(celery_worker, owner, monkeypatch):
-    queued: list[tuple] = []
-    publish = tasks.run_step_turn.apply_async
+def _recorded(monkeypatch, task) -> list[tuple]:
+    """The arguments of each ``task`` queued from now on (still queued)."""
+    calls: list[tuple] = []
+    publish = task.apply_async
 
     def apply_async(args=None, kwargs=None, *rest, **options):
-        queued.append(tuple(args))
+        calls.append(tuple(args))
         return publish(args, kwargs, *rest, **options)
 
-    monkeypatch.setattr(tasks.run_step_turn, "apply_async", apply_async)
-    woken: list[tuple] = []
-    wake = tasks.wake_coordinator.apply_async
+    monkeypatch.setattr(task, "apply_async", apply_async)
+    return calls
 
-    def wake_async(args=None, kwargs=None, *rest, **options):
-        woken.append(tuple(args))
-        return wake(args, kwargs, *rest, **options)
 
-    monkeypatch.setattr(tasks.wake_coordinator, "apply_async", wake_async)
+def test_a_chain_runs_its_steps_and_its_finish_without_queueing_them(celery_worker, owner, monkeypatch):
+    queued = _recorded(monkeypatch, tasks.run_step_turn)
+    woken = _recorded(monkeypatch, tasks.wake_coordinator)
     run = wait_for_run(do_create_run(_chain(), {}, user=owner))
 
     assert run.status == Run.Status.COMPLETED

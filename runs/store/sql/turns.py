@@ -61,7 +61,8 @@ def write_last_turn(
     with_steps: bool = False,
 ) -> LastTurnWritten | None:
     """The run's lock, then one statement that records turn ``turn`` of
-    ``step``, completes it with ``completed`` (field -> value), closes its
+    ``step``, completes it with ``completed`` (field -> value, the status
+    among them), closes its
     mailbox, stores ``events`` numbered after the run's last and reads what
     scheduling needs (``with_steps``: the run's step rows too, if a step is
     pending): sent at once and committed (PostgreSQL, outside any
