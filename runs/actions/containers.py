@@ -24,13 +24,24 @@ def create_steps(run: Run, runtime_steps: Iterable[RuntimeStep], *, first: bool 
     """Store runtime steps as Step rows (after the run's existing ones), and a
     row for each repeat-until loop they are the first to enter, in one INSERT
     (a forEach of 100 items is 100 rows). ``first``: the run's first steps,
-    created when it starts, after its coordinator (at position 0) only."""
+    created when it starts, after its coordinator (at position 0, created
+    with them, running)."""
+    created: list[Step] = []
     if first:
         position, existing = 1, {COORDINATOR}
+        created.append(
+            Step(
+                run=run,
+                step_id=COORDINATOR,
+                kind=Step.Kind.COORDINATOR,
+                agent=COORDINATOR,
+                status=Step.Status.RUNNING,
+                started=timezone.now(),
+            )
+        )
     else:
         position = (run.steps.aggregate(last=Max("position"))["last"] or 0) + 1
         existing = set(run.steps.values_list("step_id", flat=True))
-    created: list[Step] = []
     for runtime in runtime_steps:
         loop_id = repeat_loop_of(runtime.runtime_id)
         if loop_id and loop_id not in existing:

@@ -11,7 +11,6 @@ import json
 import logging
 
 from django.db import InterfaceError, OperationalError, transaction
-from django.db.models import F
 
 from agents import coordinator_prompts as prompts
 from agents.core import machine
@@ -30,6 +29,7 @@ from runs.actions.model_calls import model_call
 from runs.actions.scheduling import coordinator_has_mail, plans_first, schedule
 from runs.actions.tooling import tool_env, tools_for
 from runs.models import Run, Step
+from runs.store import sql
 from runs.store.events import DjangoEventSink
 from runs.store.mailboxes import DjangoMailboxStore
 from runs.store.sql import lock_run
@@ -123,8 +123,7 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
     sink = DjangoEventSink(run.pk)
     with transaction.atomic():
         lock_run(run.pk)
-        Step.objects.filter(pk=coordinator.pk).update(turns=F("turns") + 1)
-        coordinator.refresh_from_db(fields=["turns"])
+        (coordinator.turns,) = sql.update_returning(Step, coordinator.pk, {}, {"turns": 1}, ["turns"])
         data = {"reason": reason, "cycle": coordinator.turns, "messages": len(inbox)}
         sink.emit(RuntimeEvent("agent_wake", COORDINATOR, data))
         cap = Limits.of(run).coordinator_wake_cycles
@@ -220,17 +219,26 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
                 summary = result.output.strip()[:MAX_MESSAGE_CHARS]
                 uow.sink.emit(RuntimeEvent("coordinator_synthesis", COORDINATOR, {"summary": summary}))
                 Run.objects.filter(pk=run.pk).update(result=summary)
+            # finalize is the coordinator's last word: the model is not asked
+            # again to read its "finalized" (a request nobody needs, and tokens).
+            last = result.status != "failed" and (result.status == "completed" or result.finalized is not None)
+            if last:
+                uow.sink.emit(_idle(coordinator))
         if result.status == "failed":
             do_fail_run(run.pk, f"coordinator: {result.error}")
             return
         turn.transcript = result.transcript
         turn.env.workers += sum(1 for call in result.tool_calls if call.name == "spawn_worker" and call.ok)
-        # finalize is the coordinator's last word: the model is not asked
-        # again to read its "finalized" (a request nobody needs, and tokens).
-        if result.status == "completed" or result.finalized is not None:
-            break
+        if last:
+            return
     with transaction.atomic():
-        sink.emit(RuntimeEvent("agent_idle", COORDINATOR, {"cycle": coordinator.turns}))
+        sink.emit(_idle(coordinator))
+
+
+def _idle(coordinator: Step) -> RuntimeEvent:
+    """The end of a wake: with its last round's writes, or on its own after
+    MAX_COORDINATOR_ROUNDS."""
+    return RuntimeEvent("agent_idle", COORDINATOR, {"cycle": coordinator.turns})
 
 
 def _owes_workers(turn: AgentTurn) -> bool:

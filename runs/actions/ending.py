@@ -22,12 +22,13 @@ from runs.actions.pending import deliver_result
 from runs.actions.tool_tasks import stop_unfinished_calls
 from runs.models import Approval, Run, Step, ToolCall
 from runs.store.events import DjangoEventSink
+from runs.store.sql import left_open
 
 
 def do_block_run(run_id: int, reason: str) -> None:
     """End a run whose destructive work was rejected or lapsed: ``blocked``."""
     with transaction.atomic():
-        run = Run.objects.select_for_update().get(pk=run_id)
+        run = _locked(run_id)
         if run.is_terminal:
             return
         run.status = Run.Status.BLOCKED
@@ -42,7 +43,7 @@ def do_finish_run(run_id: int) -> None:
     partial (if some step completed) or failed; skipped steps do not count
     against it."""
     with transaction.atomic():
-        run = Run.objects.select_for_update().get(pk=run_id)
+        run = _locked(run_id)
         if run.is_terminal:
             return
         rows = run.steps.exclude(kind=Step.Kind.COORDINATOR).order_by("position")
@@ -60,7 +61,7 @@ def do_finish_run(run_id: int) -> None:
 def do_fail_run(run_id: int, error: str) -> None:
     """Stop a run that cannot go on: unfinished steps are cancelled."""
     with transaction.atomic():
-        run = Run.objects.select_for_update().get(pk=run_id)
+        run = _locked(run_id)
         if run.is_terminal:
             return
         DjangoEventSink(run.pk).emit(RuntimeEvent("error", "", {"error": error}))
@@ -75,7 +76,7 @@ def do_cancel_run(run_id: int, reason: str = "cancelled") -> bool:
     queued tasks find nothing to do), unread messages and every later send
     drop as workflow-cancelled. False if the run had already ended."""
     with transaction.atomic():
-        run = Run.objects.select_for_update().get(pk=run_id)
+        run = _locked(run_id)
         if run.is_terminal:
             return False
         run.status = Run.Status.CANCELLED
@@ -86,8 +87,13 @@ def do_cancel_run(run_id: int, reason: str = "cancelled") -> bool:
     return True
 
 
+def _locked(run_id: int) -> Run:
+    """Run ``run_id`` with its workflow (its router reads it), the run's row locked."""
+    return Run.objects.select_for_update(of=("self",)).select_related("workflow").get(pk=run_id)
+
+
 def _stop_unfinished_steps(run: Run, reason: DropReason) -> None:
-    router = router_for(run.pk)
+    router = router_for(run, run_locked=True)
     for step in run.steps.exclude(status__in=Step.TERMINAL).exclude(kind=Step.Kind.COORDINATOR):
         step.status = Step.Status.CANCELLED
         step.finished = timezone.now()
@@ -116,16 +122,22 @@ def _end_run(run: Run) -> None:
     said = Case(When(error="", then=Value(why)), default=F("error"), output_field=TextField())
     run.steps.filter(kind=Step.Kind.COORDINATOR).update(status=ended, finished=run.finished, error=said)
     Step.objects.filter(run=run, resuming=True).update(resuming=False)
-    router_for(run.pk).close(COORDINATOR, DropReason.TARGET_TERMINAL)
-    # A worker still running one of its calls finds it closed and writes nothing after the end.
-    stop_unfinished_calls(run.pk, f"the run ended {run.status}")
-    # Work that ended needs no decision any more; its lapses come before the end.
-    lapse_pending(run.pk, f"the run ended {run.status}")
+    router_for(run, run_locked=True).close(COORDINATOR, DropReason.TARGET_TERMINAL)
+    # What else the end closes, read at once: most runs leave none of it.
+    left = left_open(run.pk)
+    if left.calls or left.executions:
+        # A worker still running one of its calls finds it closed and writes nothing after the end.
+        stop_unfinished_calls(run.pk, f"the run ended {run.status}")
+    if left.approvals:
+        # Work that ended needs no decision any more; its lapses come before the end.
+        lapse_pending(run.pk, f"the run ended {run.status}")
     DjangoEventSink(run.pk).emit(
         RuntimeEvent("workflow_end", "", {"status": run.status, "result": run.result, "error": run.error})
     )
-    cancel_children_after_commit(run)
-    finish_command(run)
+    if left.children:
+        cancel_children_after_commit(run)
+    if left.command:
+        finish_command(run)
     if run.parent_tool_call_id:
         queue.send_after_commit(queue.DELIVER_CHILD_RESULT, run.pk)
 

@@ -11,13 +11,12 @@ from django.utils import timezone
 from agents import expansion
 from agents.events import Event as RuntimeEvent
 from agents.handler import mode_refusal
-from agents.router import COORDINATOR
 from runs import queue
 from runs.actions.approval_requests import request_workflow_approval
 from runs.actions.catalog import InputError, check_inputs, workflow_spec
 from runs.actions.containers import create_steps
 from runs.actions.ending import do_fail_run
-from runs.actions.scheduling import Eager, schedule
+from runs.actions.scheduling import Eager, schedule_start, step_row
 from runs.models import Run, Step, Workflow
 from runs.store.events import DjangoEventSink
 
@@ -61,21 +60,14 @@ def do_start_run(run_id: int, worker: str | None = None) -> Eager | None:
             return None
         run = Run.objects.select_related("workflow").get(pk=run_id)
         spec = workflow_spec(run.workflow)
-        Step.objects.create(
-            run=run,
-            step_id=COORDINATOR,
-            kind=Step.Kind.COORDINATOR,
-            agent=COORDINATOR,
-            status=Step.Status.RUNNING,
-            started=timezone.now(),
-        )
         try:
             runtime = expansion.expand(spec, run.inputs)
         except expansion.ExpansionError as exc:
+            create_steps(run, [], first=True)  # its coordinator, which ends with it
             error = f"could not start: {exc}"
             transaction.on_commit(lambda: do_fail_run(run_id, error))
             return None
-        create_steps(run, runtime, first=True)
+        steps = create_steps(run, runtime, first=True)
         DjangoEventSink(run.pk).emit(
             RuntimeEvent(
                 "workflow_start",
@@ -89,7 +81,8 @@ def do_start_run(run_id: int, worker: str | None = None) -> Eager | None:
                 },
             )
         )
-        return schedule(run.pk, worker=worker)
+        rows = [step_row(step) for step in steps if step.kind != Step.Kind.COORDINATOR]
+        return schedule_start(run.pk, spec, rows, worker)
 
 
 def _parent_of(run: Run) -> dict[str, object]:

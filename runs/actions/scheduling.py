@@ -28,7 +28,15 @@ from runs.actions.catalog import spec_of, workflow_spec
 from runs.models import Run, Step
 from runs.store.events import broadcast_after_commit
 from runs.store.mailboxes import DjangoMailboxStore
-from runs.store.sql import StepRow, request_wake, schedule_state, start_and_claim_step, start_steps, step_rows
+from runs.store.sql import (
+    StepRow,
+    Successor,
+    request_wake,
+    schedule_state,
+    start_and_claim_step,
+    start_steps,
+    step_rows,
+)
 from runs.store.wakes import request_coordinator_wake
 
 
@@ -36,10 +44,13 @@ class EagerTurn(NamedTuple):
     """The first turn of ``step``, which this worker takes itself: the step
     started with its lease on that turn, loaded for it. ``outputs``: those
     of the steps it may depend on, known to the worker (step id -> output):
-    its prompt, when it depends on them only, reads no output back."""
+    its prompt, when it depends on them only, reads no output back.
+    ``rows``: the run's step rows as the worker last read them, this step
+    running: what it guesses the step's successor from (eager_successor)."""
 
     step: Step
     outputs: dict[str, str]
+    rows: list[StepRow] | None = None
 
     @property
     def step_pk(self) -> int:
@@ -101,7 +112,7 @@ def schedule(
         started = _start_without_lock(run_id, spec, finished, steps, worker) if finished is not None else None
         if started is None:
             started = _start_ready_steps(run_id, finished, worker)
-        return EagerTurn(started, {}) if started else None
+        return started or None
     # Nothing to start. Reading without the lock is enough: every step's end
     # commits before it calls this, so the last one to end sees all done.
     if all_steps_done or _plans_first(run_id, spec):
@@ -131,7 +142,7 @@ def decides_without_lock(spec: WorkflowSpec) -> bool:
 
 def _start_without_lock(
     run_id: int, spec: WorkflowSpec, finished: str, rows: list[StepRow] | None, worker: str | None
-) -> Step | Literal[0] | None:
+) -> EagerTurn | Literal[0] | None:
     """Decide on what ``finished`` completing unblocks from one read of the
     run's steps (``rows``, or read here), and start it, if no cap can bind.
     None if the run's lock is needed; else 0, or (``worker``, one step
@@ -153,12 +164,10 @@ def _start_without_lock(
     return _start(run_id, rows, start.step_ids, worker) or 0
 
 
-def _start_ready_steps(run_id: int, finished: str | None, worker: str | None = None) -> Step | None:
+def _start_ready_steps(run_id: int, finished: str | None, worker: str | None = None) -> EagerTurn | None:
     """A scheduling pass under the run's lock; with ``worker``, the step
     started with its first turn claimed for it, if exactly one started."""
-    claimed = None
-    # No savepoint inside a run's start (its caller's transaction): nothing
-    # here is rolled back on its own.
+    # Nothing here is rolled back on its own: inside a caller's transaction, no savepoint.
     with transaction.atomic(savepoint=False):
         run = Run.objects.select_for_update().select_related("workflow").get(pk=run_id)
         if run.status != Run.Status.RUNNING or run.coordinator_busy or coordinator_has_mail(run.pk):
@@ -168,11 +177,28 @@ def _start_ready_steps(run_id: int, finished: str | None, worker: str | None = N
         coordinator = machine.CoordinatorState(plans_first=_plans_first(run.pk, spec))
         state = run_state(run.status, rows, spec, coordinator)
         happened = machine.StepEnded(finished, Step.Status.COMPLETED) if finished else machine.StepsChanged()
-        for decision in machine.decide(state, happened):
-            if isinstance(decision, machine.StartSteps):
-                claimed = _start(run.pk, rows, decision.step_ids, worker) or claimed
-            elif isinstance(decision, machine.WakeCoordinator):
-                request_coordinator_wake(run.pk)
+        return _apply(run.pk, rows, machine.decide(state, happened), worker)
+
+
+def schedule_start(run_id: int, spec: WorkflowSpec, rows: list[StepRow], worker: str | None) -> EagerTurn | None:
+    """What a run's start decides (machine.RunStarted), inside the start's
+    transaction, which holds the run's lock, from the step ``rows`` it has
+    just created: a new run's coordinator is not busy, has no mail, and
+    has not planned yet; nothing need be read back. With ``worker``, the
+    step started with its first turn claimed for it, if exactly one starts."""
+    state = run_state(Run.Status.RUNNING, rows, spec, machine.CoordinatorState(plans_first=_spawns_workers(spec)))
+    return _apply(run_id, rows, machine.decide(state, machine.RunStarted()), worker)
+
+
+def _apply(run_id: int, rows: list[StepRow], decisions: tuple, worker: str | None) -> EagerTurn | None:
+    """Apply the state machine's ``decisions`` on a run whose lock is held:
+    start steps, request the coordinator's wake."""
+    claimed = None
+    for decision in decisions:
+        if isinstance(decision, machine.StartSteps):
+            claimed = _start(run_id, rows, decision.step_ids, worker) or claimed
+        elif isinstance(decision, machine.WakeCoordinator):
+            request_coordinator_wake(run_id)
     return claimed
 
 
@@ -226,13 +252,14 @@ def _plans_first(run_id: int, spec: WorkflowSpec) -> bool:
     return Step.objects.filter(run_id=run_id, step_id=COORDINATOR, turns=0).exists()
 
 
-def _start(run_id: int, rows: list[StepRow], step_ids: tuple[str, ...], worker: str | None) -> Step | None:
+def _start(run_id: int, rows: list[StepRow], step_ids: tuple[str, ...], worker: str | None) -> EagerTurn | None:
     """Start the steps ``step_ids`` of ``rows``: one, with ``worker``, with
     its first turn claimed for that worker (returned, loaded for the turn);
     else with their first turns queued."""
     by_id = {row.step_id: row for row in rows}
     if worker and len(step_ids) == 1:
-        return _start_claimed(run_id, by_id[step_ids[0]], worker)
+        started = _start_claimed(run_id, successor(by_id[step_ids[0]], worker))
+        return None if started is None else EagerTurn(started, {}, running(rows, started.step_id))
     _start_steps(run_id, [by_id[step_id] for step_id in step_ids])
     return None
 
@@ -252,18 +279,72 @@ def _start_steps(run_id: int, steps: list) -> None:
         queue.queue_after_commit(queue.RUN_STEP_TURN, [(pk, 1) for pk in started])
 
 
-def _start_claimed(run_id: int, step: StepRow, owner: str) -> Step | None:
-    """Start ``step`` with ``owner``'s lease on its first turn, in one
+def _start_claimed(run_id: int, step: Successor) -> Step | None:
+    """Start ``step`` with its owner's lease on its first turn, in one
     statement on PostgreSQL; the step loaded for that turn, or None if
     another pass started it (or the run stopped)."""
-    now = timezone.now()
-    expires = now + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS)
-    started = start_and_claim_step(run_id, step.pk, _step_start(step), owner, expires, now)
+    started = start_and_claim_step(run_id, step)
     if started is None:
         return None
     loaded, last_seq = started
     broadcast_after_commit(run_id, last_seq)
     return loaded
+
+
+def successor(step: StepRow, owner: str) -> Successor:
+    """``step`` to be started with ``owner``'s lease on its first turn."""
+    now = timezone.now()
+    return Successor(step.pk, _step_start(step), owner, now + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS), now)
+
+
+def step_row(step: Step) -> StepRow:
+    """A Step's row, as scheduling reads it."""
+    return StepRow(
+        step.pk,
+        step.step_id,
+        step.kind,
+        step.agent,
+        step.status,
+        step.depends_on,
+        step.limits,
+        step.resuming,
+        step.position,
+    )
+
+
+def running(rows: list[StepRow], step_id: str) -> list[StepRow]:
+    """``rows`` with step ``step_id`` running."""
+    return [row._replace(status=Step.Status.RUNNING) if row.step_id == step_id else row for row in rows]
+
+
+def same_but(known: list[StepRow], fresh: list[StepRow], *changed: str) -> bool:
+    """Whether the ``fresh`` rows of a run hold what the ``known`` ones did
+    (the same steps, statuses and resumes) but for steps ``changed``: what
+    the state machine decided from ``known`` stands."""
+
+    def view(rows: list[StepRow]) -> list[tuple]:
+        return [(row.step_id, row.status, row.resuming) for row in rows if row.step_id not in changed]
+
+    return view(known) == view(fresh)
+
+
+def eager_successor(spec: WorkflowSpec, rows: list[StepRow] | None, finished: str) -> StepRow | None:
+    """The one step that ``finished`` completing starts, as the state
+    machine decides from ``rows`` (the run's steps as the worker last read
+    them), if it is one step and no cap can bind: a guess, which the write
+    of ``finished``'s completion checks (start_and_claim_step's conditions,
+    under the run's lock) before it starts the step. None when there is no
+    such step, or no guess to make (no rows, or rows read too long ago to
+    decide on: steps may be added)."""
+    if rows is None or not decides_without_lock(spec):
+        return None
+    done = [row._replace(status=Step.Status.COMPLETED) if row.step_id == finished else row for row in rows]
+    state = run_state(Run.Status.RUNNING, done, spec, machine.CoordinatorState())
+    decisions = machine.decide(state, machine.StepEnded(finished, Step.Status.COMPLETED))
+    match decisions:
+        case (machine.StartSteps(step_ids=(step_id,), needs_run_lock=False),):
+            return next(row for row in done if row.step_id == step_id)
+    return None
 
 
 def _step_start(step) -> RuntimeEvent:

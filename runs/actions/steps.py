@@ -33,7 +33,16 @@ from runs.actions.common import Limits, provider_for, router_for, save_turn, war
 from runs.actions.containers import repeat_loop_of
 from runs.actions.deadlines import enforce_budget_after_commit, stopped_by_deadline, turn_deadline
 from runs.actions.model_calls import model_call
-from runs.actions.scheduling import Eager, EagerTurn, decides_without_lock, schedule
+from runs.actions.scheduling import (
+    Eager,
+    EagerTurn,
+    decides_without_lock,
+    eager_successor,
+    running,
+    same_but,
+    schedule,
+    successor,
+)
 from runs.actions.step_ends import after_step_terminal, cancel_step, do_fail_step, schedule_after_commit
 from runs.actions.tooling import step_tools, tool_env
 from runs.journal import DjangoToolJournal
@@ -57,19 +66,20 @@ def do_step_turn(step_pk: int, turn: int) -> Eager | None:
     step = leases.claim_turn(step_pk, turn, owner)
     if step is None:
         return None
-    return _take_turn(step, turn, owner, {})
+    return _take_turn(step, turn, owner, EagerTurn(step, {}))
 
 
 def do_eager_turn(follow: EagerTurn) -> Eager | None:
     """Take the first turn of the step that a completion or a run's start
     just started and claimed for this worker (scheduling.EagerTurn), as
     do_step_turn takes a turn it claimed."""
-    return _take_turn(follow.step, 1, leases.worker_identity(), follow.outputs)
+    return _take_turn(follow.step, 1, leases.worker_identity(), follow)
 
 
-def _take_turn(step: Step, turn: int, owner: str, outputs: dict[str, str]) -> Eager | None:
+def _take_turn(step: Step, turn: int, owner: str, known: EagerTurn) -> Eager | None:
     """Turn ``turn`` of ``step``, claimed by ``owner``: see do_step_turn.
-    ``outputs``: outputs of steps it may depend on, known to the caller."""
+    ``known``: what the worker knows of the run already (outputs of steps
+    it may depend on, its step rows)."""
     run = step.run
     spec = workflow_spec(run.workflow)
     agent = spec.agents[step.agent]
@@ -86,7 +96,7 @@ def _take_turn(step: Step, turn: int, owner: str, outputs: dict[str, str]) -> Ea
     variables = turn_variables(run, step, inbox)
     if not step.transcript:
         instructions = Template(step.instructions).safe_substitute(variables)
-        prompt = step_prompt(instructions, _dependency_outputs(step, outputs))
+        prompt = step_prompt(instructions, _dependency_outputs(step, known.outputs))
         step.transcript = new_step_transcript(step.step_id, agent, prompt)
     # The turn's writes: held, and written together when it is recorded.
     uow = UnitOfWork(run.pk)
@@ -127,7 +137,7 @@ def _take_turn(step: Step, turn: int, owner: str, outputs: dict[str, str]) -> Ea
     # first UPDATE takes the run's lock: it need not take it again.
     router = router_for(run, uow=uow)
     recorded, follow = _last_turn_in_one_trip(
-        step, turn, owner, spec, agent_turn, request, completion, inbox, router, registry, tools
+        step, turn, owner, spec, agent_turn, request, completion, inbox, router, registry, tools, known.rows
     )
     if recorded:
         return follow
@@ -188,14 +198,18 @@ def _record_turn(step: Step, turn: int) -> int:
 
 
 def _last_turn_in_one_trip(
-    step, turn, owner, spec, agent_turn, request, completion, inbox, router, registry, tools
+    step, turn, owner, spec, agent_turn, request, completion, inbox, router, registry, tools, rows
 ) -> tuple[bool, Eager | None]:
     """Record the usual last turn (an answer, no tool call, no mail read, no
     repeat-until loop to decide next) in one round trip on PostgreSQL
     (runs/store/last_turn.py), and say whether it was, with the step this worker
     takes the first turn of next (see do_step_turn). False, having written
     nothing, when it does not apply or mail arrived meanwhile: the general
-    path below takes the turn then."""
+    path below takes the turn then.
+
+    With the run's step ``rows`` known, the step this completion starts
+    (scheduling.eager_successor) is started and claimed in the same round
+    trip: a chain's next step costs no transaction of its own."""
     if completion.tool_calls or inbox or not last_turn.applies() or repeat_loop_of(step.step_id) is not None:
         return False, None
     if is_empty(completion):
@@ -208,6 +222,7 @@ def _last_turn_in_one_trip(
     events.emit(_step_end(step, result.output))
     now = timezone.now()
     tokens = (result.prompt_tokens, result.completion_tokens)
+    guess = eager_successor(spec, rows, step.step_id)
     written = last_turn.write(
         step,
         turn,
@@ -216,15 +231,27 @@ def _last_turn_in_one_trip(
         _completion(result.output),
         [(event, now) for event in events.events],
         with_steps=decides_without_lock(spec),
+        successor=None if guess is None else successor(guess, owner),
     )
     if written is None:
         return False, None
-    broadcast(step.run_id, written.last_seq)
     # Committed already: these run now.
     enforce_budget_after_commit(step.run_id, spec)
+    outputs = {step.step_id: result.output}
+    if written.started is not None:
+        started, seq = written.started
+        broadcast(step.run_id, seq)  # after the turn's events
+        # The successor was pending when the write read the rows: they came with it.
+        fresh = running(written.steps, started.step_id)
+        if not same_but(rows, fresh, step.step_id, started.step_id):
+            # Other steps moved meanwhile: what else this completion starts
+            # (a step that also waited for one that ended meanwhile) is queued.
+            schedule(step.run_id, written.schedule, step.step_id, steps=fresh)
+        return True, EagerTurn(started, outputs, fresh)
+    broadcast(step.run_id, written.last_seq)
     follow = schedule(step.run_id, written.schedule, step.step_id, worker=owner, steps=written.steps)
     if isinstance(follow, EagerTurn):
-        follow = follow._replace(outputs={step.step_id: result.output})
+        follow = follow._replace(outputs=outputs)
     return True, follow
 
 

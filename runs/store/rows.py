@@ -50,13 +50,14 @@ def _prepared_cursor_class():
     return PreparedCursor
 
 
-def in_one_round_trip(statements: list[tuple[str, dict | list]]) -> tuple | None:
+def in_one_round_trip(statements: list[tuple[str, dict | list]]) -> list[tuple | None]:
     """Run ``statements`` (SQL, parameters) as one transaction sent at once,
     in PostgreSQL's pipeline mode (psycopg's public ``pipeline()``): the
     server runs them back to back and commits, so a lock the first takes is
-    never held while this process waits for the CPU or the network. Returns
-    the first row of the last one (None if it has none). Each statement
-    still sees what committed before it started.
+    never held while this process waits for the CPU or the network. Each
+    statement returns rows (a SELECT, or RETURNING): the first row of each
+    comes back (None for one whose rows are none). Each statement sees what
+    committed before it started, and what those before it wrote.
 
     Outside any transaction.atomic() block only: it begins and commits its
     own transaction."""
@@ -80,7 +81,7 @@ def in_one_round_trip(statements: list[tuple[str, dict | list]]) -> tuple | None
         # each one's text (with its placeholders) and their time together.
         spent = f"{time.monotonic() - started:.3f}"
         db.queries_log.extend({"sql": statement, "time": spent} for statement, _ in statements)
-    return cursors[-1].fetchone()
+    return [cursor.fetchone() for cursor in cursors]
 
 
 def table(model) -> str:

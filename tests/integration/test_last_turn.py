@@ -51,7 +51,7 @@ def test_it_completes_the_step_and_numbers_its_events_after_the_runs_last(pg_run
     s1 = pg_run.steps.get(step_id="s1")
     Step.objects.filter(pk=s1.pk).update(lease_owner="me", lease_expires=timezone.now())
 
-    last_seq, state, steps = _write(s1)
+    last_seq, state, steps, started = _write(s1)
 
     assert last_seq == 43
     assert list(pg_run.events.order_by("seq").values_list("seq", "type", "step_id")) == [
@@ -65,7 +65,7 @@ def test_it_completes_the_step_and_numbers_its_events_after_the_runs_last(pg_run
     status, busy, has_mail, has_pending, all_done, workflow_id, _ = state
     assert (status, busy, has_mail, has_pending, all_done) == (Run.Status.RUNNING, False, False, False, False)
     assert workflow_id == pg_run.workflow_id
-    assert steps is None  # not asked for
+    assert steps is None and started is None  # neither asked for
 
     assert _write(pg_run.steps.get(step_id="s2")).schedule.all_done is True  # the last step to end sees every step done
 
@@ -164,13 +164,14 @@ def test_a_step_turn_with_mail_arriving_meanwhile_takes_the_general_path(pg_run,
 
 
 def test_its_statements_commit_together_or_not_at_all(pg_run):
-    bump = (f"UPDATE {rows.table(Run)} SET last_event_seq = 99 WHERE id = %s", [pg_run.pk])
+    bump = (f"UPDATE {rows.table(Run)} SET last_event_seq = 99 WHERE id = %s RETURNING id", [pg_run.pk])
 
     with pytest.raises(DataError):
         rows.in_one_round_trip([bump, ("SELECT 1 / %s", [0])])
 
     assert Run.objects.get(pk=pg_run.pk).last_event_seq == 0
-    assert rows.in_one_round_trip([bump, ("SELECT last_event_seq FROM runs_run WHERE id = %s", [pg_run.pk])]) == (99,)
+    read = ("SELECT last_event_seq FROM runs_run WHERE id = %s", [pg_run.pk])
+    assert rows.in_one_round_trip([bump, read]) == [(pg_run.pk,), (99,)]
     assert Run.objects.get(pk=pg_run.pk).last_event_seq == 99  # committed, and the connection still works
 
 

@@ -28,19 +28,22 @@ from tests.conftest import register
 pytestmark = pytest.mark.django_db(transaction=True)
 
 # The most statements each may cost, per database: what they cost today.
-# A tool-less last turn on PostgreSQL: the claim that loads the step (1),
-# the turn written in one pipeline (runs/store/last_turn.py: 2 statements, one
-# round trip), then the state machine's decision on its dependents: one
-# read of the run's steps, and the successor started without the run's
-# lock (the conditional UPDATE and its step_start event, one statement in
-# autocommit: runs/store/sql/steps.py start_steps): 5 statements, 4 round
-# trips. SQLite has no last_turn.py path: its events are written one
-# statement each, in transactions of their own.
-TOOL_LESS_TURN = {"sqlite": 17, "postgresql": 5}
+# A tool-less last turn on PostgreSQL, taken from a queued task: the claim
+# that loads the step (1), the turn written in one pipeline with the run's
+# step rows read back (runs/store/last_turn.py: 2 statements, one round
+# trip), then the state machine's decision on its dependents, from those
+# rows, and the successor started without the run's lock (the conditional
+# UPDATE and its step_start event, one statement in autocommit:
+# runs/store/sql/steps.py start_steps): 4 statements, 3 round trips. A
+# chained step taken eagerly makes it one round trip
+# (tests/integration/test_eager_successor.py). SQLite has no last_turn.py
+# path: its events are written one statement each, in transactions of
+# their own.
+TOOL_LESS_TURN = {"sqlite": 17, "postgresql": 4}
 # A turn that calls send_message: the message goes to the coordinator.
 SENDING_TURN = {"sqlite": 24, "postgresql": 13}
 # The coordinator's wake that forwards it to second.
-FORWARD = {"sqlite": 58, "postgresql": 42}
+FORWARD = {"sqlite": 53, "postgresql": 37}
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])

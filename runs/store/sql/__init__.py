@@ -16,7 +16,8 @@ positional (their columns or lengths vary with the call).
 
 By what the statements touch, each module importing only those above it:
 ``runs`` (the run row: its lock, counters and wake requests), ``writes``
-(UPDATE and INSERT of any model's rows), ``events``, ``mailboxes`` (unread
+(UPDATE and INSERT of any model's rows), ``ends`` (what a run that ends
+leaves open), ``events``, ``mailboxes`` (unread
 mail: read, dropped, closed), ``messages`` (a turn's messages stored and
 counted), ``schedule`` (what scheduling reads after a step ends), ``steps`` (a step
 loaded and claimed for its turn, started) and ``turns`` (a step's last turn
@@ -24,6 +25,7 @@ written).
 The names the rest of the app uses are re-exported here.
 """
 
+from runs.store.sql.ends import LeftOpen, left_open
 from runs.store.sql.events import insert_events
 from runs.store.sql.mailboxes import (
     close_mailbox,
@@ -36,9 +38,17 @@ from runs.store.sql.mailboxes import (
 )
 from runs.store.sql.messages import Counted, Written, insert_message, read_counter, write_held
 from runs.store.sql.runs import bump_counter, can_pipeline, lock_run, lock_run_sql, request_wake
-from runs.store.sql.schedule import ScheduleState, StepRow, schedule_state, schedule_state_of, step_rows
+from runs.store.sql.schedule import (
+    STEP_ROW_COLUMNS,
+    ScheduleState,
+    StepRow,
+    schedule_state,
+    schedule_state_of,
+    step_rows,
+)
 from runs.store.sql.steps import (
     WORKFLOW_TEXT,
+    Successor,
     claim_step,
     claim_step_for_turn,
     run_joins,
@@ -51,11 +61,14 @@ from runs.store.sql.turns import LastTurnWritten, TurnSaved, save_turn, write_la
 from runs.store.sql.writes import insert, insert_many, update, update_returning
 
 __all__ = [
+    "STEP_ROW_COLUMNS",
     "WORKFLOW_TEXT",
     "Counted",
     "LastTurnWritten",
+    "LeftOpen",
     "ScheduleState",
     "StepRow",
+    "Successor",
     "TurnSaved",
     "Written",
     "bump_counter",
@@ -67,6 +80,7 @@ __all__ = [
     "insert",
     "insert_events",
     "insert_many",
+    "left_open",
     "insert_message",
     "lock_run",
     "lock_run_sql",

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 from django.db import transaction
 
 from agents.events import Event as RuntimeEvent
+from agents.router import COORDINATOR
 from runs.models import Event, Run, Step, Workflow
 from runs.store.rows import (
     database,
@@ -17,7 +19,7 @@ from runs.store.rows import (
     table,
 )
 from runs.store.sql.events import EVENT_ROWS, events_params, insert_events, insert_events_from
-from runs.store.sql.mailboxes import unread_count_of
+from runs.store.sql.mailboxes import unread_count, unread_count_of, unread_from
 from runs.store.sql.writes import update
 
 # Big and not needed for a turn: the parsed spec is cached per version.
@@ -55,7 +57,11 @@ def claim_step_for_turn(step_pk: int, turn: int, owner: str, expires, now):
             raise Step.DoesNotExist(f"step {step_pk} does not exist")
         if step.run.status != Run.Status.RUNNING or step.status != Step.Status.RUNNING or step.turns != turn - 1:
             return None
-        return step if claim_step(step_pk, turn, owner, expires, now) else None
+        if not claim_step(step_pk, turn, owner, expires, now):
+            return None
+        # As PostgreSQL's RETURNING gives it back: claimed.
+        step.lease_owner, step.lease_expires, step.turn_queued = owner, expires, None
+        return step
     parts = [(model, names) for model, names, _ in _step_for_turn_parts(vendor)]
     params = {
         "owner": owner,
@@ -228,13 +234,26 @@ def _start_steps_sql() -> str:
     )
 
 
-def start_and_claim_step(run_id: int, step_pk: int, event: RuntimeEvent, owner: str, expires, now):
-    """Start step ``step_pk`` (pending -> running, its run running), with
-    its step_start ``event``, and take the lease on its first turn for
-    ``owner`` until ``expires``: the worker that started it takes that
-    turn (eager continuation). Returns the step loaded as ``step_for_turn``
-    loads it, and the seq of its event; None if it was not pending (another
-    pass started it) or its run stopped.
+class Successor(NamedTuple):
+    """A step to start with its step_start ``event`` and claim for
+    ``owner``'s first turn until ``expires`` (start_and_claim_step), at
+    ``now``."""
+
+    pk: int
+    event: RuntimeEvent
+    owner: str
+    expires: object
+    now: object
+
+
+def start_and_claim_step(run_id: int, successor: Successor) -> tuple[Step, int] | None:
+    """Start step ``successor.pk`` (pending -> running), with its step_start
+    event, and take the lease on its first turn for its owner: the worker
+    that started it takes that turn (eager continuation). Only while its
+    run runs, its coordinator is neither busy nor has unread mail (its
+    dependents wait for it: see scheduling.schedule) and every step it
+    depends on completed. Returns the step loaded as ``step_for_turn``
+    loads it, and the seq of its event; None if it did not start.
 
     On PostgreSQL one statement (in the caller's transaction or, outside
     one, committed on its own), where start_steps and claim_step_for_turn
@@ -242,42 +261,86 @@ def start_and_claim_step(run_id: int, step_pk: int, event: RuntimeEvent, owner: 
     vendor = database().vendor
     if vendor != "postgresql":
         with transaction.atomic():
-            started, last_seq = start_steps(run_id, [(step_pk, event)], now)
-            step = claim_step_for_turn(step_pk, 1, owner, expires, now) if started else None
+            if not _may_start(run_id, successor.pk):
+                return None
+            started, last_seq = start_steps(run_id, [(successor.pk, successor.event)], successor.now)
+            step = (
+                claim_step_for_turn(successor.pk, 1, successor.owner, successor.expires, successor.now)
+                if started
+                else None
+            )
         return None if step is None else (step, last_seq)
-    parts = [(model, names) for model, names, _ in _step_for_turn_parts(vendor)]
-    params = events_params(run_id, [(event, now)])
+    with plain_cursor() as cursor:
+        cursor.execute(*start_and_claim_statement(run_id, successor))
+        return started_and_claimed(cursor.fetchone())
+
+
+def start_and_claim_statement(
+    run_id: int, successor: Successor, *, after: tuple[int, object] | None = None
+) -> tuple[str, dict]:
+    """start_and_claim_step's statement and parameters (PostgreSQL): for a
+    caller that sends it with others (turns.write_last_turn). ``after``: a
+    step (its id) and the ``finished`` time (as the database takes it) a
+    write earlier in the same transaction gave it: the step starts only if
+    that write happened."""
+    params = events_params(run_id, [(successor.event, successor.now)])
     params |= {
-        "step": step_pk,
+        "step": successor.pk,
         "pending": Step.Status.PENDING,
         "running": Step.Status.RUNNING,
+        "completed": Step.Status.COMPLETED,
         "run_running": Run.Status.RUNNING,
-        "owner": owner,
-        "expires": db_value(Step, "lease_expires", expires),
-        "now": db_value(Step, "started", now),
+        "coordinator": COORDINATOR,
+        "owner": successor.owner,
+        "expires": db_value(Step, "lease_expires", successor.expires),
+        "now": db_value(Step, "started", successor.now),
     }
-    with plain_cursor() as cursor:
-        cursor.execute(_start_and_claim_sql(vendor), params)
-        row = cursor.fetchone()
+    if after is not None:
+        params |= {"after_step": after[0], "after_finished": after[1]}
+    return _start_and_claim_sql(database().vendor, after is not None), params
+
+
+def started_and_claimed(row) -> tuple[Step, int] | None:
+    """What start_and_claim_step returns, from its statement's row."""
     if row is None:
         return None
+    parts = [(model, names) for model, names, _ in _step_for_turn_parts(database().vendor)]
     return _step_with_run(parts, row[:-1]), row[-1]
 
 
+def _may_start(run_id: int, step_pk: int) -> bool:
+    """start_and_claim_step's conditions on the run and the step's
+    dependencies (the step's own status is its UPDATE's), on SQLite."""
+    running = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, coordinator_busy=False).exists()
+    if not running or unread_count(run_id, COORDINATOR):
+        return False
+    depends_on = Step.objects.filter(pk=step_pk).values_list("depends_on", flat=True).first() or []
+    done = Step.objects.filter(run_id=run_id, step_id__in=depends_on, status=Step.Status.COMPLETED).count()
+    return done == len(set(depends_on))
+
+
 @functools.cache
-def _start_and_claim_sql(vendor: str) -> str:
+def _start_and_claim_sql(vendor: str, after_write: bool = False) -> str:
     """start_and_claim_step on PostgreSQL: the step started and claimed (a
     conditional UPDATE returning its row), the run's counter bumped (which
     locks the run row, as insert_events does), its event numbered after it,
     and the step read back with its run, workflow, creator and unread
-    count, as the claim reads them."""
+    count, as the claim reads them. ``after_write``: see start_and_claim_statement."""
     columns, joins = _step_for_turn_columns(vendor)
     seq = database().ops.quote_name(Event._meta.get_field("seq").column)
+    after = (
+        f"AND EXISTS(SELECT 1 FROM {table(Step)} f WHERE f.id = %(after_step)s AND f.finished = %(after_finished)s) "
+        if after_write
+        else ""
+    )
     return (
         f"WITH s AS (UPDATE {table(Step)} s SET status = %(running)s, started = %(now)s, lease_owner = %(owner)s, "
         f"lease_expires = %(expires)s, turn_queued = NULL FROM {table(Run)} r "
         "WHERE s.id = %(step)s AND s.status = %(pending)s AND r.id = s.run_id AND r.status = %(run_running)s "
-        "RETURNING s.*), "
+        f"AND NOT r.coordinator_busy AND NOT EXISTS(SELECT 1 {unread_from('r.id', '%(coordinator)s')}) "
+        f"AND NOT EXISTS(SELECT 1 FROM {table(Step)} d WHERE d.run_id = s.run_id "
+        "AND d.step_id IN (SELECT jsonb_array_elements_text(s.depends_on)) AND d.status <> %(completed)s) "
+        f"{after}RETURNING s.*), "
         f"bumped AS (UPDATE {table(Run)} SET last_event_seq = last_event_seq + %(event_count)s "
         "WHERE id = %(run)s AND EXISTS (SELECT 1 FROM s) RETURNING last_event_seq), "
         f"inserted AS ({insert_events_from('bumped')}) "

@@ -28,6 +28,7 @@ from runs.store.sql.schedule import (
     step_rows_document,
     step_rows_of,
 )
+from runs.store.sql.steps import Successor, start_and_claim_statement, started_and_claimed
 
 
 class LastTurnWritten(NamedTuple):
@@ -38,6 +39,9 @@ class LastTurnWritten(NamedTuple):
     # The run's steps, this one completed, when asked for and a step is
     # pending: what scheduling decides on next, read with the write.
     steps: list[StepRow] | None
+    # The successor started and claimed with the write, loaded for its
+    # turn, and the seq of its step_start event (start_and_claim_step).
+    started: tuple[Step, int] | None
 
 
 class TurnSaved(NamedTuple):
@@ -59,6 +63,7 @@ def write_last_turn(
     events: list[tuple[RuntimeEvent, datetime]],
     *,
     with_steps: bool = False,
+    successor: Successor | None = None,
 ) -> LastTurnWritten | None:
     """The run's lock, then one statement that records turn ``turn`` of
     ``step``, completes it with ``completed`` (field -> value, the status
@@ -67,7 +72,13 @@ def write_last_turn(
     scheduling needs (``with_steps``: the run's step rows too, if a step is
     pending): sent at once and committed (PostgreSQL, outside any
     transaction). None, having written nothing, if the step has unread
-    mail or is no longer running turn ``turn``."""
+    mail or is no longer running turn ``turn``.
+
+    ``successor``: a step this completion is expected to start (the state
+    machine's guess from the rows the worker read before): started and
+    claimed in the same transaction, after the write, if start_and_claim_step's
+    conditions hold then and this write completed the step. A chain's
+    next step starts without a transaction of its own."""
     # Documents go as JSON text, serialized here: psycopg would serialize
     # them between sending the lock and sending this statement, while the
     # lock is held (about 0.1 ms a turn).
@@ -88,11 +99,18 @@ def write_last_turn(
         **events_params(step.run_id, events),
     }
     statements = [(lock_run_sql(), {"run": step.run_id}), (_write_sql(tuple(completed)), params)]
-    row = in_one_round_trip(statements)
+    if successor is not None:
+        # Only if this write happened: the step finished at this write's time.
+        after = (step.pk, params["completed_finished"])
+        statements.append(start_and_claim_statement(step.run_id, successor, after=after))
+    rows = in_one_round_trip(statements)
+    row = rows[1]
     if row is None:
         return None
     last_seq, *state, steps = row
-    return LastTurnWritten(last_seq, schedule_state_of(*state), None if steps is None else step_rows_of(steps))
+    started = started_and_claimed(rows[2]) if successor is not None else None
+    steps = None if steps is None else step_rows_of(steps)
+    return LastTurnWritten(last_seq, schedule_state_of(*state), steps, started)
 
 
 def save_turn(step: Step, transcript: list, tokens: tuple[int, int], completed: dict) -> TurnSaved:
