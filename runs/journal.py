@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from agents.tools.registry import ToolOutcome
 from agents.tools.results import Artifact, Bounds
+from runs.db_errors import connection_lost
 from runs.models import ToolExecution
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ def _until_stored(write: Callable[[], object]) -> None:
             write()
             return
         except (OperationalError, InterfaceError) as exc:
-            if connection.in_atomic_block:
+            if connection.in_atomic_block or not connection_lost(exc):
                 raise
             log.warning("storing a tool outcome failed (%s); trying again in %gs", exc, delay)
             connection.close()

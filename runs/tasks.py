@@ -7,9 +7,9 @@ Each task is safe to run twice: the actions claim their work with a
 conditional UPDATE, so a redelivered task finds nothing left to do.
 
 A lost or refused database connection (a failover, a PgBouncer restart, an
-idle reaper, a SQLite lock) is not the work's fault: the task closes its
-connection and is retried with backoff (``retry_after``), and only other
-errors fail a step, a run or a call.
+idle reaper, a SQLite lock: runs/db_errors.py) is not the work's fault: the
+task closes its connection and is retried with backoff (``retry_after``),
+and only other errors fail a step, a run or a call.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from runs.actions.children import do_deliver_child_result
 from runs.actions.coordinator import release_wake
 from runs.actions.step_ends import do_judge_loop, do_stop_waiting_step
 from runs.actions.tool_tasks import do_execute_tool_call, do_fail_tool_call, release_call
+from runs.db_errors import connection_lost
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +55,9 @@ def retry_after(task: Task, exc: Exception, **kwargs) -> None:
 def start_run(self: Task, run_id: int) -> None:
     try:
         follow = actions.do_start_run(run_id, leases.worker_identity())
-    except CONNECTION_ERRORS as exc:
-        retry_after(self, exc)
     except Exception as exc:
+        if connection_lost(exc):
+            retry_after(self, exc)
         log.exception("starting run %s failed", run_id)
         actions.do_fail_run(run_id, f"could not start: {type(exc).__name__}: {exc}")
     else:
@@ -81,9 +82,9 @@ def run_step_turn(self: Task, step_pk: int, turn: int, release: list[str] | None
             # committed, in what follows it (a successor's start, the
             # coordinator's wake): decided again here, nothing happens twice.
             actions.do_schedule_run_of(step_pk)
-    except CONNECTION_ERRORS as exc:
-        retry_after(self, exc, release=_holders(release or []))
     except Exception as exc:
+        if connection_lost(exc):
+            retry_after(self, exc, release=_holders(release or []))
         # A bug or a broken tool must not leave the run waiting forever.
         log.exception("turn %s of step %s failed", turn, step_pk)
         actions.do_fail_step(step_pk, f"internal error: {type(exc).__name__}: {exc}")
@@ -104,10 +105,11 @@ def _continue_eagerly(follow: actions.Eager | None) -> None:
         step_pk = follow.step_pk
         try:
             follow = actions.do_eager_turn(follow)
-        except CONNECTION_ERRORS as exc:
-            _hand_to_task(run_step_turn, (step_pk, 1), {"release": _holders([])}, f"step {step_pk}'s first turn", exc)
-            return
         except Exception as exc:
+            if connection_lost(exc):
+                what = f"step {step_pk}'s first turn"
+                _hand_to_task(run_step_turn, (step_pk, 1), {"release": _holders([])}, what, exc)
+                return
             log.exception("turn 1 of step %s failed", step_pk)
             actions.do_fail_step(step_pk, f"internal error: {type(exc).__name__}: {exc}")
             return
@@ -117,7 +119,9 @@ def _wake_here(run_id: int) -> None:
     """The coordinator's wake, as the wake_coordinator task runs it."""
     try:
         actions.do_coordinator_wake(run_id)
-    except CONNECTION_ERRORS as exc:
+    except Exception as exc:
+        if not connection_lost(exc):
+            raise
         _hand_to_task(wake_coordinator, (run_id,), {"release": True}, f"run {run_id}'s coordinator wake", exc)
 
 
@@ -148,7 +152,9 @@ def wake_coordinator(self: Task, run_id: int, release: bool = False) -> None:
             # The wake a connection error stopped left the coordinator busy.
             release_wake(run_id)
         actions.do_coordinator_wake(run_id)
-    except CONNECTION_ERRORS as exc:
+    except Exception as exc:
+        if not connection_lost(exc):
+            raise
         retry_after(self, exc, release=True)
 
 
@@ -156,9 +162,9 @@ def wake_coordinator(self: Task, run_id: int, release: bool = False) -> None:
 def resume_step(self: Task, step_pk: int) -> None:
     try:
         actions.do_resume_turn(step_pk)
-    except CONNECTION_ERRORS as exc:
-        retry_after(self, exc)
     except Exception as exc:
+        if connection_lost(exc):
+            retry_after(self, exc)
         log.exception("resuming step %s failed", step_pk)
         actions.do_fail_resume(step_pk, f"internal error: {type(exc).__name__}: {exc}")
 
@@ -186,9 +192,9 @@ def execute_tool_call(self: Task, call_pk: int, release: list[str] | None = None
             # here (or its journaled result is delivered, if the tool had finished).
             release_call(call_pk, owner)
         do_execute_tool_call(call_pk)
-    except CONNECTION_ERRORS as exc:
-        retry_after(self, exc, release=_holders(release or []))
     except Exception as exc:
+        if connection_lost(exc):
+            retry_after(self, exc, release=_holders(release or []))
         # A bug must not leave the step waiting for this call forever.
         log.exception("tool call %s failed", call_pk)
         do_fail_tool_call(call_pk, f"internal error: {type(exc).__name__}: {exc}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 
-from django.db import InterfaceError, OperationalError, transaction
+from django.db import transaction
 
 from agents import coordinator_prompts as prompts
 from agents.core import machine
@@ -28,6 +28,7 @@ from runs.actions.ending import do_fail_run, do_finish_run
 from runs.actions.model_calls import model_call
 from runs.actions.scheduling import coordinator_has_mail, plans_first, schedule
 from runs.actions.tooling import tool_env, tools_for
+from runs.db_errors import connection_lost
 from runs.models import Run, Step
 from runs.store import sql
 from runs.store.events import DjangoEventSink
@@ -96,9 +97,9 @@ def do_coordinator_wake(run_id: int) -> None:
         # A call cut off by the run's timeout fails the run for that reason.
         run = Run.objects.select_related("workflow").get(pk=run_id)
         do_fail_run(run_id, timeout_breach(run, workflow_spec(run.workflow).options) or f"coordinator: {exc}")
-    except (OperationalError, InterfaceError):
-        raise  # a lost database connection: the task retries the wake (runs/tasks.py)
     except Exception as exc:
+        if connection_lost(exc):
+            raise  # the task retries the wake (runs/tasks.py)
         log.exception("coordinator wake of run %s failed", run_id)
         do_fail_run(run_id, f"coordinator: internal error: {type(exc).__name__}: {exc}")
 

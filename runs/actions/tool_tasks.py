@@ -43,6 +43,7 @@ from runs.actions.catalog import workflow_spec
 from runs.actions.common import dispatch_after_commit, store_artifacts
 from runs.actions.pending import deliver_result
 from runs.actions.tooling import step_tools, stored_call_context
+from runs.db_errors import connection_lost
 from runs.journal import DjangoToolJournal
 from runs.models import Run, Step, ToolCall, ToolExecution
 from runs.store.events import DjangoEventSink
@@ -225,6 +226,8 @@ def _unless_disconnected(stopped: Callable[[], str]) -> str:
     try:
         return stopped()
     except (OperationalError, InterfaceError) as exc:
+        if not connection_lost(exc):
+            raise
         log.warning("could not ask whether a tool call should stop: %s", exc)
         connection.close()
         return ""

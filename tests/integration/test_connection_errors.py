@@ -135,8 +135,11 @@ AFTER_COMMIT = {
 
 
 # On PostgreSQL: a successor starts with its first turn claimed (the first
-# such statement starts step one), each step after the first is taken
-# eagerly, and the last one's worker runs the finish wake itself.
+# such statement starts step one, in the run's start; the second starts
+# step two in the round trip that writes one's last turn: the statements
+# sent before it commit, as a connection lost after the write would leave
+# them), each step after the first is taken eagerly, and the last one's
+# worker runs the finish wake itself.
 AFTER_COMMIT_PG = {
     "successor start": ("turn_queued = NULL FROM", 2),
     "finish wake": ("wake_requests = wake_requests + 1", 1),
@@ -168,3 +171,39 @@ def _run_losing(fails: FailsOnce, owner) -> None:
     assert list(run.steps.filter(kind=Step.Kind.STEP).values_list("status", flat=True)) == ["completed"] * 2
     assert not run.events.filter(type="run_resumed").exists()
     assert run.events.order_by("-seq").values_list("type", flat=True)[0] == "workflow_end"
+
+
+class BrokenStatement(Dropper):
+    """Makes the first statement of a worker thread that contains ``text``
+    one that cannot run (a column that does not exist): a bug, as a missing
+    migration would be, not a lost connection."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+        self.sent = 0
+
+    def __call__(self, execute, sql, params, many, context):
+        if threading.current_thread() is not threading.main_thread() and self.text in sql:
+            with self._lock:
+                self.sent += 1
+                first = self.sent == 1
+            if first:
+                return execute("SELECT no_such_column FROM runs_run", None, False, context)
+        return execute(sql, params, many, context)
+
+
+def test_a_statement_that_cannot_run_fails_the_run_at_once(celery_worker, owner):
+    # The claim of a turn: here the first step's, in the run's start.
+    broken = BrokenStatement("lease_expires IS NULL OR lease_expires < %s")
+    connection_created.connect(broken.install, weak=False)
+    try:
+        run = do_create_run(register("relay"), {"subject": "tides"}, user=owner)
+        run = wait_for_run(run, timeout=20)
+    finally:
+        connection_created.disconnect(broken.install)
+
+    assert broken.sent, "no statement was broken: the test injected nothing"
+    # Not retried for a quarter of an hour as a lost connection would be.
+    assert run.status == "failed", run.status
+    assert "could not start" in run.error and "no such column" in run.error, run.error
