@@ -28,6 +28,7 @@ from agents.runner import (
 )
 from agents.spec import AgentSpec, WorkflowOptions
 from runs import leases, queue
+from runs.actions.budgets import has_run_limits
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import Limits, provider_for, router_for, save_turn, warning_cycle
 from runs.actions.containers import repeat_loop_of
@@ -207,9 +208,10 @@ def _last_turn_in_one_trip(
     nothing, when it does not apply or mail arrived meanwhile: the general
     path below takes the turn then.
 
-    With the run's step ``rows`` known, the step this completion starts
-    (scheduling.eager_successor) is started and claimed in the same round
-    trip: a chain's next step costs no transaction of its own."""
+    With the run's step ``rows`` known (and no budget or timeout to check
+    first), the step this completion starts (scheduling.eager_successor) is
+    started and claimed in the same round trip: a chain's next step costs
+    no transaction of its own."""
     if completion.tool_calls or inbox or not last_turn.applies() or repeat_loop_of(step.step_id) is not None:
         return False, None
     if is_empty(completion):
@@ -222,7 +224,10 @@ def _last_turn_in_one_trip(
     events.emit(_step_end(step, result.output))
     now = timezone.now()
     tokens = (result.prompt_tokens, result.completion_tokens)
-    guess = eager_successor(spec, rows, step.step_id)
+    # A run with a budget or a timeout is checked after each turn commits
+    # (enforce_budget_after_commit): a successor started with the turn would
+    # run past it. Its successor starts after that check, as any other's does.
+    guess = None if has_run_limits(spec.options) else eager_successor(spec, rows, step.step_id)
     written = last_turn.write(
         step,
         turn,

@@ -127,3 +127,17 @@ def test_start_and_claim_step_starts_only_a_ready_step(vendor, queued):
     assert (loaded.pk, loaded.status, loaded.lease_owner, loaded.run.pk) == (two.pk, Step.Status.RUNNING, "w1", run.pk)
     assert run.events.get(seq=seq).type == "step_start"
     assert start() is None  # once
+
+
+@pytest.mark.services
+def test_a_step_that_spends_the_budget_starts_no_successor(queued):
+    run = actions.do_create_run(register("scheduling/budgeted_chain"), {})
+    first = actions.do_start_run(run.pk, leases.worker_identity())
+
+    assert do_eager_turn(first) is None
+
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED and "budget" in run.error, (run.status, run.error)
+    # Its budget was spent before the second step could start: it never did.
+    assert not run.events.filter(type="step_start", step_id="two").exists()
+    assert _status(run)["two"] != Step.Status.RUNNING
