@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -12,7 +15,7 @@ from agents.events import ListSink
 from agents.router import COORDINATOR, InMemoryMailboxStore, MessageRouter
 from agents.tools import INJECTED, ToolCallMeta, ToolContext, default_registry
 from agents.tools.builtin.research import corpus
-from agents.tools.builtin.shell import destructive_reason
+from agents.tools.builtin.shell import destructive_reason, die_with
 
 
 class Agent:
@@ -564,3 +567,15 @@ def test_it_declares_what_the_new_tools_show_people_in_the_catalog():
     assert entries["zenweb.research.price_history"]["server_data"][0]["kind"] == "timeseries"
     assert entries["zenweb.shell.run_shell"]["tags"] == ["execution", "destructive-capable"]
     assert {"zenweb.files.read_file", "zenweb.files.write_file", "zenweb.files.edit_file"} <= set(entries)
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="util-linux's setpriv is not installed")
+def test_a_command_whose_worker_died_while_starting_it_never_runs(tmp_path):
+    # The worker that started it is gone (its pid is not the command's
+    # parent): what would have run stops before it starts.
+    gone = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True).stdout.strip()
+    stopped = subprocess.run([*die_with(int(gone)), "sh", "-c", "echo ran > f"], cwd=tmp_path)
+    assert stopped.returncode == 137 and not (tmp_path / "f").exists()
+
+    ran = subprocess.run([*die_with(os.getpid()), "sh", "-c", "echo ran > f"], cwd=tmp_path)
+    assert ran.returncode == 0 and (tmp_path / "f").read_text() == "ran\n"

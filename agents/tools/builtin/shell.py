@@ -185,7 +185,20 @@ def _pump(
 # set by util-linux's setpriv): a worker killed mid-call must not leave the
 # command running on, or the retry of that call would overlap it. The
 # sandbox's own --die-with-parent then takes its PID namespace down with it.
-_DIE_WITH_WORKER = ("setpriv", "--pdeathsig", "KILL", "--") if shutil.which("setpriv") else ()
+# A worker that dies before setpriv has set the signal (it was starting the
+# command) would leave the command to run on all the same: the shell that
+# setpriv runs next checks that its parent is still that worker, and stops
+# there otherwise (exit 137, as if killed).
+_SETPRIV = shutil.which("setpriv")
+_STILL_CHILD_OF = 'test "$PPID" = "$1" || exit 137; shift; exec "$@"'
+
+
+def die_with(worker_pid: int) -> list[str]:
+    """The argv prefix that makes a command die with process ``worker_pid``
+    (the one starting it), or nothing where setpriv is missing."""
+    if not _SETPRIV:
+        return []
+    return [_SETPRIV, "--pdeathsig", "KILL", "--", "sh", "-c", _STILL_CHILD_OF, "sh", str(worker_pid)]
 
 
 def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
@@ -214,7 +227,7 @@ def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
     quota = _Quota(root, sandbox.limits.disk_mb * MB)
     output = _Output(MAX_OUTPUT_CHARS)
     with subprocess.Popen(
-        [*_DIE_WITH_WORKER, *argv],
+        [*die_with(os.getpid()), *argv],
         cwd=root,
         env=env,
         stdin=subprocess.DEVNULL,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from datetime import datetime
 from typing import NamedTuple
 
 from django.db import transaction
@@ -242,8 +243,8 @@ class Successor(NamedTuple):
     pk: int
     event: RuntimeEvent
     owner: str
-    expires: object
-    now: object
+    expires: datetime
+    now: datetime
 
 
 def start_and_claim_step(run_id: int, successor: Successor) -> tuple[Step, int] | None:
@@ -276,7 +277,7 @@ def start_and_claim_step(run_id: int, successor: Successor) -> tuple[Step, int] 
 
 
 def start_and_claim_statement(
-    run_id: int, successor: Successor, *, after: tuple[int, object] | None = None
+    run_id: int, successor: Successor, *, after: tuple[int, datetime] | None = None
 ) -> tuple[str, dict]:
     """start_and_claim_step's statement and parameters (PostgreSQL): for a
     caller that sends it with others (turns.write_last_turn). ``after``: a
