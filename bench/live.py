@@ -105,7 +105,8 @@ def write(run_id: int, events: int, rate: float) -> dict[str, Any]:
             # Registered first, so it runs first after commit: before the broadcasts.
             transaction.on_commit(lambda size=size: committed.extend([time.time()] * size))
             for n in range(size):
-                uow.sink.emit(Event("agent_turn", "talk", {"turn": written + n + 1, "content": "progress"}))
+                turn = {"turn": written + n + 1, "agent": "talker", "content": "progress", "tool_calls": []}
+                uow.sink.emit(Event("agent_turn", "talk", turn | {"prompt_tokens": None, "completion_tokens": None}))
         written += size
     elapsed = time.monotonic() - start
     return {"committed": committed, "write_rate": events / elapsed}
