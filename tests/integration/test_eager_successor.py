@@ -84,6 +84,21 @@ def test_the_successor_waits_while_the_coordinator_is_busy(queued):
 
 
 @pytest.mark.services
+def test_a_turn_another_worker_recorded_starts_nothing_here(queued):
+    run = actions.do_create_run(register("durability/quick_chain"), {})
+    first = actions.do_start_run(run.pk, leases.worker_identity())
+    # This worker's lease ran out and another one recorded the turn first.
+    Step.objects.filter(run=run, step_id="one").update(status=Step.Status.COMPLETED, turns=1, finished=timezone.now())
+
+    assert do_eager_turn(first) is None
+
+    # Its write did not happen, so the successor it guessed is not started
+    # here (and left to the worker that recorded the turn).
+    assert _status(run)["two"] == Step.Status.PENDING
+    assert not run.events.filter(type="step_start", step_id="two").exists()
+
+
+@pytest.mark.services
 def test_a_step_that_also_waited_for_one_that_ended_meanwhile_starts_too(queued):
     run = actions.do_create_run(register("scheduling/join_after_side"), {})
     actions.do_start_run(run.pk)  # one and side start, their turns queued

@@ -38,14 +38,7 @@ from runs.store.sql.mailboxes import (
 )
 from runs.store.sql.messages import Counted, Written, insert_message, read_counter, write_held
 from runs.store.sql.runs import bump_counter, can_pipeline, lock_run, lock_run_sql, request_wake
-from runs.store.sql.schedule import (
-    STEP_ROW_COLUMNS,
-    ScheduleState,
-    StepRow,
-    schedule_state,
-    schedule_state_of,
-    step_rows,
-)
+from runs.store.sql.schedule import ScheduleState, StepRow, schedule_state, schedule_state_of, step_rows
 from runs.store.sql.steps import (
     WORKFLOW_TEXT,
     Successor,
@@ -61,7 +54,6 @@ from runs.store.sql.turns import LastTurnWritten, TurnSaved, save_turn, write_la
 from runs.store.sql.writes import insert, insert_many, update, update_returning
 
 __all__ = [
-    "STEP_ROW_COLUMNS",
     "WORKFLOW_TEXT",
     "Counted",
     "LastTurnWritten",

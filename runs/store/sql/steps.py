@@ -20,7 +20,7 @@ from runs.store.rows import (
     table,
 )
 from runs.store.sql.events import EVENT_ROWS, events_params, insert_events, insert_events_from
-from runs.store.sql.mailboxes import unread_count, unread_count_of, unread_from
+from runs.store.sql.mailboxes import unread_count_of, unread_from
 from runs.store.sql.writes import update
 
 # Big and not needed for a turn: the parsed spec is cached per version.
@@ -286,12 +286,10 @@ def start_and_claim_statement(
     that write happened."""
     params = events_params(run_id, [(successor.event, successor.now)])
     params |= {
+        **_may_start_params(),
         "step": successor.pk,
         "pending": Step.Status.PENDING,
         "running": Step.Status.RUNNING,
-        "completed": Step.Status.COMPLETED,
-        "run_running": Run.Status.RUNNING,
-        "coordinator": COORDINATOR,
         "owner": successor.owner,
         "expires": db_value(Step, "lease_expires", successor.expires),
         "now": db_value(Step, "started", successor.now),
@@ -312,12 +310,44 @@ def started_and_claimed(row) -> tuple[Step, int] | None:
 def _may_start(run_id: int, step_pk: int) -> bool:
     """start_and_claim_step's conditions on the run and the step's
     dependencies (the step's own status is its UPDATE's), on SQLite."""
-    running = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, coordinator_busy=False).exists()
-    if not running or unread_count(run_id, COORDINATOR):
-        return False
-    depends_on = Step.objects.filter(pk=step_pk).values_list("depends_on", flat=True).first() or []
-    done = Step.objects.filter(run_id=run_id, step_id__in=depends_on, status=Step.Status.COMPLETED).count()
-    return done == len(set(depends_on))
+    params = {"step": step_pk, **_may_start_params()}
+    with plain_cursor() as cursor:
+        cursor.execute(_may_start_sql(database().vendor), params)
+        return cursor.fetchone() is not None
+
+
+def _may_start_params() -> dict:
+    return {
+        "run_running": Run.Status.RUNNING,
+        "coordinator": COORDINATOR,
+        "completed": Step.Status.COMPLETED,
+    }
+
+
+def _may_start_where(vendor: str) -> str:
+    """start_and_claim_step's conditions on step ``s`` and its run ``r``,
+    the one definition both databases use: the run running, its
+    coordinator neither busy nor holding unread mail, every step ``s``
+    depends on completed."""
+    depends_on = (
+        "SELECT jsonb_array_elements_text(s.depends_on)"
+        if vendor == "postgresql"
+        else "SELECT value FROM json_each(s.depends_on)"
+    )
+    return (
+        f"r.status = %(run_running)s AND NOT r.coordinator_busy "
+        f"AND NOT EXISTS(SELECT 1 {unread_from('r.id', '%(coordinator)s')}) "
+        f"AND NOT EXISTS(SELECT 1 FROM {table(Step)} d WHERE d.run_id = s.run_id "
+        f"AND d.step_id IN ({depends_on}) AND d.status <> %(completed)s)"
+    )
+
+
+@functools.cache
+def _may_start_sql(vendor: str) -> str:
+    return (
+        f"SELECT 1 FROM {table(Step)} s JOIN {table(Run)} r ON r.id = s.run_id "
+        f"WHERE s.id = %(step)s AND {_may_start_where(vendor)}"
+    )
 
 
 @functools.cache
@@ -337,11 +367,8 @@ def _start_and_claim_sql(vendor: str, after_write: bool = False) -> str:
     return (
         f"WITH s AS (UPDATE {table(Step)} s SET status = %(running)s, started = %(now)s, lease_owner = %(owner)s, "
         f"lease_expires = %(expires)s, turn_queued = NULL FROM {table(Run)} r "
-        "WHERE s.id = %(step)s AND s.status = %(pending)s AND r.id = s.run_id AND r.status = %(run_running)s "
-        f"AND NOT r.coordinator_busy AND NOT EXISTS(SELECT 1 {unread_from('r.id', '%(coordinator)s')}) "
-        f"AND NOT EXISTS(SELECT 1 FROM {table(Step)} d WHERE d.run_id = s.run_id "
-        "AND d.step_id IN (SELECT jsonb_array_elements_text(s.depends_on)) AND d.status <> %(completed)s) "
-        f"{after}RETURNING s.*), "
+        "WHERE s.id = %(step)s AND s.status = %(pending)s AND r.id = s.run_id "
+        f"AND {_may_start_where(vendor)} {after}RETURNING s.*), "
         f"bumped AS (UPDATE {table(Run)} SET last_event_seq = last_event_seq + %(event_count)s "
         "WHERE id = %(run)s AND EXISTS (SELECT 1 FROM s) RETURNING last_event_seq), "
         f"inserted AS ({insert_events_from('bumped')}) "
