@@ -26,14 +26,13 @@ from runs.actions.common import Limits, provider_for, router_for, save_turn, war
 from runs.actions.deadlines import enforce_budget_after_commit
 from runs.actions.ending import do_fail_run, do_finish_run
 from runs.actions.model_calls import model_call
-from runs.actions.scheduling import coordinator_has_mail, plans_first, schedule
+from runs.actions.scheduling import plans_first, schedule
 from runs.actions.tooling import tool_env, tools_for
 from runs.db_errors import connection_lost
 from runs.models import Run, Step
 from runs.store import sql
 from runs.store.events import DjangoEventSink
 from runs.store.mailboxes import DjangoMailboxStore
-from runs.store.sql import lock_run
 from runs.store.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)
@@ -65,23 +64,28 @@ def do_coordinator_wake(run_id: int) -> None:
         return
     try:
         while True:
-            run = Run.objects.select_related("workflow").get(pk=run_id)
+            # The run (with its workflow) comes with its coordinator's row.
+            coordinator = sql.coordinator_for_wake(run_id)
+            run = coordinator.run
             if run.status != Run.Status.RUNNING:
                 return
             seen = run.wake_requests
-            inbox = DjangoMailboxStore(run_id).unread(COORDINATOR)
             # Every wake reads every step, but only what a wake shows and
             # decides on: a wide run's transcripts are most of its rows'
             # size, and its JSON columns most of the time to load them.
             steps = list(run.steps.exclude(kind=Step.Kind.COORDINATOR).only(*WAKE_FIELDS))
+            # The inbox after the steps: a step's messages commit with its
+            # turns, before its end, so when every step read is done, this
+            # read holds everything they sent (no second look before finishing).
+            inbox = DjangoMailboxStore(run_id).unread(COORDINATOR)
             if plans_first(run):
-                _coordinator_rounds(run, "plan", [], steps)
-            elif inbox and not _over_wake_cap(run):
-                _coordinator_rounds(run, "messages", inbox, steps)
-            elif _all_done(run, steps) and not coordinator_has_mail(run_id):
+                _coordinator_rounds(run, coordinator, "plan", [], steps)
+            elif inbox and not _over_wake_cap(run, coordinator):
+                _coordinator_rounds(run, coordinator, "messages", inbox, steps)
+            elif _all_done(run, steps) and not inbox:
                 # A coordinator that already called finalize has said its last word.
                 if not run.result:
-                    _coordinator_rounds(run, "finish", [], steps)
+                    _coordinator_rounds(run, coordinator, "finish", [], steps)
                 if workflow_spec(run.workflow).coordinator.require_workers and not _workers(run.pk):
                     do_fail_run(run_id, NO_WORKERS)
                 do_finish_run(run_id)
@@ -117,19 +121,23 @@ def release_wake(run_id: int) -> None:
     Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(coordinator_busy=False)
 
 
-def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps: list[Step]) -> None:
+def _coordinator_rounds(
+    run: Run, coordinator: Step, reason: str, inbox: list[RouterMessage], steps: list[Step]
+) -> None:
     spec = workflow_spec(run.workflow)
-    coordinator = run.steps.get(step_id=COORDINATOR)
     agent = spec.agents.get(COORDINATOR) or AgentSpec()
     sink = DjangoEventSink(run.pk)
+    # Counted here: only the wake that holds coordinator_busy changes the coordinator's turns.
+    cycle = coordinator.turns + 1
     with transaction.atomic():
-        lock_run(run.pk)
-        (coordinator.turns,) = sql.update_returning(Step, coordinator.pk, {}, {"turns": 1}, ["turns"])
-        data = {"reason": reason, "cycle": coordinator.turns, "messages": len(inbox)}
-        sink.emit(RuntimeEvent("agent_wake", COORDINATOR, data))
+        # The events first: their INSERT takes the run's lock, which every
+        # writer takes before a step's row.
+        sink.emit(RuntimeEvent("agent_wake", COORDINATOR, {"reason": reason, "cycle": cycle, "messages": len(inbox)}))
         cap = Limits.of(run).coordinator_wake_cycles
-        if coordinator.turns == warning_cycle(cap):
-            sink.emit(RuntimeEvent("max_wake_cycles_warning", COORDINATOR, {"cycle": coordinator.turns, "max": cap}))
+        if cycle == warning_cycle(cap):
+            sink.emit(RuntimeEvent("max_wake_cycles_warning", COORDINATOR, {"cycle": cycle, "max": cap}))
+        sql.update(Step, {"turns": cycle}, "id = %s", [coordinator.pk])
+    coordinator.turns = cycle
     view = prompts.RunView(
         workflow=spec.name,
         inputs=run.inputs,
@@ -206,25 +214,24 @@ def _coordinator_rounds(run: Run, reason: str, inbox: list[RouterMessage], steps
             result = apply_completion(
                 turn, request, completion, shown, router=router, sink=uow.sink, registry=registry, tools=tools
             )
-            # The round's forwards and events go in before the turn is saved;
-            # a synthesis emitted below goes in when the block ends.
-            uow.flush()
-            save_turn(coordinator, result)
-            enforce_budget_after_commit(run.pk, spec)
-            if result.finalized is not None:
-                Run.objects.filter(pk=run.pk).update(result=result.finalized)
-            elif reason == "finish" and result.status == "completed" and not _owes_workers(turn):
+            summary = result.finalized
+            if summary is None and reason == "finish" and result.status == "completed" and not _owes_workers(turn):
                 # A model that writes the summary as its answer instead of
                 # calling finalize has still given the run's result (an empty
                 # answer never gets here: it got a hint or failed the run).
                 summary = result.output.strip()[:MAX_MESSAGE_CHARS]
                 uow.sink.emit(RuntimeEvent("coordinator_synthesis", COORDINATOR, {"summary": summary}))
-                Run.objects.filter(pk=run.pk).update(result=summary)
             # finalize is the coordinator's last word: the model is not asked
             # again to read its "finalized" (a request nobody needs, and tokens).
             last = result.status != "failed" and (result.status == "completed" or result.finalized is not None)
             if last:
                 uow.sink.emit(_idle(coordinator))
+            # The round's forwards and events go in before the turn is saved, in one statement.
+            uow.flush()
+            save_turn(coordinator, result)
+            enforce_budget_after_commit(run.pk, spec)
+            if summary is not None:
+                Run.objects.filter(pk=run.pk).update(result=summary)
         if result.status == "failed":
             do_fail_run(run.pk, f"coordinator: {result.error}")
             return
@@ -283,11 +290,10 @@ def _record_over_budget(
     return compact or request
 
 
-def _over_wake_cap(run: Run) -> bool:
+def _over_wake_cap(run: Run, coordinator: Step) -> bool:
     """Past its wake-cycle cap the coordinator stops reading: its mailbox
     closes and every unread and later message drops as max-wake-cycles."""
-    cycles = Step.objects.values_list("turns", flat=True).get(run=run, step_id=COORDINATOR)
-    if cycles < Limits.of(run).coordinator_wake_cycles:
+    if coordinator.turns < Limits.of(run).coordinator_wake_cycles:
         return False
     with transaction.atomic():
         router_for(run.pk).close(COORDINATOR, DropReason.MAX_WAKE_CYCLES)

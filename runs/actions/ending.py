@@ -7,6 +7,8 @@ rejected or lapsed workflow approval blocks its run; so they live together."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from django.db import transaction
 from django.db.models import Case, F, QuerySet, TextField, Value, When
 from django.utils import timezone
@@ -46,16 +48,24 @@ def do_finish_run(run_id: int) -> None:
         run = _locked(run_id)
         if run.is_terminal:
             return
-        rows = run.steps.exclude(kind=Step.Kind.COORDINATOR).order_by("position")
+        fields = ("step_id", "kind", "status", "error", "resuming", "mailbox_closed_reason")
+        rows = list(run.steps.order_by("position").values_list(*fields))
         steps = [
             machine.StepState(runtime_id=step_id, status=status, error=error)
-            for step_id, status, error in rows.values_list("step_id", "status", "error")
+            for step_id, kind, status, error, _, _ in rows
+            if kind != Step.Kind.COORDINATOR
         ]
         end = machine.run_end(machine.RunState(status=run.status, steps=tuple(steps)))
         run.status = end.status
         if end.error and not run.error:
             run.error = end.error
-        _end_run(run)
+        _end_run(
+            run,
+            _Read(
+                resuming=any(resuming for *_, resuming, _ in rows),
+                coordinator_closed=any(kind == Step.Kind.COORDINATOR and closed for _, kind, *_, closed in rows),
+            ),
+        )
 
 
 def do_fail_run(run_id: int, error: str) -> None:
@@ -110,7 +120,20 @@ _COORDINATOR_END = {
 }
 
 
-def _end_run(run: Run) -> None:
+class _Read(NamedTuple):
+    """What an end read of its run's steps under the run's lock: the writes
+    it may leave out (a run's usual end, after its coordinator's finalize,
+    makes neither)."""
+
+    resuming: bool  # some step is being resumed
+    coordinator_closed: bool  # the coordinator's mailbox is closed (finalize): nothing waits in it
+
+
+# An end that read nothing: every write is made.
+_UNREAD = _Read(resuming=True, coordinator_closed=False)
+
+
+def _end_run(run: Run, read: _Read = _UNREAD) -> None:
     run.finished = timezone.now()
     run.coordinator_busy = False
     # Never a full save: the counters on this row moved while we emitted events.
@@ -121,8 +144,12 @@ def _end_run(run: Run) -> None:
     why = run.error if ended != Step.Status.COMPLETED else ""
     said = Case(When(error="", then=Value(why)), default=F("error"), output_field=TextField())
     run.steps.filter(kind=Step.Kind.COORDINATOR).update(status=ended, finished=run.finished, error=said)
-    Step.objects.filter(run=run, resuming=True).update(resuming=False)
-    router_for(run, run_locked=True).close(COORDINATOR, DropReason.TARGET_TERMINAL)
+    if read.resuming:
+        Step.objects.filter(run=run, resuming=True).update(resuming=False)
+    if not read.coordinator_closed:
+        # A closed mailbox holds nothing unread: closing it drops what waits,
+        # and every later send to it drops.
+        router_for(run, run_locked=True).close(COORDINATOR, DropReason.TARGET_TERMINAL)
     # What else the end closes, read at once: most runs leave none of it.
     left = left_open(run.pk)
     if left.calls or left.executions:

@@ -18,6 +18,7 @@ from runs.actions.containers import create_steps
 from runs.actions.ending import do_fail_run
 from runs.actions.scheduling import Eager, schedule_start, step_row
 from runs.models import Run, Step, Workflow
+from runs.store import sql
 from runs.store.events import DjangoEventSink
 
 
@@ -54,11 +55,9 @@ def do_start_run(run_id: int, worker: str | None = None) -> Eager | None:
     when it is one thing: the first turn of the one step that starts, or
     the coordinator's first wake (see scheduling.schedule); returned."""
     with transaction.atomic():
-        if not Run.objects.filter(pk=run_id, status=Run.Status.PENDING).update(
-            status=Run.Status.RUNNING, started=timezone.now(), stuck_reason=""
-        ):
+        run = sql.start_run(run_id, timezone.now())
+        if run is None:
             return None
-        run = Run.objects.select_related("workflow").get(pk=run_id)
         spec = workflow_spec(run.workflow)
         try:
             runtime = expansion.expand(spec, run.inputs)

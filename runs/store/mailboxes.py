@@ -111,7 +111,7 @@ class DjangoMailboxStore:
         # What reads or changes messages must see the held ones, and what it
         # changes makes the kept mailbox states stale.
         if self.uow is not None:
-            self.uow.flush()
+            self.uow.write_messages()
 
     def _lock_run(self) -> None:
         # Sends take the run row's lock first (their message number): taking

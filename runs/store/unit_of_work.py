@@ -158,6 +158,20 @@ class UnitOfWork:
         if kept is not None and not values["drop_reason"]:
             held.states[values["recipient"]] = replace(kept, unread=kept.unread + 1)
 
+    def write_messages(self) -> None:
+        """Before the mailbox store reads or changes messages with a query of
+        its own: the held messages written (``flush``, with the held events)
+        and the kept mailbox states forgotten. With no message held, held
+        events stay held (an INSERT fewer): the store writes no event, and
+        a router's drops go through this block's sink, after them."""
+        held = self._held
+        if held is None:
+            return
+        if held.rows or held.taken:
+            self.flush()
+        else:
+            held.states.clear()
+
     def flush(self) -> None:
         """Write what the block holds: its messages, the run's counter, the
         coordinator's wake request and its events (one statement on

@@ -1,6 +1,7 @@
-"""How many database statements a step turn and a routed message cost, on
-SQLite and on PostgreSQL: each is held at or under what it costs today, so a
-change that adds one fails here and names the new statement.
+"""How many database statements a step turn, a routed message, a run's
+start and its coordinator's finish cost, on SQLite and on PostgreSQL: each
+is held at or under what it costs today, so a change that adds one fails
+here and names the new statement.
 
 Counted at the DB-API level (``connection.execute_wrapper``), which sees
 every statement sent through Django's cursors: the ORM's, runs/store/sql/'s
@@ -19,7 +20,7 @@ import pytest
 from celery.app.task import Task
 from django.db import connection
 
-from runs import actions, queue
+from runs import actions, leases, queue
 from runs.actions.coordinator import do_coordinator_wake
 from runs.actions.steps import do_step_turn
 from runs.models import Run, Step
@@ -44,17 +45,39 @@ TOOL_LESS_TURN = {"sqlite": 17, "postgresql": 4}
 SENDING_TURN = {"sqlite": 24, "postgresql": 13}
 # The coordinator's wake that forwards it to second.
 FORWARD = {"sqlite": 53, "postgresql": 37}
+# A run's start on a worker, which takes its first step's turn itself
+# (runs/actions/lifecycle.py do_start_run): the run claimed and read back
+# in one statement on PostgreSQL, its steps, its workflow_start event, the
+# first step started and claimed; BEGIN and COMMIT.
+START = {"sqlite": 17, "postgresql": 6}
+# The coordinator's finish wake (runs/actions/coordinator.py): the wake
+# claimed, the run with its coordinator, the steps, the inbox; its
+# agent_wake; its round (the lock and counter, finalize in a savepoint,
+# the round's events in one INSERT, the turn, its tool call, the result);
+# the run's end (runs/actions/ending.py do_finish_run).
+FINISH = {"sqlite": 40, "postgresql": 27}
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
-def relay(request, monkeypatch) -> Run:
-    """A started relay run, once per database, whose tasks are recorded
-    instead of published: each step of it is run here by hand."""
-    if connection.vendor != request.param:
-        pytest.fail(f"this pass runs on {connection.vendor}, not {request.param}: see scripts/test.sh")
+@pytest.fixture
+def recorded(monkeypatch) -> list:
+    """The tasks queued in a test, recorded instead of published."""
     queued: list = []
     monkeypatch.setattr(queue, "publish", lambda task, calls: queued.extend((task.name, args) for args in calls))
     monkeypatch.setattr(Task, "apply_async", lambda task, args=None, *a, **k: queued.append((task.name, args)))
+    return queued
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
+def vendor(request) -> str:
+    if connection.vendor != request.param:
+        pytest.fail(f"this pass runs on {connection.vendor}, not {request.param}: see scripts/test.sh")
+    return request.param
+
+
+@pytest.fixture
+def relay(vendor, recorded) -> Run:
+    """A started relay run, once per database, whose tasks are recorded
+    instead of published: each step of it is run here by hand."""
     run = actions.do_create_run(register("relay"), {"subject": "tides"})
     actions.do_start_run(run.pk)
     return run
@@ -112,3 +135,22 @@ def test_a_step_turn_and_a_routed_message_cost_no_more_statements_than_today(rel
     assert len(last) <= TOOL_LESS_TURN[vendor], f"a tool-less turn, {len(last)} statements:\n{_listed(last)}"
     assert len(sending) <= SENDING_TURN[vendor], f"a turn that sends, {len(sending)} statements:\n{_listed(sending)}"
     assert len(forwarding) <= FORWARD[vendor], f"a forward, {len(forwarding)} statements:\n{_listed(forwarding)}"
+
+
+def test_a_runs_start_and_its_coordinators_finish_cost_no_more_statements_than_today(vendor, recorded):
+    run = actions.do_create_run(register("single"), {})
+    with statements() as starting:
+        follow = actions.do_start_run(run.pk, leases.worker_identity())
+    assert isinstance(follow, actions.EagerTurn)  # the first step, started and claimed for this worker
+    actions.do_eager_turn(follow)  # "done": the step completes; the coordinator's wake is asked for
+    with statements() as finishing:
+        do_coordinator_wake(run.pk)
+
+    run.refresh_from_db()
+    assert (run.status, run.result) == (Run.Status.COMPLETED, "only: done")
+    kinds = list(run.events.order_by("seq").values_list("type", flat=True))
+    finish = ["agent_wake", "agent_turn", "tool_call", "coordinator_synthesis", "tool_call", "agent_idle"]
+    finish.append("workflow_end")
+    assert kinds[-len(finish) :] == finish, kinds
+    assert len(starting) <= START[vendor], f"a run's start, {len(starting)} statements:\n{_listed(starting)}"
+    assert len(finishing) <= FINISH[vendor], f"a finish wake, {len(finishing)} statements:\n{_listed(finishing)}"

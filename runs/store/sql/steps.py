@@ -43,6 +43,61 @@ def step_for_turn(step_pk: int):
     return None if row is None else _step_with_run(parts, row)
 
 
+def coordinator_for_wake(run_id: int):
+    """The coordinator of run ``run_id`` loaded as ``step_for_turn`` loads a
+    step (its run, the run's workflow and creator, its unread count), or
+    None: what a coordinator wake reads first, in one query instead of one
+    for the run and another for its coordinator."""
+    vendor = database().vendor
+    parts = [(model, names) for model, names, _ in _step_for_turn_parts(vendor)]
+    with plain_cursor() as cursor:
+        cursor.execute(_coordinator_for_wake_sql(vendor), {"run": run_id, "coordinator": COORDINATOR})
+        row = cursor.fetchone()
+    return None if row is None else _step_with_run(parts, row)
+
+
+def start_run(run_id: int, now):
+    """pending -> running for run ``run_id`` (started at ``now``, no stuck
+    reason), and the run loaded with its workflow (but its text and stored
+    spec), or None if it was not pending (a second delivery of its start).
+    One statement on PostgreSQL; SQLite's RETURNING cannot read the
+    workflow's columns, so there the run is read after."""
+    vendor = database().vendor
+    values = {"status": Run.Status.RUNNING, "started": now, "stuck_reason": ""}
+    if vendor != "postgresql":
+        if not update(Run, values, "id = %s AND status = %s", [run_id, Run.Status.PENDING]):
+            return None
+        return Run.objects.select_related("workflow").get(pk=run_id)
+    parts = [(model, names) for model, names, _ in _start_run_parts(vendor)]
+    with plain_cursor() as cursor:
+        params = {**values, "started": db_value(Run, "started", now), "run": run_id, "pending": Run.Status.PENDING}
+        cursor.execute(_start_run_sql(vendor), params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    (run, workflow), _ = instances(parts, row)
+    Run._meta.get_field("workflow").set_cached_value(run, workflow)
+    return run
+
+
+@functools.cache
+def _start_run_parts(vendor: str) -> tuple:
+    return tuple(
+        (model, *select_columns(model, alias, vendor, without))
+        for model, alias, without in ((Run, "r", ()), (Workflow, "w", WORKFLOW_TEXT))
+    )
+
+
+@functools.cache
+def _start_run_sql(vendor: str) -> str:
+    columns = ", ".join(select for _, _, select in _start_run_parts(vendor))
+    return (
+        f"UPDATE {table(Run)} r SET status = %(status)s, started = %(started)s, stuck_reason = %(stuck_reason)s "
+        f"FROM {table(Workflow)} w WHERE r.id = %(run)s AND r.status = %(pending)s AND w.id = r.workflow_id "
+        f"RETURNING {columns}"
+    )
+
+
 def claim_step_for_turn(step_pk: int, turn: int, owner: str, expires, now):
     """Take the lease on turn ``turn`` of step ``step_pk`` until ``expires``
     (the step and its run running, the turn the next one, no live lease at
@@ -135,6 +190,15 @@ def _step_for_turn_parts(vendor: str) -> tuple:
 def _step_for_turn_sql(vendor: str) -> str:
     columns, joins = _step_for_turn_columns(vendor)
     return f"SELECT {columns} FROM {table(Step)} s JOIN {table(Run)} r ON r.id = s.run_id {joins} WHERE s.id = %(step)s"
+
+
+@functools.cache
+def _coordinator_for_wake_sql(vendor: str) -> str:
+    columns, joins = _step_for_turn_columns(vendor)
+    return (
+        f"SELECT {columns} FROM {table(Step)} s JOIN {table(Run)} r ON r.id = s.run_id {joins} "
+        "WHERE s.run_id = %(run)s AND s.step_id = %(coordinator)s"
+    )
 
 
 def _step_for_turn_columns(vendor: str) -> tuple[str, str]:
