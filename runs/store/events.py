@@ -10,6 +10,7 @@ import functools
 import logging
 import os
 import threading
+import time
 
 from asgiref.sync import SyncToAsync, async_to_sync
 from channels.layers import get_channel_layer
@@ -30,13 +31,17 @@ def run_group(run_id: int) -> str:
 def broadcast(run_id: int, seq: int) -> None:
     """Tell open dashboards that event ``seq`` exists. Only the number travels:
     consumers read the event itself from the database, so a lost notification
-    costs a little latency, never an event."""
-    send_to_dashboards(run_id, {"type": "run.event", "seq": seq}, f"event {seq}")
+    costs a little latency, never an event; and the newest stands for every
+    one before it, so a run's notifications go at most one per
+    NOTICE_SECONDS (``_Throttle``)."""
+    send_to_dashboards(run_id, {"type": "run.event", "seq": seq}, f"event {seq}", throttled=True)
 
 
-def send_to_dashboards(run_id: int, message: dict, what: str) -> None:
+def send_to_dashboards(run_id: int, message: dict, what: str, *, throttled: bool = False) -> None:
     """Send ``message`` to the run's group (its open pages), without waiting;
-    ``what`` names it in the warning logged if it cannot be sent."""
+    ``what`` names it in the warning logged if it cannot be sent.
+    ``throttled``: a ``run.event`` notification, held back if the run's
+    last one went less than NOTICE_SECONDS ago (see ``_Throttle``)."""
     group = run_group(run_id)
     layer = get_channel_layer()
     if layer is None or (isinstance(layer, InMemoryChannelLayer) and not layer.listening(group)):
@@ -47,14 +52,82 @@ def send_to_dashboards(run_id: int, message: dict, what: str) -> None:
         if _in_sync_to_async_thread():
             # Back to the loop that runs this thread, as async_to_sync does.
             async_to_sync(layer.group_send)(group, message)
-        else:
-            sent = asyncio.run_coroutine_threadsafe(layer.group_send(group, message), _broadcast_loop())
-            # Not waited for (about 1 ms a commit): the loop publishes in
-            # order, and a failure costs only latency, which the poll bounds.
-            _in_flight.add(sent)
-            sent.add_done_callback(functools.partial(_log_failed_broadcast, run_id, what))
+            return
+        loop = _broadcast_loop()
+        if throttled:
+            delay = _throttle.hold(run_id, message["seq"], time.monotonic())
+            if delay is not None:
+                if delay > 0:  # the first held back this interval: sent when it ends
+                    loop.call_soon_threadsafe(loop.call_later, delay, _send_held, run_id)
+                return
+        _send_from_loop(loop, run_id, message, what)
     except Exception as exc:  # noqa: BLE001 - Redis away: the consumers' poll still finds the event
         log.warning("could not notify dashboards of %s of run %s: %s", what, run_id, exc)
+
+
+def _send_from_loop(loop: asyncio.AbstractEventLoop, run_id: int, message: dict, what: str) -> None:
+    layer = get_channel_layer()
+    sent = asyncio.run_coroutine_threadsafe(layer.group_send(run_group(run_id), message), loop)
+    # Not waited for (about 1 ms a commit): the loop publishes in
+    # order, and a failure costs only latency, which the poll bounds.
+    _in_flight.add(sent)
+    sent.add_done_callback(functools.partial(_log_failed_broadcast, run_id, what))
+
+
+def _send_held(run_id: int) -> None:
+    """On the broadcast loop, when a run's interval ends: its newest held notification."""
+    seq = _throttle.release(run_id, time.monotonic())
+    if seq is not None:
+        _send_from_loop(_broadcast_loop(), run_id, {"type": "run.event", "seq": seq}, f"event {seq}")
+
+
+# A run's notifications go at most once per NOTICE_SECONDS. A chain's steps
+# end a millisecond or two apart, and each notification cost the worker a
+# trip through the broadcast loop to Redis, and every open page a read of
+# the database; the first of a burst goes at once, the newest of the rest
+# when the interval ends (a page shows them that much later, at most).
+NOTICE_SECONDS = 0.01
+
+
+class _Throttle:
+    """When each run's last notification went, and the newest held back."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sent: dict[int, float] = {}  # run -> when its last went (time.monotonic)
+        self._held: dict[int, int] = {}  # run -> the newest seq held back
+
+    def hold(self, run_id: int, seq: int, now: float) -> float | None:
+        """None: send ``seq`` now. Else it is held back: a delay after which
+        ``release`` is due (> 0 for the first held this interval, which
+        asks for it; 0 when one is asked for already)."""
+        with self._lock:
+            if run_id in self._held:
+                self._held[run_id] = max(self._held[run_id], seq)
+                return 0.0
+            last = self._sent.get(run_id)
+            if last is not None and now - last < NOTICE_SECONDS:
+                self._held[run_id] = seq
+                return NOTICE_SECONDS - (now - last)
+            self._sent[run_id] = now
+            if len(self._sent) > 1000:  # runs long quiet need no record
+                self._sent = {run: at for run, at in self._sent.items() if now - at < NOTICE_SECONDS}
+            return None
+
+    def release(self, run_id: int, now: float) -> int | None:
+        """The newest seq held back for ``run_id`` (None: none), sent at ``now``."""
+        with self._lock:
+            seq = self._held.pop(run_id, None)
+            if seq is not None:
+                self._sent[run_id] = now
+            return seq
+
+    def held(self) -> list[int]:
+        with self._lock:
+            return list(self._held)
+
+
+_throttle = _Throttle()
 
 
 def _log_failed_broadcast(run_id: int, what: str, sent) -> None:
@@ -74,6 +147,8 @@ FLUSH_SECONDS = 2.0
 
 @atexit.register
 def _flush_broadcasts() -> None:
+    for run_id in _throttle.held():
+        _send_held(run_id)
     if _in_flight:
         concurrent.futures.wait(list(_in_flight), timeout=FLUSH_SECONDS)
 
@@ -94,9 +169,11 @@ def _broadcast_loop() -> asyncio.AbstractEventLoop:
     every call (about 2 ms here), and channels_redis, whose connections
     belong to a loop, connects again each time; one loop that lives on
     keeps both. A forked child (prefork workers) starts its own."""
-    global _loop, _loop_pid
+    global _loop, _loop_pid, _throttle
     with _loop_lock:
         if _loop is None or _loop_pid != os.getpid():
+            # What a parent held back, its loop was to send: a child starts afresh.
+            _throttle = _Throttle()
             loop = asyncio.new_event_loop()
             threading.Thread(target=loop.run_forever, name="zenweb-broadcast", daemon=True).start()
             _loop, _loop_pid = loop, os.getpid()

@@ -208,3 +208,47 @@ def test_it_tells_only_runs_somebody_watches_in_this_process(monkeypatch):
 
     assert sent == ["run-8"]
     assert async_to_sync(layer.receive)("specific.dashboard") == {"type": "run.event", "seq": 43}
+
+
+def test_a_burst_of_notifications_reaches_the_pages_as_its_first_and_its_newest(monkeypatch):
+    # A chain's steps end a millisecond or two apart: each notification cost
+    # the worker a trip to Redis and every open page a database read. The
+    # first of a burst goes at once; the rest are held back to the end of the
+    # interval, where the newest stands for them all (pages read every event
+    # after their cursor); a run's next notification after a quiet spell
+    # goes at once again.
+    from runs.store import events as stores
+
+    published: list[tuple[str, int, float]] = []
+
+    class Recording:
+        async def group_send(self, group, message):
+            published.append((group, message["seq"], time.monotonic()))
+
+    monkeypatch.setattr(stores, "get_channel_layer", Recording)
+    monkeypatch.setattr(stores, "_throttle", stores._Throttle())
+    started = time.monotonic()
+    for seq in range(1, 51):
+        stores.broadcast(7, seq)
+    burst = time.monotonic() - started  # a loaded machine may spread it over intervals
+    stores.broadcast(8, 1)  # another run's is not held back by run 7's
+
+    deadline = time.monotonic() + 5
+    while [seq for group, seq, _ in published if group == "run-7"][-1:] != [50]:
+        assert time.monotonic() < deadline, published
+        time.sleep(0.005)
+    seqs = [seq for group, seq, _ in published if group == "run-7"]
+    assert seqs[0] == 1 and seqs == sorted(seqs), seqs
+    assert len(seqs) <= 2 + int(burst / stores.NOTICE_SECONDS), seqs  # [1, 50] unless the burst was slow
+    assert ("run-8", 1) in [(group, seq) for group, seq, _ in published]
+    newest_at = published[[seq for _, seq, _ in published].index(50)][2]
+    assert newest_at - started >= stores.NOTICE_SECONDS * 0.9  # held to the interval's end
+
+    time.sleep(stores.NOTICE_SECONDS * 2)
+    published.clear()
+    stores.broadcast(7, 51)
+    deadline = time.monotonic() + 5
+    while not published:
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    assert [seq for _, seq, _ in published] == [51]
