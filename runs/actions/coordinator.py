@@ -11,6 +11,7 @@ import json
 import logging
 
 from django.db import transaction
+from django.utils import timezone
 
 from agents import coordinator_prompts as prompts
 from agents.core import machine
@@ -24,14 +25,14 @@ from runs.actions.budgets import run_deadline, timeout_breach
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import Limits, provider_for, router_for, save_turn, warning_cycle
 from runs.actions.deadlines import enforce_budget_after_commit
-from runs.actions.ending import do_fail_run, do_finish_run
+from runs.actions.ending import do_fail_run, do_finish_run, finish_locked
 from runs.actions.model_calls import model_call
 from runs.actions.scheduling import plans_first, schedule
 from runs.actions.tooling import tool_env, tools_for
 from runs.db_errors import connection_lost
 from runs.models import Run, Step
 from runs.store import sql
-from runs.store.events import DjangoEventSink
+from runs.store.events import DjangoEventSink, broadcast
 from runs.store.mailboxes import DjangoMailboxStore
 from runs.store.unit_of_work import UnitOfWork
 
@@ -55,17 +56,15 @@ def do_coordinator_wake(run_id: int) -> None:
     """Let the coordinator handle its inbox, or finish the run once every
     step is done. At most one wake runs per run; a wake asked for while one
     runs is handled by that one before it goes idle."""
-    if not Run.objects.filter(pk=run_id, status=Run.Status.RUNNING, coordinator_busy=False).update(
-        coordinator_busy=True, wake_queued=None
-    ):
+    # The run (with its workflow) comes with its coordinator's row.
+    coordinator = sql.claim_wake(run_id)
+    if coordinator is None:
         # The wake that runs reads what this one was queued for; a later
         # request may queue another (runs/store/sql/runs.py wake_sql).
         Run.objects.filter(pk=run_id, wake_queued__isnull=False).update(wake_queued=None)
         return
     try:
         while True:
-            # The run (with its workflow) comes with its coordinator's row.
-            coordinator = sql.coordinator_for_wake(run_id)
             run = coordinator.run
             if run.status != Run.Status.RUNNING:
                 return
@@ -84,8 +83,8 @@ def do_coordinator_wake(run_id: int) -> None:
                 _coordinator_rounds(run, coordinator, "messages", inbox, steps)
             elif _all_done(run, steps) and not inbox:
                 # A coordinator that already called finalize has said its last word.
-                if not run.result:
-                    _coordinator_rounds(run, coordinator, "finish", [], steps)
+                if not run.result and _coordinator_rounds(run, coordinator, "finish", [], steps):
+                    return
                 if workflow_spec(run.workflow).coordinator.require_workers and not _workers(run.pk):
                     do_fail_run(run_id, NO_WORKERS)
                 do_finish_run(run_id)
@@ -93,6 +92,7 @@ def do_coordinator_wake(run_id: int) -> None:
             if Run.objects.filter(pk=run_id, wake_requests=seen).update(coordinator_busy=False):
                 schedule(run_id)
                 return
+            coordinator = sql.coordinator_for_wake(run_id)  # messages came meanwhile: read again
     except DoubleDrainError:
         # The run was cancelled or ended while this wake read its inbox; the
         # messages were dropped with their events. Nothing is left to do.
@@ -123,20 +123,19 @@ def release_wake(run_id: int) -> None:
 
 def _coordinator_rounds(
     run: Run, coordinator: Step, reason: str, inbox: list[RouterMessage], steps: list[Step]
-) -> None:
+) -> bool:
+    """The coordinator's model turns of one wake (at most
+    MAX_COORDINATOR_ROUNDS): whether the last of a finish ended the run."""
     spec = workflow_spec(run.workflow)
     agent = spec.agents.get(COORDINATOR) or AgentSpec()
     sink = DjangoEventSink(run.pk)
     # Counted here: only the wake that holds coordinator_busy changes the coordinator's turns.
     cycle = coordinator.turns + 1
-    with transaction.atomic():
-        # The events first: their INSERT takes the run's lock, which every
-        # writer takes before a step's row.
-        sink.emit(RuntimeEvent("agent_wake", COORDINATOR, {"reason": reason, "cycle": cycle, "messages": len(inbox)}))
-        cap = Limits.of(run).coordinator_wake_cycles
-        if cycle == warning_cycle(cap):
-            sink.emit(RuntimeEvent("max_wake_cycles_warning", COORDINATOR, {"cycle": cycle, "max": cap}))
-        sql.update(Step, {"turns": cycle}, "id = %s", [coordinator.pk])
+    woke = [RuntimeEvent("agent_wake", COORDINATOR, {"reason": reason, "cycle": cycle, "messages": len(inbox)})]
+    cap = Limits.of(run).coordinator_wake_cycles
+    if cycle == warning_cycle(cap):
+        woke.append(RuntimeEvent("max_wake_cycles_warning", COORDINATOR, {"cycle": cycle, "max": cap}))
+    broadcast(run.pk, sql.count_wake(run.pk, coordinator.pk, cycle, woke, timezone.now()))
     coordinator.turns = cycle
     view = prompts.RunView(
         workflow=spec.name,
@@ -210,7 +209,7 @@ def _coordinator_rounds(
             if uow.lock() != Run.Status.RUNNING:
                 # The run ended (cancelled, failed, timed out) while the
                 # model thought: its answer is neither acted on nor recorded.
-                return
+                return False
             result = apply_completion(
                 turn, request, completion, shown, router=router, sink=uow.sink, registry=registry, tools=tools
             )
@@ -226,21 +225,30 @@ def _coordinator_rounds(
             last = result.status != "failed" and (result.status == "completed" or result.finalized is not None)
             if last:
                 uow.sink.emit(_idle(coordinator))
+            turn.env.workers += sum(1 for call in result.tool_calls if call.name == "spawn_worker" and call.ok)
+            # The last round of a finish ends the run in its own transaction
+            # (the run locked since uow.lock()), unless the workflow's
+            # coordinator owes workers: the wake then fails the run for it.
+            ends_run = reason == "finish" and last and not _owes_workers(turn)
             # The round's forwards and events go in before the turn is saved, in one statement.
             uow.flush()
             save_turn(coordinator, result)
             enforce_budget_after_commit(run.pk, spec)
             if summary is not None:
-                Run.objects.filter(pk=run.pk).update(result=summary)
+                run.result = summary
+                if not ends_run:  # else written with the run's end
+                    Run.objects.filter(pk=run.pk).update(result=summary)
+            if ends_run:
+                finish_locked(run)
         if result.status == "failed":
             do_fail_run(run.pk, f"coordinator: {result.error}")
-            return
+            return False
         turn.transcript = result.transcript
-        turn.env.workers += sum(1 for call in result.tool_calls if call.name == "spawn_worker" and call.ok)
         if last:
-            return
+            return ends_run
     with transaction.atomic():
         sink.emit(_idle(coordinator))
+    return False
 
 
 def _idle(coordinator: Step) -> RuntimeEvent:

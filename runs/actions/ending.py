@@ -40,32 +40,37 @@ def do_block_run(run_id: int, reason: str) -> None:
 
 
 def do_finish_run(run_id: int) -> None:
-    """End a run whose steps are all done, with zenflow's status rule
-    (agents.core.machine.run_end): any failed or cancelled step makes it
-    partial (if some step completed) or failed; skipped steps do not count
-    against it."""
+    """End a run whose steps are all done (see ``finish_locked``)."""
     with transaction.atomic():
         run = _locked(run_id)
-        if run.is_terminal:
-            return
-        fields = ("step_id", "kind", "status", "error", "resuming", "mailbox_closed_reason")
-        rows = list(run.steps.order_by("position").values_list(*fields))
-        steps = [
-            machine.StepState(runtime_id=step_id, status=status, error=error)
-            for step_id, kind, status, error, _, _ in rows
-            if kind != Step.Kind.COORDINATOR
-        ]
-        end = machine.run_end(machine.RunState(status=run.status, steps=tuple(steps)))
-        run.status = end.status
-        if end.error and not run.error:
-            run.error = end.error
-        _end_run(
-            run,
-            _Read(
-                resuming=any(resuming for *_, resuming, _ in rows),
-                coordinator_closed=any(kind == Step.Kind.COORDINATOR and closed for _, kind, *_, closed in rows),
-            ),
-        )
+        if not run.is_terminal:
+            finish_locked(run)
+
+
+def finish_locked(run: Run) -> None:
+    """End ``run``, running and locked in the caller's transaction (read
+    under that lock, or since), whose steps are all done, with zenflow's
+    status rule (agents.core.machine.run_end): any failed or cancelled step
+    makes it partial (if some step completed) or failed; skipped steps do
+    not count against it. Its ``result`` is written with its end."""
+    fields = ("step_id", "kind", "status", "error", "resuming", "mailbox_closed_reason")
+    rows = list(run.steps.order_by("position").values_list(*fields))
+    steps = [
+        machine.StepState(runtime_id=step_id, status=status, error=error)
+        for step_id, kind, status, error, _, _ in rows
+        if kind != Step.Kind.COORDINATOR
+    ]
+    end = machine.run_end(machine.RunState(status=run.status, steps=tuple(steps)))
+    run.status = end.status
+    if end.error and not run.error:
+        run.error = end.error
+    _end_run(
+        run,
+        _Read(
+            resuming=any(resuming for *_, resuming, _ in rows),
+            coordinator_closed=any(kind == Step.Kind.COORDINATOR and closed for _, kind, *_, closed in rows),
+        ),
+    )
 
 
 def do_fail_run(run_id: int, error: str) -> None:
@@ -136,8 +141,9 @@ _UNREAD = _Read(resuming=True, coordinator_closed=False)
 def _end_run(run: Run, read: _Read = _UNREAD) -> None:
     run.finished = timezone.now()
     run.coordinator_busy = False
-    # Never a full save: the counters on this row moved while we emitted events.
-    run.save(update_fields=["status", "error", "finished", "coordinator_busy"])
+    # Never a full save: the counters on this row moved while we emitted
+    # events. The result as read under the lock, or as its finish round gave it.
+    run.save(update_fields=["status", "error", "result", "finished", "coordinator_busy"])
     # The coordinator lives as long as its run and ends the way the run did.
     # A coordinator that did not end completed says why, unless it had said already.
     ended = _COORDINATOR_END[run.status]

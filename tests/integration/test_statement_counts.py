@@ -51,11 +51,14 @@ FORWARD = {"sqlite": 53, "postgresql": 37}
 # first step started and claimed; BEGIN and COMMIT.
 START = {"sqlite": 17, "postgresql": 6}
 # The coordinator's finish wake (runs/actions/coordinator.py): the wake
-# claimed, the run with its coordinator, the steps, the inbox; its
-# agent_wake; its round (the lock and counter, finalize in a savepoint,
-# the round's events in one INSERT, the turn, its tool call, the result);
-# the run's end (runs/actions/ending.py do_finish_run).
-FINISH = {"sqlite": 40, "postgresql": 27}
+# claimed with the run and its coordinator read back, the steps, the inbox;
+# its agent_wake with the coordinator's turns (one round trip on
+# PostgreSQL); its round, which ends the run in its transaction (the lock
+# and counter, finalize in a savepoint, the round's events in one INSERT,
+# the turn, its tool call; the steps' statuses, the run's and the
+# coordinator's end, what it leaves open, workflow_end: runs/actions/ending.py
+# finish_locked).
+FINISH = {"sqlite": 36, "postgresql": 20}
 
 
 @pytest.fixture

@@ -37,6 +37,7 @@ from runs.store.sql.mailboxes import (
     unread_count_sql,
 )
 from runs.store.sql.messages import Counted, Written, insert_message, read_counter, write_held
+from runs.store.sql.run_claims import claim_wake, coordinator_for_wake, count_wake, start_run
 from runs.store.sql.runs import bump_counter, can_pipeline, lock_run, lock_run_sql, request_wake
 from runs.store.sql.schedule import ScheduleState, StepRow, schedule_state, schedule_state_of, step_rows
 from runs.store.sql.steps import (
@@ -44,11 +45,9 @@ from runs.store.sql.steps import (
     Successor,
     claim_step,
     claim_step_for_turn,
-    coordinator_for_wake,
     run_joins,
     start_and_claim_step,
     start_pending_steps,
-    start_run,
     start_steps,
     step_for_turn,
 )
@@ -69,8 +68,10 @@ __all__ = [
     "can_pipeline",
     "claim_step",
     "claim_step_for_turn",
+    "claim_wake",
     "close_mailbox",
     "coordinator_for_wake",
+    "count_wake",
     "drop_unread",
     "insert",
     "insert_events",

@@ -29,7 +29,7 @@ def insert_events(run_id: int, events: list[tuple[RuntimeEvent, object]]) -> lis
     # One round trip for them all: the counter's UPDATE (which locks the run
     # row, as _bump does) numbers the rows.
     with plain_cursor() as cursor:
-        cursor.execute(_insert_events_sql(), events_params(run_id, events))
+        cursor.execute(insert_events_sql(), events_params(run_id, events))
         seqs = sorted(seq for (seq,) in cursor.fetchall())
     if len(seqs) != len(events):
         raise Run.DoesNotExist(f"run {run_id} does not exist")
@@ -90,7 +90,7 @@ def insert_events_from(counter: str, rows: str = EVENT_ROWS, count: str = "%(eve
 
 
 @functools.cache
-def _insert_events_sql() -> str:
+def insert_events_sql() -> str:
     return (
         f"WITH bumped AS (UPDATE {table(Run)} SET last_event_seq = last_event_seq + %(event_count)s WHERE id = %(run)s "
         f"RETURNING last_event_seq) {insert_events_from('bumped')}"

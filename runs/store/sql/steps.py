@@ -36,66 +36,11 @@ def step_for_turn(step_pk: int):
     than PostgreSQL took to run it, on every step turn."""
 
     vendor = database().vendor
-    parts = [(model, names) for model, names, _ in _step_for_turn_parts(vendor)]
+    parts = [(model, names) for model, names, _ in step_for_turn_parts(vendor)]
     with plain_cursor() as cursor:
         cursor.execute(_step_for_turn_sql(vendor), {"step": step_pk})
         row = cursor.fetchone()
-    return None if row is None else _step_with_run(parts, row)
-
-
-def coordinator_for_wake(run_id: int):
-    """The coordinator of run ``run_id`` loaded as ``step_for_turn`` loads a
-    step (its run, the run's workflow and creator, its unread count), or
-    None: what a coordinator wake reads first, in one query instead of one
-    for the run and another for its coordinator."""
-    vendor = database().vendor
-    parts = [(model, names) for model, names, _ in _step_for_turn_parts(vendor)]
-    with plain_cursor() as cursor:
-        cursor.execute(_coordinator_for_wake_sql(vendor), {"run": run_id, "coordinator": COORDINATOR})
-        row = cursor.fetchone()
-    return None if row is None else _step_with_run(parts, row)
-
-
-def start_run(run_id: int, now):
-    """pending -> running for run ``run_id`` (started at ``now``, no stuck
-    reason), and the run loaded with its workflow (but its text and stored
-    spec), or None if it was not pending (a second delivery of its start).
-    One statement on PostgreSQL; SQLite's RETURNING cannot read the
-    workflow's columns, so there the run is read after."""
-    vendor = database().vendor
-    values = {"status": Run.Status.RUNNING, "started": now, "stuck_reason": ""}
-    if vendor != "postgresql":
-        if not update(Run, values, "id = %s AND status = %s", [run_id, Run.Status.PENDING]):
-            return None
-        return Run.objects.select_related("workflow").get(pk=run_id)
-    parts = [(model, names) for model, names, _ in _start_run_parts(vendor)]
-    with plain_cursor() as cursor:
-        params = {**values, "started": db_value(Run, "started", now), "run": run_id, "pending": Run.Status.PENDING}
-        cursor.execute(_start_run_sql(vendor), params)
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    (run, workflow), _ = instances(parts, row)
-    Run._meta.get_field("workflow").set_cached_value(run, workflow)
-    return run
-
-
-@functools.cache
-def _start_run_parts(vendor: str) -> tuple:
-    return tuple(
-        (model, *select_columns(model, alias, vendor, without))
-        for model, alias, without in ((Run, "r", ()), (Workflow, "w", WORKFLOW_TEXT))
-    )
-
-
-@functools.cache
-def _start_run_sql(vendor: str) -> str:
-    columns = ", ".join(select for _, _, select in _start_run_parts(vendor))
-    return (
-        f"UPDATE {table(Run)} r SET status = %(status)s, started = %(started)s, stuck_reason = %(stuck_reason)s "
-        f"FROM {table(Workflow)} w WHERE r.id = %(run)s AND r.status = %(pending)s AND w.id = r.workflow_id "
-        f"RETURNING {columns}"
-    )
+    return None if row is None else step_with_run(parts, row)
 
 
 def claim_step_for_turn(step_pk: int, turn: int, owner: str, expires, now):
@@ -118,7 +63,7 @@ def claim_step_for_turn(step_pk: int, turn: int, owner: str, expires, now):
         # As PostgreSQL's RETURNING gives it back: claimed.
         step.lease_owner, step.lease_expires, step.turn_queued = owner, expires, None
         return step
-    parts = [(model, names) for model, names, _ in _step_for_turn_parts(vendor)]
+    parts = [(model, names) for model, names, _ in step_for_turn_parts(vendor)]
     params = {
         "owner": owner,
         "expires": db_value(Step, "lease_expires", expires),
@@ -135,7 +80,7 @@ def claim_step_for_turn(step_pk: int, turn: int, owner: str, expires, now):
         if not Step.objects.filter(pk=step_pk).exists():
             raise Step.DoesNotExist(f"step {step_pk} does not exist")
         return None
-    return _step_with_run(parts, row)
+    return step_with_run(parts, row)
 
 
 def claim_step(step_pk: int, turn: int, owner: str, expires, now) -> bool:
@@ -153,7 +98,7 @@ def claim_step(step_pk: int, turn: int, owner: str, expires, now) -> bool:
     )
 
 
-def _step_with_run(parts: list, row):
+def step_with_run(parts: list, row):
     (step, run, workflow, user), start = instances(parts, row)
     step.unread = row[start]
     Run._meta.get_field("workflow").set_cached_value(run, workflow)
@@ -164,7 +109,7 @@ def _step_with_run(parts: list, row):
 
 @functools.cache
 def _claim_step_for_turn_sql(vendor: str) -> str:
-    columns, joins = _step_for_turn_columns(vendor)
+    columns, joins = step_for_turn_columns(vendor)
     return (
         f"UPDATE {table(Step)} s SET lease_owner = %(owner)s, lease_expires = %(expires)s, turn_queued = NULL "
         f"FROM {table(Run)} r {joins} "
@@ -176,7 +121,7 @@ def _claim_step_for_turn_sql(vendor: str) -> str:
 
 
 @functools.cache
-def _step_for_turn_parts(vendor: str) -> tuple:
+def step_for_turn_parts(vendor: str) -> tuple:
     """(model, attnames, SELECT list) of the step, its run, workflow and creator."""
     user_model = Run._meta.get_field("created_by").related_model
     # Of the creator, a turn needs the username (injected into tool calls).
@@ -188,23 +133,14 @@ def _step_for_turn_parts(vendor: str) -> tuple:
 
 @functools.cache
 def _step_for_turn_sql(vendor: str) -> str:
-    columns, joins = _step_for_turn_columns(vendor)
+    columns, joins = step_for_turn_columns(vendor)
     return f"SELECT {columns} FROM {table(Step)} s JOIN {table(Run)} r ON r.id = s.run_id {joins} WHERE s.id = %(step)s"
 
 
-@functools.cache
-def _coordinator_for_wake_sql(vendor: str) -> str:
-    columns, joins = _step_for_turn_columns(vendor)
-    return (
-        f"SELECT {columns} FROM {table(Step)} s JOIN {table(Run)} r ON r.id = s.run_id {joins} "
-        "WHERE s.run_id = %(run)s AND s.step_id = %(coordinator)s"
-    )
-
-
-def _step_for_turn_columns(vendor: str) -> tuple[str, str]:
+def step_for_turn_columns(vendor: str) -> tuple[str, str]:
     """What a step loaded for its turn selects (the step, its run, workflow
     and creator, then its unread count), and the joins from its run ``r``."""
-    parts = _step_for_turn_parts(vendor)
+    parts = step_for_turn_parts(vendor)
     columns = ", ".join(select for _, _, select in parts) + ", " + unread_count_of("s.run_id", "s.step_id")
     return columns, run_joins(parts[3][0])
 
@@ -367,8 +303,8 @@ def started_and_claimed(row) -> tuple[Step, int] | None:
     """What start_and_claim_step returns, from its statement's row."""
     if row is None:
         return None
-    parts = [(model, names) for model, names, _ in _step_for_turn_parts(database().vendor)]
-    return _step_with_run(parts, row[:-1]), row[-1]
+    parts = [(model, names) for model, names, _ in step_for_turn_parts(database().vendor)]
+    return step_with_run(parts, row[:-1]), row[-1]
 
 
 def _may_start(run_id: int, step_pk: int) -> bool:
@@ -421,7 +357,7 @@ def _start_and_claim_sql(vendor: str, after_write: bool = False) -> str:
     locks the run row, as insert_events does), its event numbered after it,
     and the step read back with its run, workflow, creator and unread
     count, as the claim reads them. ``after_write``: see start_and_claim_statement."""
-    columns, joins = _step_for_turn_columns(vendor)
+    columns, joins = step_for_turn_columns(vendor)
     seq = database().ops.quote_name(Event._meta.get_field("seq").column)
     after = (
         f"AND EXISTS(SELECT 1 FROM {table(Step)} f WHERE f.id = %(after_step)s AND f.finished = %(after_finished)s) "

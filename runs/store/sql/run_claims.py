@@ -1,0 +1,150 @@
+"""A run's work claimed and loaded with what it needs: its start, its
+coordinator's wake (and the wake counted)."""
+
+from __future__ import annotations
+
+import functools
+from datetime import datetime
+
+from django.db import transaction
+
+from agents.events import Event as RuntimeEvent
+from agents.router import COORDINATOR
+from runs.models import Run, Step, Workflow
+from runs.store.rows import (
+    database,
+    db_value,
+    in_one_round_trip,
+    instances,
+    plain_cursor,
+    select_columns,
+    table,
+)
+from runs.store.sql.events import events_params, insert_events, insert_events_sql
+from runs.store.sql.runs import can_pipeline
+from runs.store.sql.steps import WORKFLOW_TEXT, step_for_turn_columns, step_for_turn_parts, step_with_run
+from runs.store.sql.writes import update, update_sql
+
+
+def start_run(run_id: int, now: datetime) -> Run | None:
+    """pending -> running for run ``run_id`` (started at ``now``, no stuck
+    reason), and the run loaded with its workflow (but its text and stored
+    spec), or None if it was not pending (a second delivery of its start).
+    One statement on PostgreSQL; SQLite's RETURNING cannot read the
+    workflow's columns, so there the run is read after."""
+    vendor = database().vendor
+    values = {"status": Run.Status.RUNNING, "started": now, "stuck_reason": ""}
+    if vendor != "postgresql":
+        if not update(Run, values, "id = %s AND status = %s", [run_id, Run.Status.PENDING]):
+            return None
+        return Run.objects.select_related("workflow").get(pk=run_id)
+    parts = [(model, names) for model, names, _ in _start_run_parts(vendor)]
+    params = {**values, "started": db_value(Run, "started", now), "run": run_id, "pending": Run.Status.PENDING}
+    with plain_cursor() as cursor:
+        cursor.execute(_start_run_sql(vendor), params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    (run, workflow), _ = instances(parts, row)
+    Run._meta.get_field("workflow").set_cached_value(run, workflow)
+    return run
+
+
+def claim_wake(run_id: int):
+    """Mark run ``run_id``'s coordinator busy (the run running, its
+    coordinator idle), clearing its queued-wake mark, and return the
+    coordinator loaded as ``coordinator_for_wake`` loads it; None if
+    another wake runs or the run is not running. One statement on
+    PostgreSQL."""
+    vendor = database().vendor
+    if vendor != "postgresql":
+        claimed = update(
+            Run,
+            {"coordinator_busy": True, "wake_queued": None},
+            "id = %s AND status = %s AND NOT coordinator_busy",
+            [run_id, Run.Status.RUNNING],
+        )
+        return coordinator_for_wake(run_id) if claimed else None
+    parts = [(model, names) for model, names, _ in step_for_turn_parts(vendor)]
+    params = {"run": run_id, "running": Run.Status.RUNNING, "coordinator": COORDINATOR}
+    with plain_cursor() as cursor:
+        cursor.execute(_claim_wake_sql(vendor), params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    coordinator = step_with_run(parts, row)
+    # Read with the statement's snapshot, from before its own UPDATE.
+    coordinator.run.coordinator_busy, coordinator.run.wake_queued = True, None
+    return coordinator
+
+
+def coordinator_for_wake(run_id: int):
+    """The coordinator of run ``run_id`` loaded as ``step_for_turn`` loads a
+    step (its run, the run's workflow and creator, its unread count), or
+    None: what a coordinator wake reads first, in one query instead of one
+    for the run and another for its coordinator."""
+    vendor = database().vendor
+    parts = [(model, names) for model, names, _ in step_for_turn_parts(vendor)]
+    with plain_cursor() as cursor:
+        cursor.execute(_coordinator_for_wake_sql(vendor), {"run": run_id, "coordinator": COORDINATOR})
+        row = cursor.fetchone()
+    return None if row is None else step_with_run(parts, row)
+
+
+def count_wake(run_id: int, coordinator_pk: int, cycle: int, events: list[RuntimeEvent], now: datetime) -> int:
+    """Store a wake's first ``events`` (its agent_wake, perhaps a warning)
+    and the coordinator's turns as ``cycle``, in one transaction: the
+    events first, whose INSERT takes the run's lock (every writer takes it
+    before a step's row). The seq of the last event. One round trip on
+    PostgreSQL, outside any transaction, for the usual one event."""
+    numbered = [(event, now) for event in events]
+    if len(events) != 1 or not can_pipeline():
+        with transaction.atomic():
+            seq = insert_events(run_id, numbered)[-1]
+            update(Step, {"turns": cycle}, "id = %s", [coordinator_pk])
+        return seq
+    counted, params = update_sql(Step, {"turns": cycle}, "id = %s", [coordinator_pk])
+    rows = in_one_round_trip(
+        [(insert_events_sql(), events_params(run_id, numbered)), (f"{counted} RETURNING id", params)]
+    )
+    if rows[0] is None or rows[1] is None:
+        raise Run.DoesNotExist(f"run {run_id} or its coordinator does not exist")
+    return rows[0][0]
+
+
+@functools.cache
+def _start_run_parts(vendor: str) -> tuple:
+    return tuple(
+        (model, *select_columns(model, alias, vendor, without))
+        for model, alias, without in ((Run, "r", ()), (Workflow, "w", WORKFLOW_TEXT))
+    )
+
+
+@functools.cache
+def _start_run_sql(vendor: str) -> str:
+    columns = ", ".join(select for _, _, select in _start_run_parts(vendor))
+    return (
+        f"UPDATE {table(Run)} r SET status = %(status)s, started = %(started)s, stuck_reason = %(stuck_reason)s "
+        f"FROM {table(Workflow)} w WHERE r.id = %(run)s AND r.status = %(pending)s AND w.id = r.workflow_id "
+        f"RETURNING {columns}"
+    )
+
+
+@functools.cache
+def _claim_wake_sql(vendor: str) -> str:
+    columns, joins = step_for_turn_columns(vendor)
+    return (
+        f"WITH claimed AS (UPDATE {table(Run)} SET coordinator_busy = TRUE, wake_queued = NULL "
+        "WHERE id = %(run)s AND status = %(running)s AND NOT coordinator_busy RETURNING id) "
+        f"SELECT {columns} FROM claimed JOIN {table(Step)} s ON s.run_id = claimed.id "
+        f"AND s.step_id = %(coordinator)s JOIN {table(Run)} r ON r.id = s.run_id {joins}"
+    )
+
+
+@functools.cache
+def _coordinator_for_wake_sql(vendor: str) -> str:
+    columns, joins = step_for_turn_columns(vendor)
+    return (
+        f"SELECT {columns} FROM {table(Step)} s JOIN {table(Run)} r ON r.id = s.run_id {joins} "
+        "WHERE s.run_id = %(run)s AND s.step_id = %(coordinator)s"
+    )
