@@ -1,12 +1,15 @@
-"""Fixtures of the tests that run on both databases: a running two-step run
-whose rows are written by hand, on the database of this pass."""
+"""Fixtures of the tests that run on both databases: the database of this
+pass, a running two-step run whose rows are written by hand on it, and the
+tasks a test queues, recorded instead of published."""
 
 from __future__ import annotations
 
 import pytest
+from celery.app.task import Task
 from django.db import connection
 
 from agents.router import COORDINATOR
+from runs import queue
 from runs.actions import do_register_workflow
 from runs.models import Run, Step
 
@@ -18,6 +21,24 @@ steps:
   - {id: s1, agent: worker}
   - {id: s2, agent: worker}
 """
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
+def vendor(request) -> str:
+    """The database of this pass, for a test run once per database: SQLite
+    in the first pass of `make test`, PostgreSQL (marked services) in the second."""
+    if connection.vendor != request.param:
+        pytest.fail(f"this pass runs on {connection.vendor}, not {request.param}: see scripts/test.sh")
+    return request.param
+
+
+@pytest.fixture
+def recorded_tasks(monkeypatch) -> list:
+    """The tasks queued in a test (name, args), recorded instead of published."""
+    calls: list = []
+    monkeypatch.setattr(queue, "publish", lambda task, args: calls.extend((task.name, a) for a in args))
+    monkeypatch.setattr(Task, "apply_async", lambda task, args=None, *a, **k: calls.append((task.name, args)))
+    return calls
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])

@@ -8,12 +8,10 @@ starts anything. And start_and_claim_step's conditions, on both databases.
 from __future__ import annotations
 
 import pytest
-from celery.app.task import Task
-from django.db import connection
 from django.utils import timezone
 
 from agents.router import COORDINATOR
-from runs import actions, leases, queue
+from runs import actions, leases
 from runs.actions.scheduling import EagerTurn, successor
 from runs.actions.steps import do_eager_turn
 from runs.models import Message, Run, Step
@@ -24,33 +22,17 @@ from tests.integration.test_statement_counts import statements
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def queued(monkeypatch) -> list:
-    """The tasks queued meanwhile (name, args), recorded instead of published."""
-    calls: list = []
-    monkeypatch.setattr(queue, "publish", lambda task, args: calls.extend((task.name, a) for a in args))
-    monkeypatch.setattr(Task, "apply_async", lambda task, args=None, *a, **k: calls.append((task.name, args)))
-    return calls
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
-def vendor(request) -> str:
-    if connection.vendor != request.param:
-        pytest.fail(f"this pass runs on {connection.vendor}, not {request.param}: see scripts/test.sh")
-    return request.param
-
-
 def _status(run: Run) -> dict[str, str]:
     return dict(run.steps.values_list("step_id", "status"))
 
 
 @pytest.mark.services
-def test_a_chained_step_starts_its_successor_in_the_round_trip_that_completes_it(queued):
+def test_a_chained_step_starts_its_successor_in_the_round_trip_that_completes_it(recorded_tasks):
     run = actions.do_create_run(register("durability/quick_chain"), {})
     worker = leases.worker_identity()
     first = actions.do_start_run(run.pk, worker)
     assert isinstance(first, EagerTurn) and first.step.step_id == "one" and first.rows is not None
-    queued.clear()  # the run's start
+    recorded_tasks.clear()  # the run's start
 
     with statements() as sent:
         follow = do_eager_turn(first)
@@ -64,14 +46,14 @@ def test_a_chained_step_starts_its_successor_in_the_round_trip_that_completes_it
     assert "FOR UPDATE" in sent[0] and sent[2].startswith("WITH s AS (UPDATE")
     events = list(run.events.order_by("seq").values_list("type", "step_id"))
     assert events[-3:] == [("agent_turn", "one"), ("step_end", "one"), ("step_start", "two")]
-    assert queued == []  # nothing through the broker
+    assert recorded_tasks == []  # nothing through the broker
 
     assert do_eager_turn(follow) is not None  # two's completion asks for the finish wake
     assert set(_status(run).values()) == {Step.Status.COMPLETED, Step.Status.RUNNING}  # the coordinator runs on
 
 
 @pytest.mark.services
-def test_the_successor_waits_while_the_coordinator_is_busy(queued):
+def test_the_successor_waits_while_the_coordinator_is_busy(recorded_tasks):
     run = actions.do_create_run(register("durability/quick_chain"), {})
     first = actions.do_start_run(run.pk, leases.worker_identity())
     Run.objects.filter(pk=run.pk).update(coordinator_busy=True)
@@ -84,7 +66,7 @@ def test_the_successor_waits_while_the_coordinator_is_busy(queued):
 
 
 @pytest.mark.services
-def test_a_turn_another_worker_recorded_starts_nothing_here(queued):
+def test_a_turn_another_worker_recorded_starts_nothing_here(recorded_tasks):
     run = actions.do_create_run(register("durability/quick_chain"), {})
     first = actions.do_start_run(run.pk, leases.worker_identity())
     # This worker's lease ran out and another one recorded the turn first.
@@ -99,15 +81,15 @@ def test_a_turn_another_worker_recorded_starts_nothing_here(queued):
 
 
 @pytest.mark.services
-def test_a_step_that_also_waited_for_one_that_ended_meanwhile_starts_too(queued):
+def test_a_step_that_also_waited_for_one_that_ended_meanwhile_starts_too(recorded_tasks):
     run = actions.do_create_run(register("scheduling/join_after_side"), {})
-    actions.do_start_run(run.pk)  # one and side start, their turns queued
+    actions.do_start_run(run.pk)  # one and side start, their turns recorded_tasks
     worker = leases.worker_identity()
     one = leases.claim_turn(run.steps.get(step_id="one").pk, 1, worker)
     rows = sql.step_rows(run.pk)  # side running, as this worker read it
     # side ends meanwhile, and the scheduling after it found one still running.
     Step.objects.filter(run=run, step_id="side").update(status=Step.Status.COMPLETED, finished=timezone.now())
-    queued.clear()
+    recorded_tasks.clear()
 
     follow = do_eager_turn(EagerTurn(one, {}, rows))
 
@@ -115,10 +97,10 @@ def test_a_step_that_also_waited_for_one_that_ended_meanwhile_starts_too(queued)
     status = _status(run)
     assert (status["two"], status["join"]) == (Step.Status.RUNNING, Step.Status.RUNNING)
     join = run.steps.get(step_id="join")
-    assert queued == [("runs.tasks.run_step_turn", (join.pk, 1))]  # join's first turn, queued
+    assert recorded_tasks == [("runs.tasks.run_step_turn", (join.pk, 1))]  # join's first turn, recorded_tasks
 
 
-def test_start_and_claim_step_starts_only_a_ready_step(vendor, queued):
+def test_start_and_claim_step_starts_only_a_ready_step(vendor, recorded_tasks):
     run = actions.do_create_run(register("durability/quick_chain"), {})
     actions.do_start_run(run.pk)
     one, two = (run.steps.get(step_id=step_id) for step_id in ("one", "two"))
@@ -145,7 +127,7 @@ def test_start_and_claim_step_starts_only_a_ready_step(vendor, queued):
 
 
 @pytest.mark.services
-def test_a_step_that_spends_the_budget_starts_no_successor(queued):
+def test_a_step_that_spends_the_budget_starts_no_successor(recorded_tasks):
     run = actions.do_create_run(register("scheduling/budgeted_chain"), {})
     first = actions.do_start_run(run.pk, leases.worker_identity())
 

@@ -17,10 +17,9 @@ from __future__ import annotations
 import contextlib
 
 import pytest
-from celery.app.task import Task
 from django.db import connection
 
-from runs import actions, leases, queue
+from runs import actions, leases
 from runs.actions.coordinator import do_coordinator_wake
 from runs.actions.steps import do_step_turn
 from runs.models import Run, Step
@@ -62,23 +61,7 @@ FINISH = {"sqlite": 36, "postgresql": 20}
 
 
 @pytest.fixture
-def recorded(monkeypatch) -> list:
-    """The tasks queued in a test, recorded instead of published."""
-    queued: list = []
-    monkeypatch.setattr(queue, "publish", lambda task, calls: queued.extend((task.name, args) for args in calls))
-    monkeypatch.setattr(Task, "apply_async", lambda task, args=None, *a, **k: queued.append((task.name, args)))
-    return queued
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
-def vendor(request) -> str:
-    if connection.vendor != request.param:
-        pytest.fail(f"this pass runs on {connection.vendor}, not {request.param}: see scripts/test.sh")
-    return request.param
-
-
-@pytest.fixture
-def relay(vendor, recorded) -> Run:
+def relay(vendor, recorded_tasks) -> Run:
     """A started relay run, once per database, whose tasks are recorded
     instead of published: each step of it is run here by hand."""
     run = actions.do_create_run(register("relay"), {"subject": "tides"})
@@ -140,7 +123,7 @@ def test_a_step_turn_and_a_routed_message_cost_no_more_statements_than_today(rel
     assert len(forwarding) <= FORWARD[vendor], f"a forward, {len(forwarding)} statements:\n{_listed(forwarding)}"
 
 
-def test_a_runs_start_and_its_coordinators_finish_cost_no_more_statements_than_today(vendor, recorded):
+def test_a_runs_start_and_its_coordinators_finish_cost_no_more_statements_than_today(vendor, recorded_tasks):
     run = actions.do_create_run(register("single"), {})
     with statements() as starting:
         follow = actions.do_start_run(run.pk, leases.worker_identity())

@@ -73,8 +73,7 @@ def claim_wake(run_id: int):
     if row is None:
         return None
     coordinator = step_with_run(parts, row)
-    # Read with the statement's snapshot, from before its own UPDATE.
-    coordinator.run.coordinator_busy, coordinator.run.wake_queued = True, None
+    coordinator.run.coordinator_busy, coordinator.run.wake_queued = True, None  # as the UPDATE left them
     return coordinator
 
 
@@ -132,12 +131,12 @@ def _start_run_sql(vendor: str) -> str:
 
 @functools.cache
 def _claim_wake_sql(vendor: str) -> str:
-    columns, joins = step_for_turn_columns(vendor)
+    # coordinator_for_wake's read, if the UPDATE claimed the wake; its
+    # snapshot does not see that UPDATE (claim_wake sets what it wrote).
     return (
         f"WITH claimed AS (UPDATE {table(Run)} SET coordinator_busy = TRUE, wake_queued = NULL "
         "WHERE id = %(run)s AND status = %(running)s AND NOT coordinator_busy RETURNING id) "
-        f"SELECT {columns} FROM claimed JOIN {table(Step)} s ON s.run_id = claimed.id "
-        f"AND s.step_id = %(coordinator)s JOIN {table(Run)} r ON r.id = s.run_id {joins}"
+        f"{_coordinator_for_wake_sql(vendor)} AND EXISTS(SELECT 1 FROM claimed)"
     )
 
 
