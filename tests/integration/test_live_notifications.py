@@ -252,3 +252,26 @@ def test_a_burst_of_notifications_reaches_the_pages_as_its_first_and_its_newest(
         assert time.monotonic() < deadline
         time.sleep(0.001)
     assert [seq for _, seq, _ in published] == [51]
+
+
+def test_a_notification_held_back_goes_out_before_the_process_exits(monkeypatch):
+    # A process that exits within an interval of its last notification (a
+    # management command, a benchmark's writer) sends the one it held back:
+    # else the page would learn of its last events only at its next poll.
+    from runs.store import events as stores
+
+    published = []
+
+    class Recording:
+        async def group_send(self, group, message):
+            published.append((group, message["seq"]))
+
+    monkeypatch.setattr(stores, "get_channel_layer", Recording)
+    monkeypatch.setattr(stores, "NOTICE_SECONDS", 60.0)  # nothing held back goes out by itself here
+    monkeypatch.setattr(stores, "_throttle", stores._Throttle())
+    stores.broadcast(9, 1)
+    stores.broadcast(9, 2)  # held back: the interval has not ended
+
+    stores._flush_broadcasts()  # what atexit runs
+
+    assert published == [("run-9", 1), ("run-9", 2)]
