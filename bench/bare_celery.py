@@ -76,9 +76,9 @@ def fan_out(width: int, key: str) -> None:
 
 @app.task
 def noop(key: str, last: bool = False) -> None:
-    _count(key)
     if last:
-        _finished(key)
+        _finished(key)  # before the count: the driver reads the time once the count is full
+    _count(key)
 
 
 # When the last no-op of a chain ended, by this host's clock (time.time()):

@@ -78,12 +78,12 @@ def do_coordinator_wake(run_id: int) -> None:
             # read holds everything they sent (no second look before finishing).
             inbox = DjangoMailboxStore(run_id).unread(COORDINATOR)
             if plans_first(run):
-                _coordinator_rounds(run, coordinator, "plan", [], steps)
-            elif inbox and not _over_wake_cap(run, coordinator):
-                _coordinator_rounds(run, coordinator, "messages", inbox, steps)
+                _coordinator_rounds(coordinator, "plan", [], steps)
+            elif inbox and not _over_wake_cap(coordinator):
+                _coordinator_rounds(coordinator, "messages", inbox, steps)
             elif _all_done(run, steps) and not inbox:
                 # A coordinator that already called finalize has said its last word.
-                if not run.result and _coordinator_rounds(run, coordinator, "finish", [], steps):
+                if not run.result and _coordinator_rounds(coordinator, "finish", [], steps):
                     return
                 if workflow_spec(run.workflow).coordinator.require_workers and not _workers(run.pk):
                     do_fail_run(run_id, NO_WORKERS)
@@ -121,11 +121,11 @@ def release_wake(run_id: int) -> None:
     Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(coordinator_busy=False)
 
 
-def _coordinator_rounds(
-    run: Run, coordinator: Step, reason: str, inbox: list[RouterMessage], steps: list[Step]
-) -> bool:
+def _coordinator_rounds(coordinator: Step, reason: str, inbox: list[RouterMessage], steps: list[Step]) -> bool:
     """The coordinator's model turns of one wake (at most
-    MAX_COORDINATOR_ROUNDS): whether the last of a finish ended the run."""
+    MAX_COORDINATOR_ROUNDS), its run as the wake read it with the
+    coordinator: whether the last of a finish ended the run."""
+    run = coordinator.run
     spec = workflow_spec(run.workflow)
     agent = spec.agents.get(COORDINATOR) or AgentSpec()
     sink = DjangoEventSink(run.pk)
@@ -298,9 +298,10 @@ def _record_over_budget(
     return compact or request
 
 
-def _over_wake_cap(run: Run, coordinator: Step) -> bool:
+def _over_wake_cap(coordinator: Step) -> bool:
     """Past its wake-cycle cap the coordinator stops reading: its mailbox
     closes and every unread and later message drops as max-wake-cycles."""
+    run = coordinator.run
     if coordinator.turns < Limits.of(run).coordinator_wake_cycles:
         return False
     with transaction.atomic():

@@ -54,23 +54,15 @@ def finish_locked(run: Run) -> None:
     makes it partial (if some step completed) or failed; skipped steps do
     not count against it. Its ``result`` is written with its end."""
     fields = ("step_id", "kind", "status", "error", "resuming", "mailbox_closed_reason")
-    rows = list(run.steps.order_by("position").values_list(*fields))
-    steps = [
-        machine.StepState(runtime_id=step_id, status=status, error=error)
-        for step_id, kind, status, error, _, _ in rows
-        if kind != Step.Kind.COORDINATOR
-    ]
+    rows = list(run.steps.order_by("position").values(*fields))
+    workers = [row for row in rows if row["kind"] != Step.Kind.COORDINATOR]
+    steps = [machine.StepState(runtime_id=row["step_id"], status=row["status"], error=row["error"]) for row in workers]
     end = machine.run_end(machine.RunState(status=run.status, steps=tuple(steps)))
     run.status = end.status
     if end.error and not run.error:
         run.error = end.error
-    _end_run(
-        run,
-        _Read(
-            resuming=any(resuming for *_, resuming, _ in rows),
-            coordinator_closed=any(kind == Step.Kind.COORDINATOR and closed for _, kind, *_, closed in rows),
-        ),
-    )
+    closed = any(row["mailbox_closed_reason"] for row in rows if row["kind"] == Step.Kind.COORDINATOR)
+    _end_run(run, _Read(resuming=any(row["resuming"] for row in rows), coordinator_closed=closed))
 
 
 def do_fail_run(run_id: int, error: str) -> None:

@@ -34,7 +34,11 @@ def broadcast(run_id: int, seq: int) -> None:
     costs a little latency, never an event; and the newest stands for every
     one before it, so a run's notifications go at most one per
     NOTICE_SECONDS (``_Throttle``)."""
-    send_to_dashboards(run_id, {"type": "run.event", "seq": seq}, f"event {seq}", throttled=True)
+    send_to_dashboards(run_id, _notice(seq), f"event {seq}", throttled=True)
+
+
+def _notice(seq: int) -> dict:
+    return {"type": "run.event", "seq": seq}
 
 
 def send_to_dashboards(run_id: int, message: dict, what: str, *, throttled: bool = False) -> None:
@@ -78,7 +82,7 @@ def _send_held(run_id: int) -> None:
     """On the broadcast loop, when a run's interval ends: its newest held notification."""
     seq = _throttle.release(run_id, time.monotonic())
     if seq is not None:
-        _send_from_loop(_broadcast_loop(), run_id, {"type": "run.event", "seq": seq}, f"event {seq}")
+        _send_from_loop(_broadcast_loop(), run_id, _notice(seq), f"event {seq}")
 
 
 # A run's notifications go at most once per NOTICE_SECONDS. A chain's steps

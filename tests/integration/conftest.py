@@ -41,13 +41,9 @@ def recorded_tasks(monkeypatch) -> list:
     return calls
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
-def two_step_run(request) -> Run:
-    """A running run with steps s1 and s2, once per database: on SQLite in
-    the first pass of `make test`, on PostgreSQL (marked services) in the
-    second."""
-    if connection.vendor != request.param:
-        pytest.fail(f"this pass runs on {connection.vendor}, not {request.param}: see scripts/test.sh")
+@pytest.fixture
+def two_step_run(vendor) -> Run:
+    """A running run with steps s1 and s2, once per database (``vendor``)."""
     return _new_run()
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from agents.router import COORDINATOR
@@ -24,12 +24,10 @@ from tests.conftest import register
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
-def run(request):
-    """Once per database: the SQL that counts a wake request and marks a
-    queued wake differs (one statement with the message on PostgreSQL)."""
-    if connection.vendor != request.param:
-        pytest.fail(f"this pass runs on {connection.vendor}, not {request.param}: see scripts/test.sh")
+@pytest.fixture
+def run(vendor):
+    """Once per database (``vendor``): the SQL that counts a wake request and
+    marks a queued wake differs (one statement with the message on PostgreSQL)."""
     run = Run.objects.create(workflow=register("relay"), status=Run.Status.RUNNING, started=timezone.now())
     Step.objects.create(run=run, step_id=COORDINATOR, kind=Step.Kind.COORDINATOR, agent=COORDINATOR)
     Step.objects.create(run=run, step_id="first", agent="sender", status=Step.Status.RUNNING)
