@@ -26,7 +26,9 @@ holder waiting for the CPU between two of them kept every other step of the
 run waiting (pg_stat_activity: "idle in transaction"). The lock and the
 write are two statements so that the second one's reads see what the
 lock's earlier holders committed: a statement sees only what committed
-before it started.
+before it started. The lock is still held while this process sends the
+write (rows.in_one_round_trip), and completions of one run's steps still
+wait for each other's commits: docs/architecture.md, "The run's lock".
 """
 
 from __future__ import annotations
