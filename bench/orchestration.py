@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import cpu
 from bench.common import REDIS_URL as BENCH_REDIS_URL
 from bench.common import (
     WORKER_CONCURRENCY,
@@ -37,6 +38,7 @@ from bench.common import (
     clear_redis_queues,
     log_trouble,
     run_child,
+    skipped,
     wait_for_terminal,
     worker_processes,
 )
@@ -119,25 +121,64 @@ def drive(yaml_path: str, repeats: int, embedded: bool, budget: float) -> list[f
     return walls
 
 
-def drive_pairs(yaml_path: str, repeats: int, budget: float) -> dict[str, list[float]]:
+def drive_pairs(
+    yaml_path: str, repeats: int, budget: float, zenweb_pids: list[int], bare_pids: list[int]
+) -> dict[str, list]:
     """In a child process, with both sets of worker processes up: time a
     bare Celery fan-out and then a zenweb run, ``repeats`` times (fewer past
     ``budget`` seconds), so that each pair sees the machine in the same
     state: on a shared VM its speed moves by a third within minutes, and
     runs of one side minutes apart from the other's measured that, not
-    zenweb. Idle, each side's workers wait on the broker and cost nothing."""
+    zenweb. Idle, each side's workers wait on the broker and cost nothing.
+
+    Also the CPU seconds each run cost: the bare run its worker processes
+    (``bare_pids`` and their children), the zenweb run its worker processes
+    (``zenweb_pids``) and the PostgreSQL backends of the bench's database
+    (None where /proc or a local PostgreSQL is not there)."""
     from bench import bare_celery
     from runs.actions import do_register_workflow
 
     workflow, _ = do_register_workflow(Path(yaml_path).read_text(), yaml_path)
     bare_celery.fan_out_and_wait(len(LOOPS) * WARMUP_ITEMS)
     run_to_end(workflow, WARMUP_ITEMS)
-    zenweb: list[float] = []
-    bare: list[float] = []
+    walls: dict[str, list] = {"zenweb": [], "bare": [], "zenweb_cpu": [], "postgres_cpu": [], "bare_cpu": []}
+    zenweb, bare = walls["zenweb"], walls["bare"]
     while not zenweb or (len(zenweb) < repeats and sum(zenweb) + sum(bare) + max(zenweb) <= budget):
+        before = cpu.tree_seconds(bare_pids)
         bare.append(bare_celery.fan_out_and_wait(WIDTH))
+        walls["bare_cpu"].append(_spent(before, cpu.tree_seconds(bare_pids)))
+        before, backends = cpu.tree_seconds(zenweb_pids), _backend_seconds()
         zenweb.append(run_to_end(workflow, ITEMS)[0])
-    return {"zenweb": zenweb, "bare": bare}
+        walls["zenweb_cpu"].append(_spent(before, cpu.tree_seconds(zenweb_pids)))
+        walls["postgres_cpu"].append(_backends_spent(backends, _backend_seconds()))
+    return walls
+
+
+def _spent(before: float | None, after: float | None) -> float | None:
+    return None if before is None or after is None else after - before
+
+
+def _backend_seconds() -> dict[int, float] | None:
+    """CPU seconds of each PostgreSQL backend connected to this database,
+    by pid: None unless PostgreSQL runs on this machine (a pid of another
+    host's would name a process of this one)."""
+    from django.db import connection
+
+    if connection.settings_dict["HOST"] not in ("", "localhost", "127.0.0.1", "::1"):
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
+        pids = [pid for (pid,) in cursor.fetchall()]
+    seconds = {pid: cpu.seconds_of([pid]) for pid in pids}
+    return None if None in seconds.values() else seconds
+
+
+def _backends_spent(before: dict[int, float] | None, after: dict[int, float] | None) -> float | None:
+    """What the backends spent between two readings (one that connected in
+    between: all it spent)."""
+    if before is None or after is None:
+        return None
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
 
 
 def _rows(
@@ -227,8 +268,8 @@ def measure(ctx: Context) -> list[Result]:
         note = f"{processes} x `celery worker --pool {WORKER_POOL} -c {WORKER_CONCURRENCY}` each, alternated"
         clear_redis_queues("celery", QUEUE)
         with (
-            worker_processes("zenweb", processes, backend.env, logs / f"zenweb-{processes}"),
-            worker_processes("bench.bare_celery", processes, bare_env, logs / f"bare-{processes}"),
+            worker_processes("zenweb", processes, backend.env, logs / f"zenweb-{processes}") as zenweb_workers,
+            worker_processes("bench.bare_celery", processes, bare_env, logs / f"bare-{processes}") as bare_workers,
         ):
             walls = run_child(
                 "bench.orchestration",
@@ -237,10 +278,43 @@ def measure(ctx: Context) -> list[Result]:
                 yaml_path=str(yaml_path),
                 repeats=max(ctx.repeats, MIN_PAIRS),
                 budget=ctx.budget,
+                zenweb_pids=[worker.pid for worker in zenweb_workers],
+                bare_pids=[worker.pid for worker in bare_workers],
             )
         clear_redis_queues("celery", QUEUE)
         trouble = log_trouble(logs / f"zenweb-{processes}") or log_trouble(logs / f"bare-{processes}")
         if trouble:
             note += f"; DISTURBED: {trouble}"
         results += _rows(layout, walls["zenweb"], walls["bare"], note, ctx, paired=True)
+        results += _cpu_rows(layout, walls)
+    return results
+
+
+def _cpu_rows(layout: str, walls: dict[str, list]) -> list[Result]:
+    """The CPU each run cost, per step or task (no target: where the time of
+    a wall bound by the CPU goes; docs/benchmarks.md)."""
+    rows = (
+        ("zenweb_cpu", "fan-out CPU per step: zenweb's worker processes", "the worker processes and their children"),
+        ("postgres_cpu", "fan-out CPU per step: PostgreSQL", "the backends connected to the bench's database"),
+        ("bare_cpu", "fan-out CPU per task: bare Celery's worker processes", "the worker processes and their children"),
+    )
+    results = []
+    for key, name, whose in rows:
+        readings = walls[key]
+        if None in readings:
+            why = "no /proc here" if key != "postgres_cpu" else "no /proc here, or PostgreSQL on another host"
+            results.append(skipped("orchestration", name, layout, "ms", why))
+            continue
+        per = [seconds * 1000 / WIDTH for seconds in readings]
+        results.append(
+            Result(
+                "orchestration",
+                name,
+                layout,
+                "ms",
+                per,
+                higher_is_better=False,
+                note=f"CPU time of {whose}, from /proc",
+            )
+        )
     return results
