@@ -141,17 +141,17 @@ def drive_pairs(
     workflow, _ = do_register_workflow(Path(yaml_path).read_text(), yaml_path)
     bare_celery.fan_out_and_wait(len(LOOPS) * WARMUP_ITEMS)
     run_to_end(workflow, WARMUP_ITEMS)
-    walls: dict[str, list] = {"zenweb": [], "bare": [], "zenweb_cpu": [], "postgres_cpu": [], "bare_cpu": []}
-    zenweb, bare = walls["zenweb"], walls["bare"]
+    measured: dict[str, list] = {"zenweb": [], "bare": [], "zenweb_cpu": [], "postgres_cpu": [], "bare_cpu": []}
+    zenweb, bare = measured["zenweb"], measured["bare"]
     while not zenweb or (len(zenweb) < repeats and sum(zenweb) + sum(bare) + max(zenweb) <= budget):
         before = cpu.tree_seconds(bare_pids)
         bare.append(bare_celery.fan_out_and_wait(WIDTH))
-        walls["bare_cpu"].append(_spent(before, cpu.tree_seconds(bare_pids)))
+        measured["bare_cpu"].append(_spent(before, cpu.tree_seconds(bare_pids)))
         before, backends = cpu.tree_seconds(zenweb_pids), _backend_seconds()
         zenweb.append(run_to_end(workflow, ITEMS)[0])
-        walls["zenweb_cpu"].append(_spent(before, cpu.tree_seconds(zenweb_pids)))
-        walls["postgres_cpu"].append(_backends_spent(backends, _backend_seconds()))
-    return walls
+        measured["zenweb_cpu"].append(_spent(before, cpu.tree_seconds(zenweb_pids)))
+        measured["postgres_cpu"].append(_backends_spent(backends, _backend_seconds()))
+    return measured
 
 
 def _spent(before: float | None, after: float | None) -> float | None:
