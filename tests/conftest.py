@@ -40,6 +40,18 @@ def _skip_sandbox_tests_without_bubblewrap(items) -> None:
                 item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _fast_password_hasher():
+    """Users a test makes hash their passwords with MD5, as Django's testing
+    docs advise: the default, PBKDF2 at a million iterations, takes half a
+    second a password on this machine, and hundreds of tests make a user.
+    Processes a test starts (a server, `manage.py`) keep the default."""
+    from django.test import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _fresh_live_updates():
     """Run ids come back in a new test database: no update rendered for

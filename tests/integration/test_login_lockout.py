@@ -16,9 +16,7 @@ LIMIT = 5
 
 
 @pytest.fixture(autouse=True)
-def fast_hashing(settings):
-    # Each attempt hashes a password; the default hasher takes ~0.5 s here.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+def lockout_limit(settings):
     assert settings.AXES_FAILURE_LIMIT == LIMIT
 
 
