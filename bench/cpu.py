@@ -51,8 +51,15 @@ def tree_seconds(roots: Iterable[int]) -> float | None:
     return counted
 
 
-def seconds_of(pids: Iterable[int]) -> float | None:
-    """CPU seconds of exactly ``pids`` (those still there). None without /proc."""
+def seconds_by_pid(pids: Iterable[int]) -> dict[int, float] | None:
+    """CPU seconds of each of ``pids`` still there. None without /proc."""
     if not PROC.is_dir():
         return None
-    return sum(stat[1] for stat in map(_stat, pids) if stat is not None)
+    stats = {pid: _stat(pid) for pid in pids}
+    return {pid: stat[1] for pid, stat in stats.items() if stat is not None}
+
+
+def seconds_of(pids: Iterable[int]) -> float | None:
+    """CPU seconds of exactly ``pids`` (those still there). None without /proc."""
+    seconds = seconds_by_pid(pids)
+    return None if seconds is None else sum(seconds.values())

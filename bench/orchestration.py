@@ -169,8 +169,7 @@ def _backend_seconds() -> dict[int, float] | None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
         pids = [pid for (pid,) in cursor.fetchall()]
-    seconds = {pid: cpu.seconds_of([pid]) for pid in pids}
-    return None if None in seconds.values() else seconds
+    return cpu.seconds_by_pid(pids)
 
 
 def _backends_spent(before: dict[int, float] | None, after: dict[int, float] | None) -> float | None:
@@ -271,7 +270,7 @@ def measure(ctx: Context) -> list[Result]:
             worker_processes("zenweb", processes, backend.env, logs / f"zenweb-{processes}") as zenweb_workers,
             worker_processes("bench.bare_celery", processes, bare_env, logs / f"bare-{processes}") as bare_workers,
         ):
-            walls = run_child(
+            measured = run_child(
                 "bench.orchestration",
                 "drive_pairs",
                 bare_env,
@@ -285,36 +284,32 @@ def measure(ctx: Context) -> list[Result]:
         trouble = log_trouble(logs / f"zenweb-{processes}") or log_trouble(logs / f"bare-{processes}")
         if trouble:
             note += f"; DISTURBED: {trouble}"
-        results += _rows(layout, walls["zenweb"], walls["bare"], note, ctx, paired=True)
-        results += _cpu_rows(layout, walls)
+        results += _rows(layout, measured["zenweb"], measured["bare"], note, ctx, paired=True)
+        results += _cpu_rows(layout, measured)
     return results
 
 
-def _cpu_rows(layout: str, walls: dict[str, list]) -> list[Result]:
+def _cpu_rows(layout: str, measured: dict[str, list]) -> list[Result]:
     """The CPU each run cost, per step or task (no target: where the time of
     a wall bound by the CPU goes; docs/benchmarks.md)."""
+    workers, no_proc = "the worker processes and their children", "no /proc here"
     rows = (
-        ("zenweb_cpu", "fan-out CPU per step: zenweb's worker processes", "the worker processes and their children"),
-        ("postgres_cpu", "fan-out CPU per step: PostgreSQL", "the backends connected to the bench's database"),
-        ("bare_cpu", "fan-out CPU per task: bare Celery's worker processes", "the worker processes and their children"),
+        ("zenweb_cpu", "fan-out CPU per step: zenweb's worker processes", workers, no_proc),
+        (
+            "postgres_cpu",
+            "fan-out CPU per step: PostgreSQL",
+            "the backends connected to the bench's database",
+            f"{no_proc}, or PostgreSQL on another host",
+        ),
+        ("bare_cpu", "fan-out CPU per task: bare Celery's worker processes", workers, no_proc),
     )
     results = []
-    for key, name, whose in rows:
-        readings = walls[key]
+    for key, name, whose, unmeasured in rows:
+        readings = measured[key]
         if None in readings:
-            why = "no /proc here" if key != "postgres_cpu" else "no /proc here, or PostgreSQL on another host"
-            results.append(skipped("orchestration", name, layout, "ms", why))
+            results.append(skipped("orchestration", name, layout, "ms", unmeasured))
             continue
         per = [seconds * 1000 / WIDTH for seconds in readings]
-        results.append(
-            Result(
-                "orchestration",
-                name,
-                layout,
-                "ms",
-                per,
-                higher_is_better=False,
-                note=f"CPU time of {whose}, from /proc",
-            )
-        )
+        note = f"CPU time of {whose}, from /proc"
+        results.append(Result("orchestration", name, layout, "ms", per, higher_is_better=False, note=note))
     return results
