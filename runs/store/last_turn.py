@@ -28,7 +28,7 @@ write are two statements so that the second one's reads see what the
 lock's earlier holders committed: a statement sees only what committed
 before it started. The lock is still held while this process sends the
 write (rows.in_one_round_trip), and completions of one run's steps still
-wait for each other's commits: docs/architecture.md, "The run's lock".
+wait for each other's commits: docs/concurrency.md, "The run's lock".
 """
 
 from __future__ import annotations
