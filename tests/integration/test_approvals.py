@@ -13,7 +13,7 @@ from runs.actions import do_create_run
 from runs.actions.approvals import ApprovalError, do_decide, do_execute_approved_call, do_lapse_expired
 from runs.models import Approval, Run, Step, ToolCall
 from tests.conftest import assert_gapless, event_types, register, wait_for, wait_for_run
-from tests.integration.test_api import api
+from tests.integration.api_client import api
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

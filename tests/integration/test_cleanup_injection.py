@@ -12,7 +12,7 @@ from runs.actions.approvals import do_decide
 from runs.actions.catalog import InputError
 from runs.models import Command, Run
 from tests.conftest import register, wait_for_run
-from tests.integration.test_api import api, post
+from tests.integration.api_client import api, post
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.sandbox]
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import socket
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -18,12 +17,6 @@ KEY = "sk-test-streaming-0123456789"
 MESSAGES = [{"role": "user", "content": "Tell me about tides."}]
 REQUEST = CompletionRequest(agent="a", messages=MESSAGES)
 RETRY_SOON = {"retry-after-ms": "10"}
-
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as server:
-        yield server
 
 
 def make_provider(server: FakeOpenAIServer, *, max_retries: int = 2) -> OpenAIProvider:

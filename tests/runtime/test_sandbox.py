@@ -19,7 +19,7 @@ from agents.events import ListSink
 from agents.router import InMemoryMailboxStore, MessageRouter
 from agents.sandbox import Limits, Sandbox
 from agents.tools import ToolCallMeta, ToolContext, ToolRegistry, default_registry
-from tests.runtime.test_builtin_tools import processes_running
+from tests.runtime.processes import processes_running
 
 pytestmark = pytest.mark.sandbox
 

@@ -15,14 +15,12 @@ from agents.router import (
     COORDINATOR,
     DoubleDrainError,
     DropReason,
-    InMemoryMailboxStore,
-    MailboxStoreError,
     MessageRouter,
     MessageType,
-    Rejection,
     RouterMessage,
     SendResult,
 )
+from tests.runtime.router_fakes import FakeResumer, FlakyStore, resolve
 
 STEPS = ["alpha", "beta"]
 MAILBOXES = [*STEPS, COORDINATOR]
@@ -55,37 +53,6 @@ DRAIN_EVENTS = ("agent_inbox_drain", "coordinator_inbox_message")
 Outcome = tuple[str, DropReason | None]
 
 
-class FlakyStore(InMemoryMailboxStore):
-    """Fails the next append when told to, as a database store may."""
-
-    fail_next_append = False
-
-    def append(self, message: RouterMessage) -> None:
-        if self.fail_next_append:
-            self.fail_next_append = False
-            raise MailboxStoreError("disk full")
-        super().append(message)
-
-
-class FakeResumer:
-    """Stands in for runs' Resumer: records each call and gives the answer
-    the test chose. Accepting stores the message, as the real one does (the
-    router then emits message_sent)."""
-
-    def __init__(self, store: InMemoryMailboxStore, sink: ListSink) -> None:
-        self.store = store
-        self.sink = sink
-        self.calls: list[RouterMessage] = []
-        self.answer: DropReason | None = None
-
-    def __call__(self, message: RouterMessage) -> DropReason | None:
-        self.calls.append(message)
-        if self.answer is None:
-            # Past FlakyStore's failure switch, which is for the router's own append.
-            InMemoryMailboxStore.append(self.store, message)
-        return self.answer
-
-
 def message_data(message: RouterMessage) -> dict[str, str]:
     return {
         "message_id": message.message_id,
@@ -94,14 +61,6 @@ def message_data(message: RouterMessage) -> dict[str, str]:
         "msg_type": str(message.type),
         "content": message.content,
     }
-
-
-def resolve(target: str) -> str | Rejection | None:
-    if target == "boom":
-        raise LookupError("catalog unavailable")
-    if target == "box":
-        return Rejection("rejected: box is a loop, not a step")
-    return {"a": "alpha"}.get(target)
 
 
 class Routing(RuleBasedStateMachine):
@@ -442,49 +401,3 @@ TestRouting.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-
-
-# What the machine above found, pinned down as examples.
-
-
-def test_it_leaves_fresh_messages_unread_when_it_refuses_a_drain():
-    store, sink = InMemoryMailboxStore(), ListSink()
-    router = MessageRouter(store, sink)
-    router.send("alpha", "one")
-    [first] = router.drain(COORDINATOR)
-    router.send("alpha", "two")
-    [second] = store.unread(COORDINATOR)
-
-    with pytest.raises(DoubleDrainError, match=first.message_id):
-        router.drain(COORDINATOR, only=[first, second])
-
-    assert store.unread(COORDINATOR) == [second]
-    assert router.drain(COORDINATOR) == [second]
-
-
-def test_it_keeps_the_cap_for_a_mailbox_a_resume_reopened():
-    store, sink = InMemoryMailboxStore(), ListSink()
-    resumer = FakeResumer(store, sink)
-    router = MessageRouter(store, sink, max_mailbox_size=1, resumer=resumer)
-    router.register("alpha")
-    router.close("alpha")
-
-    assert router.forward("alpha", "one more turn?").text == "queued: msg-fwd-1"
-    assert router.forward("alpha", "and another?").text == "dropped: mailbox-full"
-
-    assert len(resumer.calls) == 1
-    assert [m.content for m in store.unread("alpha")] == ["one more turn?"]
-
-
-@pytest.mark.parametrize("target", ["boom", "box", "a"])
-def test_it_drops_a_forward_after_cancel_without_resolving_its_target(target):
-    store, sink = InMemoryMailboxStore(), ListSink()
-    router = MessageRouter(store, sink, resolver=resolve)
-    router.register("alpha")
-    store.cancelled = True
-
-    result = router.forward(target, "stop?")
-
-    assert result.text == "dropped: workflow-cancelled"
-    [(message, reason)] = store.drops
-    assert (message.recipient, reason) == (target, DropReason.WORKFLOW_CANCELLED)

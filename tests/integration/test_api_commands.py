@@ -1,0 +1,76 @@
+"""Commands over the JSON API: asking which workflow, answering in markdown,
+and starting a run whose result the command reports."""
+
+from __future__ import annotations
+
+import pytest
+
+from runs.actions import do_register_workflow
+from runs.models import Run
+from tests.conftest import register, wait_for_run
+from tests.integration.api_client import ECHO, api, post
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_asks_which_workflow_when_a_command_names_none(owner):
+    do_register_workflow(ECHO, "echo.yaml")
+    register("relay")
+    client = api(owner)
+
+    response = post(client, "/api/commands", {"command": "tell me a joke"})
+
+    assert response.status_code == 201
+    body = response.json()
+    assert (body["status"], body["run"]) == ("needs_clarification", None)
+    assert body["result"]["_type"] == "COORDINATOR_RESULT"
+    assert {o["would_select"] for o in body["result"]["clarification_options"]} == {"echo", "relay"}
+    assert client.get(f"/api/commands/{body['id']}").json() == body
+    assert not Run.objects.exists()
+
+
+def test_it_answers_a_command_in_markdown(owner, teammate):
+    do_register_workflow(ECHO, "echo.yaml")
+    client = api(owner)
+    post(client, "/api/commands", {"command": "tell me a joke"})
+
+    second = post(client, "/api/commands?format=markdown", {"command": "sing a song"})
+    by_header = post(client, "/api/commands", {"command": "draw a map"}, headers={"Accept": "text/markdown"})
+
+    assert second.status_code == 201
+    assert second["Content-Type"] == "text/markdown; charset=utf-8"
+    lines = second.content.decode().splitlines()
+    assert lines[:4] == [
+        "### Executor Iteration 2",
+        "**Action:** COMMAND",
+        '**Command:** "sing a song"',
+        "**Coordinator:** no workflow selected",
+    ]
+    assert lines[4].startswith("**Result:** NEEDS_CLARIFICATION - ")
+    assert by_header.content.decode().startswith("### Executor Iteration 3\n")
+    # Iterations count each user's own commands.
+    assert post(api(teammate), "/api/commands?format=markdown", {"command": "hi"}).content.startswith(
+        b"### Executor Iteration 1\n"
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_starts_a_run_from_a_command_and_reports_its_result(celery_worker, owner):
+    do_register_workflow(ECHO, "echo.yaml")
+    client = api(owner)
+
+    response = post(client, "/api/commands", {"command": "echo for tides"})
+
+    assert response.status_code == 201
+    body = response.json()
+    assert body["result"]["workflow_selected"] == "echo"
+    assert body["result"]["workflow_args"] == {"subject": "tides"}
+    run = Run.objects.get(pk=body["run"]["id"])
+    assert body["run"]["url"] == f"http://testserver/runs/{run.pk}/"
+    assert (run.created_by, run.command) == (owner, "echo for tides")
+
+    wait_for_run(run)
+    later = client.get(f"/api/commands/{body['id']}").json()
+    assert later["status"] == "success"
+    assert later["run"]["status"] == "completed"
+    assert "echo: tides" in later["result"]["result"]
