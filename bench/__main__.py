@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
                 gist = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
                 rows = [Result(name, name, "-", "", skipped=f"failed: {type(exc).__name__}: {gist}")]
             results += rows
+            ctx.settle()
             print(f"   {name} took {time.monotonic() - began:.0f} s", flush=True)
     finally:
         ctx.cleanup()
