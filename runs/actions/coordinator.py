@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import NamedTuple
 
 from django.db import transaction
 from django.utils import timezone
@@ -34,27 +33,12 @@ from runs.db_errors import connection_lost
 from runs.models import Run, Step
 from runs.store import sql
 from runs.store.events import DjangoEventSink, broadcast
-from runs.store.mailboxes import DjangoMailboxStore
 from runs.store.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)
 
 # A coordinator wake may call tools and look at their results this many times.
 MAX_COORDINATOR_ROUNDS = 8
-
-
-class WakeStep(NamedTuple):
-    """What a coordinator wake reads of each step (its prompts, all_done):
-    rows, not model instances, which for a 500-step run took 4-6 ms more a
-    wake to build, and now and then a full garbage collection."""
-
-    step_id: str
-    agent: str
-    instructions: str
-    status: str
-    output: str
-    error: str
-    resuming: bool
 
 
 # A workflow whose coordinator must plan workers (coordinator.requireWorkers)
@@ -70,28 +54,21 @@ def do_coordinator_wake(run_id: int) -> None:
     """Let the coordinator handle its inbox, or finish the run once every
     step is done. At most one wake runs per run; a wake asked for while one
     runs is handled by that one before it goes idle."""
-    # The run (with its workflow) comes with its coordinator's row.
-    coordinator = sql.claim_wake(run_id)
-    if coordinator is None:
+    # The run (with its workflow) comes with its coordinator's row, its
+    # steps and the coordinator's inbox.
+    wake = sql.claim_wake(run_id)
+    if wake is None:
         # The wake that runs reads what this one was queued for; a later
         # request may queue another (runs/store/sql/runs.py wake_sql).
         Run.objects.filter(pk=run_id, wake_queued__isnull=False).update(wake_queued=None)
         return
     try:
-        while True:
+        while wake is not None:
+            coordinator, steps, inbox = wake
             run = coordinator.run
             if run.status != Run.Status.RUNNING:
                 return
             seen = run.wake_requests
-            # Every wake reads every step, but only what a wake shows and
-            # decides on: a wide run's transcripts are most of its rows'
-            # size, and its JSON columns most of the time to load them.
-            rows = run.steps.exclude(kind=Step.Kind.COORDINATOR).values_list(*WakeStep._fields)
-            steps = [WakeStep(*row) for row in rows]
-            # The inbox after the steps: a step's messages commit with its
-            # turns, before its end, so when every step read is done, this
-            # read holds everything they sent (no second look before finishing).
-            inbox = DjangoMailboxStore(run_id).unread(COORDINATOR)
             if plans_first(run):
                 _coordinator_rounds(coordinator, "plan", [], steps)
             elif inbox and not _over_wake_cap(coordinator):
@@ -107,7 +84,7 @@ def do_coordinator_wake(run_id: int) -> None:
             if Run.objects.filter(pk=run_id, wake_requests=seen).update(coordinator_busy=False):
                 schedule(run_id)
                 return
-            coordinator = sql.coordinator_for_wake(run_id)  # messages came meanwhile: read again
+            wake = sql.read_wake(run_id)  # messages came meanwhile: read again
     except DoubleDrainError:
         # The run was cancelled or ended while this wake read its inbox; the
         # messages were dropped with their events. Nothing is left to do.
@@ -123,7 +100,7 @@ def do_coordinator_wake(run_id: int) -> None:
         do_fail_run(run_id, f"coordinator: internal error: {type(exc).__name__}: {exc}")
 
 
-def _all_done(run: Run, steps: list[WakeStep]) -> bool:
+def _all_done(run: Run, steps: list[sql.WakeStep]) -> bool:
     """The state machine's rule (agents.core.machine.all_done): every step
     terminal and none being resumed."""
     states = tuple(machine.StepState(step.step_id, step.status, resuming=step.resuming) for step in steps)
@@ -136,7 +113,7 @@ def release_wake(run_id: int) -> None:
     Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(coordinator_busy=False)
 
 
-def _coordinator_rounds(coordinator: Step, reason: str, inbox: list[RouterMessage], steps: list[WakeStep]) -> bool:
+def _coordinator_rounds(coordinator: Step, reason: str, inbox: list[RouterMessage], steps: list[sql.WakeStep]) -> bool:
     """The coordinator's model turns of one wake (at most
     MAX_COORDINATOR_ROUNDS), its run as the wake read it with the
     coordinator: whether the last of a finish ended the run."""

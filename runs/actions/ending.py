@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from django.db import transaction
-from django.db.models import Case, F, QuerySet, TextField, Value, When
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from agents.core import gates, machine
@@ -23,8 +23,8 @@ from runs.actions.common import router_for
 from runs.actions.pending import deliver_result
 from runs.actions.tool_tasks import stop_unfinished_calls
 from runs.models import Approval, Run, Step, ToolCall
+from runs.store import sql
 from runs.store.events import DjangoEventSink
-from runs.store.sql import left_open
 
 
 def do_block_run(run_id: int, reason: str) -> None:
@@ -53,16 +53,15 @@ def finish_locked(run: Run) -> None:
     status rule (agents.core.machine.run_end): any failed or cancelled step
     makes it partial (if some step completed) or failed; skipped steps do
     not count against it. Its ``result`` is written with its end."""
-    fields = ("step_id", "kind", "status", "error", "resuming", "mailbox_closed_reason")
-    rows = list(run.steps.order_by("position").values(*fields))
-    workers = [row for row in rows if row["kind"] != Step.Kind.COORDINATOR]
-    steps = [machine.StepState(runtime_id=row["step_id"], status=row["status"], error=row["error"]) for row in workers]
+    rows = sql.end_steps(run.pk)
+    workers = [row for row in rows if row.kind != Step.Kind.COORDINATOR]
+    steps = [machine.StepState(runtime_id=row.step_id, status=row.status, error=row.error) for row in workers]
     end = machine.run_end(machine.RunState(status=run.status, steps=tuple(steps)))
     run.status = end.status
     if end.error and not run.error:
         run.error = end.error
-    closed = any(row["mailbox_closed_reason"] for row in rows if row["kind"] == Step.Kind.COORDINATOR)
-    _end_run(run, _Read(resuming=any(row["resuming"] for row in rows), coordinator_closed=closed))
+    closed = any(row.mailbox_closed_reason for row in rows if row.kind == Step.Kind.COORDINATOR)
+    _end_run(run, _Read(resuming=any(row.resuming for row in rows), coordinator_closed=closed))
 
 
 def do_fail_run(run_id: int, error: str) -> None:
@@ -133,23 +132,22 @@ _UNREAD = _Read(resuming=True, coordinator_closed=False)
 def _end_run(run: Run, read: _Read = _UNREAD) -> None:
     run.finished = timezone.now()
     run.coordinator_busy = False
-    # Never a full save: the counters on this row moved while we emitted
-    # events. The result as read under the lock, or as its finish round gave it.
-    run.save(update_fields=["status", "error", "result", "finished", "coordinator_busy"])
     # The coordinator lives as long as its run and ends the way the run did.
     # A coordinator that did not end completed says why, unless it had said already.
     ended = _COORDINATOR_END[run.status]
     why = run.error if ended != Step.Status.COMPLETED else ""
-    said = Case(When(error="", then=Value(why)), default=F("error"), output_field=TextField())
-    run.steps.filter(kind=Step.Kind.COORDINATOR).update(status=ended, finished=run.finished, error=said)
+    # Never a full save of the run: the counters on its row moved while we
+    # emitted events. The result as read under the lock, or as its finish
+    # round gave it. What else the end closes is read with it: most runs
+    # leave none of it.
+    end = sql.RunEnd(run.status, run.error, run.result, run.finished, ended, why)
+    left = sql.end_run(run.pk, end)
     if read.resuming:
         Step.objects.filter(run=run, resuming=True).update(resuming=False)
     if not read.coordinator_closed:
         # A closed mailbox holds nothing unread: closing it drops what waits,
         # and every later send to it drops.
         router_for(run, run_locked=True).close(COORDINATOR, DropReason.TARGET_TERMINAL)
-    # What else the end closes, read at once: most runs leave none of it.
-    left = left_open(run.pk)
     if left.calls or left.executions:
         # A worker still running one of its calls finds it closed and writes nothing after the end.
         stop_unfinished_calls(run.pk, f"the run ended {run.status}")

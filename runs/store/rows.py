@@ -50,14 +50,14 @@ def _prepared_cursor_class():
     return PreparedCursor
 
 
-def in_one_round_trip(statements: list[tuple[str, dict | list]]) -> list[tuple | None]:
+def in_one_round_trip(statements: list[tuple[str, dict | list]]) -> list[list[tuple]]:
     """Run ``statements`` (SQL, parameters) as one transaction in one round
     trip, in PostgreSQL's pipeline mode (psycopg's public ``pipeline()``):
     no statement waits for the one before it to come back, and the commit
-    goes with them. Each statement returns rows (a SELECT, or RETURNING):
-    the first row of each comes back (None for one whose rows are none).
-    Each statement sees what committed before it started, and what those
-    before it wrote.
+    goes with them. Each statement returns rows (a SELECT, or RETURNING),
+    and each one's rows come back, in order (``first`` takes the one row of
+    a statement that returns at most one). Each statement sees what
+    committed before it started, and what those before it wrote.
 
     One round trip is not one message: psycopg sends each statement as it
     is executed here, after binding its parameters. A lock the first takes
@@ -88,7 +88,12 @@ def in_one_round_trip(statements: list[tuple[str, dict | list]]) -> list[tuple |
         # each one's text (with its placeholders) and their time together.
         spent = f"{time.monotonic() - started:.3f}"
         db.queries_log.extend({"sql": statement, "time": spent} for statement, _ in statements)
-    return [cursor.fetchone() for cursor in cursors]
+    return [cursor.fetchall() for cursor in cursors]
+
+
+def first(rows: list[tuple]) -> tuple | None:
+    """The one row of ``rows`` (a statement's that returns at most one), or None."""
+    return rows[0] if rows else None
 
 
 def table(model) -> str:

@@ -171,7 +171,7 @@ def test_its_statements_commit_together_or_not_at_all(pg_run):
 
     assert Run.objects.get(pk=pg_run.pk).last_event_seq == 0
     read = ("SELECT last_event_seq FROM runs_run WHERE id = %s", [pg_run.pk])
-    assert rows.in_one_round_trip([bump, read]) == [(pg_run.pk,), (99,)]
+    assert rows.in_one_round_trip([bump, read]) == [[(pg_run.pk,)], [(99,)]]
     assert Run.objects.get(pk=pg_run.pk).last_event_seq == 99  # committed, and the connection still works
 
 

@@ -50,14 +50,15 @@ FORWARD = {"sqlite": 53, "postgresql": 37}
 # first step started and claimed; BEGIN and COMMIT.
 START = {"sqlite": 17, "postgresql": 6}
 # The coordinator's finish wake (runs/actions/coordinator.py): the wake
-# claimed with the run and its coordinator read back, the steps, the inbox;
-# its agent_wake with the coordinator's turns (one round trip on
-# PostgreSQL); its round, which ends the run in its transaction (the lock
-# and counter, finalize in a savepoint, the round's events in one INSERT,
-# the turn, its tool call; the steps' statuses, the run's and the
-# coordinator's end, what it leaves open, workflow_end: runs/actions/ending.py
-# finish_locked).
-FINISH = {"sqlite": 36, "postgresql": 20}
+# claimed with the run and its coordinator read back, the steps, the inbox
+# (one round trip on PostgreSQL: runs/store/sql/run_claims.py claim_wake);
+# its agent_wake with the coordinator's turns (one round trip); its round,
+# which ends the run in its transaction (the lock and counter, finalize in
+# a savepoint, the round's events in one INSERT, the turn, its tool call;
+# the steps' statuses, then the run's and the coordinator's end with what
+# the run leaves open in one statement on PostgreSQL, workflow_end:
+# runs/actions/ending.py finish_locked).
+FINISH = {"sqlite": 36, "postgresql": 18}
 
 
 @pytest.fixture

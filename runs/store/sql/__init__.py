@@ -25,7 +25,7 @@ written).
 The names the rest of the app uses are re-exported here.
 """
 
-from runs.store.sql.ends import LeftOpen, left_open
+from runs.store.sql.ends import EndStep, LeftOpen, RunEnd, end_run, end_steps, left_open
 from runs.store.sql.events import insert_events
 from runs.store.sql.mailboxes import (
     close_mailbox,
@@ -37,7 +37,7 @@ from runs.store.sql.mailboxes import (
     unread_count_sql,
 )
 from runs.store.sql.messages import Counted, Written, insert_message, read_counter, write_held
-from runs.store.sql.run_claims import claim_wake, coordinator_for_wake, count_wake, start_run
+from runs.store.sql.run_claims import WakeRead, WakeStep, claim_wake, count_wake, read_wake, start_run
 from runs.store.sql.runs import bump_counter, can_pipeline, lock_run, lock_run_sql, request_wake
 from runs.store.sql.schedule import ScheduleState, StepRow, schedule_state, schedule_state_of, step_rows
 from runs.store.sql.steps import (
@@ -57,12 +57,16 @@ from runs.store.sql.writes import insert, insert_many, update, update_returning
 __all__ = [
     "WORKFLOW_TEXT",
     "Counted",
+    "EndStep",
     "LastTurnWritten",
     "LeftOpen",
+    "RunEnd",
     "ScheduleState",
     "StepRow",
     "Successor",
     "TurnSaved",
+    "WakeRead",
+    "WakeStep",
     "Written",
     "bump_counter",
     "can_pipeline",
@@ -70,9 +74,10 @@ __all__ = [
     "claim_step_for_turn",
     "claim_wake",
     "close_mailbox",
-    "coordinator_for_wake",
     "count_wake",
     "drop_unread",
+    "end_run",
+    "end_steps",
     "insert",
     "insert_events",
     "insert_many",
@@ -82,6 +87,7 @@ __all__ = [
     "lock_run_sql",
     "mailbox_state",
     "read_counter",
+    "read_wake",
     "request_wake",
     "save_turn",
     "run_joins",

@@ -1,12 +1,14 @@
-"""What a run that ends may leave open (runs/actions/ending.py closes it)."""
+"""A run's end written, and what it may leave open (runs/actions/ending.py
+closes it)."""
 
 from __future__ import annotations
 
 import functools
+from datetime import datetime
 from typing import NamedTuple
 
 from runs.models import Approval, Command, Run, Step, ToolCall, ToolExecution
-from runs.store.rows import plain_cursor, table
+from runs.store.rows import database, db_value, plain_cursor, table
 
 
 class LeftOpen(NamedTuple):
@@ -19,20 +21,101 @@ class LeftOpen(NamedTuple):
     command: bool  # the command that started it, whose result is written at the end
 
 
+class EndStep(NamedTuple):
+    """What a run's end reads of each of its steps (the coordinator too)."""
+
+    step_id: str
+    kind: str
+    status: str
+    error: str
+    resuming: bool
+    mailbox_closed_reason: str
+
+
+class RunEnd(NamedTuple):
+    """A run's end, as ``end_run`` writes it."""
+
+    status: str
+    error: str
+    result: str
+    finished: datetime
+    coordinator_status: str  # its coordinator step's end
+    coordinator_error: str  # the coordinator's error, unless it has one
+
+
+def end_steps(run_id: int) -> list[EndStep]:
+    """Run ``run_id``'s steps, in order, as its end reads them."""
+    with plain_cursor() as cursor:
+        cursor.execute(_end_steps_sql(), {"run": run_id})
+        return [EndStep(*row[:4], bool(row[4]), row[5]) for row in cursor.fetchall()]  # SQLite's booleans: 0, 1
+
+
+def end_run(run_id: int, end: RunEnd) -> LeftOpen:
+    """Write run ``run_id``'s ``end`` (its coordinator no longer busy) and
+    its coordinator step's, and read what the run leaves open: one
+    statement on PostgreSQL, three on SQLite (no UPDATE in a WITH)."""
+    params = {
+        **end._asdict(),
+        "finished": db_value(Run, "finished", end.finished),
+        "run": run_id,
+        "coordinator_kind": Step.Kind.COORDINATOR,
+        **_left_open_params(),
+    }
+    with plain_cursor() as cursor:
+        if database().vendor == "postgresql":
+            cursor.execute(_end_run_sql(), params)
+        else:
+            cursor.execute(_run_ended_sql(), params)
+            cursor.execute(_coordinator_ended_sql(), params)
+            cursor.execute(_left_open_sql(), params)
+        return LeftOpen(*(bool(flag) for flag in cursor.fetchone()))
+
+
 def left_open(run_id: int) -> LeftOpen:
     """What run ``run_id`` leaves open, in one query: most runs leave
     nothing, and each of these was a query of its own at every run's end."""
-    params = {
-        "run": run_id,
+    with plain_cursor() as cursor:
+        cursor.execute(_left_open_sql(), {"run": run_id, **_left_open_params()})
+        return LeftOpen(*(bool(flag) for flag in cursor.fetchone()))
+
+
+@functools.cache
+def _end_steps_sql() -> str:
+    return f"SELECT {', '.join(EndStep._fields)} FROM {table(Step)} WHERE run_id = %(run)s ORDER BY position"
+
+
+@functools.cache
+def _end_run_sql() -> str:
+    # Both UPDATEs run whether or not the SELECT reads them; it reads with
+    # the statement's snapshot, which neither changes.
+    return f"WITH ended AS ({_run_ended_sql()}), coordinator AS ({_coordinator_ended_sql()}) {_left_open_sql()}"
+
+
+@functools.cache
+def _run_ended_sql() -> str:
+    return (
+        f"UPDATE {table(Run)} SET status = %(status)s, error = %(error)s, result = %(result)s, "
+        "finished = %(finished)s, coordinator_busy = FALSE WHERE id = %(run)s"
+    )
+
+
+@functools.cache
+def _coordinator_ended_sql() -> str:
+    return (
+        f"UPDATE {table(Step)} SET status = %(coordinator_status)s, finished = %(finished)s, "
+        "error = CASE WHEN error = '' THEN %(coordinator_error)s ELSE error END "
+        "WHERE run_id = %(run)s AND kind = %(coordinator_kind)s"
+    )
+
+
+def _left_open_params() -> dict:
+    return {
         "queued": ToolCall.Status.QUEUED,
         "running": ToolCall.Status.RUNNING,
         "executing": ToolExecution.Status.RUNNING,
         "pending": Approval.Status.PENDING,
         **{f"ended_{n}": status for n, status in enumerate(sorted(Run.TERMINAL))},
     }
-    with plain_cursor() as cursor:
-        cursor.execute(_left_open_sql(), params)
-        return LeftOpen(*(bool(flag) for flag in cursor.fetchone()))
 
 
 @functools.cache

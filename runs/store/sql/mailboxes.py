@@ -51,8 +51,18 @@ def _mailbox_state_sql() -> str:
 
 def unread(run_id: int, mailbox: str) -> list[RouterMessage]:
     with plain_cursor() as cursor:
-        cursor.execute(_unread_sql(), {"run": run_id, "mailbox": mailbox})
-        return [_router_message(*row) for row in cursor.fetchall()]
+        cursor.execute(*unread_statement(run_id, mailbox))
+        return router_messages(cursor.fetchall())
+
+
+def unread_statement(run_id: int, mailbox: str) -> tuple[str, dict]:
+    """``unread``'s statement and its parameters, for a caller that sends it
+    with others (``router_messages`` reads its rows)."""
+    return _unread_sql(), {"run": run_id, "mailbox": mailbox}
+
+
+def router_messages(rows: list[tuple]) -> list[RouterMessage]:
+    return [_router_message(*row) for row in rows]
 
 
 @functools.cache

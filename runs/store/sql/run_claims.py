@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import functools
 from datetime import datetime
+from typing import NamedTuple
 
 from django.db import transaction
 
 from agents.events import Event as RuntimeEvent
-from agents.router import COORDINATOR
+from agents.router import COORDINATOR, RouterMessage
 from runs.models import Run, Step, Workflow
 from runs.store.rows import (
     database,
@@ -21,6 +22,7 @@ from runs.store.rows import (
     table,
 )
 from runs.store.sql.events import events_params, insert_events, insert_events_sql
+from runs.store.sql.mailboxes import router_messages, unread_statement
 from runs.store.sql.runs import can_pipeline
 from runs.store.sql.steps import WORKFLOW_TEXT, step_for_turn_columns, step_for_turn_parts, step_with_run
 from runs.store.sql.writes import update, update_sql
@@ -50,44 +52,86 @@ def start_run(run_id: int, now: datetime) -> Run | None:
     return run
 
 
-def claim_wake(run_id: int):
+class WakeStep(NamedTuple):
+    """What a coordinator wake reads of each step (its prompts, all_done):
+    rows, not model instances, which for a 500-step run took 4-6 ms more a
+    wake to build, and now and then a full garbage collection."""
+
+    step_id: str
+    agent: str
+    instructions: str
+    status: str
+    output: str
+    error: str
+    resuming: bool
+
+
+class WakeRead(NamedTuple):
+    """What a coordinator's wake reads before it decides what to do."""
+
+    # The coordinator loaded as step_for_turn loads a step: its run, the
+    # run's workflow and creator, its unread count.
+    coordinator: Step
+    steps: list[WakeStep]  # the run's other steps, in order
+    # The coordinator's unread mail, read after the steps: a step's messages
+    # commit with its turns, before its end, so when every step read is
+    # done, this holds everything they sent.
+    inbox: list[RouterMessage]
+
+
+def claim_wake(run_id: int) -> WakeRead | None:
     """Mark run ``run_id``'s coordinator busy (the run running, its
-    coordinator idle), clearing its queued-wake mark, and return the
-    coordinator loaded as ``coordinator_for_wake`` loads it; None if
-    another wake runs or the run is not running. One statement on
-    PostgreSQL."""
-    vendor = database().vendor
-    if vendor != "postgresql":
+    coordinator idle), clearing its queued-wake mark, and read what the
+    wake decides on (``read_wake``); None if another wake runs or the run
+    is not running. One round trip on PostgreSQL, outside a transaction."""
+    if not can_pipeline():
         claimed = update(
             Run,
             {"coordinator_busy": True, "wake_queued": None},
             "id = %s AND status = %s AND NOT coordinator_busy",
             [run_id, Run.Status.RUNNING],
         )
-        return coordinator_for_wake(run_id) if claimed else None
-    parts = [(model, names) for model, names, _ in step_for_turn_parts(vendor)]
+        return read_wake(run_id) if claimed else None
     params = {"run": run_id, "running": Run.Status.RUNNING, "coordinator": COORDINATOR}
-    with plain_cursor() as cursor:
-        cursor.execute(_claim_wake_sql(vendor), params)
-        row = cursor.fetchone()
-    if row is None:
+    claimed, steps, inbox = in_one_round_trip([(_claim_wake_sql(), params), *_wake_reads(run_id)])
+    if not claimed:
         return None
-    coordinator = step_with_run(parts, row)
-    coordinator.run.coordinator_busy, coordinator.run.wake_queued = True, None  # as the UPDATE left them
-    return coordinator
+    wake = _wake_read(claimed[0], steps, inbox)
+    wake.coordinator.run.coordinator_busy, wake.coordinator.run.wake_queued = True, None  # as the UPDATE left them
+    return wake
 
 
-def coordinator_for_wake(run_id: int):
-    """The coordinator of run ``run_id`` loaded as ``step_for_turn`` loads a
-    step (its run, the run's workflow and creator, its unread count), or
-    None: what a coordinator wake reads first, in one query instead of one
-    for the run and another for its coordinator."""
+def read_wake(run_id: int) -> WakeRead | None:
+    """Run ``run_id``'s coordinator (with its run), the run's other steps and
+    the coordinator's unread mail, or None if it has no coordinator: what a
+    wake reads again when messages came while it ran. One round trip on
+    PostgreSQL, outside a transaction."""
     vendor = database().vendor
-    parts = [(model, names) for model, names, _ in step_for_turn_parts(vendor)]
+    statements = [(_coordinator_for_wake_sql(vendor), {"run": run_id, "coordinator": COORDINATOR})]
+    statements += _wake_reads(run_id)
+    if can_pipeline():
+        coordinator, steps, inbox = in_one_round_trip(statements)
+    else:
+        coordinator, steps, inbox = (_rows(statement, params) for statement, params in statements)
+    return _wake_read(coordinator[0], steps, inbox) if coordinator else None
+
+
+def _wake_reads(run_id: int) -> list[tuple[str, dict]]:
+    """The statements that read a wake's steps, then its inbox."""
+    steps = (_wake_steps_sql(), {"run": run_id, "coordinator_kind": Step.Kind.COORDINATOR})
+    return [steps, unread_statement(run_id, COORDINATOR)]
+
+
+def _wake_read(coordinator_row: tuple, step_rows: list[tuple], inbox_rows: list[tuple]) -> WakeRead:
+    parts = [(model, names) for model, names, _ in step_for_turn_parts(database().vendor)]
+    steps = [WakeStep(*row[:-1], resuming=bool(row[-1])) for row in step_rows]  # SQLite's booleans are 0 and 1
+    return WakeRead(step_with_run(parts, coordinator_row), steps, router_messages(inbox_rows))
+
+
+def _rows(statement: str, params: dict) -> list[tuple]:
     with plain_cursor() as cursor:
-        cursor.execute(_coordinator_for_wake_sql(vendor), {"run": run_id, "coordinator": COORDINATOR})
-        row = cursor.fetchone()
-    return None if row is None else step_with_run(parts, row)
+        cursor.execute(statement, params)
+        return cursor.fetchall()
 
 
 def count_wake(run_id: int, coordinator_pk: int, cycle: int, events: list[RuntimeEvent], now: datetime) -> int:
@@ -106,9 +150,9 @@ def count_wake(run_id: int, coordinator_pk: int, cycle: int, events: list[Runtim
     rows = in_one_round_trip(
         [(insert_events_sql(), events_params(run_id, numbered)), (f"{counted} RETURNING id", params)]
     )
-    if rows[0] is None or rows[1] is None:
+    if not rows[0] or not rows[1]:
         raise Run.DoesNotExist(f"run {run_id} or its coordinator does not exist")
-    return rows[0][0]
+    return rows[0][0][0]
 
 
 @functools.cache
@@ -130,13 +174,21 @@ def _start_run_sql(vendor: str) -> str:
 
 
 @functools.cache
-def _claim_wake_sql(vendor: str) -> str:
-    # coordinator_for_wake's read, if the UPDATE claimed the wake; its
-    # snapshot does not see that UPDATE (claim_wake sets what it wrote).
+def _claim_wake_sql() -> str:
+    # read_wake's read of the coordinator, if the UPDATE claimed the wake;
+    # its snapshot does not see that UPDATE (claim_wake sets what it wrote).
     return (
         f"WITH claimed AS (UPDATE {table(Run)} SET coordinator_busy = TRUE, wake_queued = NULL "
         "WHERE id = %(run)s AND status = %(running)s AND NOT coordinator_busy RETURNING id) "
-        f"{_coordinator_for_wake_sql(vendor)} AND EXISTS(SELECT 1 FROM claimed)"
+        f"{_coordinator_for_wake_sql('postgresql')} AND EXISTS(SELECT 1 FROM claimed)"
+    )
+
+
+@functools.cache
+def _wake_steps_sql() -> str:
+    return (
+        f"SELECT {', '.join(WakeStep._fields)} FROM {table(Step)} "
+        "WHERE run_id = %(run)s AND kind <> %(coordinator_kind)s ORDER BY position"
     )
 
 

@@ -15,7 +15,7 @@ from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR, DropReason
 from runs.models import Run, Step, Workflow
 from runs.pg_text import json_text
-from runs.store.rows import in_one_round_trip, plain_cursor, table
+from runs.store.rows import first, in_one_round_trip, plain_cursor, table
 from runs.store.sql.events import events_params, insert_events_from
 from runs.store.sql.mailboxes import unread_count_of, unread_from
 from runs.store.sql.runs import lock_run_sql
@@ -104,11 +104,11 @@ def write_last_turn(
         after = (step.pk, params["completed_finished"])
         statements.append(start_and_claim_statement(step.run_id, successor, after=after))
     rows = in_one_round_trip(statements)
-    row = rows[1]
+    row = first(rows[1])
     if row is None:
         return None
     last_seq, *state, steps = row
-    started = started_and_claimed(rows[2]) if successor is not None else None
+    started = started_and_claimed(first(rows[2])) if successor is not None else None
     steps = None if steps is None else step_rows_of(steps)
     return LastTurnWritten(last_seq, schedule_state_of(*state), steps, started)
 
