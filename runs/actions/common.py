@@ -22,7 +22,7 @@ from runs.actions.catalog import workflow_spec
 from runs.models import Approval, Artifact, Run, Step, ToolCall
 from runs.store.events import DjangoEventSink
 from runs.store.mailboxes import DjangoMailboxStore
-from runs.store.sql import unread_count_sql, update_returning
+from runs.store.sql import insert_many, unread_count_sql, update_returning
 from runs.store.unit_of_work import UnitOfWork
 
 
@@ -178,7 +178,7 @@ def save_turn(step: Step, result: TurnResult, *, next_turn_queued: bool = False)
             status = ToolCall.Status.WAITING
         else:
             status = ToolCall.Status.DONE if outcome.ok else ToolCall.Status.FAILED
-        row = ToolCall.objects.create(
+        row = ToolCall(
             run_id=step.run_id,
             step=step,
             tool_call_id=call.meta.tool_call_id,
@@ -195,7 +195,9 @@ def save_turn(step: Step, result: TurnResult, *, next_turn_queued: bool = False)
             omitted=outcome.omitted,
             counted=outcome.counted,
             duration_ms=call.duration_ms,
+            created=timezone.now(),
         )
+        insert_many([row])  # its id set, as create() would: without the ORM's per-query work
         store_artifacts(row, outcome.artifacts)
         if outcome.queued:
             queued.append(row.pk)
