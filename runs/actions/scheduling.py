@@ -27,10 +27,10 @@ from runs import queue
 from runs.actions.catalog import spec_of, workflow_spec
 from runs.models import Run, Step
 from runs.store.events import broadcast_after_commit
-from runs.store.mailboxes import DjangoMailboxStore
 from runs.store.sql import (
     StepRow,
     Successor,
+    lock_run,
     request_wake,
     schedule_state,
     start_and_claim_step,
@@ -169,15 +169,20 @@ def _start_ready_steps(run_id: int, finished: str | None, worker: str | None = N
     started with its first turn claimed for it, if exactly one started."""
     # Nothing here is rolled back on its own: inside a caller's transaction, no savepoint.
     with transaction.atomic(savepoint=False):
-        run = Run.objects.select_for_update().select_related("workflow").get(pk=run_id)
-        if run.status != Run.Status.RUNNING or run.coordinator_busy or coordinator_has_mail(run.pk):
+        lock_run(run_id)
+        # Read after the lock: what its earlier holders committed.
+        flags = schedule_state(run_id)
+        if flags is None:
             return None
-        spec = workflow_spec(run.workflow)
+        status, busy, has_mail, _, _, workflow_id, created = flags
+        if status != Run.Status.RUNNING or busy or has_mail:
+            return None
+        spec = spec_of(workflow_id, created)
         rows = step_rows(run_id)
-        coordinator = machine.CoordinatorState(plans_first=_plans_first(run.pk, spec))
-        state = run_state(run.status, rows, spec, coordinator)
+        coordinator = machine.CoordinatorState(plans_first=_plans_first(run_id, spec))
+        state = run_state(status, rows, spec, coordinator)
         happened = machine.StepEnded(finished, Step.Status.COMPLETED) if finished else machine.StepsChanged()
-        return _apply(run.pk, rows, machine.decide(state, happened), worker)
+        return _apply(run_id, rows, machine.decide(state, happened), worker)
 
 
 def schedule_start(run_id: int, spec: WorkflowSpec, rows: list[StepRow], worker: str | None) -> EagerTurn | None:
@@ -349,8 +354,3 @@ def eager_successor(spec: WorkflowSpec, rows: list[StepRow] | None, finished: st
 
 def _step_start(step) -> RuntimeEvent:
     return RuntimeEvent("step_start", step.step_id, {"agent": step.agent})
-
-
-def coordinator_has_mail(run_id: int) -> bool:
-    """Messages wait, unread, in the coordinator's inbox."""
-    return DjangoMailboxStore(run_id).unread_count(COORDINATOR) > 0

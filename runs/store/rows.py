@@ -164,8 +164,23 @@ def _row_fields(model) -> tuple:
 def from_db(model, name: str, value):
     """``value`` of field ``name`` as read by raw SQL, converted as the ORM
     would (an aware datetime from SQLite's text, for instance)."""
+    return converter(model, name)(value)
+
+
+def converter(model, name: str):
+    """``from_db`` for field ``name`` of ``model`` as a function of the
+    value, its converters looked up once: for one column of many rows."""
     db = database()
-    return _convert(db, model, model._meta.get_field(name).attname, value)
+    column, converters = _converters(model, model._meta.get_field(name).attname, db.vendor)
+    if not converters:
+        return lambda value: value
+
+    def convert(value):
+        for function in converters:
+            value = function(value, column, db)
+        return value
+
+    return convert
 
 
 def instance(model, names: list[str], values):
@@ -203,13 +218,6 @@ def _conversions(model, names: tuple[str, ...], vendor: str) -> tuple:
     """(index, column, converters) of each of ``names`` that has converters."""
     plans = ((index, *_converters(model, name, vendor)) for index, name in enumerate(names))
     return tuple(plan for plan in plans if plan[2])
-
-
-def _convert(db, model, attname: str, value):
-    column, converters = _converters(model, attname, db.vendor)
-    for converter in converters:
-        value = converter(value, column, db)
-    return value
 
 
 @functools.cache

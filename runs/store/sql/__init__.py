@@ -25,7 +25,7 @@ written).
 The names the rest of the app uses are re-exported here.
 """
 
-from runs.store.sql.ends import EndStep, LeftOpen, RunEnd, end_run, end_steps, left_open
+from runs.store.sql.ends import EndStep, LeftOpen, RunEnd, end_run, end_steps
 from runs.store.sql.events import insert_events
 from runs.store.sql.mailboxes import (
     close_mailbox,
@@ -81,7 +81,6 @@ __all__ = [
     "insert",
     "insert_events",
     "insert_many",
-    "left_open",
     "insert_message",
     "lock_run",
     "lock_run_sql",

@@ -71,14 +71,6 @@ def end_run(run_id: int, end: RunEnd) -> LeftOpen:
         return LeftOpen(*(bool(flag) for flag in cursor.fetchone()))
 
 
-def left_open(run_id: int) -> LeftOpen:
-    """What run ``run_id`` leaves open, in one query: most runs leave
-    nothing, and each of these was a query of its own at every run's end."""
-    with plain_cursor() as cursor:
-        cursor.execute(_left_open_sql(), {"run": run_id, **_left_open_params()})
-        return LeftOpen(*(bool(flag) for flag in cursor.fetchone()))
-
-
 @functools.cache
 def _end_steps_sql() -> str:
     return f"SELECT {', '.join(EndStep._fields)} FROM {table(Step)} WHERE run_id = %(run)s ORDER BY position"

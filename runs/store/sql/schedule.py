@@ -12,6 +12,7 @@ from typing import NamedTuple
 from agents.router import COORDINATOR
 from runs.models import Run, Step, Workflow
 from runs.store.rows import (
+    converter,
     database,
     from_db,
     plain_cursor,
@@ -119,21 +120,14 @@ def step_rows(run_id: int) -> list[StepRow]:
     as its list goes, not as their ids sort (deploy[10] before deploy[2])."""
     with plain_cursor() as cursor:
         cursor.execute(_step_rows_sql(), {"run": run_id})
-        return [_step_row(*row) for row in cursor.fetchall()]
-
-
-def _step_row(pk, step_id, kind, agent, status, depends_on, limits, resuming, position) -> StepRow:
-    return StepRow(
-        pk,
-        step_id,
-        kind,
-        agent,
-        status,
-        from_db(Step, "depends_on", depends_on),
-        from_db(Step, "limits", limits),
-        bool(resuming),
-        position,
-    )
+        rows = cursor.fetchall()
+    # The JSON columns' converters looked up once, not twice a row: a capped
+    # loop reads every row of its run after each step ends.
+    depends_on, limits = converter(Step, "depends_on"), converter(Step, "limits")
+    return [
+        StepRow(pk, step_id, kind, agent, status, depends_on(needs), limits(caps), bool(resuming), position)
+        for pk, step_id, kind, agent, status, needs, caps, resuming, position in rows
+    ]
 
 
 @functools.cache
