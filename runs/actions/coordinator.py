@@ -63,7 +63,7 @@ def do_coordinator_wake(run_id: int) -> None:
         Run.objects.filter(pk=run_id, wake_queued__isnull=False).update(wake_queued=None)
         return
     try:
-        while wake is not None:
+        while True:
             coordinator, steps, inbox = wake
             run = coordinator.run
             if run.status != Run.Status.RUNNING:

@@ -49,13 +49,6 @@ def limited(**limits) -> Sandbox:
 
 
 @pytest.fixture
-def workspace(tmp_path) -> Path:
-    path = tmp_path / "run-1"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
 def secret_file(tmp_path) -> Path:
     """A file beside the workspace, as var/secret_key is beside var/workspaces."""
     path = tmp_path / "secret_key"

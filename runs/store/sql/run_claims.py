@@ -101,11 +101,10 @@ def claim_wake(run_id: int) -> WakeRead | None:
     return wake
 
 
-def read_wake(run_id: int) -> WakeRead | None:
+def read_wake(run_id: int) -> WakeRead:
     """Run ``run_id``'s coordinator (with its run), the run's other steps and
-    the coordinator's unread mail, or None if it has no coordinator: what a
-    wake reads again when messages came while it ran. One round trip on
-    PostgreSQL, outside a transaction."""
+    the coordinator's unread mail: what a wake reads again when messages
+    came while it ran. One round trip on PostgreSQL, outside a transaction."""
     vendor = database().vendor
     statements = [(_coordinator_for_wake_sql(vendor), {"run": run_id, "coordinator": COORDINATOR})]
     statements += _wake_reads(run_id)
@@ -113,7 +112,9 @@ def read_wake(run_id: int) -> WakeRead | None:
         coordinator, steps, inbox = in_one_round_trip(statements)
     else:
         coordinator, steps, inbox = (_rows(statement, params) for statement, params in statements)
-    return _wake_read(coordinator[0], steps, inbox) if coordinator else None
+    if not coordinator:
+        raise Step.DoesNotExist(f"run {run_id} has no coordinator")
+    return _wake_read(coordinator[0], steps, inbox)
 
 
 def _wake_reads(run_id: int) -> list[tuple[str, dict]]:
