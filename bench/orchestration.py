@@ -55,7 +55,11 @@ TARGET = Target("<=", 2, "<= 2x")
 MIN_PAIRS = 7
 EMBEDDED_CONCURRENCY = 4  # ZENWEB_EMBEDDED_CONCURRENCY's default
 
-WORKFLOW_YAML = f"""\
+
+def workflow_yaml(loop_cap: int = ITEMS) -> str:
+    """The fan-out's workflow; ``loop_cap`` (each loop's maxConcurrency) below
+    ITEMS makes every loop's cap bind (bench/turns.py ``--cap``)."""
+    return f"""\
 # bench/orchestration.py: {WIDTH} independent steps, as {len(LOOPS)} forEach
 # loops over one {ITEMS}-item input (a workflow has at most 100 steps and a
 # forEach loop at most 100 items).
@@ -72,15 +76,18 @@ options:
   maxConcurrency: {WIDTH}
 steps:
 """ + "".join(
-    f"""  - id: {loop}
+        f"""  - id: {loop}
     loop:
       forEach: items
-      maxConcurrency: {ITEMS}
+      maxConcurrency: {loop_cap}
       steps:
         - {{id: work, agent: worker, instructions: "Handle $item."}}
 """
-    for loop in LOOPS
-)
+        for loop in LOOPS
+    )
+
+
+WORKFLOW_YAML = workflow_yaml()
 
 
 def _items(count: int) -> str:

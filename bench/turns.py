@@ -30,6 +30,7 @@ import time
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.turns", description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=100, help="items per forEach loop (5 loops; default 100)")
+    parser.add_argument("--cap", type=int, help="each forEach loop's maxConcurrency (default: its item count)")
     parser.add_argument("--chain", action="store_true", help="the chain bench's 20 sequential steps instead")
     parser.add_argument("--runs", type=int, default=2, help="timed runs (default 2)")
     parser.add_argument("--profile", metavar="SORT", help="profile one more run, sorted by SORT (cumulative, tottime)")
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
         tasks[task.name] += 1
 
     Task.apply_async = enqueue  # this process runs every task, in order
-    yaml = chain.WORKFLOW_YAML if args.chain else orchestration.WORKFLOW_YAML
+    yaml = chain.WORKFLOW_YAML if args.chain else orchestration.workflow_yaml(args.cap or orchestration.ITEMS)
     workflow, _ = do_register_workflow(yaml, "bench/turns.py")
 
     def inputs(items: int) -> dict[str, str]:

@@ -41,10 +41,13 @@ def ready(
     ``among``: consider only these runtime ids for starting (the others still
     count as running, or as holding an iteration open).
     """
+    # Each step's iteration keys, worked out once: a capped loop decides on
+    # every step of its run after each step ends.
+    keys_of = {step.runtime_id: iteration_keys(step) for step in steps if step.limits}
     members: dict[str, list[str]] = {}
-    for step in steps:
-        for key in iteration_keys(step):
-            members.setdefault(key, []).append(step.runtime_id)
+    for runtime_id, keys in keys_of.items():
+        for key in keys:
+            members.setdefault(key, []).append(runtime_id)
 
     def state(runtime_id: str) -> str:
         return status.get(runtime_id, "pending")
@@ -66,7 +69,7 @@ def ready(
             continue
         if state(step.runtime_id) != "pending" or any(state(dep) != "completed" for dep in step.depends_on):
             continue
-        keys = iteration_keys(step)
+        keys = keys_of.get(step.runtime_id, ())
         caps = dict(step.limits)
         if any(key not in active and active_in[group] >= caps[group] for key, group in zip(keys, caps, strict=True)):
             continue

@@ -35,6 +35,7 @@ from runs.store.sql import (
     schedule_state,
     start_and_claim_step,
     start_steps,
+    step_row_of,
     step_rows,
 )
 from runs.store.wakes import request_coordinator_wake
@@ -135,8 +136,11 @@ def decides_without_lock(spec: WorkflowSpec) -> bool:
     """Whether a completion in a run of ``spec`` may be decided on without
     the run's lock (from the steps read once after it committed): not when
     steps can be added (a coordinator that spawns workers may have to plan
-    first; a repeat-until loop adds iterations). Whether a cap binds is
-    the state machine's to say, from those rows."""
+    first; a repeat-until loop adds iterations), nor in a run with any loop:
+    a forEach loop's steps carry its cap, which can bind while they run, and
+    then the pass under the lock decides anyway (reading the rows with the
+    write as well would be read twice). Otherwise whether a cap binds is the
+    state machine's to say, from those rows."""
     return not _spawns_workers(spec) and "loop" not in expansion.container_kinds(spec).values()
 
 
@@ -224,9 +228,9 @@ def step_state(row) -> machine.StepState:
     return machine.StepState(
         runtime_id=row.step_id,
         status=row.status,
-        depends_on=tuple(row.depends_on),
+        depends_on=row.depends_on,
         kind="loop" if row.kind == Step.Kind.LOOP else "step",
-        limits=tuple((group, cap) for group, cap in row.limits),
+        limits=row.limits,
         resuming=row.resuming,
         position=row.position,
     )
@@ -304,7 +308,7 @@ def successor(step: StepRow, owner: str) -> Successor:
 
 def step_row(step: Step) -> StepRow:
     """A Step's row, as scheduling reads it."""
-    return StepRow(
+    return step_row_of(
         step.pk,
         step.step_id,
         step.kind,

@@ -79,9 +79,9 @@ def test_it_reads_the_runs_steps_with_the_write_when_asked_and_a_step_waits(pg_r
 
     # In the workflow's order, the coordinator left out, the step just written completed.
     assert [(row.step_id, row.status, row.depends_on) for row in steps] == [
-        ("s1", Step.Status.COMPLETED, []),
-        ("s2", Step.Status.PENDING, ["s1"]),
-        ("s3", Step.Status.PENDING, ["s1", "s2"]),
+        ("s1", Step.Status.COMPLETED, ()),
+        ("s2", Step.Status.PENDING, ("s1",)),
+        ("s3", Step.Status.PENDING, ("s1", "s2")),
     ]
     assert steps[0].pk == s1.pk and steps[0].resuming is False
     # Nothing pending: nothing read.

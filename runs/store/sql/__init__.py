@@ -39,7 +39,14 @@ from runs.store.sql.mailboxes import (
 from runs.store.sql.messages import Counted, Written, insert_message, read_counter, write_held
 from runs.store.sql.run_claims import WakeRead, WakeStep, claim_wake, count_wake, read_wake, start_run
 from runs.store.sql.runs import bump_counter, can_pipeline, lock_run, lock_run_sql, request_wake
-from runs.store.sql.schedule import ScheduleState, StepRow, schedule_state, schedule_state_of, step_rows
+from runs.store.sql.schedule import (
+    ScheduleState,
+    StepRow,
+    schedule_state,
+    schedule_state_of,
+    step_row_of,
+    step_rows,
+)
 from runs.store.sql.steps import (
     WORKFLOW_TEXT,
     Successor,
@@ -63,6 +70,7 @@ __all__ = [
     "RunEnd",
     "ScheduleState",
     "StepRow",
+    "step_row_of",
     "Successor",
     "TurnSaved",
     "WakeRead",

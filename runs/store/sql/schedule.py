@@ -96,17 +96,26 @@ def _quoted(*values: str) -> str:
 
 class StepRow(NamedTuple):
     """What scheduling reads of a step or loop: not its transcript or
-    output, which in a wide run would cost more to load than the rest."""
+    output, which in a wide run would cost more to load than the rest.
+    Its JSON columns as tuples (``step_row_of`` makes them), which the
+    state machine takes as they are."""
 
     pk: int
     step_id: str
     kind: str
     agent: str
     status: str
-    depends_on: list
-    limits: list
+    depends_on: tuple[str, ...]
+    limits: tuple[tuple[str, int], ...]
     resuming: bool
     position: int
+
+
+def step_row_of(pk, step_id, kind, agent, status, depends_on: list, limits: list, resuming, position) -> StepRow:
+    """A StepRow from a step's values, its JSON columns decoded."""
+    return StepRow(
+        pk, step_id, kind, agent, status, tuple(depends_on), tuple(map(tuple, limits)), bool(resuming), position
+    )
 
 
 # The columns of a StepRow, in its order.
@@ -121,13 +130,28 @@ def step_rows(run_id: int) -> list[StepRow]:
     with plain_cursor() as cursor:
         cursor.execute(_step_rows_sql(), {"run": run_id})
         rows = cursor.fetchall()
-    # The JSON columns' converters looked up once, not twice a row: a capped
-    # loop reads every row of its run after each step ends.
-    depends_on, limits = converter(Step, "depends_on"), converter(Step, "limits")
+    # A capped loop reads every row of its run after each step ends: each
+    # distinct JSON text (a loop's caps, "[]") is decoded once a read.
+    depends_on, limits = _decoded_once(converter(Step, "depends_on")), _decoded_once(converter(Step, "limits"))
     return [
         StepRow(pk, step_id, kind, agent, status, depends_on(needs), limits(caps), bool(resuming), position)
         for pk, step_id, kind, agent, status, needs, caps, resuming, position in rows
     ]
+
+
+def _decoded_once(convert):
+    """``convert`` (a JSON column's, giving lists) as a function giving
+    tuples (lists of lists: tuples of tuples), each distinct text decoded
+    once."""
+    decoded: dict = {}
+
+    def decode(text):
+        value = decoded.get(text)
+        if value is None:
+            value = decoded[text] = tuple(item if not isinstance(item, list) else tuple(item) for item in convert(text))
+        return value
+
+    return decode
 
 
 @functools.cache
@@ -147,6 +171,9 @@ def step_rows_document(run: str, finished: str, finished_status: str) -> str:
     ``finished`` and ``finished_status`` are columns or placeholders."""
     columns = [f"s.{column}" for column in STEP_ROW_COLUMNS]
     columns[STEP_ROW_COLUMNS.index("status")] = f"CASE WHEN s.id = {finished} THEN {finished_status} ELSE s.status END"
+    # The JSON columns as text in the text: step_rows_of decodes each distinct one once.
+    for column in ("depends_on", "limits"):
+        columns[STEP_ROW_COLUMNS.index(column)] = f"s.{column}::text"
     return (
         f"(SELECT json_agg(json_build_array({', '.join(columns)}) ORDER BY s.position)::text "
         f"FROM {table(Step)} s WHERE s.run_id = {run} AND s.kind <> {_quoted(Step.Kind.COORDINATOR)})"
@@ -155,4 +182,8 @@ def step_rows_document(run: str, finished: str, finished_status: str) -> str:
 
 def step_rows_of(document: str) -> list[StepRow]:
     """The rows of a step_rows_document."""
-    return [StepRow(*values[:7], bool(values[7]), values[8]) for values in json.loads(document)]
+    depends_on, limits = _decoded_once(json.loads), _decoded_once(json.loads)
+    return [
+        StepRow(pk, step_id, kind, agent, status, depends_on(needs), limits(caps), bool(resuming), position)
+        for pk, step_id, kind, agent, status, needs, caps, resuming, position in json.loads(document)
+    ]
