@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.harness import REPORT_SECTIONS, browser, open_page, server  # noqa: F401 - fixtures
+from tests.browser.harness import REPORT_SECTIONS, browser, migrated_data_dir, open_page, server  # noqa: F401 - fixtures
 
 
 @pytest.hookimpl(wrapper=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -162,19 +163,10 @@ def port_open(port: int) -> bool:
     return True
 
 
-@pytest.fixture(scope="module")
-def server(browser, tmp_path_factory, request):
-    """`manage.py serve` on a free port with its own SQLite database. Depends
-    on `browser` so chromium is up before the server starts the demo run,
-    which only lasts a few seconds, and so a missing chromium skips (or fails)
-    before any server starts. A module's ``server_env`` fixture, if it has
-    one, adds to the server's environment."""
-    data_dir = tmp_path_factory.mktemp("zenweb-data")
-    log_path = data_dir / "server.log"
-    port = free_port()
+def _server_env(data_dir: Path) -> dict[str, str]:
     # DEBUG at its default, off, as `make run` serves: static files, htmx included, must load without it.
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_DEBUG")}
-    env |= {
+    return env | {
         "ZENWEB_DATA_DIR": str(data_dir),
         "ZENWEB_ADMIN_PASSWORD": ADMIN_PASSWORD,
         "PYTHONUNBUFFERED": "1",
@@ -182,12 +174,37 @@ def server(browser, tmp_path_factory, request):
         # the graph stale and the page fetches it (test_live_graph.py).
         "ZENWEB_LIVE_GRAPH_STEPS": "2",
     }
+
+
+@pytest.fixture(scope="session")
+def migrated_data_dir(tmp_path_factory) -> Path:
+    """A data directory whose SQLite database is migrated and holds the
+    approver and the viewer: made once (about 12 s), copied for each
+    module's server."""
+    data_dir = tmp_path_factory.mktemp("zenweb-data-migrated")
+    env = _server_env(data_dir)
+    manage(env, "migrate", "--noinput", "-v0")
+    manage(env, "shell", "-c", CREATE_PEOPLE)
+    return data_dir
+
+
+@pytest.fixture(scope="module")
+def server(browser, migrated_data_dir, tmp_path_factory, request):
+    """`manage.py serve` on a free port with its own SQLite database (a copy
+    of ``migrated_data_dir``'s). Depends on `browser` so chromium is up
+    before the server starts the demo run, which only lasts a few seconds,
+    and so a missing chromium skips (or fails) before any server starts. A
+    module's ``server_env`` fixture, if it has one, adds to the server's
+    environment."""
+    data_dir = tmp_path_factory.mktemp("zenweb-data")
+    shutil.copytree(migrated_data_dir, data_dir, dirs_exist_ok=True)
+    log_path = data_dir / "server.log"
+    port = free_port()
+    env = _server_env(data_dir)
     try:
         env |= request.getfixturevalue("server_env")
     except pytest.FixtureLookupError:
         pass
-    manage(env, "migrate", "--noinput", "-v0")
-    manage(env, "shell", "-c", CREATE_PEOPLE)
 
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
