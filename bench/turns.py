@@ -1,5 +1,7 @@
-"""`python -m bench.turns`: the orchestration bench's fan-out run (or, with
-``--chain``, the chain bench's 20-step chain) in this one process, its
+"""`python -m bench.turns`: the orchestration bench's fan-out run (with
+``--cap N``, each of its loops capped at N running iterations, so that every
+step's end is followed by a scheduling pass under the run's lock; with
+``--chain``, the chain bench's 20-step chain instead) in this one process, its
 Celery tasks run inline one after another, to see what a step turn itself
 costs: wall time and CPU per step, the tasks run, and with ``--profile`` a
 cProfile of one run. A tool for finding the next cost to
