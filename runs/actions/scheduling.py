@@ -211,9 +211,9 @@ def _apply(run_id: int, rows: list[StepRow], decisions: tuple, worker: str | Non
     return claimed
 
 
-def run_state(status: str, rows: list, spec: WorkflowSpec, coordinator: machine.CoordinatorState):
+def run_state(status: str, rows: list[StepRow], spec: WorkflowSpec, coordinator: machine.CoordinatorState):
     """The state machine's view of a run from its step rows (in position
-    order, the coordinator left out): StepRows, or Step instances."""
+    order, the coordinator left out; ``step_row`` makes one of a Step)."""
     return machine.RunState(
         status=status,
         steps=tuple(step_state(row) for row in rows),
@@ -224,7 +224,7 @@ def run_state(status: str, rows: list, spec: WorkflowSpec, coordinator: machine.
     )
 
 
-def step_state(row) -> machine.StepState:
+def step_state(row: StepRow) -> machine.StepState:
     return machine.StepState(
         runtime_id=row.step_id,
         status=row.status,

@@ -24,7 +24,7 @@ from runs.actions.common import provider_for, router_for
 from runs.actions.containers import create_steps, iteration_of, iteration_prefix, repeat_loop_of
 from runs.actions.ending import cancel_step_children_after_commit, lapse_pending
 from runs.actions.model_calls import model_call
-from runs.actions.scheduling import run_state, schedule
+from runs.actions.scheduling import run_state, schedule, step_row
 from runs.models import Run, Step, ToolCall
 from runs.store.events import DjangoEventSink
 from runs.store.mailboxes import DjangoMailboxStore
@@ -220,7 +220,7 @@ def apply_failure_policy(stopped: Step, reason: str) -> None:
     sink = DjangoEventSink(run.pk)
     router = router_for(run.pk)
     rows = list(Step.objects.filter(run=run, kind__in=[Step.Kind.STEP, Step.Kind.LOOP]).order_by("position"))
-    state = run_state(run.status, rows, spec, machine.CoordinatorState())
+    state = run_state(run.status, [step_row(step) for step in rows], spec, machine.CoordinatorState())
     stop = machine.stop_after_failure(state, stopped.step_id)
     if stop.aborted:
         reason = f"run aborted: {reason.removeprefix('dependency ')}"

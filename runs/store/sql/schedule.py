@@ -113,9 +113,12 @@ class StepRow(NamedTuple):
 
 def step_row_of(pk, step_id, kind, agent, status, depends_on: list, limits: list, resuming, position) -> StepRow:
     """A StepRow from a step's values, its JSON columns decoded."""
-    return StepRow(
-        pk, step_id, kind, agent, status, tuple(depends_on), tuple(map(tuple, limits)), bool(resuming), position
-    )
+    return StepRow(pk, step_id, kind, agent, status, _frozen(depends_on), _frozen(limits), bool(resuming), position)
+
+
+def _frozen(items: list) -> tuple:
+    """A JSON column's list as a tuple, a list in it (a cap's [group, cap]) too."""
+    return tuple(tuple(item) if isinstance(item, list) else item for item in items)
 
 
 # The columns of a StepRow, in its order.
@@ -130,28 +133,32 @@ def step_rows(run_id: int) -> list[StepRow]:
     with plain_cursor() as cursor:
         cursor.execute(_step_rows_sql(), {"run": run_id})
         rows = cursor.fetchall()
-    # A capped loop reads every row of its run after each step ends: each
-    # distinct JSON text (a loop's caps, "[]") is decoded once a read.
-    depends_on, limits = _decoded_once(converter(Step, "depends_on")), _decoded_once(converter(Step, "limits"))
+    return _step_rows_decoded(rows, converter(Step, "depends_on"), converter(Step, "limits"))
+
+
+def _step_rows_decoded(rows, decode_depends_on, decode_limits) -> list[StepRow]:
+    """StepRows of ``rows`` (STEP_ROW_COLUMNS' values, the JSON columns as
+    text). A capped loop reads every row of its run after each step ends:
+    each distinct JSON text (a loop's caps, "[]") is decoded once a read."""
+    depends_on, limits = _decoded_once(decode_depends_on), _decoded_once(decode_limits)
     return [
         StepRow(pk, step_id, kind, agent, status, depends_on(needs), limits(caps), bool(resuming), position)
         for pk, step_id, kind, agent, status, needs, caps, resuming, position in rows
     ]
 
 
-def _decoded_once(convert):
-    """``convert`` (a JSON column's, giving lists) as a function giving
-    tuples (lists of lists: tuples of tuples), each distinct text decoded
-    once."""
+def _decoded_once(decode):
+    """``decode`` (a JSON column's text to a list), frozen (``_frozen``),
+    each distinct text decoded once."""
     decoded: dict = {}
 
-    def decode(text):
+    def once(text):
         value = decoded.get(text)
         if value is None:
-            value = decoded[text] = tuple(item if not isinstance(item, list) else tuple(item) for item in convert(text))
+            value = decoded[text] = _frozen(decode(text))
         return value
 
-    return decode
+    return once
 
 
 @functools.cache
@@ -182,8 +189,4 @@ def step_rows_document(run: str, finished: str, finished_status: str) -> str:
 
 def step_rows_of(document: str) -> list[StepRow]:
     """The rows of a step_rows_document."""
-    depends_on, limits = _decoded_once(json.loads), _decoded_once(json.loads)
-    return [
-        StepRow(pk, step_id, kind, agent, status, depends_on(needs), limits(caps), bool(resuming), position)
-        for pk, step_id, kind, agent, status, needs, caps, resuming, position in json.loads(document)
-    ]
+    return _step_rows_decoded(json.loads(document), json.loads, json.loads)
