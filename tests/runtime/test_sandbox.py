@@ -17,8 +17,9 @@ import pytest
 
 from agents.events import ListSink
 from agents.router import InMemoryMailboxStore, MessageRouter
-from agents.sandbox import Limits, Sandbox
+from agents.sandbox import SYSTEM_PATH, Limits, Sandbox
 from agents.tools import ToolCallMeta, ToolContext, ToolRegistry, default_registry
+from agents.tools.builtin.shell import lifeline_pipe, while_alive
 from tests.runtime.processes import processes_running
 
 pytestmark = pytest.mark.sandbox
@@ -197,6 +198,72 @@ def test_a_killed_worker_leaves_no_process_of_the_call_behind(workspace):
     assert processes_running("sleep 5.125") == []
     time.sleep(5.5)
     assert not (workspace / "f").exists()
+
+
+def started_while_alive(workspace: Path, command: str, lifeline: int, sandbox: Sandbox) -> subprocess.Popen:
+    """``command`` started as run_shell starts it, its stdin the read end of
+    ``lifeline``: the test process plays the worker holding the write end."""
+    env = {"PATH": SYSTEM_PATH, "HOME": str(workspace)}
+    sandbox.prepare(workspace)
+    argv = sandbox.command(
+        while_alive(["bash", "-c", command], sandboxed=sandbox.enabled), env=env, writable=workspace, cwd=workspace
+    )
+    return subprocess.Popen(argv, cwd=workspace, env=env, stdin=lifeline, start_new_session=True)
+
+
+def test_a_command_whose_worker_died_while_the_sandbox_was_starting_never_runs(workspace):
+    # Bubblewrap's namespace takes its parent-death signal only once it is
+    # set up: a worker killed before that left the command to run on. Here
+    # the worker is gone before the command could start.
+    read_end, write_end = os.pipe()
+    os.close(write_end)
+
+    with started_while_alive(workspace, "echo x >> f", read_end, Sandbox()) as proc:
+        os.close(read_end)
+        assert proc.wait(timeout=10) == 137
+
+    assert not (workspace / "f").exists()
+
+
+@pytest.mark.parametrize("mode", ["on", "off"])
+def test_a_command_stops_when_its_worker_is_gone_whatever_killed_it(workspace, mode):
+    # No parent-death signal reaches it here (the test process lives on and
+    # only lets go of the pipe): the watcher alone stops the command and,
+    # in the sandbox, what it left in the background.
+    background = "setsid sleep 30.25 > /dev/null 2>&1 < /dev/null & " if mode == "on" else ""
+    command = f"{background}sleep 1.5 && echo x >> f"
+    read_end, write_end = os.pipe()
+
+    with started_while_alive(workspace, command, read_end, Sandbox(mode=mode)) as proc:
+        os.close(read_end)
+        deadline = time.monotonic() + 10
+        while not processes_running_now("sleep 1.5") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert processes_running_now("sleep 1.5"), "the command never started"
+        os.close(write_end)
+        assert proc.wait(timeout=5) != 0
+
+    assert processes_running("sleep 30.25") == [] and processes_running("sleep 1.5") == []
+    time.sleep(2)
+    assert not (workspace / "f").exists()
+
+
+def test_the_watcher_adds_nothing_to_a_commands_output(workspace):
+    # bash reports a background job it killed ("watch: line 11: ... Killed")
+    # unless told to forget it; that line came in about 1 call in 12.
+    outputs = set()
+    for _ in range(100):
+        with lifeline_pipe() as lifeline:
+            done = subprocess.run(
+                while_alive(["bash", "-c", "echo 1"], sandboxed=False),
+                stdin=lifeline,
+                capture_output=True,
+                text=True,
+                start_new_session=True,
+            )
+        outputs.add(done.stdout + done.stderr)
+
+    assert outputs == {"1\n"}
 
 
 def processes_running_now(command_line: str) -> bool:

@@ -17,14 +17,15 @@ command looks like; the sandbox is what bounds a command.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import os
 import re
 import selectors
-import shutil
 import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -181,24 +182,49 @@ def _pump(
     return "quota" if quota.exceeded() else ""
 
 
-# A command dies with the worker that runs it (Linux's parent-death signal,
-# set by util-linux's setpriv): a worker killed mid-call must not leave the
-# command running on, or the retry of that call would overlap it. The
-# sandbox's own --die-with-parent then takes its PID namespace down with it.
-# A worker that dies before setpriv has set the signal (it was starting the
-# command) would leave the command to run on all the same: the shell that
-# setpriv runs next checks that its parent is still that worker, and stops
-# there otherwise (exit 137, as if killed).
-_SETPRIV = shutil.which("setpriv")
-_STILL_CHILD_OF = 'test "$PPID" = "$1" || exit 137; shift; exec "$@"'
+# A command runs only while the worker that started it lives: a worker killed
+# mid-call must not leave the command running on, or the retry of that call
+# would repeat its side effect. Its stdin is a pipe whose write end only the
+# worker holds (``lifeline_pipe``) and never writes to, so the pipe reads as
+# closed exactly when the worker is gone. The watcher below checks that
+# before the command starts, and waits on it while the command runs: then it
+# kills what the command started (in the sandbox every process of its PID
+# namespace, without the sandbox the command's process group).
+# Parent-death signals cannot do this alone: bubblewrap's namespace init sets
+# its --die-with-parent only once the sandbox is set up, and a worker killed
+# before that left the whole namespace running (about 1 call in 3 when
+# killed within 40 ms of the start on a loaded machine).
+_WATCH = r"""
+everything=$1; shift
+exec 3<&0 </dev/null
+read -r -t 0 <&3 && exit 137
+{ read -r _ <&3; kill -s KILL -- "$everything"; } &
+watcher=$!
+disown "$watcher"
+"$@" 3<&-
+status=$?
+kill -s KILL -- "$watcher" 2>/dev/null
+exit "$status"
+"""
 
 
-def die_with(worker_pid: int) -> list[str]:
-    """The argv prefix that makes a command die with process ``worker_pid``
-    (the one starting it), or nothing where setpriv is missing."""
-    if not _SETPRIV:
-        return []
-    return [_SETPRIV, "--pdeathsig", "KILL", "--", "sh", "-c", _STILL_CHILD_OF, "sh", str(worker_pid)]
+def while_alive(argv: list[str], *, sandboxed: bool) -> list[str]:
+    """``argv`` under the watcher, whose stdin must be a ``lifeline_pipe``. In
+    the sandbox's own PID namespace ``kill -1`` reaches only the command's
+    processes; outside it, the process group is what it can safely reach."""
+    return ["bash", "-c", _WATCH, "watch", "-1" if sandboxed else "0", *argv]
+
+
+@contextlib.contextmanager
+def lifeline_pipe() -> Iterator[int]:
+    """The read end of a pipe whose write end this process holds until the
+    block ends (not inherited: Python's pipes are close-on-exec)."""
+    read_end, write_end = os.pipe()
+    try:
+        yield read_end
+    finally:
+        os.close(write_end)
+        os.close(read_end)
 
 
 def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
@@ -223,18 +249,23 @@ def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
         tmp = root / ".tmp"
         tmp.mkdir(exist_ok=True)
         env["TMPDIR"] = str(tmp)
-    argv = sandbox.command(["bash", "-c", args.command], env=env, writable=root, cwd=root)
+    argv = sandbox.command(
+        while_alive(["bash", "-c", args.command], sandboxed=sandbox.enabled), env=env, writable=root, cwd=root
+    )
     quota = _Quota(root, sandbox.limits.disk_mb * MB)
     output = _Output(MAX_OUTPUT_CHARS)
-    with subprocess.Popen(
-        [*die_with(os.getpid()), *argv],
-        cwd=root,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    ) as proc:
+    with (
+        lifeline_pipe() as lifeline,
+        subprocess.Popen(
+            argv,
+            cwd=root,
+            env=env,
+            stdin=lifeline,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        ) as proc,
+    ):
         try:
             stopped = _pump(proc, output, time.monotonic() + args.timeout, ctx.cancelled, quota)
         finally:
