@@ -1,7 +1,9 @@
 """The sandbox tool processes run in: a bubblewrap (``bwrap``) command line.
 
 Each call gets a fresh PID namespace (when the call's outer process dies,
-the kernel kills everything inside, ``setsid`` and ``&`` included), an empty
+the kernel kills everything inside, ``setsid`` and ``&`` included, once
+bubblewrap has set the namespace up: ``run_shell``'s watcher covers the
+moments before, ``agents.tools.builtin.shell.while_alive``), an empty
 environment plus an allow-list, read-only system directories, a private
 ``/proc``, ``/dev`` and size-limited ``/tmp``, and one writable directory
 (the run's workspace). Nothing else of the host is mounted: not zenweb's
