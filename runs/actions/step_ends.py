@@ -24,11 +24,11 @@ from runs.actions.common import provider_for, router_for
 from runs.actions.containers import create_steps, iteration_of, iteration_prefix, repeat_loop_of
 from runs.actions.ending import cancel_step_children_after_commit, lapse_pending
 from runs.actions.model_calls import model_call
-from runs.actions.scheduling import run_state, schedule, step_row
+from runs.actions.scheduling import run_state, schedule
 from runs.models import Run, Step, ToolCall
 from runs.store.events import DjangoEventSink
 from runs.store.mailboxes import DjangoMailboxStore
-from runs.store.sql import lock_run
+from runs.store.sql import lock_run, step_rows
 
 
 def after_step_terminal(step: Step) -> bool:
@@ -219,12 +219,12 @@ def apply_failure_policy(stopped: Step, reason: str) -> None:
     spec = workflow_spec(run.workflow)
     sink = DjangoEventSink(run.pk)
     router = router_for(run.pk)
-    rows = list(Step.objects.filter(run=run, kind__in=[Step.Kind.STEP, Step.Kind.LOOP]).order_by("position"))
-    state = run_state(run.status, [step_row(step) for step in rows], spec, machine.CoordinatorState())
+    # The run's steps as scheduling reads them (no transcripts); whole rows only of the steps it stops.
+    state = run_state(run.status, step_rows(run.pk), spec, machine.CoordinatorState())
     stop = machine.stop_after_failure(state, stopped.step_id)
     if stop.aborted:
         reason = f"run aborted: {reason.removeprefix('dependency ')}"
-    by_id = {step.step_id: step for step in rows}
+    by_id = {step.step_id: step for step in Step.objects.filter(run=run, step_id__in=stop.step_ids)}
     affected = [by_id[step_id] for step_id in stop.step_ids]
     drop = DropReason.WORKFLOW_CANCELLED if stop.drop == "workflow_cancelled" else DropReason.TARGET_TERMINAL
     for step in affected:
