@@ -141,6 +141,23 @@ def container_kinds(spec: WorkflowSpec) -> dict[str, ids.ContainerKind]:
     return found
 
 
+def loop_kinds(spec: WorkflowSpec) -> set[str]:
+    """The kinds of loop anywhere in ``spec``: ``repeat`` (a run of it adds
+    each iteration's steps while it runs), ``forEach``."""
+    found: set[str] = set()
+
+    def walk(steps: Sequence[StepSpec]) -> None:
+        for step in steps:
+            if step.loop is not None:
+                found.add(step.loop.kind)
+                walk(step.loop.steps)
+            elif step.included is not None:
+                walk(step.included.steps)
+
+    walk(spec.steps)
+    return found
+
+
 def final_ids(spec: WorkflowSpec, container_id: str, inputs: Mapping[str, Any]) -> tuple[str, ...]:
     """What a plain step that depends on the container ``container_id`` (a
     runtime id outside loops, as in ``container_ids``) waits for: the final

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from agents.core.ready import TERMINAL, ready
+from agents.core.ready import TERMINAL, iteration_keys, ready
 
 StepStatus = Literal["pending", "running", "completed", "failed", "skipped", "cancelled"]
 FailurePolicy = Literal["cascade", "skip-dependents", "abort"]
@@ -208,11 +208,13 @@ def starts_after(state: RunState, finished: str) -> tuple[str, ...]:
 def caps_cannot_bind(state: RunState) -> bool:
     """Whether no way of starting ready steps, in any order and by any
     number of racing workers, can pass a cap: no step can be added, no
-    unfinished step is in a forEach loop, and the unfinished steps can be
-    covered by at most ``max_running`` dependency chains. Steps that run at
-    once never depend on each other, so at most one per chain runs."""
+    forEach loop has more unfinished iterations than its cap (a loop's
+    iterations all exist from its start, so no more than those can ever
+    run at once), and the unfinished steps can be covered by at most
+    ``max_running`` dependency chains. Steps that run at once never depend
+    on each other, so at most one per chain runs."""
     unfinished = [s for s in state.steps if s.kind == "step" and not s.terminal]
-    if state.steps_may_be_added or any(s.limits for s in unfinished):
+    if state.steps_may_be_added or not _loop_caps_cannot_bind(unfinished):
         return False
     # A greedy cover: a step extends the chain one of its dependencies ends,
     # else starts one. Any cover bounds how many can run at once.
@@ -225,6 +227,18 @@ def caps_cannot_bind(state: RunState) -> bool:
         if len(tails) > state.max_running:
             return False
     return True
+
+
+def _loop_caps_cannot_bind(unfinished: list[StepState]) -> bool:
+    """No forEach loop among ``unfinished`` steps has more unfinished
+    iterations than its cap."""
+    open_iterations: dict[str, set[str]] = {}
+    caps: dict[str, int] = {}
+    for step in unfinished:
+        for key, (group, cap) in zip(iteration_keys(step), step.limits, strict=True):
+            open_iterations.setdefault(group, set()).add(key)
+            caps[group] = cap
+    return all(len(keys) <= caps[group] for group, keys in open_iterations.items())
 
 
 def all_done(state: RunState) -> bool:

@@ -85,9 +85,22 @@ def ready(
 def iteration_keys(step: Schedulable) -> list[str]:
     """The forEach iteration namespaces the step runs in, outermost first:
     ``deploy[1]`` for ``deploy[1].ship``."""
+    return _keys(step.runtime_id, step.limits)
+
+
+def past_cap(runtime_id: str, limits: Sequence[Sequence]) -> bool:
+    """Whether step ``runtime_id`` (its forEach ``limits``) is in an
+    iteration numbered at or past its loop's cap, ``deploy[5]`` under a cap
+    of 5: that loop has more iterations than its cap, which holds some back
+    while others run."""
+    keys = _keys(runtime_id, limits)
+    return any(int(key[key.rindex("[") + 1 : -1]) >= cap for key, (_, cap) in zip(keys, limits, strict=True))
+
+
+def _keys(runtime_id: str, limits: Sequence[Sequence]) -> list[str]:
     keys = []
-    for group, _cap in step.limits:
-        rest = step.runtime_id[len(group) :]
+    for group, _cap in limits:
+        rest = runtime_id[len(group) :]
         keys.append(group + rest[: rest.index("]") + 1])
     return keys
 

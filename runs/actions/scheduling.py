@@ -134,14 +134,13 @@ def do_schedule_run_of(step_pk: int) -> None:
 
 def decides_without_lock(spec: WorkflowSpec) -> bool:
     """Whether a completion in a run of ``spec`` may be decided on without
-    the run's lock (from the steps read once after it committed): not when
-    steps can be added (a coordinator that spawns workers may have to plan
-    first; a repeat-until loop adds iterations), nor in a run with any loop:
-    a forEach loop's steps carry its cap, which can bind while they run, and
-    then the pass under the lock decides anyway (reading the rows with the
-    write as well would be read twice). Otherwise whether a cap binds is the
-    state machine's to say, from those rows."""
-    return not _spawns_workers(spec) and "loop" not in expansion.container_kinds(spec).values()
+    the run's lock (from the steps read with its write, or once after it
+    committed): not when steps can be added (a coordinator that spawns
+    workers may have to plan first; a repeat-until loop adds iterations).
+    Otherwise whether a cap binds (the run's, a forEach loop's) is the state
+    machine's to say, from those rows: when one can, the pass under the
+    lock decides."""
+    return not _spawns_workers(spec) and "repeat" not in expansion.loop_kinds(spec)
 
 
 def _start_without_lock(
@@ -151,8 +150,9 @@ def _start_without_lock(
     run's steps (``rows``, or read here), and start it, if no cap can bind.
     None if the run's lock is needed; else 0, or (``worker``, one step
     started) the step started with its first turn claimed for that worker."""
-    if not decides_without_lock(spec):
-        # The pass under the lock reads the steps, and only it.
+    if not decides_without_lock(spec) or (rows is None and "forEach" in expansion.loop_kinds(spec)):
+        # The pass under the lock reads the steps, and only it: read here, a
+        # forEach loop's could show its cap binding, and be read again there.
         return None
     if rows is None:
         rows = step_rows(run_id)

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
+from agents.core.ready import past_cap
 from agents.events import Event as RuntimeEvent
 from agents.events import ListSink
 from agents.llm import ProviderError
@@ -227,7 +228,10 @@ def _last_turn_in_one_trip(
     # A run with a budget or a timeout is checked after each turn commits
     # (enforce_budget_after_commit): a successor started with the turn would
     # run past it. Its successor starts after that check, as any other's does.
-    guess = None if has_run_limits(spec.options) else eager_successor(spec, rows, step.step_id)
+    # A step past its forEach loop's cap: that cap holds steps back, and the
+    # pass under the run's lock decides what follows (it reads the rows).
+    unlocked = decides_without_lock(spec) and not past_cap(step.step_id, step.limits)
+    guess = eager_successor(spec, rows, step.step_id) if unlocked and not has_run_limits(spec.options) else None
     written = last_turn.write(
         step,
         turn,
@@ -235,7 +239,7 @@ def _last_turn_in_one_trip(
         tokens,
         _completion(result.output),
         [(event, now) for event in events.events],
-        with_steps=decides_without_lock(spec),
+        with_steps=unlocked,
         successor=None if guess is None else successor(guess, owner),
     )
     if written is None:

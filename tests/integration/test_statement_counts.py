@@ -40,6 +40,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 # path: its events are written one statement each, in transactions of
 # their own.
 TOOL_LESS_TURN = {"sqlite": 17, "postgresql": 4}
+# A forEach iteration's tool-less last turn while the step after the loop
+# waits for the others, taken from a queued task: the claim, then the turn
+# written in one pipeline with the run's step rows read back, from which the
+# state machine decides that nothing starts: no pass under the run's lock.
+MAP_TURN = {"sqlite": 16, "postgresql": 3}
 # A turn that calls send_message: the message goes to the coordinator.
 SENDING_TURN = {"sqlite": 24, "postgresql": 13}
 # The coordinator's wake that forwards it to second.
@@ -141,3 +146,20 @@ def test_a_runs_start_and_its_coordinators_finish_cost_no_more_statements_than_t
     assert kinds[-len(finish) :] == finish, kinds
     assert len(starting) <= START[vendor], f"a run's start, {len(starting)} statements:\n{_listed(starting)}"
     assert len(finishing) <= FINISH[vendor], f"a finish wake, {len(finishing)} statements:\n{_listed(finishing)}"
+
+
+def test_an_iteration_ending_while_the_step_after_its_loop_waits_costs_a_plain_turn(vendor, recorded_tasks):
+    run = actions.do_create_run(register("scheduling/map_reduce"), {})
+    actions.do_start_run(run.pk)  # the three iterations start, each with its turn queued
+    ships = {step.step_id: step.pk for step in run.steps.filter(step_id__startswith="deploy[")}
+    counts = []
+    for step_id in ("deploy[0].ship", "deploy[1].ship"):
+        with statements() as ending:
+            do_step_turn(ships[step_id], 1)
+        counts.append(len(ending))
+        assert len(ending) <= MAP_TURN[vendor], f"{step_id}'s last turn, {len(ending)} statements:\n{_listed(ending)}"
+    assert run.steps.get(step_id="report").status == Step.Status.PENDING
+    do_step_turn(ships["deploy[2].ship"], 1)  # the last region: report starts
+
+    assert run.steps.get(step_id="report").status == Step.Status.RUNNING
+    assert counts[0] == counts[1]  # the second ending decides as cheaply as the first

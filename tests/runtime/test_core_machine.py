@@ -83,6 +83,35 @@ def test_a_cap_makes_the_start_need_the_run_lock():
     assert machine.decide(state, RunStarted()) == (StartSteps(("s0", "s1"), needs_run_lock=True),)
 
 
+def _loop(iterations: int, cap: int, done: int = 0) -> tuple[StepState, ...]:
+    """A forEach loop ``map`` of ``iterations`` (the first ``done`` completed,
+    the rest running up to the cap), and ``report``, which waits for it."""
+    steps = []
+    for n in range(iterations):
+        status = "completed" if n < done else "running" if n < done + cap else "pending"
+        steps.append(StepState(f"map[{n}].work", status, limits=(("map", cap),), position=n))
+    finals = tuple(s.runtime_id for s in steps)
+    return (*steps, StepState("report", depends_on=finals, position=iterations))
+
+
+def test_a_loops_cap_needs_the_run_lock_only_while_it_can_hold_an_iteration_back():
+    # Seven iterations under a cap of five: once the first ends, the sixth
+    # starts, and the seventh still waits for a free slot.
+    state = RunState("running", _loop(7, 5), max_running=10).with_status({"map[0].work": "completed"})
+    assert machine.decide(state, StepEnded("map[0].work", "completed")) == (
+        StartSteps(("map[5].work",), needs_run_lock=True),
+    )
+    # Five left for a cap of five, or three in all: nothing can be held back.
+    state = RunState("running", _loop(7, 5, done=1), max_running=10).with_status({"map[1].work": "completed"})
+    assert machine.decide(state, StepEnded("map[1].work", "completed")) == (
+        StartSteps(("map[6].work",), needs_run_lock=False),
+    )
+    last = RunState("running", _loop(3, 5, done=2), max_running=10).with_status({"map[2].work": "completed"})
+    assert machine.decide(last, StepEnded("map[2].work", "completed")) == (
+        StartSteps(("report",), needs_run_lock=False),
+    )
+
+
 def test_a_freed_slot_starts_a_step_that_is_no_dependent_of_the_one_that_ended():
     steps = (StepState("a", "completed"), StepState("b", "running"), StepState("c"), StepState("d"))
     state = RunState("running", steps, max_running=2)
@@ -241,7 +270,24 @@ def test_starts_without_the_lock_cannot_pass_a_cap_in_any_order(state, data):
             # Any subset started by racing workers stays within the cap.
             everything = state.with_status(dict.fromkeys(_dependency_ready(state), "running"))
             assert _running(everything) <= state.max_running
+            for group, cap in {limit for s in state.steps for limit in s.limits}:
+                assert len(_open_iterations(everything, group)) <= cap, group
         state = _apply(state, decisions)
+
+
+@settings(max_examples=300, deadline=None)
+@given(runs())
+def test_when_no_cap_can_bind_starting_everything_ready_passes_none(state):
+    """caps_cannot_bind's promise, on any state: every step whose
+    dependencies completed may start at once, by racing workers, and still
+    no loop runs more iterations than its cap, nor the run more steps than
+    max_running."""
+    if not machine.caps_cannot_bind(state):
+        return
+    everything = state.with_status(dict.fromkeys(_dependency_ready(state), "running"))
+    assert _running(everything) <= max(state.max_running, _running(state))
+    for group, cap in {limit for s in state.steps for limit in s.limits}:
+        assert len(_open_iterations(everything, group)) <= max(cap, len(_open_iterations(state, group))), group
 
 
 def _dependency_ready(state: RunState) -> list[str]:

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from agents import expansion as scheduler
-from agents.core.ready import ready
+from agents.core.ready import past_cap, ready
 from agents.expansion import ExpansionError, expand
 from agents.llm.base import CompletionRequest
 from agents.llm.scripted import ScriptedProvider
@@ -288,6 +288,23 @@ def test_it_lists_container_ids_for_the_router():
 
     assert scheduler.container_ids(spec) == {"outer", "inner"}
     assert scheduler.container_kinds(spec) == {"outer": "loop", "inner": "loop"}
+
+
+def test_a_step_past_its_loops_cap_is_told_by_its_iteration_number():
+    # foreach.yaml: two regions at a time; the third region's steps are past the cap.
+    steps = {s.runtime_id: s for s in expand(fixture("foreach"), {"regions": "eu,us,asia"})}
+
+    assert [past_cap(r, s.limits) for r, s in steps.items() if s.limits] == [False, False, False, False, True, True]
+    assert not past_cap("report", steps["report"].limits)
+    # Nested loops: past the inner loop's cap of 2, within the outer one's of 5.
+    assert past_cap("a[1].b[2].x", [["a", 5], ["a[1].b", 2]])
+    assert not past_cap("a[1].b[1].x", [["a", 5], ["a[1].b", 2]])
+
+
+def test_it_lists_the_kinds_of_loop_a_workflow_has():
+    assert scheduler.loop_kinds(fixture("foreach")) == {"forEach"}
+    assert scheduler.loop_kinds(fixture("loop")) == {"repeat"}
+    assert scheduler.loop_kinds(parse_workflow("name: w\nsteps: [{id: a, agent: x}]\nagents: {x: {}}")) == set()
 
 
 def test_it_starts_ready_steps_within_the_for_each_cap():
