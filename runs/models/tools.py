@@ -4,6 +4,7 @@ for people, and claims with their sources."""
 from __future__ import annotations
 
 from django.db import models
+from django.utils import timezone
 
 from runs.models.runs import Run, Step
 
@@ -155,8 +156,6 @@ class Claim(models.Model):
 
     @property
     def is_expired(self) -> bool:
-        from django.utils import timezone
-
         return self.expires_at is not None and self.expires_at <= timezone.now()
 
     @property

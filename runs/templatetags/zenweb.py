@@ -148,8 +148,6 @@ def duration(run) -> str:
     """How long a run took, or has been running: "4.2 s", "3 min 5 s"."""
     if not run.started:
         return ""
-    from django.utils import timezone
-
     seconds = ((run.finished or timezone.now()) - run.started).total_seconds()
     if seconds < 60:
         return f"{seconds:.1f} s"

@@ -107,8 +107,6 @@ class Command(BaseCommand):
         start, then never touched: a password its user changed stays changed.
         Its password is ZENWEB_ADMIN_PASSWORD when set (read only then), else
         a random one, printed once and kept in var/admin_password (0600)."""
-        import os
-
         users = get_user_model()
         admin = users.objects.filter(username="admin").first()
         if admin is not None:
