@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-
 from django.db import transaction
 
 from runs import queue
@@ -15,13 +13,6 @@ def request_coordinator_wake(run_id: int) -> None:
     """Count a reason for the coordinator to wake, and wake it after commit
     unless a wake runs or is queued."""
     wake_after_commit(run_id, busy=sql.request_wake(run_id))
-
-
-# Runs this thread's transaction asked to wake, and whether one needs a
-# task. Like the broadcasts: each request adds a callback, the first after
-# commit sends the task, the others find nothing to do. An entry a rollback
-# left behind at worst sends one wake too many, which finds nothing to do.
-_wakes = threading.local()
 
 
 def stop_waiting_after_commit(run_id: int, step_id: str) -> None:
@@ -36,17 +27,21 @@ def wake_after_commit(run_id: int, *, busy: bool) -> None:
     (``busy``): a running wake read wake_requests before reading its inbox
     and goes idle only if the count is unchanged, which this transaction's
     bump (holding the run row's lock until commit) sees to, so it loops and
-    reads this message too; a queued one reads it when it starts."""
-    pending: dict[int, bool] = _wakes.__dict__.setdefault("runs", {})
-    pending[run_id] = pending.get(run_id, False) or not busy
+    reads this message too; a queued one reads it when it starts.
+
+    Once per transaction: its first request marks the wake queued
+    (runs/store/sql/runs.py wake_sql), and the ones after it, seeing the
+    mark, are ``busy``. A request in a savepoint that rolls back takes its
+    mark and its callback with it, and the next request queues the wake."""
+    if busy:
+        return
 
     def wake() -> None:
-        if pending.pop(run_id, False):
-            try:
-                queue.send(queue.WAKE_COORDINATOR, run_id)
-            except Exception:
-                # Not queued after all: let the next request queue one.
-                Run.objects.filter(pk=run_id).update(wake_queued=None)
-                raise
+        try:
+            queue.send(queue.WAKE_COORDINATOR, run_id)
+        except Exception:
+            # Not queued after all: let the next request queue one.
+            Run.objects.filter(pk=run_id).update(wake_queued=None)
+            raise
 
     transaction.on_commit(wake, robust=True)

@@ -112,6 +112,19 @@ def test_it_wakes_nobody_for_a_rolled_back_send_and_still_wakes_for_the_next(run
     assert wakes == [run.pk]
 
 
+def test_a_send_in_a_rolled_back_savepoint_leaves_the_wake_to_the_send_after_it(run, wakes):
+    with transaction.atomic():
+        lock_run(run.pk)
+        router = router_for(run.pk)
+        with pytest.raises(RuntimeError), transaction.atomic():
+            router.send("first", "undone with its savepoint")
+            raise RuntimeError("a tool failed")
+        assert router.send("first", "kept").status == "queued"
+
+    assert wakes == [run.pk]
+    assert Run.objects.get(pk=run.pk).wake_requests == 1
+
+
 def test_it_leaves_mail_for_a_busy_coordinator_to_the_wake_that_runs(run, wakes):
     Run.objects.filter(pk=run.pk).update(coordinator_busy=True)
     seen = Run.objects.get(pk=run.pk).wake_requests
