@@ -76,6 +76,7 @@ def schedule(
     *,
     worker: str | None = None,
     steps: list[StepRow] | None = None,
+    past_cap: bool = False,
 ) -> Eager | None:
     """Start every pending step whose dependencies completed, or wake the
     coordinator (to plan first, or to finish once every step is done).
@@ -84,7 +85,10 @@ def schedule(
     under the run's lock by the transaction that just committed (else read
     here). ``finished``: the step whose completion this follows, if one did.
     ``steps``: the run's step rows, read by that transaction too (when
-    decides_without_lock said so), else read here if needed.
+    decides_without_lock said so), else read here if needed. ``past_cap``:
+    ``finished`` is numbered past its forEach loop's cap (ready.past_cap),
+    which holds steps back: the pass under the run's lock decides, and
+    reads the rows itself (read here too, they would be read twice).
 
     ``worker``: the worker that asks (it just committed ``finished``'s
     completion, or is starting the run), which does what follows itself
@@ -110,7 +114,8 @@ def schedule(
         return None
     spec = spec_of(workflow_id, created)
     if has_pending:
-        started = _start_without_lock(run_id, spec, finished, steps, worker) if finished is not None else None
+        unlocked = finished is not None and not past_cap
+        started = _start_without_lock(run_id, spec, finished, steps, worker) if unlocked else None
         if started is None:
             started = _start_ready_steps(run_id, finished, worker)
         return started or None
@@ -150,9 +155,8 @@ def _start_without_lock(
     run's steps (``rows``, or read here), and start it, if no cap can bind.
     None if the run's lock is needed; else 0, or (``worker``, one step
     started) the step started with its first turn claimed for that worker."""
-    if not decides_without_lock(spec) or (rows is None and "forEach" in expansion.loop_kinds(spec)):
-        # The pass under the lock reads the steps, and only it: read here, a
-        # forEach loop's could show its cap binding, and be read again there.
+    if not decides_without_lock(spec):
+        # The pass under the lock reads the steps, and only it.
         return None
     if rows is None:
         rows = step_rows(run_id)

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from agents import repeat_loops
 from agents.core import machine
+from agents.core.ready import past_cap
 from agents.events import Event as RuntimeEvent
 from agents.llm import ProviderError
 from agents.llm.base import CompletionRequest
@@ -132,12 +133,14 @@ def _end_loop(run: Run, loop: Step, status: str, reason: str) -> None:
     schedule_after_commit(run.pk)
 
 
-def schedule_after_commit(run_id: int, state: tuple | None = None, finished: str | None = None) -> None:
+def schedule_after_commit(run_id: int, state: tuple | None = None, finished: Step | None = None) -> None:
     """Schedule the run after commit; ``state``: its scheduling state, read
     under the run's lock before commit (last_turn.save);
     ``finished``: the step whose completion this follows (the state machine
     then decides on its dependents)."""
-    transaction.on_commit(lambda: schedule(run_id, state, finished))
+    step_id = None if finished is None else finished.step_id
+    beyond = finished is not None and past_cap(finished.step_id, finished.limits)
+    transaction.on_commit(lambda: schedule(run_id, state, step_id, past_cap=beyond))
 
 
 def do_fail_step(step_pk: int, error: str) -> bool:

@@ -230,7 +230,8 @@ def _last_turn_in_one_trip(
     # run past it. Its successor starts after that check, as any other's does.
     # A step past its forEach loop's cap: that cap holds steps back, and the
     # pass under the run's lock decides what follows (it reads the rows).
-    unlocked = decides_without_lock(spec) and not past_cap(step.step_id, step.limits)
+    beyond = past_cap(step.step_id, step.limits)
+    unlocked = decides_without_lock(spec) and not beyond
     guess = eager_successor(spec, rows, step.step_id) if unlocked and not has_run_limits(spec.options) else None
     written = last_turn.write(
         step,
@@ -258,7 +259,7 @@ def _last_turn_in_one_trip(
             schedule(step.run_id, written.schedule, step.step_id, steps=fresh)
         return True, EagerTurn(started, outputs, fresh)
     broadcast(step.run_id, written.last_seq)
-    follow = schedule(step.run_id, written.schedule, step.step_id, worker=owner, steps=written.steps)
+    follow = schedule(step.run_id, written.schedule, step.step_id, worker=owner, steps=written.steps, past_cap=beyond)
     if isinstance(follow, EagerTurn):
         follow = follow._replace(outputs=outputs)
     return True, follow
@@ -372,7 +373,7 @@ def _completed_by_last_turn(step: Step, output: str, uow: UnitOfWork, state: tup
     if after_step_terminal(step):
         schedule_after_commit(step.run_id)  # a loop moved on: the state is stale
     else:
-        schedule_after_commit(step.run_id, state, finished=step.step_id)
+        schedule_after_commit(step.run_id, state, finished=step)
 
 
 def _complete_step(step: Step, output: str, router: MessageRouter) -> None:
@@ -385,4 +386,4 @@ def _complete_step(step: Step, output: str, router: MessageRouter) -> None:
     if after_step_terminal(step):
         schedule_after_commit(step.run_id)  # a loop moved on
     else:
-        schedule_after_commit(step.run_id, finished=step.step_id)
+        schedule_after_commit(step.run_id, finished=step)
