@@ -26,7 +26,7 @@ from agents.spec import WorkflowSpec
 from runs import queue
 from runs.actions.catalog import spec_of, workflow_spec
 from runs.models import Run, Step
-from runs.store.events import broadcast_after_commit
+from runs.store.events import NoticeAfterCommit
 from runs.store.sql import (
     StepRow,
     Successor,
@@ -287,7 +287,7 @@ def _start_steps(run_id: int, steps: list) -> None:
     starts = [(step.pk, _step_start(step)) for step in steps]
     started, last_seq = start_steps(run_id, starts, timezone.now())
     if last_seq is not None:
-        broadcast_after_commit(run_id, last_seq)
+        NoticeAfterCommit(run_id).wrote(last_seq)
     if started:
         queue.queue_after_commit(queue.RUN_STEP_TURN, [(pk, 1) for pk in started])
 
@@ -300,7 +300,7 @@ def _start_claimed(run_id: int, step: Successor) -> Step | None:
     if started is None:
         return None
     loaded, last_seq = started
-    broadcast_after_commit(run_id, last_seq)
+    NoticeAfterCommit(run_id).wrote(last_seq)
     return loaded
 
 

@@ -198,30 +198,33 @@ class DjangoEventSink:
 
     def __init__(self, run_id: int) -> None:
         self.run_id = run_id
+        self._notice = NoticeAfterCommit(run_id)
 
     def emit(self, event: RuntimeEvent) -> None:
         # No savepoint: an event that cannot be written fails its transaction.
         with transaction.atomic(savepoint=False):
-            seq = insert_events(self.run_id, [(event, timezone.now())])[-1]
-            broadcast_after_commit(self.run_id, seq)
+            self._notice.wrote(insert_events(self.run_id, [(event, timezone.now())])[-1])
 
 
-# The newest seq this thread wrote per run, not yet broadcast. A turn writes
-# several events in one transaction; after it commits, the first of its
-# callbacks broadcasts the newest seq and the others find nothing to do:
-# one notification per run per commit. An entry left by a rolled-back
-# transaction is overwritten by the next event of that run (a seq is only
-# a hint: consumers read whatever is in the database after their cursor).
-_unsent = threading.local()
+class NoticeAfterCommit:
+    """Tells a run's open pages, once the transaction commits, of the newest
+    event its owner wrote in it: one notice per commit however many events
+    the owner wrote. The owner (an event sink, a unit of work, a scheduling
+    pass) holds it and calls ``wrote`` after each write. A seq is only a
+    hint (pages read whatever is in the database after their cursor), so
+    one left by a rolled-back transaction is simply replaced by the next."""
 
+    def __init__(self, run_id: int) -> None:
+        self.run_id = run_id
+        self._newest: int | None = None
 
-def broadcast_after_commit(run_id: int, seq: int) -> None:
-    pending: dict[int, int] = _unsent.__dict__.setdefault("seqs", {})
-    pending[run_id] = seq
+    def wrote(self, seq: int) -> None:
+        self._newest = seq
+        # One callback per write, so one registered in a savepoint that rolls
+        # back leaves the others; the first to run sends, the rest find None.
+        transaction.on_commit(self._send)
 
-    def send() -> None:
-        newest = pending.pop(run_id, None)
+    def _send(self) -> None:
+        newest, self._newest = self._newest, None
         if newest is not None:
-            broadcast(run_id, newest)
-
-    transaction.on_commit(send)
+            broadcast(self.run_id, newest)

@@ -35,7 +35,7 @@ from django.utils import timezone
 from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR, MailboxState
 from runs.store import sql
-from runs.store.events import broadcast_after_commit
+from runs.store.events import NoticeAfterCommit
 from runs.store.mailboxes import DjangoMailboxStore
 from runs.store.wakes import wake_after_commit
 
@@ -69,6 +69,7 @@ class UnitOfWork:
         not take it again."""
         self.run_id = run_id
         self.sink = HeldEventSink(self)
+        self._notice = NoticeAfterCommit(run_id)
         self.mailboxes = DjangoMailboxStore(run_id, run_locked=run_locked, uow=self)
         self._held: _Held | None = None
 
@@ -187,7 +188,7 @@ class UnitOfWork:
             last_no, busy, last_seq = sql.write_held(self.run_id, rows, taken, wakes, events)
             if last_seq is not None:  # its events went with it
                 if events:
-                    broadcast_after_commit(self.run_id, last_seq)
+                    self._notice.wrote(last_seq)
                 events = []
             if last_no != held.last_no:
                 # The counter moved under the run's lock: something numbered a
@@ -198,7 +199,7 @@ class UnitOfWork:
             if wakes:
                 wake_after_commit(self.run_id, busy=busy)
         if events:
-            broadcast_after_commit(self.run_id, sql.insert_events(self.run_id, events)[-1])
+            self._notice.wrote(sql.insert_events(self.run_id, events)[-1])
 
     def _open(self) -> _Held:
         if self._held is None:
