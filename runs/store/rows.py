@@ -91,6 +91,22 @@ def in_one_round_trip(statements: list[tuple[str, dict | list]]) -> list[list[tu
     return [cursor.fetchall() for cursor in cursors]
 
 
+# A WHERE condition for a statement that only takes a lease (a step's turn,
+# a coordinator's wake) and commits on its own: PostgreSQL commits that
+# transaction without waiting for its WAL to reach the disk
+# (synchronous_commit off for it alone, which the server reads at commit).
+# The lease is visible to every other transaction at once, and made durable
+# by the next synchronous commit of any (the WAL is flushed in order: the
+# worker's own write of its turn, or anyone's decision that read the
+# lease). A crash of PostgreSQL can lose it only with everything committed
+# after it, and then the turn or the wake is as it was before (still marked
+# queued: Step.turn_queued, Run.wake_queued), and the sweeper queues it
+# again, as when a worker dies holding a lease. One fsync a step less in a
+# fan-out (docs/benchmarks.md). Never inside a caller's transaction: it
+# would hold back the flush of everything that transaction writes.
+LEASE_ONLY_COMMIT = "set_config('synchronous_commit', 'off', true) IS NOT NULL"
+
+
 def first(rows: list[tuple]) -> tuple | None:
     """The one row of ``rows`` (a statement's that returns at most one), or None."""
     return rows[0] if rows else None

@@ -247,6 +247,61 @@ def test_a_claim_and_its_renewal_add_no_index_entries_on_postgresql(pg_run):
 
 
 @pytest.mark.services
+def test_a_claim_on_its_own_commits_without_waiting_for_the_disk_on_postgresql(pg_run):
+    # A lease only (rows.LEASE_ONLY_COMMIT): lost in a crash of PostgreSQL
+    # with everything after it, the turn is still marked queued and the
+    # sweeper queues it again. Observed inside the claim's own transaction,
+    # opened around its statement here.
+    step = pg_run.steps.get(step_id="s1")
+    Step.objects.filter(pk=step.pk).update(turn_queued=timezone.now())
+    commit_modes: list[str] = []
+
+    def in_a_transaction_of_its_own(execute, statement, params, many, context):
+        if not statement.startswith(f"UPDATE {rows.table(Step)} s SET lease_owner"):
+            return execute(statement, params, many, context)
+        raw = context["connection"].connection
+        raw.execute("BEGIN")
+        try:
+            result = execute(statement, params, many, context)
+            commit_modes.append(raw.execute("SHOW synchronous_commit").fetchone()[0])
+        finally:
+            raw.execute("COMMIT")
+        return result
+
+    with connection.execute_wrapper(in_a_transaction_of_its_own):
+        claimed = leases.claim_turn(step.pk, 1, "worker-a")
+
+    assert claimed is not None and claimed.lease_owner == "worker-a"
+    assert commit_modes == ["off"]
+    step.refresh_from_db()
+    assert (step.lease_owner, step.turn_queued) == ("worker-a", None)  # committed, visible at once
+
+
+@pytest.mark.services
+def test_a_claim_inside_a_callers_transaction_leaves_its_commit_durable_on_postgresql(pg_run):
+    step = pg_run.steps.get(step_id="s1")
+    with transaction.atomic(), connection.cursor() as cursor:
+        assert leases.claim_turn(step.pk, 1, "worker-a") is not None
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone()[0] == "on"
+
+
+@pytest.mark.services
+def test_a_wakes_claim_commits_without_waiting_for_the_disk_and_only_it_on_postgresql(pg_run):
+    from runs.store.sql.run_claims import _claim_wake_sql
+
+    claim = (_claim_wake_sql(), {"run": pg_run.pk, "running": Run.Status.RUNNING, "coordinator": "coordinator"})
+    mode = ("SELECT current_setting('synchronous_commit')", {})
+    claimed, in_its_transaction = rows.in_one_round_trip([claim, mode])
+    (after,) = rows.in_one_round_trip([mode])
+
+    assert len(claimed) == 1 and in_its_transaction == [("off",)]
+    assert after == [("on",)]
+    pg_run.refresh_from_db()
+    assert pg_run.coordinator_busy
+
+
+@pytest.mark.services
 def test_the_sweeper_finds_expired_leases_by_an_index_on_postgresql(pg_run):
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")  # a few rows: the plan if it had many

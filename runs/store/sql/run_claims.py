@@ -13,6 +13,7 @@ from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR, RouterMessage
 from runs.models import Run, Step, Workflow
 from runs.store.rows import (
+    LEASE_ONLY_COMMIT,
     database,
     db_value,
     in_one_round_trip,
@@ -180,7 +181,8 @@ def _claim_wake_sql() -> str:
     # its snapshot does not see that UPDATE (claim_wake sets what it wrote).
     return (
         f"WITH claimed AS (UPDATE {table(Run)} SET coordinator_busy = TRUE, wake_queued = NULL "
-        "WHERE id = %(run)s AND status = %(running)s AND NOT coordinator_busy RETURNING id) "
+        # Pipelined outside any transaction (in_one_round_trip): LEASE_ONLY_COMMIT.
+        f"WHERE id = %(run)s AND status = %(running)s AND NOT coordinator_busy AND {LEASE_ONLY_COMMIT} RETURNING id) "
         f"{_coordinator_for_wake_sql('postgresql')} AND EXISTS(SELECT 1 FROM claimed)"
     )
 

@@ -12,6 +12,7 @@ from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR
 from runs.models import Event, Run, Step, Workflow
 from runs.store.rows import (
+    LEASE_ONLY_COMMIT,
     database,
     db_value,
     instances,
@@ -51,7 +52,8 @@ def claim_step_for_turn(step_pk: int, turn: int, owner: str, expires, now):
     turn is not this worker's to take. Raises Step.DoesNotExist for a step
     that is gone. One statement on PostgreSQL: on a worker every turn paid a
     round trip to load the step and another to claim it."""
-    vendor = database().vendor
+    db = database()
+    vendor = db.vendor
     if vendor != "postgresql":
         step = step_for_turn(step_pk)
         if step is None:
@@ -74,7 +76,8 @@ def claim_step_for_turn(step_pk: int, turn: int, owner: str, expires, now):
         "now": db_value(Step, "lease_expires", now),
     }
     with plain_cursor() as cursor:
-        cursor.execute(_claim_step_for_turn_sql(vendor), params)
+        # On its own, the claim commits without waiting for the disk (LEASE_ONLY_COMMIT).
+        cursor.execute(_claim_step_for_turn_sql(vendor, lease_only=not db.in_atomic_block), params)
         row = cursor.fetchone()
     if row is None:
         if not Step.objects.filter(pk=step_pk).exists():
@@ -108,15 +111,16 @@ def step_with_run(parts: list, row):
 
 
 @functools.cache
-def _claim_step_for_turn_sql(vendor: str) -> str:
+def _claim_step_for_turn_sql(vendor: str, *, lease_only: bool) -> str:
     columns, joins = step_for_turn_columns(vendor)
+    lease_only_commit = f"AND {LEASE_ONLY_COMMIT} " if lease_only else ""
     return (
         f"UPDATE {table(Step)} s SET lease_owner = %(owner)s, lease_expires = %(expires)s, turn_queued = NULL "
         f"FROM {table(Run)} r {joins} "
         "WHERE s.id = %(step)s AND r.id = s.run_id AND s.status = %(running)s AND s.turns = %(previous_turn)s "
         "AND r.status = %(run_running)s "
         "AND (s.lease_expires IS NULL OR s.lease_expires < %(now)s OR s.lease_owner = %(owner)s) "
-        f"RETURNING {columns}"
+        f"{lease_only_commit}RETURNING {columns}"
     )
 
 
