@@ -56,10 +56,22 @@ MIN_PAIRS = 7
 EMBEDDED_CONCURRENCY = 4  # ZENWEB_EMBEDDED_CONCURRENCY's default
 
 
-def workflow_yaml(loop_cap: int = ITEMS) -> str:
+def workflow_yaml(loop_cap: int = ITEMS, *, report: bool = False) -> str:
     """The fan-out's workflow; ``loop_cap`` (each loop's maxConcurrency) below
-    ITEMS makes every loop's cap bind (bench/turns.py ``--cap``)."""
-    return f"""\
+    ITEMS makes every loop's cap bind (bench/turns.py ``--cap``); ``report``
+    adds a step that depends on every loop (a fan-in: bench/turns.py
+    ``--report``)."""
+    report_step = (
+        f"""  - id: report
+    agent: worker
+    instructions: Report on every item.
+    dependsOn: [{", ".join(LOOPS)}]
+"""
+        if report
+        else ""
+    )
+    return (
+        f"""\
 # bench/orchestration.py: {WIDTH} independent steps, as {len(LOOPS)} forEach
 # loops over one {ITEMS}-item input (a workflow has at most 100 steps and a
 # forEach loop at most 100 items).
@@ -75,15 +87,18 @@ agents:
 options:
   maxConcurrency: {WIDTH}
 steps:
-""" + "".join(
-        f"""  - id: {loop}
+"""
+        + "".join(
+            f"""  - id: {loop}
     loop:
       forEach: items
       maxConcurrency: {loop_cap}
       steps:
         - {{id: work, agent: worker, instructions: "Handle $item."}}
 """
-        for loop in LOOPS
+            for loop in LOOPS
+        )
+        + report_step
     )
 
 

@@ -1,6 +1,7 @@
 """`python -m bench.turns`: the orchestration bench's fan-out run (with
 ``--cap N``, each of its loops capped at N running iterations, so that every
 step's end is followed by a scheduling pass under the run's lock; with
+``--report``, a step after the loops that waits for every iteration; with
 ``--chain``, the chain bench's 20-step chain instead) in this one process, its
 Celery tasks run inline one after another, to see what a step turn itself
 costs: wall time and CPU per step, the tasks run, and with ``--profile`` a
@@ -33,6 +34,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.turns", description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=100, help="items per forEach loop (5 loops; default 100)")
     parser.add_argument("--cap", type=int, help="each forEach loop's maxConcurrency (default: its item count)")
+    parser.add_argument("--report", action="store_true", help="a step after every loop, which waits for them all")
     parser.add_argument("--chain", action="store_true", help="the chain bench's 20 sequential steps instead")
     parser.add_argument("--runs", type=int, default=2, help="timed runs (default 2)")
     parser.add_argument("--profile", metavar="SORT", help="profile one more run, sorted by SORT (cumulative, tottime)")
@@ -61,7 +63,11 @@ def main(argv: list[str] | None = None) -> None:
         tasks[task.name] += 1
 
     Task.apply_async = enqueue  # this process runs every task, in order
-    yaml = chain.WORKFLOW_YAML if args.chain else orchestration.workflow_yaml(args.cap or orchestration.ITEMS)
+    yaml = (
+        chain.WORKFLOW_YAML
+        if args.chain
+        else orchestration.workflow_yaml(args.cap or orchestration.ITEMS, report=args.report)
+    )
     workflow, _ = do_register_workflow(yaml, "bench/turns.py")
 
     def inputs(items: int) -> dict[str, str]:

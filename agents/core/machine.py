@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from agents.core.ready import TERMINAL, iteration_keys, ready
 
@@ -37,9 +37,11 @@ FailurePolicy = Literal["cascade", "skip-dependents", "abort"]
 # -- state -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class StepState:
-    """A step or a repeat-until loop of a run (never its coordinator)."""
+class StepState(NamedTuple):
+    """A step or a repeat-until loop of a run (never its coordinator). A
+    named tuple: a run's state is built from every step row after each step
+    ends (a 500-step run: 500 of these), and a frozen dataclass took three
+    times as long to make."""
 
     runtime_id: str
     status: str = "pending"
@@ -80,7 +82,7 @@ class RunState:
         return next(step for step in self.steps if step.runtime_id == runtime_id)
 
     def with_status(self, changes: Mapping[str, str]) -> RunState:
-        steps = tuple(replace(s, status=changes[s.runtime_id]) if s.runtime_id in changes else s for s in self.steps)
+        steps = tuple(s._replace(status=changes[s.runtime_id]) if s.runtime_id in changes else s for s in self.steps)
         return replace(self, steps=steps)
 
 

@@ -9,7 +9,7 @@ StepState have them) and their statuses, and answers with the ones to start.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Protocol, TypeVar
 
 TERMINAL = frozenset({"completed", "failed", "skipped", "cancelled"})
@@ -41,6 +41,32 @@ def ready(
     ``among``: consider only these runtime ids for starting (the others still
     count as running, or as holding an iteration open).
     """
+
+    def state(runtime_id: str) -> str:
+        return status.get(runtime_id, "pending")
+
+    room = max_running - sum(1 for step in steps if state(step.runtime_id) == "running")
+    candidates = [
+        step
+        for step in steps
+        if (among is None or step.runtime_id in among)
+        and state(step.runtime_id) == "pending"
+        and all(state(dep) == "completed" for dep in step.depends_on)
+    ]
+    if room <= 0 or not candidates:
+        return []
+    if not any(step.limits for step in candidates):
+        # No forEach loop's cap applies to any of them, only the run's: no
+        # need to count every loop's open iterations (a report waiting for
+        # a 500-iteration loop is asked after each iteration ends).
+        return candidates[:room]
+    return _within_loop_caps(steps, state, candidates, room)
+
+
+def _within_loop_caps(steps: Sequence[S], state: Callable[[str], str], candidates: list[S], room: int) -> list[S]:
+    """The ``candidates`` (ready but for caps) that may start, in order: at
+    most ``room``, and in each enclosing forEach loop only while fewer than
+    its cap of iterations are under way (or the step's own iteration is)."""
     # Each step's iteration keys, worked out once: a capped loop decides on
     # every step of its run after each step ends.
     keys_of = {step.runtime_id: iteration_keys(step) for step in steps if step.limits}
@@ -48,10 +74,6 @@ def ready(
     for runtime_id, keys in keys_of.items():
         for key in keys:
             members.setdefault(key, []).append(runtime_id)
-
-    def state(runtime_id: str) -> str:
-        return status.get(runtime_id, "pending")
-
     active: set[str] = {
         key
         for key, runtime_ids in members.items()
@@ -60,15 +82,10 @@ def ready(
     # Active iterations per forEach loop, kept as iterations start: counting
     # them anew for every candidate made a 500-step fan-out quadratic.
     active_in = Counter(_group_of(key) for key in active)
-    room = max_running - sum(1 for step in steps if state(step.runtime_id) == "running")
     chosen: list[S] = []
-    for step in steps:
+    for step in candidates:
         if room <= 0:
             break
-        if among is not None and step.runtime_id not in among:
-            continue
-        if state(step.runtime_id) != "pending" or any(state(dep) != "completed" for dep in step.depends_on):
-            continue
         keys = keys_of.get(step.runtime_id, ())
         caps = dict(step.limits)
         if any(key not in active and active_in[group] >= caps[group] for key, group in zip(keys, caps, strict=True)):
