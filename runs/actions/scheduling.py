@@ -101,19 +101,20 @@ def schedule(
     requested but not queued (EagerWake); a worker that dies before the
     wake starts leaves it marked queued, and the sweeper queues it.
     """
-    # This runs after every step's end. Most find no pending step (a
-    # fan-out starts all its steps at once): they read the run's flags in
-    # one query, without the run's lock, instead of every step of the run.
+    # This runs after every step's end. Most find no pending step that may
+    # start (a fan-out starts all its steps at once; a report waits for a
+    # loop's last iteration): they read the run's flags in one query,
+    # without the run's lock, instead of every step of the run.
     state = state or schedule_state(run_id)
     if state is None:
         return
-    status, busy, has_mail, has_pending, all_steps_done, workflow_id, created = state
+    status, busy, has_mail, may_start, all_steps_done, workflow_id, created = state
     # Dependents wait while the coordinator works or has mail to route: a
     # message the finished step sent for them reaches their inbox first.
     if status != Run.Status.RUNNING or busy or has_mail:
         return None
     spec = spec_of(workflow_id, created)
-    if has_pending:
+    if may_start:
         unlocked = finished is not None and not past_cap
         started = _start_without_lock(run_id, spec, finished, steps, worker) if unlocked else None
         if started is None:

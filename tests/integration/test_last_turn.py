@@ -62,8 +62,8 @@ def test_it_completes_the_step_and_numbers_its_events_after_the_runs_last(pg_run
     assert (s1.status, s1.output, s1.turns, s1.finished is not None) == (Step.Status.COMPLETED, "all done", 1, True)
     assert (s1.prompt_tokens, s1.completion_tokens, s1.transcript[-1]["content"]) == (7, 3, "all done")
     assert (s1.lease_owner, s1.lease_expires, s1.mailbox_closed_reason) == ("", None, "target-terminal")
-    status, busy, has_mail, has_pending, all_done, workflow_id, _ = state
-    assert (status, busy, has_mail, has_pending, all_done) == (Run.Status.RUNNING, False, False, False, False)
+    status, busy, has_mail, may_start, all_done, workflow_id, _ = state
+    assert (status, busy, has_mail, may_start, all_done) == (Run.Status.RUNNING, False, False, False, False)
     assert workflow_id == pg_run.workflow_id
     assert steps is None and started is None  # neither asked for
 
@@ -87,6 +87,25 @@ def test_it_reads_the_runs_steps_with_the_write_when_asked_and_a_step_waits(pg_r
     # Nothing pending: nothing read.
     Step.objects.filter(run=pg_run).exclude(step_id="s1").update(status=Step.Status.RUNNING)
     assert _write(pg_run.steps.get(step_id="s2"), with_steps=True).steps is None
+
+
+def test_it_reads_no_steps_while_every_waiting_step_still_waits_for_another(pg_run):
+    # A fan-in: s3 waits for s1 and s2. s1's end leaves s3 waiting for s2,
+    # so nothing can start and the run's steps are not read (a report after
+    # a 500-iteration loop was read 500 rows at each iteration's end); s2's
+    # end is the one that can start s3, and reads them.
+    Step.objects.create(run=pg_run, step_id="s3", agent="worker", position=2, depends_on=["s1", "s2"])
+
+    first = _write(pg_run.steps.get(step_id="s1"), with_steps=True)
+    last = _write(pg_run.steps.get(step_id="s2"), with_steps=True)
+
+    assert (first.schedule.may_start, first.steps) == (False, None)
+    assert last.schedule.may_start is True
+    assert [(row.step_id, row.status) for row in last.steps] == [
+        ("s1", Step.Status.COMPLETED),
+        ("s2", Step.Status.COMPLETED),
+        ("s3", Step.Status.PENDING),
+    ]
 
 
 def test_it_writes_nothing_when_mail_reached_the_step_during_its_turn(pg_run):

@@ -46,7 +46,7 @@ TOOL_LESS_TURN = {"sqlite": 17, "postgresql": 4}
 # on SQLite in its transaction, the rows read after commit), from which the
 # state machine decides that nothing starts: no pass under the run's lock
 # (which cost 5 more statements on PostgreSQL and 4 on SQLite).
-MAP_TURN = {"sqlite": 12, "postgresql": 3}
+MAP_TURN = {"sqlite": 11, "postgresql": 3}
 # A turn that calls send_message: the message goes to the coordinator.
 SENDING_TURN = {"sqlite": 24, "postgresql": 13}
 # The coordinator's wake that forwards it to second.

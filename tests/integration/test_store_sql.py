@@ -334,14 +334,32 @@ def _last_turn(step: Step) -> tuple[int, tuple | None]:
         return last_turn.save(step, [{"role": "assistant", "content": "all done"}], (7, 3), completed)
 
 
+def test_a_pending_step_may_start_once_nothing_it_waits_for_is_unfinished(run):
+    # On both databases (the general path's flags, and those read after
+    # commit): a step waiting for two may start only once the second ends.
+    from runs.store.sql import schedule_state
+
+    s1, s2 = run.steps.get(step_id="s1"), run.steps.get(step_id="s2")
+    Step.objects.create(run=run, step_id="s3", agent="worker", position=2, depends_on=["s1", "s2"])
+    Step.objects.create(run=run, step_id="s4", agent="worker", position=3, depends_on=["s3"])
+
+    assert schedule_state(run.pk).may_start is False
+    assert _last_turn(s1)[1].may_start is False  # s3 still waits for s2
+    assert _last_turn(s2)[1].may_start is True  # the statement sees s2 as ending
+    assert schedule_state(run.pk).may_start is True  # and after commit
+    Step.objects.filter(run=run, step_id="s4").update(depends_on=[])
+    Step.objects.filter(run=run, step_id="s3").update(status=Step.Status.RUNNING)
+    assert schedule_state(run.pk).may_start is True  # s4 waits for nothing now
+
+
 def test_a_last_turn_with_an_empty_mailbox_completes_the_step_and_reads_the_runs_state(run):
     s1, s2 = run.steps.get(step_id="s1"), run.steps.get(step_id="s2")
 
     unread, state = _last_turn(s1)
 
     assert unread == 0
-    status, busy, has_mail, has_pending, all_done, workflow_id, _ = state
-    assert (status, busy, has_mail, has_pending) == (Run.Status.RUNNING, False, False, False)
+    status, busy, has_mail, may_start, all_done, workflow_id, _ = state
+    assert (status, busy, has_mail, may_start) == (Run.Status.RUNNING, False, False, False)
     assert workflow_id == run.workflow_id
     assert all_done is False  # s2 is still running
     s1.refresh_from_db()

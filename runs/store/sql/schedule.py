@@ -27,7 +27,7 @@ class ScheduleState(NamedTuple):
     status: str
     coordinator_busy: bool
     coordinator_has_mail: bool
-    has_pending: bool
+    may_start: bool  # a pending step has no unfinished dependency: pending_may_start
     all_done: bool
     workflow_id: int
     workflow_created: datetime
@@ -35,8 +35,8 @@ class ScheduleState(NamedTuple):
 
 def schedule_state(run_id: int) -> ScheduleState | None:
     """For scheduling after a step ends, in one query: the run's status and
-    coordinator_busy, whether the coordinator has unread mail, whether a step
-    is pending, whether every step is done (terminal, none being resumed),
+    coordinator_busy, whether the coordinator has unread mail, whether a
+    pending step may start (pending_may_start), whether every step is done (terminal, none being resumed),
     and its workflow's id and created. None if the run does not exist."""
     with plain_cursor() as cursor:
         cursor.execute(_schedule_state_sql(), {"coordinator": COORDINATOR, "run": run_id})
@@ -46,11 +46,9 @@ def schedule_state(run_id: int) -> ScheduleState | None:
     return schedule_state_of(*row)
 
 
-def schedule_state_of(status, busy, has_mail, has_pending, has_unfinished, workflow_id, created) -> ScheduleState:
+def schedule_state_of(status, busy, has_mail, may_start, has_unfinished, workflow_id, created) -> ScheduleState:
     created = from_db(Workflow, "created", created)
-    return ScheduleState(
-        status, bool(busy), bool(has_mail), bool(has_pending), not has_unfinished, workflow_id, created
-    )
+    return ScheduleState(status, bool(busy), bool(has_mail), bool(may_start), not has_unfinished, workflow_id, created)
 
 
 @functools.cache
@@ -64,9 +62,10 @@ def _schedule_state_sql() -> str:
     )
 
 
-def schedule_flags(run: str, other_than: str = "") -> str:
+def schedule_flags(run: str, other_than: str = "", *, may_start: str | None = None) -> str:
     """Whether the coordinator of run ``run`` (a column or a placeholder) has
-    unread mail, a step is pending, and a step other than ``other_than`` (a
+    unread mail, a pending step may start (``pending_may_start``, or the
+    column ``may_start`` names), and a step other than ``other_than`` (a
     step's id column or a placeholder; empty: none) is unfinished. The
     coordinator's mailbox is the parameter ``coordinator``.
 
@@ -76,18 +75,41 @@ def schedule_flags(run: str, other_than: str = "") -> str:
     read every step of the run."""
     other = f" AND s.id <> {other_than}" if other_than else ""
     return (
-        f"EXISTS(SELECT 1 {unread_from(run, '%(coordinator)s')}), {pending_exists(run)}, "
+        f"EXISTS(SELECT 1 {unread_from(run, '%(coordinator)s')}), {may_start or pending_may_start(run, other_than)}, "
         f"EXISTS(SELECT 1 FROM {table(Step)} s WHERE s.run_id = {run} AND s.kind <> {_quoted(Step.Kind.COORDINATOR)} "
         f"AND (s.resuming OR s.status NOT IN ({_quoted(*Step.TERMINAL)})){other})"
     )
 
 
-def pending_exists(run: str) -> str:
-    """Whether a step of run ``run`` is pending (see schedule_flags)."""
-    return (
-        f"EXISTS(SELECT 1 FROM {table(Step)} s WHERE s.run_id = {run} "
-        f"AND s.kind = {_quoted(Step.Kind.STEP)} AND s.status = {_quoted(Step.Status.PENDING)})"
+def pending_may_start(run: str, other_than: str = "") -> str:
+    """Whether a pending step of run ``run`` has no unfinished dependency but
+    ``other_than`` (as in schedule_flags: the step the statement completes,
+    which its snapshot still sees running). Not the decision (which also
+    weighs caps and the coordinator's mail: the state machine's), but what
+    any decision to start a step needs: where no step passes it, what
+    follows a completion is decided without reading the run's steps. A
+    report waiting for a 500-iteration loop fails it while any iteration
+    runs, found at the first unfinished step looked at."""
+    other = f" AND s.id <> {other_than}" if other_than else ""
+    unfinished_dependency = (
+        f"SELECT 1 FROM {table(Step)} s WHERE s.run_id = {run} AND s.kind <> {_quoted(Step.Kind.COORDINATOR)} "
+        f"AND s.status NOT IN ({_quoted(*Step.TERMINAL)}){other} AND {_depends_on_has('p', 's.step_id')}"
     )
+    return (
+        f"EXISTS(SELECT 1 FROM {table(Step)} p WHERE p.run_id = {run} "
+        f"AND p.kind = {_quoted(Step.Kind.STEP)} AND p.status = {_quoted(Step.Status.PENDING)} "
+        f"AND (p.depends_on = {_EMPTY_LIST[database().vendor]} OR NOT EXISTS({unfinished_dependency})))"
+    )
+
+
+_EMPTY_LIST = {"postgresql": "'[]'::jsonb", "sqlite": "'[]'"}
+
+
+def _depends_on_has(step: str, step_id: str) -> str:
+    """Whether the depends_on list of ``step`` (a table alias) holds ``step_id``."""
+    if database().vendor == "postgresql":
+        return f"{step}.depends_on ? {step_id}"
+    return f"EXISTS(SELECT 1 FROM json_each({step}.depends_on) d WHERE d.value = {step_id})"
 
 
 def _quoted(*values: str) -> str:

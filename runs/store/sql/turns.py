@@ -22,7 +22,7 @@ from runs.store.sql.runs import lock_run_sql
 from runs.store.sql.schedule import (
     ScheduleState,
     StepRow,
-    pending_exists,
+    pending_may_start,
     schedule_flags,
     schedule_state_of,
     step_rows_document,
@@ -36,8 +36,8 @@ class LastTurnWritten(NamedTuple):
 
     last_seq: int  # the seq of the turn's last event
     schedule: ScheduleState  # the run's, this step counted done
-    # The run's steps, this one completed, when asked for and a step is
-    # pending: what scheduling decides on next, read with the write.
+    # The run's steps, this one completed, when asked for and a pending
+    # step may start: what scheduling decides on next, read with the write.
     steps: list[StepRow] | None
     # The successor started and claimed with the write, loaded for its
     # turn, and the seq of its step_start event (start_and_claim_step).
@@ -69,8 +69,8 @@ def write_last_turn(
     ``step``, completes it with ``completed`` (field -> value, the status
     among them), closes its
     mailbox, stores ``events`` numbered after the run's last and reads what
-    scheduling needs (``with_steps``: the run's step rows too, if a step is
-    pending): sent at once and committed (PostgreSQL, outside any
+    scheduling needs (``with_steps``: the run's step rows too, if a pending
+    step may start): sent at once and committed (PostgreSQL, outside any
     transaction). None, having written nothing, if the step has unread
     mail or is no longer running turn ``turn``.
 
@@ -165,10 +165,13 @@ def _write_sql(completed: tuple[str, ...]) -> str:
         f"added AS ({insert_events_from('bumped')}) "
         # Read with the statement's snapshot, which holds neither write above:
         # the flags leave this step out, as done.
-        f"SELECT bumped.last_event_seq, r.status, r.coordinator_busy, {schedule_flags('r.id', '%(step)s')}, "
-        f"r.workflow_id, w.created, CASE WHEN %(with_steps)s AND {pending_exists('r.id')} "
+        # The steps are read only if one of them may start now.
+        "SELECT bumped.last_event_seq, r.status, r.coordinator_busy, "
+        f"{schedule_flags('r.id', '%(step)s', may_start='pending.may_start')}, "
+        "r.workflow_id, w.created, CASE WHEN %(with_steps)s AND pending.may_start "
         f"THEN {step_rows_document('r.id', '%(step)s', '%(completed_status)s')} END "
-        f"FROM bumped, {table(Run)} r JOIN {table(Workflow)} w ON w.id = r.workflow_id WHERE r.id = %(run)s"
+        f"FROM bumped, {table(Run)} r JOIN {table(Workflow)} w ON w.id = r.workflow_id, "
+        f"LATERAL (SELECT {pending_may_start('r.id', '%(step)s')} AS may_start) pending WHERE r.id = %(run)s"
     )
 
 
