@@ -37,12 +37,18 @@ def received(layer, channel: str, timeout: float = 5.0) -> dict:
     return async_to_sync(receive)()
 
 
-@pytest.mark.django_db(transaction=True)
-def test_it_broadcasts_an_event_only_after_its_transaction_commits():
+def watched_run() -> tuple[Run, object, str]:
+    """A run, and the channel layer and channel of a page that watches it."""
     layer = get_channel_layer()
     run = Run.objects.create(workflow=register("relay"), inputs={"subject": "x"})
     channel = async_to_sync(layer.new_channel)()
     async_to_sync(layer.group_add)(run_group(run.pk), channel)
+    return run, layer, channel
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_broadcasts_an_event_only_after_its_transaction_commits():
+    run, layer, channel = watched_run()
 
     def nothing_yet() -> bool:
         queue = layer.channels.get(channel)
@@ -57,10 +63,7 @@ def test_it_broadcasts_an_event_only_after_its_transaction_commits():
 
 @pytest.mark.django_db(transaction=True)
 def test_it_tells_dashboards_once_per_commit_with_the_newest_seq():
-    layer = get_channel_layer()
-    run = Run.objects.create(workflow=register("relay"), inputs={"subject": "x"})
-    channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(run_group(run.pk), channel)
+    run, layer, channel = watched_run()
     sink = DjangoEventSink(run.pk)
 
     with pytest.raises(RuntimeError), transaction.atomic():
@@ -81,10 +84,7 @@ def test_writers_of_one_commit_each_tell_and_the_last_notice_is_the_newest():
     # (runs/store/events.py _Throttle), so a page hears at most the first at
     # once and the newest at the interval's end, and the first one's read
     # already finds every event of the commit (pages read after their cursor).
-    layer = get_channel_layer()
-    run = Run.objects.create(workflow=register("relay"), inputs={"subject": "x"})
-    channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(run_group(run.pk), channel)
+    run, layer, channel = watched_run()
 
     with transaction.atomic():
         for n in range(3):
