@@ -17,7 +17,10 @@ from types import SimpleNamespace
 import pytest
 from django.db import DataError, connection, transaction
 from django.utils import timezone
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
+from agents.core import machine
 from agents.events import Event as RuntimeEvent
 from agents.router import DropReason
 from runs import leases, sweeper
@@ -25,7 +28,7 @@ from runs.actions import router_for
 from runs.models import Run, Step
 from runs.store import last_turn, rows, sql
 from runs.store.events import DjangoEventSink
-from runs.store.sql import lock_run
+from runs.store.sql import lock_run, schedule_state
 from runs.store.unit_of_work import UnitOfWork
 
 # A valid payload of each type written here: events are checked against the registry.
@@ -337,8 +340,6 @@ def _last_turn(step: Step) -> tuple[int, tuple | None]:
 def test_a_pending_step_may_start_once_nothing_it_waits_for_is_unfinished(run):
     # On both databases (the general path's flags, and those read after
     # commit): a step waiting for two may start only once the second ends.
-    from runs.store.sql import schedule_state
-
     s1, s2 = run.steps.get(step_id="s1"), run.steps.get(step_id="s2")
     Step.objects.create(run=run, step_id="s3", agent="worker", position=2, depends_on=["s1", "s2"])
     Step.objects.create(run=run, step_id="s4", agent="worker", position=3, depends_on=["s3"])
@@ -350,6 +351,48 @@ def test_a_pending_step_may_start_once_nothing_it_waits_for_is_unfinished(run):
     Step.objects.filter(run=run, step_id="s4").update(depends_on=[])
     Step.objects.filter(run=run, step_id="s3").update(status=Step.Status.RUNNING)
     assert schedule_state(run.pk).may_start is True  # s4 waits for nothing now
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(Step.Status.values), st.sets(st.integers(min_value=0, max_value=5))),
+        min_size=1,
+        max_size=6,
+    )
+)
+# A step waiting for a pending one waits too, however the rest are.
+@example([("running", set()), ("pending", {0}), ("pending", {1})])
+def test_no_step_the_state_machine_would_start_is_missed_by_may_start(run, steps):
+    # may_start spares reading a run's steps after a completion (no pending
+    # step may start): wherever a full pass of the state machine starts a
+    # step, it must be true. Random runs of up to six steps, each depending
+    # on some of the ones before it, in any status.
+    fresh = Run.objects.create(workflow=run.workflow, status=Run.Status.RUNNING)
+    for n, (status, needs) in enumerate(steps):
+        depends_on = [f"s{m}" for m in sorted(needs) if m < n]
+        Step.objects.create(
+            run=fresh, step_id=f"s{n}", agent="worker", position=n, status=status, depends_on=depends_on
+        )
+    state = machine.RunState(
+        "running",
+        tuple(
+            machine.StepState(f"s{n}", status, tuple(f"s{m}" for m in sorted(needs) if m < n), position=n)
+            for n, (status, needs) in enumerate(steps)
+        ),
+        max_running=100,
+    )
+
+    may_start = schedule_state(fresh.pk).may_start
+
+    if machine.full_pass(state):
+        assert may_start
+    # And it is exactly: a pending step none of whose dependencies is unfinished.
+    unfinished = {f"s{n}" for n, (status, _) in enumerate(steps) if status not in Step.TERMINAL}
+    assert may_start == any(
+        status == Step.Status.PENDING and not {f"s{m}" for m in needs if m < n} & unfinished
+        for n, (status, needs) in enumerate(steps)
+    )
 
 
 def test_a_last_turn_with_an_empty_mailbox_completes_the_step_and_reads_the_runs_state(run):
