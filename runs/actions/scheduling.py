@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from agents import expansion
 from agents.core import machine
+from agents.core.ready import past_cap
 from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR
 from agents.spec import WorkflowSpec
@@ -72,11 +73,10 @@ Eager = EagerTurn | EagerWake
 def schedule(
     run_id: int,
     state: tuple | None = None,
-    finished: str | None = None,
+    finished: Step | None = None,
     *,
     worker: str | None = None,
     steps: list[StepRow] | None = None,
-    past_cap: bool = False,
 ) -> Eager | None:
     """Start every pending step whose dependencies completed, or wake the
     coordinator (to plan first, or to finish once every step is done).
@@ -85,10 +85,7 @@ def schedule(
     under the run's lock by the transaction that just committed (else read
     here). ``finished``: the step whose completion this follows, if one did.
     ``steps``: the run's step rows, read by that transaction too (when
-    decides_without_lock said so), else read here if needed. ``past_cap``:
-    ``finished`` is numbered past its forEach loop's cap (ready.past_cap),
-    which holds steps back: the pass under the run's lock decides, and
-    reads the rows itself (read here too, they would be read twice).
+    decided_from_rows said so), else read here if needed.
 
     ``worker``: the worker that asks (it just committed ``finished``'s
     completion, or is starting the run), which does what follows itself
@@ -115,10 +112,11 @@ def schedule(
         return None
     spec = spec_of(workflow_id, created)
     if may_start:
-        unlocked = finished is not None and not past_cap
-        started = _start_without_lock(run_id, spec, finished, steps, worker) if unlocked else None
+        finished_id = None if finished is None else finished.step_id
+        unlocked = finished is not None and decided_from_rows(spec, finished)
+        started = _start_without_lock(run_id, spec, finished_id, steps, worker) if unlocked else None
         if started is None:
-            started = _start_ready_steps(run_id, finished, worker)
+            started = _start_ready_steps(run_id, finished_id, worker)
         return started or None
     # Nothing to start. Reading without the lock is enough: every step's end
     # commits before it calls this, so the last one to end sees all done.
@@ -138,6 +136,17 @@ def do_schedule_run_of(step_pk: int) -> None:
         schedule(run_id)
 
 
+def decided_from_rows(spec: WorkflowSpec, finished: Step) -> bool:
+    """Whether what ``finished`` completing starts, in a run of ``spec``, is
+    decided from the run's step rows (read with its write, or once after
+    it) without the run's lock: steps cannot be added (decides_without_lock),
+    and ``finished`` is not numbered past its forEach loop's cap
+    (ready.past_cap), which holds steps back: the pass under the lock
+    decides then, and reads the rows itself (read with the write as well,
+    they would be read twice)."""
+    return decides_without_lock(spec) and not past_cap(finished.step_id, finished.limits)
+
+
 def decides_without_lock(spec: WorkflowSpec) -> bool:
     """Whether a completion in a run of ``spec`` may be decided on without
     the run's lock (from the steps read with its write, or once after it
@@ -155,10 +164,8 @@ def _start_without_lock(
     """Decide on what ``finished`` completing unblocks from one read of the
     run's steps (``rows``, or read here), and start it, if no cap can bind.
     None if the run's lock is needed; else 0, or (``worker``, one step
-    started) the step started with its first turn claimed for that worker."""
-    if not decides_without_lock(spec):
-        # The pass under the lock reads the steps, and only it.
-        return None
+    started) the step started with its first turn claimed for that worker.
+    Only where decided_from_rows holds."""
     if rows is None:
         rows = step_rows(run_id)
     state = run_state(Run.Status.RUNNING, rows, spec, machine.CoordinatorState())

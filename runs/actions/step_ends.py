@@ -14,7 +14,6 @@ from django.utils import timezone
 
 from agents import repeat_loops
 from agents.core import machine
-from agents.core.ready import past_cap
 from agents.events import Event as RuntimeEvent
 from agents.llm import ProviderError
 from agents.llm.base import CompletionRequest
@@ -138,9 +137,7 @@ def schedule_after_commit(run_id: int, state: tuple | None = None, finished: Ste
     under the run's lock before commit (last_turn.save);
     ``finished``: the step whose completion this follows (the state machine
     then decides on its dependents)."""
-    step_id = None if finished is None else finished.step_id
-    beyond = finished is not None and past_cap(finished.step_id, finished.limits)
-    transaction.on_commit(lambda: schedule(run_id, state, step_id, past_cap=beyond))
+    transaction.on_commit(lambda: schedule(run_id, state, finished))
 
 
 def do_fail_step(step_pk: int, error: str) -> bool:

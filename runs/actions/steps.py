@@ -12,7 +12,6 @@ from django.db import transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
-from agents.core.ready import past_cap
 from agents.events import Event as RuntimeEvent
 from agents.events import ListSink
 from agents.llm import ProviderError
@@ -38,7 +37,7 @@ from runs.actions.model_calls import model_call
 from runs.actions.scheduling import (
     Eager,
     EagerTurn,
-    decides_without_lock,
+    decided_from_rows,
     eager_successor,
     running,
     same_but,
@@ -230,8 +229,7 @@ def _last_turn_in_one_trip(
     # run past it. Its successor starts after that check, as any other's does.
     # A step past its forEach loop's cap: that cap holds steps back, and the
     # pass under the run's lock decides what follows (it reads the rows).
-    beyond = past_cap(step.step_id, step.limits)
-    unlocked = decides_without_lock(spec) and not beyond
+    unlocked = decided_from_rows(spec, step)
     guess = eager_successor(spec, rows, step.step_id) if unlocked and not has_run_limits(spec.options) else None
     written = last_turn.write(
         step,
@@ -256,10 +254,10 @@ def _last_turn_in_one_trip(
         if not same_but(rows, fresh, step.step_id, started.step_id):
             # Other steps moved meanwhile: what else this completion starts
             # (a step that also waited for one that ended meanwhile) is queued.
-            schedule(step.run_id, written.schedule, step.step_id, steps=fresh)
+            schedule(step.run_id, written.schedule, step, steps=fresh)
         return True, EagerTurn(started, outputs, fresh)
     broadcast(step.run_id, written.last_seq)
-    follow = schedule(step.run_id, written.schedule, step.step_id, worker=owner, steps=written.steps, past_cap=beyond)
+    follow = schedule(step.run_id, written.schedule, step, worker=owner, steps=written.steps)
     if isinstance(follow, EagerTurn):
         follow = follow._replace(outputs=outputs)
     return True, follow
