@@ -36,8 +36,9 @@ class ScheduleState(NamedTuple):
 def schedule_state(run_id: int) -> ScheduleState | None:
     """For scheduling after a step ends, in one query: the run's status and
     coordinator_busy, whether the coordinator has unread mail, whether a
-    pending step may start (pending_may_start), whether every step is done (terminal, none being resumed),
-    and its workflow's id and created. None if the run does not exist."""
+    pending step may start (pending_may_start), whether every step is done
+    (terminal, none being resumed), and its workflow's id and created. None
+    if the run does not exist."""
     with plain_cursor() as cursor:
         cursor.execute(_schedule_state_sql(), {"coordinator": COORDINATOR, "run": run_id})
         row = cursor.fetchone()
