@@ -355,9 +355,10 @@ def eager_successor(spec: WorkflowSpec, rows: list[StepRow] | None, finished: st
     them), if it is one step and no cap can bind: a guess, which the write
     of ``finished``'s completion checks (start_and_claim_step's conditions,
     under the run's lock) before it starts the step. None when there is no
-    such step, or no guess to make (no rows, or rows read too long ago to
-    decide on: steps may be added)."""
-    if rows is None or not decides_without_lock(spec):
+    such step, or no rows to guess from. Only where decided_from_rows holds
+    for ``finished`` (else the rows, read too long ago, may lack steps added
+    since, or a cap may bind)."""
+    if rows is None:
         return None
     done = [row._replace(status=Step.Status.COMPLETED) if row.step_id == finished else row for row in rows]
     state = run_state(Run.Status.RUNNING, done, spec, machine.CoordinatorState())

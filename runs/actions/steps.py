@@ -227,8 +227,6 @@ def _last_turn_in_one_trip(
     # A run with a budget or a timeout is checked after each turn commits
     # (enforce_budget_after_commit): a successor started with the turn would
     # run past it. Its successor starts after that check, as any other's does.
-    # A step past its forEach loop's cap: that cap holds steps back, and the
-    # pass under the run's lock decides what follows (it reads the rows).
     unlocked = decided_from_rows(spec, step)
     guess = eager_successor(spec, rows, step.step_id) if unlocked and not has_run_limits(spec.options) else None
     written = last_turn.write(
