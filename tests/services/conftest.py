@@ -12,6 +12,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from tests.services.throwaway_postgres import own_postgres  # noqa: F401 - a fixture: a PostgreSQL of the test's own
 from tests.services.throwaway_redis import own_redis  # noqa: F401 - a fixture: a redis-server of the test's own
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,16 +43,20 @@ def workers(
     purge: bool = True,
     pool: str = "prefork",
     concurrency: int = 4,
+    database_url: str | None = None,
 ):
-    """Start one worker process per name on the test database (broker purged
-    before and after unless told not to), wait until each is ready, yield
-    their log files; ``workers.processes`` holds the Popen objects."""
+    """Start one worker process per name on the test database, or on
+    ``database_url`` (broker purged before and after unless told not to),
+    wait until each is ready, yield their log files; ``workers.processes``
+    holds the Popen objects."""
     from zenweb.celery import app
     from zenweb.workers import WorkerStartError, worker_processes
 
     env = {**os.environ, **(env or {})}
-    db = connection.settings_dict
-    env["DATABASE_URL"] = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    if database_url is None:
+        db = connection.settings_dict
+        database_url = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    env["DATABASE_URL"] = database_url
     if purge:
         app.control.purge()  # tasks a killed earlier run may have left on the broker
     logs = [tmp_path / f"{name}.log" for name in names]
