@@ -36,6 +36,12 @@ def start_worker_thread(app: Celery, concurrency: int, name: str = "celery-embed
     return thread
 
 
+# As the Procfile starts workers. Without mingle: zenweb revokes no task, and
+# a worker's start waited about a second for its neighbours' revokes. Without
+# gossip: nothing uses the other workers' events. Heartbeats stay, for monitors.
+PROCFILE_FLAGS = ("--without-mingle", "--without-gossip")
+
+
 class WorkerStartError(RuntimeError):
     """A worker process exited, or was not ready in time; ``log`` says why."""
 
@@ -64,7 +70,7 @@ def worker_processes(
     processes: list[subprocess.Popen] = []
     try:
         for hostname, log in zip(hostnames, logs, strict=True):
-            command = [sys.executable, "-m", "celery", "-A", app, "worker", "--pool", pool]
+            command = [sys.executable, "-m", "celery", "-A", app, "worker", "--pool", pool, *PROCFILE_FLAGS]
             command += ["--concurrency", str(concurrency), "--loglevel", "INFO", "--hostname", hostname]
             with open(log, "w") as out:
                 processes.append(
