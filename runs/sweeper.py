@@ -3,7 +3,8 @@
 queue it again.
 
 Every state that waits for a task has a deadline here: a turn whose lease
-expired (its worker died) goes to another worker at once; a run still
+expired (its worker died) goes to another worker at once (not within one
+lease period of the database server's start: ``leases_lapse``); a run still
 ``pending``, a coordinator wake and a step turn that were queued
 ``ZENWEB_REQUEUE_AFTER`` seconds ago and not taken (the broker lost their
 task) are queued again; tasks whose publish failed (runs/outbox.py) are sent
@@ -36,7 +37,7 @@ from runs.actions.recovery import do_resume_run
 from runs.actions.tool_tasks import sweep_tool_calls
 from runs.models import Event, Run, Step
 from runs.store.events import DjangoEventSink
-from runs.store.sql import lock_run
+from runs.store.sql import database_started, lock_run
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +52,40 @@ def expired_leases(now):
     return Step.objects.filter(status=Step.Status.RUNNING, lease_expires__lt=now).exclude(lease_owner="").order_by()
 
 
+def leases_lapse(now) -> bool:
+    """Whether a lease that ran out before ``now`` is lost with its worker.
+    Not while the database is within one lease period of its start (after
+    a crash, when it came back): no worker could renew a lease while it was
+    down, and a worker that lived through the outage gets that long to
+    renew its leases. Else a tool call that finished during the outage,
+    its result not yet stored, would run again on another worker."""
+    started = database_started()
+    return started is None or now >= started + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS)
+
+
 def do_sweep() -> dict[str, int]:
     """One sweep (see the module's docstring); how many of each thing it
-    did. Safe to run in many workers at once: every change is a
-    conditional UPDATE."""
+    did, in the order it did them. Safe to run in many workers at once:
+    every change is a conditional UPDATE."""
     now = timezone.now()
+    lapse = leases_lapse(now)
+    return {
+        "expired": _expire_leases(now) if lapse else 0,
+        "after_broker_restart": _recover_after_broker_restart(),
+        "sent_again": outbox.send_unsent(),
+        "starts_requeued": _requeue_pending_starts(now),
+        "wakes_requeued": _requeue_lost_wakes(now),
+        "turns_requeued": _requeue_lost_turns(now),
+        "tool_calls": sweep_tool_calls(now) if lapse else 0,
+        **_enforce_limits(),
+        "resumed": _resume_silent(now),
+        "stuck": _mark_stuck(now),
+    }
+
+
+def _expire_leases(now) -> int:
+    """Hand each step turn whose lease ran out before ``now`` (its worker
+    died) to the queue again; how many."""
     expired = 0
     for step in expired_leases(now):
         with transaction.atomic():
@@ -69,18 +99,7 @@ def do_sweep() -> dict[str, int]:
             )
             queue.send_after_commit(queue.RUN_STEP_TURN, step.pk, step.turns + 1)
             expired += 1
-    return {
-        "after_broker_restart": _recover_after_broker_restart(),
-        "sent_again": outbox.send_unsent(),
-        "starts_requeued": _requeue_pending_starts(now),
-        "wakes_requeued": _requeue_lost_wakes(now),
-        "turns_requeued": _requeue_lost_turns(now),
-        "expired": expired,
-        "tool_calls": sweep_tool_calls(now),
-        **_enforce_limits(),
-        "resumed": _resume_silent(now),
-        "stuck": _mark_stuck(now),
-    }
+    return expired
 
 
 # A key zenweb keeps on the broker: gone, the broker lost its data (a Redis

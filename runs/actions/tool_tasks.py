@@ -93,6 +93,11 @@ def do_execute_tool_call(call_pk: int) -> None:
             outcome, stopped = _within(
                 timeout, lambda: registry.call(ctx, call.name, arguments, tools), lambda: _stopped(step), ctx.cancelled
             )
+            if outcome is not None and not stopped:
+                # Journaled under the lease: storing waits out a database
+                # that is away (journal._until_stored), and meanwhile no
+                # other worker may take the call and run it again.
+                journal.finish(key, outcome)
         if stopped:
             # Not journaled as finished: what the tool did before it stopped is unknown.
             how = "it returned" if outcome is not None else f"it was abandoned after {STOP_GRACE_SECONDS:g}s more"
@@ -106,7 +111,6 @@ def do_execute_tool_call(call_pk: int) -> None:
             timed_out = ToolOutcome(text, ok=False, error_kind="timeout")
             _finish(call, owner, timed_out, ToolCall.Status.TIMED_OUT, _ms(started))
             return
-        journal.finish(key, outcome)
     status = ToolCall.Status.DONE if outcome.ok else ToolCall.Status.FAILED
     _finish(call, owner, outcome, status, _ms(started))
 

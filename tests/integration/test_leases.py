@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from runs import leases, sweeper
 from runs.models import Event, Run, Step
+from runs.store.sql import database_started
 from tests.conftest import register, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -129,3 +130,16 @@ def test_it_keeps_renewing_the_lease_of_a_turn_that_outlasts_it(owner, settings)
     # Once the turn is over nothing renews it: it lapses and can be taken.
     time.sleep(1.3)
     assert leases.claim(step.pk, 1, "other:2:w") is True
+
+
+@pytest.mark.services
+def test_no_lease_lapses_within_a_lease_period_of_the_databases_start_on_postgresql(pg_run, settings):
+    # After a crash of the database no worker could renew its leases while
+    # it was down: they get one lease period from its start to renew them
+    # (tests/services/test_postgres_crash.py shows it end to end).
+    settings.ZENWEB_LEASE_SECONDS = 60
+    started = database_started()
+
+    assert started is not None and started < timezone.now()
+    assert not sweeper.leases_lapse(started + timedelta(seconds=59))
+    assert sweeper.leases_lapse(started + timedelta(seconds=60))

@@ -16,6 +16,10 @@ once, nothing written), each time for about a second:
 After each restart the run goes on by itself: it completes, every step once,
 each step's command leaves its line in the workspace exactly once, the
 events are gapless and no message is left unread without a drop reason.
+
+And a database that stays down longer than the workers' leases: a command
+that finished meanwhile is not run again by another worker once it is back
+(runs/sweeper.py leases_lapse).
 """
 
 from __future__ import annotations
@@ -62,6 +66,19 @@ steps:
 STEPS = ["one", "two", "three"]
 DOWN_SECONDS = 1.0
 
+# One step: a shell command of a second, then an answer.
+ONE_COMMAND = """\
+name: postgres_outage_command
+agents:
+  worker:
+    tools: [run_shell]
+    script:
+      - calls: [{tool: run_shell, args: {command: "sleep 1 && echo $step >> steps.log"}}]
+      - say: "done"
+steps:
+  - {id: only, agent: worker}
+"""
+
 
 def test_a_run_loses_nothing_when_postgres_crashes_mid_run(tmp_path, own_postgres, own_redis):
     env = {
@@ -102,20 +119,48 @@ def test_a_run_loses_nothing_when_postgres_crashes_mid_run(tmp_path, own_postgre
     assert unread_messages(url, run_id) == 0
 
 
-def crash_for_a_while(server) -> datetime:
-    """Crash PostgreSQL, keep it down DOWN_SECONDS, start it again (it
+def test_a_command_that_finished_during_an_outage_longer_than_its_lease_runs_once(tmp_path, own_postgres, own_redis):
+    env = {
+        "REDIS_URL": own_redis.url,
+        "ZENWEB_WORKSPACES": str(tmp_path / "workspaces"),
+        # Shorter than the outage: every lease has run out when the database is back.
+        "ZENWEB_LEASE_SECONDS": "2",
+        "ZENWEB_SWEEP_SECONDS": "0.5",
+    }
+    url = own_postgres.url
+    with workers(tmp_path, "outlived", env=env, database_url=url) as logs:
+        run_id = start_run(tmp_path, url, own_redis.url, ONE_COMMAND)
+        wait_for_running_command(url, run_id, "only")
+        crash_for_a_while(own_postgres, down=4.0)
+        status, error = wait_for_end(url, run_id, timeout=40)
+        log = logs[0].read_text()
+
+    assert status == "completed", (error, log[-3000:])
+    # The worker that ran the command stored its result once the database was
+    # back; no other worker took the call over when its lease had run out.
+    events = all_rows(url, "SELECT type, data FROM runs_event WHERE run_id = %s ORDER BY seq", run_id)
+    assert (tmp_path / "workspaces" / f"run-{run_id}" / "steps.log").read_text() == "only\n", "\n".join(
+        map(str, events)
+    )
+    assert command_runs(url, run_id, "only") == [("done", 1)]
+    lapsed = "SELECT count(*) FROM runs_event WHERE run_id = %s AND type = 'lease_expired'"
+    assert one(url, lapsed, run_id)[0] == 0
+
+
+def crash_for_a_while(server, down: float = DOWN_SECONDS) -> datetime:
+    """Crash PostgreSQL, keep it down ``down`` seconds, start it again (it
     recovers from its WAL); return when it crashed."""
     crashed = datetime.now(UTC)
     server.crash()
-    time.sleep(DOWN_SECONDS)
+    time.sleep(down)
     server.start()
     return crashed
 
 
-def start_run(tmp_path: Path, database_url: str, redis_url: str) -> int:
-    """Start a run of CHAIN as a user would, with `manage.py run_workflow`."""
-    workflow = tmp_path / "postgres_crash_chain.yaml"
-    workflow.write_text(CHAIN)
+def start_run(tmp_path: Path, database_url: str, redis_url: str, workflow_yaml: str = CHAIN) -> int:
+    """Start a run of ``workflow_yaml`` as a user would, with `manage.py run_workflow`."""
+    workflow = tmp_path / "workflow.yaml"
+    workflow.write_text(workflow_yaml)
     env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": redis_url}
     command = [sys.executable, "manage.py", "run_workflow", str(workflow)]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)

@@ -15,7 +15,7 @@ builders and the padded IN list of ``start_pending_steps`` stay
 positional (their columns or lengths vary with the call).
 
 By what the statements touch, each module importing only those above it:
-``runs`` (the run row: its lock, counters and wake requests), ``writes``
+``server`` (the database server itself), ``runs`` (the run row: its lock, counters and wake requests), ``writes``
 (UPDATE and INSERT of any model's rows), ``ends`` (what a run that ends
 leaves open), ``events``, ``mailboxes`` (unread
 mail: read, dropped, closed), ``messages`` (a turn's messages stored and
@@ -47,6 +47,7 @@ from runs.store.sql.schedule import (
     step_row_of,
     step_rows,
 )
+from runs.store.sql.server import database_started
 from runs.store.sql.steps import (
     WORKFLOW_TEXT,
     Successor,
@@ -82,6 +83,7 @@ __all__ = [
     "claim_wake",
     "close_mailbox",
     "count_wake",
+    "database_started",
     "drop_unread",
     "end_run",
     "end_steps",
