@@ -37,7 +37,7 @@ from runs.actions.recovery import do_resume_run
 from runs.actions.tool_tasks import sweep_tool_calls
 from runs.models import Event, Run, Step
 from runs.store.events import DjangoEventSink
-from runs.store.sql import database_started, lock_run
+from runs.store.sql import database_up_for, lock_run
 
 log = logging.getLogger(__name__)
 
@@ -52,15 +52,15 @@ def expired_leases(now):
     return Step.objects.filter(status=Step.Status.RUNNING, lease_expires__lt=now).exclude(lease_owner="").order_by()
 
 
-def leases_lapse(now) -> bool:
-    """Whether a lease that ran out before ``now`` is lost with its worker.
-    Not while the database is within one lease period of its start (after
-    a crash, when it came back): no worker could renew a lease while it was
-    down, and a worker that lived through the outage gets that long to
-    renew its leases. Else a tool call that finished during the outage,
-    its result not yet stored, would run again on another worker."""
-    started = database_started()
-    return started is None or now >= started + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS)
+def leases_lapse(up_for: float | None) -> bool:
+    """Whether a lease that ran out is lost with its worker, the database
+    server up for ``up_for`` seconds (database_up_for; None: SQLite). Not
+    within one lease period of its start (after a crash, when it came
+    back): no worker could renew a lease while it was down, and a worker
+    that lived through the outage gets that long to renew its leases. Else
+    a tool call that finished during the outage, its result not yet
+    stored, would run again on another worker."""
+    return up_for is None or up_for >= settings.ZENWEB_LEASE_SECONDS
 
 
 def do_sweep() -> dict[str, int]:
@@ -68,7 +68,7 @@ def do_sweep() -> dict[str, int]:
     did, in the order it did them. Safe to run in many workers at once:
     every change is a conditional UPDATE."""
     now = timezone.now()
-    lapse = leases_lapse(now)
+    lapse = leases_lapse(database_up_for())
     return {
         "expired": _expire_leases(now) if lapse else 0,
         "after_broker_restart": _recover_after_broker_restart(),

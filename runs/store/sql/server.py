@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from runs.store.rows import database, plain_cursor
 
 
-def database_started() -> datetime | None:
-    """When the database server last started (PostgreSQL: after a crash,
-    when it came back); None for SQLite, a file in this process."""
+def database_up_for() -> float | None:
+    """How many seconds the database server has been up (since it last
+    started: after a crash, since it came back), by its own clock, which
+    the workers' may not match; None for SQLite, a file in this process."""
     if database().vendor != "postgresql":
         return None
     with plain_cursor() as cursor:
-        cursor.execute("SELECT pg_postmaster_start_time()")
+        cursor.execute("SELECT extract(epoch FROM now() - pg_postmaster_start_time())::float8")
         return cursor.fetchone()[0]
