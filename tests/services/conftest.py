@@ -35,6 +35,17 @@ def services_required():
         pytest.skip(message)
 
 
+def worker_env(tmp_path: Path, redis_url: str, **extra: str) -> dict[str, str]:
+    """What the fault tests' workers run with: a broker of the test's own,
+    workspaces in ``tmp_path``, a sweep every second; ``extra`` on top."""
+    return {
+        "REDIS_URL": redis_url,
+        "ZENWEB_WORKSPACES": str(tmp_path / "workspaces"),
+        "ZENWEB_SWEEP_SECONDS": "1",
+        **extra,
+    }
+
+
 @contextlib.contextmanager
 def workers(
     tmp_path: Path,

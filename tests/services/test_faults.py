@@ -14,20 +14,11 @@ from runs.actions import do_create_run, do_start_run
 from runs.models import Message, Run, UnsentTask
 from runs.sweeper import BROKER_MARK
 from tests.conftest import assert_gapless, register, wait_for_run
-from tests.services.conftest import workers
+from tests.services.conftest import worker_env, workers
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
 CHAIN = "durability/slow_chain"
-
-
-def worker_env(tmp_path, redis_url: str, **extra: str) -> dict[str, str]:
-    return {
-        "REDIS_URL": redis_url,
-        "ZENWEB_WORKSPACES": str(tmp_path / "workspaces"),
-        "ZENWEB_SWEEP_SECONDS": "1",
-        **extra,
-    }
 
 
 def wait_until(predicate, timeout: float, what: str):

@@ -35,7 +35,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.services.conftest import ROOT, workers
+from tests.services.conftest import ROOT, worker_env, workers
 
 pytestmark = [pytest.mark.services]
 
@@ -81,15 +81,15 @@ steps:
 
 
 def test_a_run_loses_nothing_when_postgres_crashes_mid_run(tmp_path, own_postgres, own_redis):
-    env = {
-        "REDIS_URL": own_redis.url,
-        "ZENWEB_WORKSPACES": str(tmp_path / "workspaces"),
+    env = worker_env(
+        tmp_path,
+        own_redis.url,
         # Longer than the outage: a live worker's leases outlast it.
-        "ZENWEB_LEASE_SECONDS": "5",
-        "ZENWEB_SWEEP_SECONDS": "0.5",
+        ZENWEB_LEASE_SECONDS="5",
+        ZENWEB_SWEEP_SECONDS="0.5",
         # Past the check below: the sweeper queues a lost turn again only after it.
-        "ZENWEB_REQUEUE_AFTER": "4",
-    }
+        ZENWEB_REQUEUE_AFTER="4",
+    )
     url = own_postgres.url
     with workers(tmp_path, "crashed", env=env, database_url=url) as logs:
         run_id = start_run(tmp_path, url, own_redis.url)
@@ -120,13 +120,8 @@ def test_a_run_loses_nothing_when_postgres_crashes_mid_run(tmp_path, own_postgre
 
 
 def test_a_command_that_finished_during_an_outage_longer_than_its_lease_runs_once(tmp_path, own_postgres, own_redis):
-    env = {
-        "REDIS_URL": own_redis.url,
-        "ZENWEB_WORKSPACES": str(tmp_path / "workspaces"),
-        # Shorter than the outage: every lease has run out when the database is back.
-        "ZENWEB_LEASE_SECONDS": "2",
-        "ZENWEB_SWEEP_SECONDS": "0.5",
-    }
+    # A lease shorter than the outage: every lease has run out when the database is back.
+    env = worker_env(tmp_path, own_redis.url, ZENWEB_LEASE_SECONDS="2", ZENWEB_SWEEP_SECONDS="0.5")
     url = own_postgres.url
     with workers(tmp_path, "outlived", env=env, database_url=url) as logs:
         run_id = start_run(tmp_path, url, own_redis.url, ONE_COMMAND)

@@ -92,25 +92,23 @@ def pending_may_start(run: str, other_than: str = "") -> str:
     report waiting for a 500-iteration loop fails it while any iteration
     runs, found at the first unfinished step looked at."""
     other = f" AND s.id <> {other_than}" if other_than else ""
+    no_dependency, depends_on_s = _DEPENDS_ON[database().vendor]
     unfinished_dependency = (
         f"SELECT 1 FROM {table(Step)} s WHERE s.run_id = {run} AND s.kind <> {_quoted(Step.Kind.COORDINATOR)} "
-        f"AND s.status NOT IN ({_quoted(*Step.TERMINAL)}){other} AND {_depends_on_has('p', 's.step_id')}"
+        f"AND s.status NOT IN ({_quoted(*Step.TERMINAL)}){other} AND {depends_on_s}"
     )
     return (
         f"EXISTS(SELECT 1 FROM {table(Step)} p WHERE p.run_id = {run} "
         f"AND p.kind = {_quoted(Step.Kind.STEP)} AND p.status = {_quoted(Step.Status.PENDING)} "
-        f"AND (p.depends_on = {_EMPTY_LIST[database().vendor]} OR NOT EXISTS({unfinished_dependency})))"
+        f"AND ({no_dependency} OR NOT EXISTS({unfinished_dependency})))"
     )
 
 
-_EMPTY_LIST = {"postgresql": "'[]'::jsonb", "sqlite": "'[]'"}
-
-
-def _depends_on_has(step: str, step_id: str) -> str:
-    """Whether the depends_on list of ``step`` (a table alias) holds ``step_id``."""
-    if database().vendor == "postgresql":
-        return f"{step}.depends_on ? {step_id}"
-    return f"EXISTS(SELECT 1 FROM json_each({step}.depends_on) d WHERE d.value = {step_id})"
+# Per database: step p depends on nothing; p's depends_on holds s's step id.
+_DEPENDS_ON = {
+    "postgresql": ("p.depends_on = '[]'::jsonb", "p.depends_on ? s.step_id"),
+    "sqlite": ("p.depends_on = '[]'", "EXISTS(SELECT 1 FROM json_each(p.depends_on) d WHERE d.value = s.step_id)"),
+}
 
 
 def _quoted(*values: str) -> str:
