@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test bench setup lint services clean
+.PHONY: run test bench setup lint sql-edge services clean
 
 $(VENV)/.installed: requirements.txt
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null || \
@@ -23,7 +23,7 @@ run: setup
 	@command -v bwrap >/dev/null || echo "bubblewrap is missing: run_shell is refused until you install it (apt-get install bubblewrap) or set ZENWEB_SANDBOX=off (docs/sandbox.md)"
 	$(PY) manage.py serve --host $(HOST) --port $(PORT)
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed sql-edge
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports
 	bash scripts/test.sh
@@ -41,10 +41,16 @@ services: $(VENV)/.installed
 	$(PY) manage.py load_catalog
 	$(VENV)/bin/honcho start
 
-lint: $(VENV)/.installed
+lint: $(VENV)/.installed sql-edge
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
+
+# Raw SQL and the question of which database run only in runs/store/sql/
+# (STYLE.md rule 15); the drivers' imports are import-linter's to check.
+sql-edge:
+	@if grep -rnE '\.vendor\b|\.execute(many)?\(' --include='*.py' runs zenweb agents | grep -v -e '^runs/store/sql/' -e '/migrations/'; then \
+		echo 'raw SQL or a database vendor check outside runs/store/sql/ (above)'; exit 1; fi
 
 clean:
 	rm -rf $(VENV) var

@@ -14,7 +14,8 @@ class RunsConfig(AppConfig):
         from django.conf import settings
 
         from agents.tools.mcp import servers
-        from runs import pg_text, tasks  # noqa: F401 (tasks: registered by importing)
+        from runs import tasks  # noqa: F401 (registered by importing)
+        from runs.store.sql import pg_text
 
         # Stdio MCP servers start in the operator's sandbox (read once, here at the edge).
         servers.POOL.sandbox = settings.ZENWEB_SANDBOX

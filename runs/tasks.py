@@ -7,7 +7,7 @@ Each task is safe to run twice: the actions claim their work with a
 conditional UPDATE, so a redelivered task finds nothing left to do.
 
 A lost or refused database connection (a failover, a PgBouncer restart, an
-idle reaper, a SQLite lock: runs/db_errors.py) is not the work's fault: the
+idle reaper, a SQLite lock: runs/store/sql/errors.py) is not the work's fault: the
 task closes its connection and is retried with backoff (``retry_after``),
 and only other errors fail a step, a run or a call.
 """
@@ -26,7 +26,7 @@ from runs.actions.children import do_deliver_child_result
 from runs.actions.coordinator import release_wake
 from runs.actions.step_ends import do_judge_loop, do_stop_waiting_step
 from runs.actions.tool_tasks import do_execute_tool_call, do_fail_tool_call, release_call
-from runs.db_errors import connection_lost
+from runs.store.sql.errors import connection_lost
 
 log = logging.getLogger(__name__)
 

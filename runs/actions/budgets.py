@@ -90,14 +90,6 @@ _ROLE_FILTERS: dict[Role, Q] = {
 }
 
 
-# The same roles as SQL conditions on a step row (runs/live_queries.py).
-ROLE_SQL: dict[Role, str] = {
-    "coordinator": f"kind = '{Step.Kind.COORDINATOR}'",
-    "steps": f"kind <> '{Step.Kind.COORDINATOR}' AND spawned_by = ''",
-    "workers": f"kind <> '{Step.Kind.COORDINATOR}' AND spawned_by <> ''",
-}
-
-
 def token_totals(run: Run) -> TokenTotals:
     """The run's token totals by role, in one query."""
     return totals_from(run.steps.aggregate(**TOKEN_SUMS))

@@ -29,10 +29,10 @@ from runs.actions.ending import do_fail_run, do_finish_run, finish_locked
 from runs.actions.model_calls import model_call
 from runs.actions.scheduling import plans_first, schedule
 from runs.actions.tooling import tool_env, tools_for
-from runs.db_errors import connection_lost
 from runs.models import Run, Step
 from runs.store import sql
 from runs.store.events import DjangoEventSink, broadcast
+from runs.store.sql.errors import connection_lost
 from runs.store.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)

@@ -46,10 +46,10 @@ from runs.actions.scheduling import (
 )
 from runs.actions.step_ends import after_step_terminal, cancel_step, do_fail_step, schedule_after_commit
 from runs.actions.tooling import step_tools, tool_env
-from runs.journal import DjangoToolJournal
 from runs.models import Run, Step, ToolCall
 from runs.store import last_turn, sql
 from runs.store.events import broadcast
+from runs.store.journal import DjangoToolJournal
 from runs.store.mailboxes import DjangoMailboxStore
 from runs.store.unit_of_work import UnitOfWork
 from runs.store.wakes import stop_waiting_after_commit

@@ -43,11 +43,11 @@ from runs.actions.catalog import workflow_spec
 from runs.actions.common import dispatch_after_commit, store_artifacts
 from runs.actions.pending import deliver_result
 from runs.actions.tooling import step_tools, stored_call_context
-from runs.db_errors import connection_lost
-from runs.journal import DjangoToolJournal
 from runs.models import Run, Step, ToolCall, ToolExecution
 from runs.store.events import DjangoEventSink
+from runs.store.journal import DjangoToolJournal
 from runs.store.sql import lock_run
+from runs.store.sql.errors import connection_lost
 
 log = logging.getLogger(__name__)
 

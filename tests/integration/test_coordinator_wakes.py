@@ -141,7 +141,7 @@ def test_it_leaves_mail_for_a_busy_coordinator_to_the_wake_that_runs(run, wakes)
 
 def test_it_names_a_field_that_the_raw_message_insert_would_leave_empty():
     from runs.models import Message
-    from runs.store.rows import row_values
+    from runs.store.sql.rows import row_values
 
     # Every other field has a default or is nullable; "created" has neither.
     with pytest.raises(TypeError, match="writes Message rows itself: give it a 'created'"):

@@ -1,4 +1,4 @@
-"""Which database errors runs/db_errors.py counts as the connection's (the
+"""Which database errors runs/store/sql/errors.py counts as the connection's (the
 task is retried) and which as the statement's (a bug: it fails at once)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 from django.db import InterfaceError, OperationalError, ProgrammingError
 
-from runs.db_errors import connection_lost
+from runs.store.sql.errors import connection_lost
 
 
 def _wrapped(cause: Exception) -> OperationalError:

@@ -18,8 +18,8 @@ from runs.actions import router_for
 from runs.actions.catalog import workflow_spec
 from runs.actions.steps import do_step_turn
 from runs.models import Run, Step
-from runs.store import last_turn, rows
-from runs.store.sql import lock_run
+from runs.store import last_turn
+from runs.store.sql import lock_run, rows
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 

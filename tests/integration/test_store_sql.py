@@ -26,9 +26,9 @@ from agents.router import DropReason
 from runs import leases, sweeper
 from runs.actions import router_for
 from runs.models import Run, Step
-from runs.store import last_turn, rows, sql
+from runs.store import last_turn, sql
 from runs.store.events import DjangoEventSink
-from runs.store.sql import lock_run, schedule_state
+from runs.store.sql import lock_run, rows, schedule_state
 from runs.store.unit_of_work import UnitOfWork
 
 # A valid payload of each type written here: events are checked against the registry.

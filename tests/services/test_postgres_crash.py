@@ -6,7 +6,7 @@ never the machine's. PostgreSQL crashes twice (all its processes quit at
 once, nothing written), each time for about a second:
 
 1. Right after a worker claimed step two's second turn. The claim commits
-   with synchronous_commit off (runs/store/rows.py LEASE_ONLY_COMMIT) and
+   with synchronous_commit off (runs/store/sql/rows.py LEASE_ONLY_COMMIT) and
    the turn's model then thinks for 3 s without writing, so the crash
    loses the claim (checked): docs/durability.md ("Leases") says the turn
    is then still marked queued and is taken again.

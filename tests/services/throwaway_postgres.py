@@ -63,7 +63,7 @@ class ThrowawayPostgres:
             f"-c unix_socket_directories={self.directory}",
             # The WAL writer flushes asynchronous commits every wal_writer_delay
             # (10 s is its maximum): until then a claim committed with
-            # synchronous_commit off (runs/store/rows.py LEASE_ONLY_COMMIT) is
+            # synchronous_commit off (runs/store/sql/rows.py LEASE_ONLY_COMMIT) is
             # only in PostgreSQL's memory, unless a later synchronous commit
             # flushed it, and a crash loses it.
             "-c wal_writer_delay=10000ms",

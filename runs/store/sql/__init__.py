@@ -7,7 +7,7 @@ locks the run first, JSON documents turned into rows, a pipelined
 transaction) or took longer to build a query than the database to run it:
 what runs on every step turn, routed message and event (about 1 ms a query
 built by the ORM on a small VM, against 0.1-0.3 ms to run). Rows go in and
-come out as the ORM would write and read them (runs/store/rows.py).
+come out as the ORM would write and read them (runs/store/sql/rows.py).
 
 Statements take keyword parameters (``%(run)s``, ``%(mailbox)s``...; a
 value used twice is bound once) and return named tuples; ``writes``'

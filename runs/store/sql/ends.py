@@ -8,14 +8,14 @@ from datetime import datetime
 from typing import NamedTuple
 
 from runs.models import Approval, Command, Run, Step, ToolCall, ToolExecution
-from runs.store.rows import database, db_value, plain_cursor, table
+from runs.store.sql.rows import database, db_value, plain_cursor, table
 
 
 class LeftOpen(NamedTuple):
     """What a run that ends may leave open, each one whether it does."""
 
     calls: bool  # tool calls queued or running
-    executions: bool  # tool executions running (runs/journal.py)
+    executions: bool  # tool executions running (runs/store/journal.py)
     approvals: bool  # approvals pending
     children: bool  # child runs its calls started, not ended
     command: bool  # the command that started it, whose result is written at the end

@@ -8,8 +8,8 @@ from django.db import connection
 
 from agents.events import Event as RuntimeEvent
 from runs.models import Event, Run
-from runs.pg_text import json_text
-from runs.store.rows import (
+from runs.store.sql.pg_text import json_text
+from runs.store.sql.rows import (
     plain_cursor,
     table,
 )

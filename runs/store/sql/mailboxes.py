@@ -9,7 +9,7 @@ from django.db import connection
 
 from agents.router import DropReason, MailboxState, MessageType, RouterMessage
 from runs.models import Message, Run, Step
-from runs.store.rows import (
+from runs.store.sql.rows import (
     from_db,
     plain_cursor,
     table,

@@ -11,15 +11,15 @@ from django.db import connection
 
 from agents.router import COORDINATOR, MailboxState
 from runs.models import Message, Run, Step
-from runs.pg_text import json_text
-from runs.store.rows import (
+from runs.store.sql.events import events_params, insert_events_from
+from runs.store.sql.mailboxes import mailbox_state_of, unread_count_of
+from runs.store.sql.pg_text import json_text
+from runs.store.sql.rows import (
     plain_cursor,
     row_document,
     row_values,
     table,
 )
-from runs.store.sql.events import events_params, insert_events_from
-from runs.store.sql.mailboxes import mailbox_state_of, unread_count_of
 from runs.store.sql.runs import request_wake, request_wake_params, request_wake_sql, wake_params, wake_sql
 from runs.store.sql.writes import insert, json_rows
 

@@ -12,7 +12,9 @@ from django.db import transaction
 from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR, RouterMessage
 from runs.models import Run, Step, Workflow
-from runs.store.rows import (
+from runs.store.sql.events import events_params, insert_events, insert_events_sql
+from runs.store.sql.mailboxes import router_messages, unread_statement
+from runs.store.sql.rows import (
     LEASE_ONLY_COMMIT,
     database,
     db_value,
@@ -22,8 +24,6 @@ from runs.store.rows import (
     select_columns,
     table,
 )
-from runs.store.sql.events import events_params, insert_events, insert_events_sql
-from runs.store.sql.mailboxes import router_messages, unread_statement
 from runs.store.sql.runs import can_pipeline
 from runs.store.sql.steps import WORKFLOW_TEXT, step_for_turn_columns, step_for_turn_parts, step_with_run
 from runs.store.sql.writes import update, update_sql

@@ -12,7 +12,7 @@ from django.db import connection
 from django.utils import timezone
 
 from runs.models import Run
-from runs.store.rows import (
+from runs.store.sql.rows import (
     database,
     db_value,
     plain_cursor,

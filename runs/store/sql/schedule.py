@@ -11,14 +11,14 @@ from typing import NamedTuple
 
 from agents.router import COORDINATOR
 from runs.models import Run, Step, Workflow
-from runs.store.rows import (
+from runs.store.sql.mailboxes import unread_from
+from runs.store.sql.rows import (
     converter,
     database,
     from_db,
     plain_cursor,
     table,
 )
-from runs.store.sql.mailboxes import unread_from
 
 
 class ScheduleState(NamedTuple):

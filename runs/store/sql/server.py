@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runs.store.rows import database, plain_cursor
+from runs.store.sql.rows import database, plain_cursor
 
 
 def database_up_for() -> float | None:

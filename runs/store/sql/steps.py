@@ -11,7 +11,9 @@ from django.db import transaction
 from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR
 from runs.models import Event, Run, Step, Workflow
-from runs.store.rows import (
+from runs.store.sql.events import EVENT_ROWS, events_params, insert_events, insert_events_from
+from runs.store.sql.mailboxes import unread_count_of, unread_from
+from runs.store.sql.rows import (
     LEASE_ONLY_COMMIT,
     database,
     db_value,
@@ -20,8 +22,6 @@ from runs.store.rows import (
     select_columns,
     table,
 )
-from runs.store.sql.events import EVENT_ROWS, events_params, insert_events, insert_events_from
-from runs.store.sql.mailboxes import unread_count_of, unread_from
 from runs.store.sql.writes import update
 
 # Big and not needed for a turn: the parsed spec is cached per version.

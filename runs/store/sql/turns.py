@@ -14,10 +14,10 @@ from django.db import connection
 from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR, DropReason
 from runs.models import Run, Step, Workflow
-from runs.pg_text import json_text
-from runs.store.rows import first, in_one_round_trip, plain_cursor, table
 from runs.store.sql.events import events_params, insert_events_from
 from runs.store.sql.mailboxes import unread_count_of, unread_from
+from runs.store.sql.pg_text import json_text
+from runs.store.sql.rows import first, in_one_round_trip, plain_cursor, table
 from runs.store.sql.runs import lock_run_sql
 from runs.store.sql.schedule import (
     ScheduleState,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import functools
 
-from runs.pg_text import json_text
-from runs.store.rows import (
+from runs.store.sql.pg_text import json_text
+from runs.store.sql.rows import (
     database,
     insert_fields,
     json_value,

@@ -163,7 +163,7 @@ def _row_items(model, values: dict, computed: tuple[str, ...]) -> list[tuple]:
         else:
             value = field.get_default()
             if value is None and not field.null:
-                raise TypeError(f"runs/store/rows.py writes {model.__name__} rows itself: give it a {field.name!r}")
+                raise TypeError(f"runs/store/sql/rows.py writes {model.__name__} rows itself: give it a {field.name!r}")
         # A string for a text column is stored as it is: the ORM's
         # preparation would return it unchanged, at a cost paid for every
         # column of every message and event.

@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from agents.tools.registry import ToolOutcome
 from agents.tools.results import Artifact, Bounds
-from runs.db_errors import connection_lost
 from runs.models import ToolExecution
+from runs.store.sql.errors import connection_lost
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The plain-SQL reads of a live update (runs/live_queries.py) give what the
+"""The plain-SQL reads of a live update (runs/store/sql/live.py) give what the
 ORM gave: the header's steps done and tokens by role (coordinator, steps,
 spawned workers), the touched step rows with their unread counts, the
 events after a cursor. On SQLite and PostgreSQL."""
@@ -9,11 +9,11 @@ import pytest
 from django.db import transaction
 
 from agents.events import Event as RuntimeEvent
-from runs import live_queries
 from runs.actions import router_for
-from runs.actions.budgets import token_totals, totals_of
+from runs.actions.budgets import token_totals, totals_from, totals_of
 from runs.models import Step
 from runs.store.events import DjangoEventSink
+from runs.store.sql import live as live_reads
 from runs.store.sql import lock_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -26,7 +26,8 @@ def test_the_header_sums_tokens_by_role_and_counts_finished_work(two_step_run):
     worker = {"agent": "worker", "spawned_by": "call-1", "status": "failed"}
     Step.objects.create(run=run, step_id="w1", prompt_tokens=9, completion_tokens=1, **worker)
 
-    loaded, ended, total, tokens = live_queries.run_with_header(run.pk)
+    loaded, ended, total, token_sums = live_reads.run_header(run.pk)
+    tokens = totals_from(token_sums)
 
     assert (loaded.pk, loaded.workflow.name, loaded.created_by) == (run.pk, "store-sql", None)
     # s1 and w1 ended; s2 runs; the coordinator is not work
@@ -42,7 +43,7 @@ def test_step_rows_come_with_their_unread_counts(two_step_run):
         for n in range(3):
             router_for(run.pk).forward("s2", f"note {n}")
 
-    rows = live_queries.step_rows(run.pk, {"s2", "s1", "nope"})
+    rows = live_reads.step_rows(run.pk, {"s2", "s1", "nope"})
 
     assert [(step.step_id, step.unread) for step in rows] == [("s1", 0), ("s2", 3)]
     assert rows[0].get_deferred_fields() >= {"transcript", "variables"}
@@ -55,7 +56,7 @@ def test_events_after_a_cursor_in_order_up_to_a_limit(two_step_run):
         said = {"turn": n, "agent": "a", "content": "<b>as written</b>", "tool_calls": []}
         sink.emit(RuntimeEvent("agent_turn", "s1", said | {"prompt_tokens": None, "completion_tokens": None}))
 
-    events = live_queries.events_after(run.pk, 1, 3)
+    events = live_reads.events_after(run.pk, 1, 3)
 
     assert [(event.seq, event.data["turn"]) for event in events] == [(2, 1), (3, 2), (4, 3)]
     assert events[0].data["content"] == "<b>as written</b>"
