@@ -14,7 +14,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -23,9 +23,7 @@ from agents.router import MessageRouter
 from agents.sandbox import Sandbox
 from agents.tools.errors import FailureKind, RecoveryAction
 from agents.tools.results import ARTIFACT_SCHEMAS, Audience, ToolResult
-
-if TYPE_CHECKING:
-    from agents.tools.spawn import WorkerRequest
+from agents.tools.worker_request import WorkerRequest
 
 Role = Literal["coordinator", "step"]
 

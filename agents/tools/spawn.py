@@ -11,24 +11,8 @@ depends on the other (the host checks this, naming the conflicting step).
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from agents.tools.base import Tool, ToolContext
-
-MAX_TASK_CHARS = 8_000
-
-
-class WorkerRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    task: str = Field(min_length=1, max_length=MAX_TASK_CHARS, description="What the worker must do, in full.")
-    tools: list[str] = Field(default_factory=list, description="Worker tools it may use (execution tools only).")
-    depends_on: list[str] = Field(default_factory=list, description="Step ids whose output it needs first.")
-    writes: list[str] = Field(
-        default_factory=list,
-        description="What it will write (file paths, records); two unfinished workers may not share one.",
-    )
-    agent: str | None = Field(default=None, description="The workflow agent to run it as (default: the worker agent).")
+from agents.tools.worker_request import WorkerRequest
 
 
 def _spawn(ctx: ToolContext, args: WorkerRequest) -> str:

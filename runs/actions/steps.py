@@ -163,7 +163,7 @@ def _take_turn(step: Step, turn: int, owner: str, known: EagerTurn) -> Eager | N
                 # step completed, in one statement that also reads what
                 # scheduling needs after commit.
                 tokens = (result.prompt_tokens, result.completion_tokens)
-                unread, state = last_turn.save(step, result.transcript, tokens, _completion(result.output))
+                unread, state = last_turn.save(step, result.transcript, tokens, last_turn.completion(result.output))
                 enforce_budget_after_commit(run.pk, spec)
                 if state is not None:
                     _completed_by_last_turn(step, result.output, uow, state)
@@ -234,7 +234,7 @@ def _last_turn_in_one_trip(
         turn,
         result.transcript,
         tokens,
-        _completion(result.output),
+        last_turn.completion(result.output),
         [(event, now) for event in events.events],
         with_steps=unlocked,
         successor=None if guess is None else successor(guess, owner),
@@ -353,10 +353,6 @@ def turn_variables(run: Run, step: Step, inbox: list[RouterMessage]) -> dict[str
     return variables
 
 
-def _completion(output: str) -> dict:
-    return {"status": Step.Status.COMPLETED, "output": output, "finished": timezone.now()}
-
-
 def _step_end(step: Step, output: str) -> RuntimeEvent:
     return RuntimeEvent("step_end", step.step_id, {"status": Step.Status.COMPLETED, "output": output[:2000]})
 
@@ -377,7 +373,7 @@ def _complete_step(step: Step, output: str, router: MessageRouter) -> None:
     wake cycles or hold timeout, they were dropped): the usual completion,
     with nothing unread, is written by last_turn.save."""
     router.sink.emit(_step_end(step, output))
-    sql.update(Step, _completion(output), "id = %s", [step.pk])
+    last_turn.complete(step, output)
     router.close(step.step_id)
     if after_step_terminal(step):
         schedule_after_commit(step.run_id)  # a loop moved on

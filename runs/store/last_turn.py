@@ -16,7 +16,10 @@ scheduling state read with that write):
   another worker recorded it): the general path handles both.
 - ``save``, the general path's (any database, inside the turn's
   transaction, under the run's lock): one statement that stores the turn
-  and, if nothing waits unread, completes the step.
+  and, if nothing waits unread, completes the step. When mail did wait and
+  the step may not take another turn to read it (past its wake cycles or
+  its hold timeout: the mail is dropped), ``complete`` completes it in the
+  same transaction.
 
 Why one round trip: every step turn records itself under its run's lock
 (runs/store/sql/runs.py lock_run: event numbers follow commit order, and the last step
@@ -32,6 +35,8 @@ wait for each other's commits: docs/concurrency.md, "The run's lock".
 """
 
 from __future__ import annotations
+
+from django.utils import timezone
 
 from runs.models import Step
 from runs.store import sql
@@ -67,3 +72,15 @@ def save(
     step.transcript = transcript
     step.prompt_tokens, step.completion_tokens, step.turns = saved.prompt_tokens, saved.completion_tokens, saved.turns
     return saved.unread, saved.schedule
+
+
+def complete(step: Step, output: str) -> None:
+    """Complete ``step`` with ``output``, its last turn stored by ``save``
+    with mail unread, which was dropped since (its mailbox closed by the
+    router): in the turn's transaction, under the run's lock."""
+    sql.update(Step, completion(output), "id = %s", [step.pk])
+
+
+def completion(output: str) -> dict:
+    """The fields of a step that completed with ``output``."""
+    return {"status": Step.Status.COMPLETED, "output": output, "finished": timezone.now()}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from django.db import transaction
 from django.utils import timezone
@@ -12,15 +12,23 @@ from runs.models import Message, Step
 from runs.store import sql
 from runs.store.wakes import stop_waiting_after_commit, wake_after_commit
 
-if TYPE_CHECKING:  # annotations only: unit_of_work builds this store
-    from runs.store.unit_of_work import UnitOfWork
+
+class HeldMessages(Protocol):
+    """What this store asks of the unit of work whose block holds its
+    messages (runs/store/unit_of_work.py UnitOfWork, which builds the store)."""
+
+    def next_number(self) -> int: ...
+    def kept_state(self, mailbox: str) -> MailboxState | None: ...
+    def keep_state(self, mailbox: str, state: MailboxState) -> MailboxState: ...
+    def hold_message(self, values: dict, *, wake: bool) -> None: ...
+    def write_messages(self) -> None: ...
 
 
 class DjangoMailboxStore:
     """Mailboxes are Message rows; a mailbox is addressable when its Step row
     exists, and closed when the step's ``mailbox_closed`` is set."""
 
-    def __init__(self, run_id: int, *, run_locked: bool = False, uow: UnitOfWork | None = None) -> None:
+    def __init__(self, run_id: int, *, run_locked: bool = False, uow: HeldMessages | None = None) -> None:
         """``run_locked``: the caller took the run's lock in a block that
         encloses every use of this store (a step turn's transaction), so the
         store does not take it again: one round trip fewer under the lock.
