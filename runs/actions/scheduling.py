@@ -31,7 +31,7 @@ from runs.store.events import NoticeAfterCommit
 from runs.store.sql import (
     StepRow,
     Successor,
-    lock_run,
+    locked_schedule_state,
     request_wake,
     schedule_state,
     start_and_claim_step,
@@ -185,16 +185,14 @@ def _start_ready_steps(run_id: int, finished: str | None, worker: str | None = N
     started with its first turn claimed for it, if exactly one started."""
     # Nothing here is rolled back on its own: inside a caller's transaction, no savepoint.
     with transaction.atomic(savepoint=False):
-        lock_run(run_id)
         # Read after the lock: what its earlier holders committed.
-        flags = schedule_state(run_id)
-        if flags is None:
+        locked = locked_schedule_state(run_id)
+        if locked is None:
             return None
-        status, busy, has_mail, _, _, workflow_id, created = flags
+        (status, busy, has_mail, _, _, workflow_id, created), rows = locked
         if status != Run.Status.RUNNING or busy or has_mail:
             return None
         spec = spec_of(workflow_id, created)
-        rows = step_rows(run_id)
         coordinator = machine.CoordinatorState(plans_first=_plans_first(run_id, spec))
         state = run_state(status, rows, spec, coordinator)
         happened = machine.StepEnded(finished, Step.Status.COMPLETED) if finished else machine.StepsChanged()

@@ -215,6 +215,56 @@ def test_a_conditional_update_that_locks_the_run_waits_for_the_lock_on_postgresq
 
 
 @pytest.mark.services
+def test_the_pass_under_the_lock_reads_what_the_locks_last_holder_committed_on_postgresql(pg_run):
+    # The lock, the flags and the step rows go in one round trip: the reads
+    # must still start only once the lock is granted, or they would decide
+    # on steps as they were before the holder's commit.
+    run = pg_run
+    run.steps.filter(step_id="s2").update(status=Step.Status.PENDING)
+    locked, release, read = threading.Event(), threading.Event(), []
+
+    def holder() -> None:
+        with transaction.atomic():
+            lock_run(run.pk)
+            locked.set()
+            release.wait(10)
+            run.steps.filter(step_id="s1").update(status=Step.Status.COMPLETED)
+            run.steps.filter(step_id="s2").update(status=Step.Status.RUNNING)
+        connection.close()
+
+    def reader() -> None:
+        with transaction.atomic():
+            read.append(sql.locked_schedule_state(run.pk))
+        connection.close()
+
+    first = threading.Thread(target=holder)
+    first.start()
+    assert locked.wait(10)
+    second = threading.Thread(target=reader)
+    second.start()
+    second.join(0.5)
+    assert read == []  # still waiting for the run's lock
+    release.set()
+    first.join(10)
+    second.join(10)
+    (state, steps) = read[0]
+    assert state.status == Run.Status.RUNNING and not state.all_done
+    assert [(row.step_id, row.status) for row in steps] == [("s1", "completed"), ("s2", "running")]
+
+
+def test_the_pass_under_the_lock_reads_the_same_on_either_database(run):
+    run.steps.filter(step_id="s1").update(status=Step.Status.COMPLETED)
+    with transaction.atomic():
+        state, steps = sql.locked_schedule_state(run.pk)
+
+    assert state == schedule_state(run.pk)
+    assert steps == sql.step_rows(run.pk)
+    assert [(row.step_id, row.status) for row in steps] == [("s1", "completed"), ("s2", "running")]
+    with transaction.atomic():
+        assert sql.locked_schedule_state(run.pk + 1000) is None
+
+
+@pytest.mark.services
 def test_scheduling_reads_only_the_unfinished_steps_on_postgresql(pg_run):
     # Asked after every step's end: a 500-step run must not read its 500
     # rows each time. The statuses written into the query must match the

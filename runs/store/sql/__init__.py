@@ -42,6 +42,7 @@ from runs.store.sql.runs import bump_counter, can_pipeline, lock_run, lock_run_s
 from runs.store.sql.schedule import (
     ScheduleState,
     StepRow,
+    locked_schedule_state,
     schedule_state,
     schedule_state_of,
     step_row_of,
@@ -93,6 +94,7 @@ __all__ = [
     "insert_message",
     "lock_run",
     "lock_run_sql",
+    "locked_schedule_state",
     "mailbox_state",
     "read_counter",
     "read_wake",

@@ -71,15 +71,39 @@ def in_one_round_trip(statements: list[tuple[str, dict | list]]) -> list[list[tu
     db = database()
     if db.vendor != "postgresql" or db.in_atomic_block:
         raise RuntimeError("a pipeline of statements here needs PostgreSQL and no open transaction")
+    # No BEGIN or COMMIT: in autocommit, the statements a pipeline sends
+    # before its Sync are one implicit transaction, committed at the Sync
+    # (rolled back, and raised here, if one fails). psycopg's transaction()
+    # would sync after BEGIN and again before COMMIT: three round trips.
+    return _pipelined(db, statements)
+
+
+def in_order(statements: list[tuple[str, dict | list]]) -> list[list[tuple]]:
+    """Run ``statements`` (SQL, parameters) one after another inside the
+    caller's transaction, and return each one's rows, in order: on
+    PostgreSQL in one round trip (a pipeline, as in_one_round_trip, which
+    commits nothing here: the transaction goes on). Each statement starts
+    when the one before it has finished, so a read after a lock sees what
+    the lock's earlier holders committed."""
+    db = database()
+    if not db.in_atomic_block:
+        raise RuntimeError("in_order runs inside a transaction (in_one_round_trip commits its own)")
+    if db.vendor != "postgresql":
+        results = []
+        with plain_cursor() as cursor:
+            for statement, params in statements:
+                cursor.execute(statement, params)
+                results.append(cursor.fetchall() if cursor.description else [])
+        return results
+    return _pipelined(db, statements)
+
+
+def _pipelined(db, statements: list[tuple[str, dict | list]]) -> list[list[tuple]]:
     db.ensure_connection()
     db.validate_thread_sharing()
     cursor_class = _prepared_cursor_class()
     cursors = [db.make_cursor(cursor_class(db.connection)) for _ in statements]
     started = time.monotonic()
-    # No BEGIN or COMMIT: in autocommit, the statements a pipeline sends
-    # before its Sync are one implicit transaction, committed at the Sync
-    # (rolled back, and raised here, if one fails). psycopg's transaction()
-    # would sync after BEGIN and again before COMMIT: three round trips.
     with db.wrap_database_errors, db.connection.pipeline():
         for cursor, (statement, params) in zip(cursors, statements, strict=True):
             cursor.execute(statement, params)
