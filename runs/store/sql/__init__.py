@@ -14,14 +14,18 @@ value used twice is bound once) and return named tuples; ``writes``'
 builders and the padded IN list of ``start_pending_steps`` stay
 positional (their columns or lengths vary with the call).
 
-By what the statements touch, each module importing only those above it:
+Beneath them all: ``rows`` (rows mapped in and out as the ORM would, the
+cursor, and the pipelines that send several statements in one round trip),
+``pg_text`` (no NUL sent to PostgreSQL) and ``errors`` (a lost connection
+told from a bad statement). By what the statements touch, each module
+importing only those above it:
 ``server`` (the database server itself), ``runs`` (the run row: its lock, counters and wake requests), ``writes``
 (UPDATE and INSERT of any model's rows), ``ends`` (what a run that ends
 leaves open), ``events``, ``mailboxes`` (unread
 mail: read, dropped, closed), ``messages`` (a turn's messages stored and
 counted), ``schedule`` (what scheduling reads after a step ends), ``steps`` (a step
-loaded and claimed for its turn, started) and ``turns`` (a step's last turn
-written).
+loaded and claimed for its turn, started), ``turns`` (a step's last turn
+written) and ``live`` (the live page's reads).
 The names the rest of the app uses are re-exported here.
 """
 
