@@ -9,7 +9,9 @@ catalog.py     workflow versions, run inputs, the tool registry
 lifecycle.py   creating and starting runs
 ending.py      finishing, failing, cancelling and blocking runs
 scheduling.py  which steps start, when the coordinator wakes (agents/core decides)
+run_states.py  the state machine's view of a run, from its step rows
 steps.py       step turns and wake cycles
+turn_inputs.py what a step's turn is given: variables, dependencies' outputs
 step_ends.py   failed and cancelled steps, failure policies, loop iterations
 deadlines.py   run and step timeouts
 resume.py      one-turn resumes of completed steps

@@ -27,7 +27,8 @@ from runs.actions.common import Limits, provider_for, router_for, save_turn, war
 from runs.actions.deadlines import enforce_budget_after_commit
 from runs.actions.ending import do_fail_run, do_finish_run, finish_locked
 from runs.actions.model_calls import model_call
-from runs.actions.scheduling import plans_first, schedule
+from runs.actions.run_states import plans_first
+from runs.actions.scheduling import schedule
 from runs.actions.tooling import tool_env, tools_for
 from runs.models import Run, Step
 from runs.store import sql

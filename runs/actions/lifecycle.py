@@ -16,7 +16,8 @@ from runs.actions.approval_requests import request_workflow_approval
 from runs.actions.catalog import InputError, check_inputs, workflow_spec
 from runs.actions.containers import create_steps
 from runs.actions.ending import do_fail_run
-from runs.actions.scheduling import Eager, schedule_start, step_row
+from runs.actions.run_states import step_row
+from runs.actions.scheduling import Eager, schedule_start
 from runs.models import Run, Step, Workflow
 from runs.store import sql
 from runs.store.events import DjangoEventSink

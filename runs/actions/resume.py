@@ -17,7 +17,7 @@ from runs.actions.catalog import REGISTRY, workflow_spec
 from runs.actions.common import provider_for, router_for, save_turn
 from runs.actions.model_calls import model_call
 from runs.actions.step_ends import run_of, schedule_after_commit
-from runs.actions.steps import build_agent_turn, turn_variables
+from runs.actions.turn_inputs import build_agent_turn, turn_variables
 from runs.models import Run, Step
 from runs.store import sql
 from runs.store.events import DjangoEventSink

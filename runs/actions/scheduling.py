@@ -22,10 +22,10 @@ from agents import expansion
 from agents.core import machine
 from agents.core.ready import past_cap
 from agents.events import Event as RuntimeEvent
-from agents.router import COORDINATOR
 from agents.spec import WorkflowSpec
 from runs import queue
-from runs.actions.catalog import spec_of, workflow_spec
+from runs.actions.catalog import spec_of
+from runs.actions.run_states import coordinator_plans_first, run_state, spawns_workers
 from runs.models import Run, Step
 from runs.store.events import NoticeAfterCommit
 from runs.store.sql import (
@@ -36,7 +36,6 @@ from runs.store.sql import (
     schedule_state,
     start_and_claim_step,
     start_steps,
-    step_row_of,
     step_rows,
 )
 from runs.store.wakes import request_coordinator_wake
@@ -120,7 +119,7 @@ def schedule(
         return started or None
     # Nothing to start. Reading without the lock is enough: every step's end
     # commits before it calls this, so the last one to end sees all done.
-    if all_steps_done or _plans_first(run_id, spec):
+    if all_steps_done or coordinator_plans_first(run_id, spec):
         if worker is not None:
             return None if request_wake(run_id) else EagerWake(run_id)
         with transaction.atomic():
@@ -155,7 +154,7 @@ def decides_without_lock(spec: WorkflowSpec) -> bool:
     Otherwise whether a cap binds (the run's, a forEach loop's) is the state
     machine's to say, from those rows: when one can, the pass under the
     lock decides."""
-    return not _spawns_workers(spec) and "repeat" not in expansion.loop_kinds(spec)
+    return not spawns_workers(spec) and "repeat" not in expansion.loop_kinds(spec)
 
 
 def _start_without_lock(
@@ -192,11 +191,36 @@ def _start_ready_steps(run_id: int, finished: str | None, worker: str | None = N
         (status, busy, has_mail, _, _, workflow_id, created), rows = locked
         if status != Run.Status.RUNNING or busy or has_mail:
             return None
-        spec = spec_of(workflow_id, created)
-        coordinator = machine.CoordinatorState(plans_first=_plans_first(run_id, spec))
-        state = run_state(status, rows, spec, coordinator)
-        happened = machine.StepEnded(finished, Step.Status.COMPLETED) if finished else machine.StepsChanged()
-        return _apply(run_id, rows, machine.decide(state, happened), worker)
+        return _decide_locked(run_id, spec_of(workflow_id, created), rows, finished, worker)
+
+
+def schedule_locked(run_id: int, state: tuple, finished: Step, rows: list[StepRow] | None, worker: str) -> Eager | None:
+    """What ``finished`` completing leads to (as schedule decides it),
+    decided and applied in the transaction that completed it, which holds
+    the run's lock and read ``state`` (schedule_state's) and ``rows`` (the
+    run's step rows, None when no pending step may start) under it: no
+    pass of its own after commit. ``worker`` does what follows itself when
+    it is one thing (see schedule)."""
+    status, busy, has_mail, may_start, all_steps_done, workflow_id, created = state
+    if status != Run.Status.RUNNING or busy or has_mail:
+        return None
+    spec = spec_of(workflow_id, created)
+    if may_start:
+        return _decide_locked(run_id, spec, rows, finished.step_id, worker)
+    if all_steps_done or coordinator_plans_first(run_id, spec):
+        return None if request_wake(run_id) else EagerWake(run_id)
+    return None
+
+
+def _decide_locked(
+    run_id: int, spec: WorkflowSpec, rows: list[StepRow], finished: str | None, worker: str | None
+) -> EagerTurn | None:
+    """The state machine's decision on the run's step ``rows``, read under
+    its lock, which the caller holds: applied (see _apply)."""
+    coordinator = machine.CoordinatorState(plans_first=coordinator_plans_first(run_id, spec))
+    state = run_state(Run.Status.RUNNING, rows, spec, coordinator)
+    happened = machine.StepEnded(finished, Step.Status.COMPLETED) if finished else machine.StepsChanged()
+    return _apply(run_id, rows, machine.decide(state, happened), worker)
 
 
 def schedule_start(run_id: int, spec: WorkflowSpec, rows: list[StepRow], worker: str | None) -> EagerTurn | None:
@@ -205,7 +229,7 @@ def schedule_start(run_id: int, spec: WorkflowSpec, rows: list[StepRow], worker:
     just created: a new run's coordinator is not busy, has no mail, and
     has not planned yet; nothing need be read back. With ``worker``, the
     step started with its first turn claimed for it, if exactly one starts."""
-    state = run_state(Run.Status.RUNNING, rows, spec, machine.CoordinatorState(plans_first=_spawns_workers(spec)))
+    state = run_state(Run.Status.RUNNING, rows, spec, machine.CoordinatorState(plans_first=spawns_workers(spec)))
     return _apply(run_id, rows, machine.decide(state, machine.RunStarted()), worker)
 
 
@@ -219,56 +243,6 @@ def _apply(run_id: int, rows: list[StepRow], decisions: tuple, worker: str | Non
         elif isinstance(decision, machine.WakeCoordinator):
             request_coordinator_wake(run_id)
     return claimed
-
-
-def run_state(status: str, rows: list[StepRow], spec: WorkflowSpec, coordinator: machine.CoordinatorState):
-    """The state machine's view of a run from its step rows (in position
-    order, the coordinator left out; ``step_row`` makes one of a Step)."""
-    return machine.RunState(
-        status=status,
-        steps=tuple(step_state(row) for row in rows),
-        coordinator=coordinator,
-        max_running=spec.options.max_concurrency,
-        on_step_failure=spec.options.on_step_failure,
-        steps_may_be_added=can_add_steps(spec, rows),
-    )
-
-
-def step_state(row: StepRow) -> machine.StepState:
-    return machine.StepState(
-        runtime_id=row.step_id,
-        status=row.status,
-        depends_on=row.depends_on,
-        kind="loop" if row.kind == Step.Kind.LOOP else "step",
-        limits=row.limits,
-        resuming=row.resuming,
-        position=row.position,
-    )
-
-
-def can_add_steps(spec: WorkflowSpec, rows: list) -> bool:
-    """A repeat-until loop adds an iteration's steps, a coordinator that
-    spawns workers adds its workers."""
-    return _spawns_workers(spec) or any(row.kind == Step.Kind.LOOP for row in rows)
-
-
-def plans_first(run: Run) -> bool:
-    """A coordinator that can spawn workers takes a plan wake before anything
-    else; this is true until it has."""
-    return _plans_first(run.pk, workflow_spec(run.workflow))
-
-
-def _spawns_workers(spec: WorkflowSpec) -> bool:
-    agent = spec.agents.get(COORDINATOR)
-    return agent is not None and "spawn_worker" in agent.tools
-
-
-def _plans_first(run_id: int, spec: WorkflowSpec) -> bool:
-    # Without a Run: building one (every field's default) cost more than
-    # the rest of a fan-out step's scheduling.
-    if not _spawns_workers(spec):
-        return False
-    return Step.objects.filter(run_id=run_id, step_id=COORDINATOR, turns=0).exists()
 
 
 def _start(run_id: int, rows: list[StepRow], step_ids: tuple[str, ...], worker: str | None) -> EagerTurn | None:
@@ -316,21 +290,6 @@ def successor(step: StepRow, owner: str) -> Successor:
     return Successor(step.pk, _step_start(step), owner, now + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS), now)
 
 
-def step_row(step: Step) -> StepRow:
-    """A Step's row, as scheduling reads it."""
-    return step_row_of(
-        step.pk,
-        step.step_id,
-        step.kind,
-        step.agent,
-        step.status,
-        step.depends_on,
-        step.limits,
-        step.resuming,
-        step.position,
-    )
-
-
 def running(rows: list[StepRow], step_id: str) -> list[StepRow]:
     """``rows`` with step ``step_id`` running."""
     return [row._replace(status=Step.Status.RUNNING) if row.step_id == step_id else row for row in rows]
@@ -347,23 +306,34 @@ def same_but(known: list[StepRow], fresh: list[StepRow], *changed: str) -> bool:
     return view(known) == view(fresh)
 
 
-def eager_successor(spec: WorkflowSpec, rows: list[StepRow] | None, finished: str) -> StepRow | None:
-    """The one step that ``finished`` completing starts, as the state
-    machine decides from ``rows`` (the run's steps as the worker last read
-    them), if it is one step and no cap can bind: a guess, which the write
-    of ``finished``'s completion checks (start_and_claim_step's conditions,
-    under the run's lock) before it starts the step. None when there is no
-    such step, or no rows to guess from. Only where decided_from_rows holds
-    for ``finished`` (else the rows, read too long ago, may lack steps added
-    since, or a cap may bind)."""
+def known_start(spec: WorkflowSpec, rows: list[StepRow] | None, finished: str) -> machine.StartSteps | None:
+    """What the state machine starts after ``finished`` completes, decided
+    from ``rows`` (the run's steps as the worker last read them): a guess,
+    made before the completion is written, of what its write will decide
+    (None: nothing, or no rows to guess from). Only where decided_from_rows
+    holds for ``finished`` (else the rows, read too long ago, may lack
+    steps added since, or a cap may bind).
+
+    A guess of one step that no cap can bind (eager_successor) is started
+    and claimed with the write; a guess that needs the run's lock (a cap
+    binds: more ready steps than room) has the write decide under the lock
+    it takes, before it commits (scheduling.schedule_locked)."""
     if rows is None:
         return None
     done = [row._replace(status=Step.Status.COMPLETED) if row.step_id == finished else row for row in rows]
     state = run_state(Run.Status.RUNNING, done, spec, machine.CoordinatorState())
     decisions = machine.decide(state, machine.StepEnded(finished, Step.Status.COMPLETED))
-    match decisions:
-        case (machine.StartSteps(step_ids=(step_id,), needs_run_lock=False),):
-            return next(row for row in done if row.step_id == step_id)
+    return next((d for d in decisions if isinstance(d, machine.StartSteps)), None)
+
+
+def eager_successor(rows: list[StepRow], start: machine.StartSteps | None) -> StepRow | None:
+    """The one step of ``rows`` that ``start`` (known_start's guess) starts,
+    if it is one step and no cap can bind: the write of the completion
+    checks the guess (start_and_claim_step's conditions, under the run's
+    lock) before it starts the step."""
+    match start:
+        case machine.StartSteps(step_ids=(step_id,), needs_run_lock=False):
+            return next(row for row in rows if row.step_id == step_id)
     return None
 
 

@@ -24,7 +24,8 @@ from runs.actions.common import provider_for, router_for
 from runs.actions.containers import create_steps, iteration_of, iteration_prefix, repeat_loop_of
 from runs.actions.ending import cancel_step_children_after_commit, lapse_pending
 from runs.actions.model_calls import model_call
-from runs.actions.scheduling import run_state, schedule
+from runs.actions.run_states import run_state
+from runs.actions.scheduling import schedule
 from runs.models import Run, Step, ToolCall
 from runs.store.events import DjangoEventSink
 from runs.store.mailboxes import DjangoMailboxStore

@@ -15,9 +15,8 @@ from django.utils import timezone
 from agents.events import Event as RuntimeEvent
 from agents.events import ListSink
 from agents.llm import ProviderError
-from agents.router import DoubleDrainError, DropReason, MessageRouter, MessageType, RouterMessage
+from agents.router import DoubleDrainError, DropReason, MessageRouter, MessageType
 from agents.runner import (
-    AgentTurn,
     TurnResult,
     apply_completion,
     build_request,
@@ -26,7 +25,7 @@ from agents.runner import (
     run_side_effects,
     step_prompt,
 )
-from agents.spec import AgentSpec, WorkflowOptions
+from agents.spec import WorkflowOptions
 from runs import leases, queue
 from runs.actions.budgets import has_run_limits
 from runs.actions.catalog import workflow_spec
@@ -39,16 +38,19 @@ from runs.actions.scheduling import (
     EagerTurn,
     decided_from_rows,
     eager_successor,
+    known_start,
     running,
     same_but,
     schedule,
+    schedule_locked,
     successor,
 )
 from runs.actions.step_ends import after_step_terminal, cancel_step, do_fail_step, schedule_after_commit
-from runs.actions.tooling import step_tools, tool_env
+from runs.actions.tooling import step_tools
+from runs.actions.turn_inputs import build_agent_turn, dependency_outputs, turn_variables
 from runs.models import Run, Step, ToolCall
 from runs.store import last_turn, sql
-from runs.store.events import broadcast
+from runs.store.events import NoticeAfterCommit, broadcast
 from runs.store.journal import DjangoToolJournal
 from runs.store.mailboxes import DjangoMailboxStore
 from runs.store.unit_of_work import UnitOfWork
@@ -97,7 +99,7 @@ def _take_turn(step: Step, turn: int, owner: str, known: EagerTurn) -> Eager | N
     variables = turn_variables(run, step, inbox)
     if not step.transcript:
         instructions = Template(step.instructions).safe_substitute(variables)
-        prompt = step_prompt(instructions, _dependency_outputs(step, known.outputs))
+        prompt = step_prompt(instructions, dependency_outputs(step, known.outputs))
         step.transcript = new_step_transcript(step.step_id, agent, prompt)
     # The turn's writes: held, and written together when it is recorded.
     uow = UnitOfWork(run.pk)
@@ -211,7 +213,10 @@ def _last_turn_in_one_trip(
     With the run's step ``rows`` known (and no budget or timeout to check
     first), the step this completion starts (scheduling.eager_successor) is
     started and claimed in the same round trip: a chain's next step costs
-    no transaction of its own."""
+    no transaction of its own. Where what it starts needs the run's lock (a
+    cap binds, steps may be added: scheduling.known_start), the write keeps
+    its transaction open and decides under the lock it took
+    (scheduling.schedule_locked), instead of a pass of its own after commit."""
     if completion.tool_calls or inbox or not last_turn.applies() or repeat_loop_of(step.step_id) is not None:
         return False, None
     if is_empty(completion):
@@ -227,23 +232,28 @@ def _last_turn_in_one_trip(
     # A run with a budget or a timeout is checked after each turn commits
     # (enforce_budget_after_commit): a successor started with the turn would
     # run past it. Its successor starts after that check, as any other's does.
+    limits = has_run_limits(spec.options)
     unlocked = decided_from_rows(spec, step)
-    guess = eager_successor(spec, rows, step.step_id) if unlocked and not has_run_limits(spec.options) else None
-    written = last_turn.write(
+    start = known_start(spec, rows, step.step_id) if unlocked and not limits else None
+    turn_written = (
         step,
         turn,
         result.transcript,
         tokens,
         last_turn.completion(result.output),
-        [(event, now) for event in events.events],
-        with_steps=unlocked,
-        successor=None if guess is None else successor(guess, owner),
+        [(e, now) for e in events.events],
+    )
+    outputs = {step.step_id: result.output}
+    if not limits and (not unlocked or (start is not None and start.needs_run_lock)):
+        return _last_turn_deciding_under_lock(turn_written, owner, outputs)
+    guess = eager_successor(rows, start)
+    written = last_turn.write(
+        *turn_written, with_steps=unlocked, successor=None if guess is None else successor(guess, owner)
     )
     if written is None:
         return False, None
     # Committed already: these run now.
     enforce_budget_after_commit(step.run_id, spec)
-    outputs = {step.step_id: result.output}
     if written.started is not None:
         started, seq = written.started
         broadcast(step.run_id, seq)  # after the turn's events
@@ -261,19 +271,28 @@ def _last_turn_in_one_trip(
     return True, follow
 
 
-def build_agent_turn(
-    run: Run, step: Step, agent: AgentSpec, variables: dict[str, str], uow: UnitOfWork | None = None
-) -> AgentTurn:
-    return AgentTurn(
-        run_id=str(run.pk),
-        step_id=step.step_id,
-        agent_name=step.agent,
-        agent=agent,
-        role="step",
-        transcript=step.transcript,
-        variables=variables,
-        env=tool_env(run, step, uow),
-    )
+def _last_turn_deciding_under_lock(
+    turn_written: tuple, owner: str, outputs: dict[str, str]
+) -> tuple[bool, Eager | None]:
+    """Write a last turn (``turn_written``: last_turn.write's arguments) in
+    a transaction that stays open under the run's lock the write takes,
+    decide what the completion starts under it (scheduling.schedule_locked,
+    from the run's flags and rows read with the write) and commit once: a
+    capped run's completion costs one transaction, not two, and its rows
+    are read once. Only for a run without a budget or a timeout (checked
+    after the turn commits, before anything it starts). False, having
+    written nothing, if the step has mail or the turn is no longer this
+    worker's (see _last_turn_in_one_trip)."""
+    step = turn_written[0]
+    with transaction.atomic():
+        written = last_turn.write(*turn_written, with_steps=True, commit=False)
+        if written is None:
+            return False, None
+        NoticeAfterCommit(step.run_id).wrote(written.last_seq)
+        follow = schedule_locked(step.run_id, written.schedule, step, written.steps, owner)
+    if isinstance(follow, EagerTurn):
+        follow = follow._replace(outputs=outputs)
+    return True, follow
 
 
 def _tool_policy_breach(step: Step, options: WorkflowOptions, result: TurnResult) -> str | None:
@@ -331,26 +350,6 @@ def _wakes_for_late_messages(step: Step, run: Run, pending: int, sink, router) -
             RuntimeEvent("max_wake_cycles_warning", step.step_id, {"cycle": cycle, "max": limits.step_wake_cycles})
         )
     return True
-
-
-def _dependency_outputs(step: Step, known: dict[str, str]) -> dict[str, str]:
-    """The outputs of the steps ``step`` depends on, ``known`` ones (a
-    chain's step started eagerly by the one before) not read again."""
-    if all(dep in known for dep in step.depends_on):
-        # No query: a fan-out's steps depend on nothing, a chain's on the step before.
-        return {dep: known[dep] for dep in step.depends_on}
-    outputs = dict(
-        Step.objects.filter(run_id=step.run_id, step_id__in=step.depends_on).values_list("step_id", "output")
-    )
-    return {dep: outputs.get(dep, "") for dep in step.depends_on}
-
-
-def turn_variables(run: Run, step: Step, inbox: list[RouterMessage]) -> dict[str, str]:
-    variables = {name: str(value) for name, value in run.inputs.items()}
-    variables.update(step.variables)
-    variables["step"] = step.step_id
-    variables["inbox"] = inbox[-1].content if inbox else ""
-    return variables
 
 
 def _step_end(step: Step, output: str) -> RuntimeEvent:

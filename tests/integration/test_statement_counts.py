@@ -47,6 +47,14 @@ TOOL_LESS_TURN = {"sqlite": 17, "postgresql": 4}
 # state machine decides that nothing starts: no pass under the run's lock
 # (which cost 5 more statements on PostgreSQL and 4 on SQLite).
 MAP_TURN = {"sqlite": 11, "postgresql": 3}
+# A step's tool-less last turn under a cap that binds (maxConcurrency 1,
+# two steps pending), taken eagerly: on PostgreSQL the turn written with
+# the run's flags and rows in one pipeline that keeps the transaction open
+# under the run's lock, the next step decided on and started and claimed
+# under it, one COMMIT (runs/actions/steps.py _last_turn_deciding_under_lock),
+# where a pass of its own after commit took BEGIN, the lock and its reads,
+# and a COMMIT more. SQLite takes the general path.
+CAPPED_TURN = {"sqlite": 20, "postgresql": 5}
 # A turn that calls send_message: the message goes to the coordinator.
 SENDING_TURN = {"sqlite": 24, "postgresql": 13}
 # The coordinator's wake that forwards it to second.
@@ -165,3 +173,18 @@ def test_an_iteration_ending_while_the_step_after_its_loop_waits_costs_a_plain_t
 
     assert run.steps.get(step_id="report").status == Step.Status.RUNNING
     assert counts[0] == counts[1]  # the second ending decides as cheaply as the first
+
+
+def test_a_completion_under_a_cap_that_binds_decides_in_its_own_transaction(vendor, recorded_tasks):
+    run = actions.do_create_run(register("scheduling/one_at_a_time"), {})
+    follow = actions.do_start_run(run.pk, leases.worker_identity())
+    assert isinstance(follow, actions.EagerTurn) and follow.step.step_id == "a"
+    with statements() as ending:
+        follow = actions.do_eager_turn(follow)
+
+    steps = dict(run.steps.exclude(kind=Step.Kind.COORDINATOR).values_list("step_id", "status"))
+    assert steps == {"a": Step.Status.COMPLETED, "b": Step.Status.RUNNING, "c": Step.Status.PENDING}
+    assert len(ending) <= CAPPED_TURN[vendor], f"a capped turn, {len(ending)} statements:\n{_listed(ending)}"
+    if vendor == "postgresql":
+        assert ending.count("COMMIT") == 1, _listed(ending)
+        assert isinstance(follow, actions.EagerTurn) and follow.step.step_id == "b"  # claimed for this worker

@@ -17,7 +17,7 @@ from runs.models import Run, Step, Workflow
 from runs.store.sql.events import events_params, insert_events_from
 from runs.store.sql.mailboxes import unread_count_of, unread_from
 from runs.store.sql.pg_text import json_text
-from runs.store.sql.rows import first, in_one_round_trip, plain_cursor, table
+from runs.store.sql.rows import first, in_one_round_trip, in_order, plain_cursor, table
 from runs.store.sql.runs import lock_run_sql
 from runs.store.sql.schedule import (
     ScheduleState,
@@ -64,6 +64,7 @@ def write_last_turn(
     *,
     with_steps: bool = False,
     successor: Successor | None = None,
+    commit: bool = True,
 ) -> LastTurnWritten | None:
     """The run's lock, then one statement that records turn ``turn`` of
     ``step``, completes it with ``completed`` (field -> value, the status
@@ -78,7 +79,11 @@ def write_last_turn(
     machine's guess from the rows the worker read before): started and
     claimed in the same transaction, after the write, if start_and_claim_step's
     conditions hold then and this write completed the step. A chain's
-    next step starts without a transaction of its own."""
+    next step starts without a transaction of its own.
+
+    ``commit=False``: inside the caller's transaction, which goes on holding
+    the run's lock (rows.in_order): for a completion whose successors are
+    decided under that lock before it commits."""
     # Documents go as JSON text, serialized here: psycopg would serialize
     # them between sending the lock and sending this statement, while the
     # lock is held (about 0.1 ms a turn).
@@ -103,7 +108,7 @@ def write_last_turn(
         # Only if this write happened: the step finished at this write's time.
         after = (step.pk, params["completed_finished"])
         statements.append(start_and_claim_statement(step.run_id, successor, after=after))
-    rows = in_one_round_trip(statements)
+    rows = in_one_round_trip(statements) if commit else in_order(statements)
     row = first(rows[1])
     if row is None:
         return None
