@@ -104,13 +104,38 @@ steps:
 
 WORKFLOW_YAML = workflow_yaml()
 
+# The fan-out a workflow gets without options: one forEach loop of 100
+# items under the run's default maxConcurrency (5), which binds: each
+# step's end is decided under the run's lock (docs/concurrency.md). No
+# target: what a user waits for per step when they set no cap of their own.
+DEFAULT_CAP = 5
+CAPPED_YAML = """\
+# bench/orchestration.py: one forEach loop of 100 items, default options.
+name: bench-fanout-capped
+inputs:
+  items:
+    type: string
+    required: true
+agents:
+  worker:
+    provider: scripted
+    script: [{say: "done $item"}]
+steps:
+  - id: a
+    loop:
+      forEach: items
+      steps:
+        - {id: work, agent: worker, instructions: "Handle $item."}
+"""
+
 
 def _items(count: int) -> str:
     return ",".join(f"item-{n}" for n in range(count))
 
 
-def run_to_end(workflow: Any, items: int, timeout: float = 600) -> tuple[float, int]:
-    """Seconds from do_create_run to a terminal run, and its completed steps."""
+def run_to_end(workflow: Any, items: int, timeout: float = 600, loops: int = len(LOOPS)) -> tuple[float, int]:
+    """Seconds from do_create_run to a terminal run of ``loops`` forEach
+    loops over ``items`` items, and its completed steps."""
     from runs.actions import do_create_run
     from runs.models import Run, Step
 
@@ -119,7 +144,7 @@ def run_to_end(workflow: Any, items: int, timeout: float = 600) -> tuple[float, 
     status = wait_for_terminal(run.pk, timeout)
     elapsed = time.perf_counter() - start
     completed = Step.objects.filter(run=run, kind=Step.Kind.STEP, status=Step.Status.COMPLETED).count()
-    if status != Run.Status.COMPLETED or completed != len(LOOPS) * items:
+    if status != Run.Status.COMPLETED or completed != loops * items:
         error = Run.objects.values_list("error", flat=True).get(pk=run.pk)
         raise RuntimeError(f"run {run.pk} ended {status} with {completed} steps completed: {error}")
     return elapsed, completed
@@ -144,7 +169,7 @@ def drive(yaml_path: str, repeats: int, embedded: bool, budget: float) -> list[f
 
 
 def drive_pairs(
-    yaml_path: str, repeats: int, budget: float, zenweb_pids: list[int], bare_pids: list[int]
+    yaml_path: str, capped_yaml_path: str, repeats: int, budget: float, zenweb_pids: list[int], bare_pids: list[int]
 ) -> dict[str, list]:
     """In a child process, with both sets of worker processes up: time a
     bare Celery fan-out and then a zenweb run, ``repeats`` times (fewer past
@@ -156,14 +181,24 @@ def drive_pairs(
     Also the CPU seconds each run cost: the bare run its worker processes
     (``bare_pids`` and their children), the zenweb run its worker processes
     (``zenweb_pids``) and the PostgreSQL backends of the bench's database
-    (None where /proc or a local PostgreSQL is not there)."""
+    (None where /proc or a local PostgreSQL is not there). And after each
+    pair, a run of the fan-out under the default cap (CAPPED_YAML)."""
     from bench import bare_celery
     from runs.actions import do_register_workflow
 
     workflow, _ = do_register_workflow(Path(yaml_path).read_text(), yaml_path)
+    capped, _ = do_register_workflow(Path(capped_yaml_path).read_text(), capped_yaml_path)
     bare_celery.fan_out_and_wait(len(LOOPS) * WARMUP_ITEMS)
     run_to_end(workflow, WARMUP_ITEMS)
-    measured: dict[str, list] = {"zenweb": [], "bare": [], "zenweb_cpu": [], "postgres_cpu": [], "bare_cpu": []}
+    run_to_end(capped, 2 * DEFAULT_CAP, loops=1)
+    measured: dict[str, list] = {
+        "zenweb": [],
+        "bare": [],
+        "zenweb_cpu": [],
+        "postgres_cpu": [],
+        "bare_cpu": [],
+        "capped": [],
+    }
     zenweb, bare = measured["zenweb"], measured["bare"]
     while not zenweb or (len(zenweb) < repeats and sum(zenweb) + sum(bare) + max(zenweb) <= budget):
         before = cpu.tree_seconds(bare_pids)
@@ -173,6 +208,7 @@ def drive_pairs(
         zenweb.append(run_to_end(workflow, ITEMS)[0])
         measured["zenweb_cpu"].append(_spent(before, cpu.tree_seconds(zenweb_pids)))
         measured["postgres_cpu"].append(_backends_spent(backends, _backend_seconds()))
+        measured["capped"].append(run_to_end(capped, ITEMS, loops=1)[0])
     return measured
 
 
@@ -253,6 +289,8 @@ def _rows(
 def measure(ctx: Context) -> list[Result]:
     yaml_path = ctx.tmp / "bench-fanout.yaml"
     yaml_path.write_text(WORKFLOW_YAML)
+    capped_yaml_path = ctx.tmp / "bench-fanout-capped.yaml"
+    capped_yaml_path.write_text(CAPPED_YAML)
     results = []
     if ctx.pg_problem or ctx.redis_problem:
         why = " and ".join(name for name, p in (("PostgreSQL", ctx.pg_problem), ("Redis", ctx.redis_problem)) if p)
@@ -297,6 +335,7 @@ def measure(ctx: Context) -> list[Result]:
                 "drive_pairs",
                 bare_env,
                 yaml_path=str(yaml_path),
+                capped_yaml_path=str(capped_yaml_path),
                 repeats=max(ctx.repeats, MIN_PAIRS),
                 budget=ctx.budget,
                 zenweb_pids=[worker.pid for worker in zenweb_workers],
@@ -308,7 +347,21 @@ def measure(ctx: Context) -> list[Result]:
             note += f"; DISTURBED: {trouble}"
         results += _rows(layout, measured["zenweb"], measured["bare"], note, ctx, paired=True)
         results += _cpu_rows(layout, measured)
+        results.append(_capped_row(layout, measured["capped"], note))
     return results
+
+
+def _capped_row(layout: str, walls: list[float], note: str) -> Result:
+    return Result(
+        "orchestration",
+        f"fan-out {ITEMS} steps at the default maxConcurrency ({DEFAULT_CAP}): zenweb, per step",
+        layout,
+        "ms",
+        [seconds * 1000 / ITEMS for seconds in walls],
+        higher_is_better=False,
+        note=f"{note}; one forEach loop, no options: each step's end decided under the run's lock; "
+        "one run after each pair",
+    )
 
 
 def _cpu_rows(layout: str, measured: dict[str, list]) -> list[Result]:
