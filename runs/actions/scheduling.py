@@ -140,9 +140,10 @@ def decided_from_rows(spec: WorkflowSpec, finished: Step) -> bool:
     decided from the run's step rows (read with its write, or once after
     it) without the run's lock: steps cannot be added (decides_without_lock),
     and ``finished`` is not numbered past its forEach loop's cap
-    (ready.past_cap), which holds steps back: the pass under the lock
-    decides then, and reads the rows itself (read with the write as well,
-    they would be read twice)."""
+    (ready.past_cap), which holds steps back: the decision is made under
+    the lock then (schedule_locked, inside the write's transaction, on
+    PostgreSQL's usual last turn; else a pass of its own after commit,
+    which reads the rows itself)."""
     return decides_without_lock(spec) and not past_cap(finished.step_id, finished.limits)
 
 
