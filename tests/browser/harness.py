@@ -54,6 +54,10 @@ SCREENSHOTS = ROOT / "test-output" / "screenshots"
 STARTUP_TIMEOUT = 30.0
 RUN_TIMEOUT_MS = 30_000
 DEMO_URL = re.compile(r"demo run: (http://\S+/runs/(\d+)/)")
+# What `manage.py serve` prints once daphne listens, and when it cannot
+# (the port taken: zenweb/management/commands/serve.py).
+LISTENING = "listening on http://127.0.0.1:{port}/"
+CANNOT_SERVE = "cannot serve on"
 
 # Keeps every WebSocket the page opens (with what each one delivered) and
 # offers __zenwebDropSocket(): the socket goes away the way a network drop
@@ -155,14 +159,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def port_open(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-    except OSError:
-        return False
-    return True
-
-
 def _server_env(data_dir: Path) -> dict[str, str]:
     # DEBUG at its default, off, as `make run` serves: static files, htmx included, must load without it.
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_DEBUG")}
@@ -196,38 +192,27 @@ def server(browser, migrated_data_dir, tmp_path_factory, request):
     and so a missing chromium skips (or fails) before any server starts. A
     module's ``server_env`` fixture, if it has one, adds to the server's
     environment."""
-    data_dir = tmp_path_factory.mktemp("zenweb-data")
-    shutil.copytree(migrated_data_dir, data_dir, dirs_exist_ok=True)
-    log_path = data_dir / "server.log"
-    port = free_port()
-    env = _server_env(data_dir)
     try:
-        env |= request.getfixturevalue("server_env")
+        # First: a module's fixture may start servers of its own (a fake
+        # model endpoint), which must not take the port chosen below.
+        extra = request.getfixturevalue("server_env")
     except pytest.FixtureLookupError:
-        pass
-
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
+        extra = {}
+    for _attempt in range(3):
+        data_dir = tmp_path_factory.mktemp("zenweb-data")
+        shutil.copytree(migrated_data_dir, data_dir, dirs_exist_ok=True)
+        log_path = data_dir / "server.log"
+        env = _server_env(data_dir) | extra
+        port = free_port()
+        proc = _serve(port, env, log_path)
+        if _ready(proc, port, log_path):
+            break
+        # Another process took the port between free_port() and the bind:
+        # again, on another port and a database its demo runs never touched.
+    else:
+        pytest.fail(f"manage.py serve found no free port:\n{log_path.read_text(errors='replace')}", pytrace=False)
     try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        demo = None
-        while True:
-            text = log_path.read_text(errors="replace")
-            demo = demo or DEMO_URL.search(text)
-            if demo and port_open(port):
-                break
-            if proc.poll() is not None:
-                pytest.fail(f"manage.py serve exited with {proc.returncode}:\n{text}", pytrace=False)
-            if time.monotonic() > deadline:
-                pytest.fail(f"manage.py serve not ready after {STARTUP_TIMEOUT}s:\n{text}", pytrace=False)
-            time.sleep(0.05)
+        demo = DEMO_URL.search(log_path.read_text(errors="replace"))
         yield Server(base_url=f"http://127.0.0.1:{port}", demo_url=demo.group(1), log_path=log_path, env=env)
     finally:
         proc.terminate()
@@ -236,6 +221,36 @@ def server(browser, migrated_data_dir, tmp_path_factory, request):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def _serve(port: int, env: dict[str, str], log_path: Path) -> subprocess.Popen:
+    with log_path.open("wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+
+
+def _ready(proc: subprocess.Popen, port: int, log_path: Path) -> bool:
+    """Wait until the server started its demo run and listens on ``port``:
+    True; False if it could not listen there (the port was taken). Fails
+    the test if it exits otherwise or takes too long."""
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while True:
+        text = log_path.read_text(errors="replace")
+        if DEMO_URL.search(text) and LISTENING.format(port=port) in text:
+            return True
+        if proc.poll() is not None:
+            if CANNOT_SERVE in text:
+                return False
+            pytest.fail(f"manage.py serve exited with {proc.returncode}:\n{text}", pytrace=False)
+        if time.monotonic() > deadline:
+            pytest.fail(f"manage.py serve not ready after {STARTUP_TIMEOUT}s:\n{text}", pytrace=False)
+        time.sleep(0.05)
 
 
 @pytest.fixture

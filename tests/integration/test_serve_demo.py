@@ -7,10 +7,11 @@ from __future__ import annotations
 import io
 import json
 import re
+import socket
 
 import pytest
 from django.conf import settings
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from runs.actions import do_load_catalog
 from runs.models import Command as CommandRow
@@ -58,7 +59,9 @@ def serve(settings, tmp_path, monkeypatch):
 
     settings.DATA_DIR = tmp_path  # the admin password file
     monkeypatch.setattr(embedded, "start_worker_thread", lambda: None)
-    monkeypatch.setattr(embedded, "serve", lambda host, port: None)
+    # Port 8000 may be taken on this machine: the check is its own test's.
+    monkeypatch.setattr(embedded, "check_address", lambda host, port: None)
+    monkeypatch.setattr(embedded, "serve", lambda host, port, listening: listening())
 
     def run(*args: str) -> str:
         out = io.StringIO()
@@ -110,3 +113,28 @@ def test_it_starts_no_demo_in_services_mode_or_with_no_demo(serve, settings):
     settings.EMBEDDED = False
     assert "demo runs: not started in services mode (pass --demo)" in serve()
     assert not Run.objects.exists()
+
+
+def test_it_says_the_port_is_taken_and_starts_nothing(settings, tmp_path, monkeypatch):
+    from zenweb import embedded
+
+    settings.DATA_DIR = tmp_path
+    monkeypatch.setattr(embedded, "start_worker_thread", lambda: None)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(CommandError) as refused:
+            call_command("serve", "--port", str(port), stdout=io.StringIO())
+
+    assert str(refused.value) == (
+        f"cannot serve on 127.0.0.1:{port}: Address already in use. "
+        f"Another port: make run PORT={port + 1}, or --port {port + 1}"
+    )
+    assert not Run.objects.exists() and not CommandRow.objects.exists()
+
+
+def test_it_says_when_it_listens(serve):
+    printed = serve("--no-demo", "--port", "8123")
+
+    assert printed.splitlines()[-1] == "listening on http://127.0.0.1:8123/"

@@ -5,7 +5,7 @@ import secrets
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from runs import actions
 from runs.models import Command as CommandRow
@@ -37,6 +37,10 @@ class Command(BaseCommand):
     def handle(self, *args, host: str, port: int, demo: bool, no_demo: bool, **options):
         from zenweb import embedded
 
+        try:
+            embedded.check_address(host, port)
+        except OSError as exc:
+            raise CommandError(_cannot_serve(host, port, exc.strerror or str(exc))) from exc
         for workflow, created in actions.do_load_catalog(settings.ZENWEB_CATALOG_DIR):
             if created:
                 self.stdout.write(f"catalog: registered {workflow}")
@@ -52,7 +56,10 @@ class Command(BaseCommand):
         self.stdout.write(login)
         if self._wants_demo(demo=demo, no_demo=no_demo):
             self._start_demos(admin, base)
-        embedded.serve(host, port)
+        try:
+            embedded.serve(host, port, listening=lambda: self.stdout.write(f"listening on {base}/"))
+        except OSError as exc:
+            raise CommandError(_cannot_serve(host, port, str(exc))) from exc
 
     def _wants_demo(self, *, demo: bool, no_demo: bool) -> bool:
         """Demo runs start by themselves only where they cost nothing: the
@@ -120,3 +127,7 @@ class Command(BaseCommand):
         path = settings.DATA_DIR / "admin_password"
         write_private(path, password)
         return admin, f"created {admin.username!r}: log in with password {password!r} (kept in {path})"
+
+
+def _cannot_serve(host: str, port: int, why: str) -> str:
+    return f"cannot serve on {host}:{port}: {why}. Another port: make run PORT={port + 1}, or --port {port + 1}"
