@@ -159,6 +159,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def port_open(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+    except OSError:
+        return False
+    return True
+
+
 def _server_env(data_dir: Path) -> dict[str, str]:
     # DEBUG at its default, off, as `make run` serves: static files, htmx included, must load without it.
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_DEBUG")}
