@@ -56,26 +56,27 @@ MIN_PAIRS = 7
 EMBEDDED_CONCURRENCY = 4  # ZENWEB_EMBEDDED_CONCURRENCY's default
 
 
-def workflow_yaml(loop_cap: int = ITEMS, *, report: bool = False) -> str:
+def workflow_yaml(loop_cap: int | None = ITEMS, *, report: bool = False, loops: tuple[str, ...] = LOOPS) -> str:
     """The fan-out's workflow; ``loop_cap`` (each loop's maxConcurrency) below
     ITEMS makes every loop's cap bind (bench/turns.py ``--cap``); ``report``
     adds a step that depends on every loop (a fan-in: bench/turns.py
-    ``--report``)."""
+    ``--report``). ``loop_cap`` None and one loop: CAPPED_YAML."""
     report_step = (
         f"""  - id: report
     agent: worker
     instructions: Report on every item.
-    dependsOn: [{", ".join(LOOPS)}]
+    dependsOn: [{", ".join(loops)}]
 """
         if report
         else ""
     )
+    defaults = loop_cap is None  # no option of its own: the run's default maxConcurrency
     return (
         f"""\
-# bench/orchestration.py: {WIDTH} independent steps, as {len(LOOPS)} forEach
-# loops over one {ITEMS}-item input (a workflow has at most 100 steps and a
-# forEach loop at most 100 items).
-name: bench-fanout
+# bench/orchestration.py: {len(loops) * ITEMS} independent steps, as {len(loops)} forEach
+# loop(s) over one {ITEMS}-item input (a workflow has at most 100 steps and a
+# forEach loop at most 100 items){", default options" if defaults else ""}.
+name: bench-fanout{"-capped" if defaults else ""}
 inputs:
   items:
     type: string
@@ -84,19 +85,19 @@ agents:
   worker:
     provider: scripted
     script: [{{say: "done $item"}}]
-options:
-  maxConcurrency: {WIDTH}
-steps:
 """
+        + ("" if defaults else f"options:\n  maxConcurrency: {len(loops) * ITEMS}\n")
+        + "steps:\n"
         + "".join(
             f"""  - id: {loop}
     loop:
       forEach: items
-      maxConcurrency: {loop_cap}
-      steps:
-        - {{id: work, agent: worker, instructions: "Handle $item."}}
 """
-            for loop in LOOPS
+            + ("" if defaults else f"      maxConcurrency: {loop_cap}\n")
+            + """      steps:
+        - {id: work, agent: worker, instructions: "Handle $item."}
+"""
+            for loop in loops
         )
         + report_step
     )
@@ -109,24 +110,7 @@ WORKFLOW_YAML = workflow_yaml()
 # step's end is decided under the run's lock (docs/concurrency.md). No
 # target: what a user waits for per step when they set no cap of their own.
 DEFAULT_CAP = 5
-CAPPED_YAML = """\
-# bench/orchestration.py: one forEach loop of 100 items, default options.
-name: bench-fanout-capped
-inputs:
-  items:
-    type: string
-    required: true
-agents:
-  worker:
-    provider: scripted
-    script: [{say: "done $item"}]
-steps:
-  - id: a
-    loop:
-      forEach: items
-      steps:
-        - {id: work, agent: worker, instructions: "Handle $item."}
-"""
+CAPPED_YAML = workflow_yaml(None, loops=("a",))
 
 
 def _items(count: int) -> str:

@@ -76,6 +76,7 @@ def schedule(
     *,
     worker: str | None = None,
     steps: list[StepRow] | None = None,
+    locked: bool = False,
 ) -> Eager | None:
     """Start every pending step whose dependencies completed, or wake the
     coordinator (to plan first, or to finish once every step is done).
@@ -96,6 +97,11 @@ def schedule(
     turn whose worker died. When the coordinator is to wake, the wake is
     requested but not queued (EagerWake); a worker that dies before the
     wake starts leaves it marked queued, and the sweeper queues it.
+
+    ``locked``: the caller holds the run's lock, in the transaction that
+    completed ``finished``, and read ``state`` and ``steps`` under it (None
+    when no pending step may start): decided and applied there, without a
+    pass of its own after commit.
     """
     # This runs after every step's end. Most find no pending step that may
     # start (a fan-out starts all its steps at once; a report waits for a
@@ -112,6 +118,8 @@ def schedule(
     spec = spec_of(workflow_id, created)
     if may_start:
         finished_id = None if finished is None else finished.step_id
+        if locked:
+            return _decide_locked(run_id, spec, steps, finished_id, worker) or None
         unlocked = finished is not None and decided_from_rows(spec, finished)
         started = _start_without_lock(run_id, spec, finished_id, steps, worker) if unlocked else None
         if started is None:
@@ -141,7 +149,7 @@ def decided_from_rows(spec: WorkflowSpec, finished: Step) -> bool:
     it) without the run's lock: steps cannot be added (decides_without_lock),
     and ``finished`` is not numbered past its forEach loop's cap
     (ready.past_cap), which holds steps back: the decision is made under
-    the lock then (schedule_locked, inside the write's transaction, on
+    the lock then (schedule with ``locked``, inside the write's transaction, on
     PostgreSQL's usual last turn; else a pass of its own after commit,
     which reads the rows itself)."""
     return decides_without_lock(spec) and not past_cap(finished.step_id, finished.limits)
@@ -193,24 +201,6 @@ def _start_ready_steps(run_id: int, finished: str | None, worker: str | None = N
         if status != Run.Status.RUNNING or busy or has_mail:
             return None
         return _decide_locked(run_id, spec_of(workflow_id, created), rows, finished, worker)
-
-
-def schedule_locked(run_id: int, state: tuple, finished: Step, rows: list[StepRow] | None, worker: str) -> Eager | None:
-    """What ``finished`` completing leads to (as schedule decides it),
-    decided and applied in the transaction that completed it, which holds
-    the run's lock and read ``state`` (schedule_state's) and ``rows`` (the
-    run's step rows, None when no pending step may start) under it: no
-    pass of its own after commit. ``worker`` does what follows itself when
-    it is one thing (see schedule)."""
-    status, busy, has_mail, may_start, all_steps_done, workflow_id, created = state
-    if status != Run.Status.RUNNING or busy or has_mail:
-        return None
-    spec = spec_of(workflow_id, created)
-    if may_start:
-        return _decide_locked(run_id, spec, rows, finished.step_id, worker)
-    if all_steps_done or coordinator_plans_first(run_id, spec):
-        return None if request_wake(run_id) else EagerWake(run_id)
-    return None
 
 
 def _decide_locked(
@@ -318,7 +308,7 @@ def known_start(spec: WorkflowSpec, rows: list[StepRow] | None, finished: str) -
     A guess of one step that no cap can bind (eager_successor) is started
     and claimed with the write; a guess that needs the run's lock (a cap
     binds: more ready steps than room) has the write decide under the lock
-    it takes, before it commits (scheduling.schedule_locked)."""
+    it takes, before it commits (schedule with ``locked``)."""
     if rows is None:
         return None
     done = [row._replace(status=Step.Status.COMPLETED) if row.step_id == finished else row for row in rows]

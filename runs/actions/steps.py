@@ -42,7 +42,6 @@ from runs.actions.scheduling import (
     running,
     same_but,
     schedule,
-    schedule_locked,
     successor,
 )
 from runs.actions.step_ends import after_step_terminal, cancel_step, do_fail_step, schedule_after_commit
@@ -216,7 +215,8 @@ def _last_turn_in_one_trip(
     no transaction of its own. Where what it starts needs the run's lock (a
     cap binds, steps may be added: scheduling.known_start), the write keeps
     its transaction open and decides under the lock it took
-    (scheduling.schedule_locked), instead of a pass of its own after commit."""
+    (scheduling.schedule with ``locked``), instead of a pass of its own after
+    commit."""
     if completion.tool_calls or inbox or not last_turn.applies() or repeat_loop_of(step.step_id) is not None:
         return False, None
     if is_empty(completion):
@@ -276,7 +276,7 @@ def _last_turn_deciding_under_lock(
 ) -> tuple[bool, Eager | None]:
     """Write a last turn (``turn_written``: last_turn.write's arguments) in
     a transaction that stays open under the run's lock the write takes,
-    decide what the completion starts under it (scheduling.schedule_locked,
+    decide what the completion starts under it (scheduling.schedule, locked,
     from the run's flags and rows read with the write) and commit once: a
     capped run's completion costs one transaction, not two, and its rows
     are read once. Only for a run without a budget or a timeout (checked
@@ -289,7 +289,7 @@ def _last_turn_deciding_under_lock(
         if written is None:
             return False, None
         NoticeAfterCommit(step.run_id).wrote(written.last_seq)
-        follow = schedule_locked(step.run_id, written.schedule, step, written.steps, owner)
+        follow = schedule(step.run_id, written.schedule, step, worker=owner, steps=written.steps, locked=True)
     if isinstance(follow, EagerTurn):
         follow = follow._replace(outputs=outputs)
     return True, follow

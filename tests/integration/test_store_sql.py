@@ -181,35 +181,47 @@ def test_it_refuses_an_event_type_too_long_for_its_column_on_postgresql(pg_run):
     assert run.events.count() == 0
 
 
-@pytest.mark.services
-def test_a_conditional_update_that_locks_the_run_waits_for_the_lock_on_postgresql(pg_run):
-    run = pg_run
-    step = run.steps.get(step_id="s1")
-    locked, release, updated = threading.Event(), threading.Event(), []
+def _behind_the_runs_lock(run: Run, waiter, *, holder_writes=lambda: None) -> list:
+    """Run ``waiter`` in a thread while another holds ``run``'s lock: it
+    must still wait half a second on; then the holder runs
+    ``holder_writes`` and commits. What ``waiter`` returned, once it did."""
+    locked, release, returned = threading.Event(), threading.Event(), []
 
     def holder() -> None:
         with transaction.atomic():
             lock_run(run.pk)
             locked.set()
             release.wait(10)
+            holder_writes()
         connection.close()
 
-    def updater() -> None:
+    def waiting() -> None:
         with transaction.atomic():
-            updated.append(sql.update(Step, {"turns": 1}, "id = %s AND turns = %s", [step.pk, 0], locking_run=run.pk))
+            returned.append(waiter())
         connection.close()
 
     first = threading.Thread(target=holder)
     first.start()
     assert locked.wait(10)
-    second = threading.Thread(target=updater)
+    second = threading.Thread(target=waiting)
     second.start()
     second.join(0.5)
-    assert updated == []  # still waiting for the run's lock
+    assert returned == []  # still waiting for the run's lock
     release.set()
     first.join(10)
     second.join(10)
-    assert updated == [1]
+    return returned
+
+
+@pytest.mark.services
+def test_a_conditional_update_that_locks_the_run_waits_for_the_lock_on_postgresql(pg_run):
+    run = pg_run
+    step = run.steps.get(step_id="s1")
+
+    def update() -> int:
+        return sql.update(Step, {"turns": 1}, "id = %s AND turns = %s", [step.pk, 0], locking_run=run.pk)
+
+    assert _behind_the_runs_lock(run, update) == [1]
     step.refresh_from_db()
     assert step.turns == 1
 
@@ -221,33 +233,14 @@ def test_the_pass_under_the_lock_reads_what_the_locks_last_holder_committed_on_p
     # on steps as they were before the holder's commit.
     run = pg_run
     run.steps.filter(step_id="s2").update(status=Step.Status.PENDING)
-    locked, release, read = threading.Event(), threading.Event(), []
 
-    def holder() -> None:
-        with transaction.atomic():
-            lock_run(run.pk)
-            locked.set()
-            release.wait(10)
-            run.steps.filter(step_id="s1").update(status=Step.Status.COMPLETED)
-            run.steps.filter(step_id="s2").update(status=Step.Status.RUNNING)
-        connection.close()
+    def complete_s1_start_s2() -> None:
+        run.steps.filter(step_id="s1").update(status=Step.Status.COMPLETED)
+        run.steps.filter(step_id="s2").update(status=Step.Status.RUNNING)
 
-    def reader() -> None:
-        with transaction.atomic():
-            read.append(sql.locked_schedule_state(run.pk))
-        connection.close()
-
-    first = threading.Thread(target=holder)
-    first.start()
-    assert locked.wait(10)
-    second = threading.Thread(target=reader)
-    second.start()
-    second.join(0.5)
-    assert read == []  # still waiting for the run's lock
-    release.set()
-    first.join(10)
-    second.join(10)
-    (state, steps) = read[0]
+    [(state, steps)] = _behind_the_runs_lock(
+        run, lambda: sql.locked_schedule_state(run.pk), holder_writes=complete_s1_start_s2
+    )
     assert state.status == Run.Status.RUNNING and not state.all_done
     assert [(row.step_id, row.status) for row in steps] == [("s1", "completed"), ("s2", "running")]
 

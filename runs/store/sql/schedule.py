@@ -64,9 +64,7 @@ def locked_schedule_state(run_id: int) -> tuple[ScheduleState, list[StepRow]] | 
     )
     if not flags:
         return None
-    return schedule_state_of(*flags[0]), _step_rows_decoded(
-        rows, converter(Step, "depends_on"), converter(Step, "limits")
-    )
+    return schedule_state_of(*flags[0]), _step_rows_read(rows)
 
 
 def schedule_state_of(status, busy, has_mail, may_start, has_unfinished, workflow_id, created) -> ScheduleState:
@@ -176,6 +174,11 @@ def step_rows(run_id: int) -> list[StepRow]:
     with plain_cursor() as cursor:
         cursor.execute(_step_rows_sql(), {"run": run_id})
         rows = cursor.fetchall()
+    return _step_rows_read(rows)
+
+
+def _step_rows_read(rows) -> list[StepRow]:
+    """StepRows of the rows _step_rows_sql read, converted as the ORM would."""
     return _step_rows_decoded(rows, converter(Step, "depends_on"), converter(Step, "limits"))
 
 
