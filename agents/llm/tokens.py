@@ -100,6 +100,9 @@ class EncodingUnavailable(RuntimeError):
     """An encoding's rank file is missing or is not the file OpenAI published."""
 
 
+# Asked at every count: tiktoken's lookup of a model it does not know
+# (a local model's name, "scripted") raises twice before the default.
+@lru_cache(maxsize=256)
 def encoding_name(model: str | None) -> str:
     """The encoding zenweb counts ``model``'s tokens with."""
     if model:

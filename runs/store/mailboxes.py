@@ -8,7 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.router import COORDINATOR, DropReason, MailboxState, MessageType, RouterMessage
-from runs.models import Message, Step
+from runs.models import Step
 from runs.store import sql
 from runs.store.wakes import stop_waiting_after_commit, wake_after_commit
 
@@ -97,11 +97,8 @@ class DjangoMailboxStore:
         self._write_held()
         with transaction.atomic(savepoint=False):
             self._lock_run()
-            rows = Message.objects.filter(run_id=self.run_id, recipient=mailbox, message_id__in=message_ids)
             # A dropped message counts as read, as in the in-memory store.
-            already = sorted(rows.exclude(drained=None, drop_reason="").values_list("message_id", flat=True))
-            rows.filter(drained=None, drop_reason="").update(drained=timezone.now())
-            return already
+            return sql.mark_read(self.run_id, mailbox, message_ids)
 
     def close(self, mailbox: str, reason: DropReason) -> tuple[DropReason, list[RouterMessage]]:
         self._write_held()

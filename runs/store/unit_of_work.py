@@ -94,13 +94,10 @@ class UnitOfWork:
 
     def lock(self) -> str:
         """Take the run's lock and read the message counter after it, for a
-        block that will route (a coordinator's forwards); the run's status.
-        Two statements: the counter's read sees what the lock's earlier
-        holders committed (one statement would read with a snapshot taken
-        before it waited for the lock)."""
+        block that will route (a coordinator's forwards); the run's status
+        (sql.locked_counter: one round trip on PostgreSQL)."""
         held = self._open()
-        sql.lock_run(self.run_id)
-        held.last_no, status, held.states = sql.read_counter(self.run_id)
+        held.last_no, status, held.states = sql.locked_counter(self.run_id)
         return status
 
     @contextlib.contextmanager

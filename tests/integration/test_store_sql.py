@@ -28,6 +28,7 @@ from runs.actions import router_for
 from runs.models import Run, Step
 from runs.store import last_turn, sql
 from runs.store.events import DjangoEventSink
+from runs.store.mailboxes import DjangoMailboxStore
 from runs.store.sql import lock_run, rows, schedule_state
 from runs.store.unit_of_work import UnitOfWork
 
@@ -118,6 +119,27 @@ def test_it_drops_the_unread_messages_of_an_open_mailbox(run):
     with transaction.atomic():
         lock_run(run.pk)
         assert router_for(run.pk).forward("s1", "still open").status == "queued"
+
+
+def test_marking_mail_read_names_what_was_read_or_dropped_already_and_marks_the_rest(run):
+    with transaction.atomic():
+        lock_run(run.pk)
+        read, unread, dropped = (router_for(run.pk).forward("s1", text).message_id for text in ("a", "b", "c"))
+        elsewhere = router_for(run.pk).forward("s2", "for s2").message_id
+    store = DjangoMailboxStore(run.pk)
+    with transaction.atomic():
+        assert store.mark_read("s1", [read]) == []
+    run.messages.filter(message_id=dropped).update(drop_reason=str(DropReason.TARGET_TERMINAL))
+
+    with transaction.atomic():
+        # Another mailbox's message and an unknown id are neither.
+        already = store.mark_read("s1", [dropped, unread, read, elsewhere, "msg-999"])
+    assert already == sorted([read, dropped])
+    drained = dict(run.messages.values_list("message_id", "drained"))
+    assert drained[unread] is not None
+    assert drained[dropped] is None and drained[elsewhere] is None  # a drop is not a read
+    with transaction.atomic():
+        assert store.mark_read("s1", [unread]) == [unread]
 
 
 def test_it_writes_a_blocks_held_events_together_in_the_order_they_were_emitted(run):

@@ -35,12 +35,13 @@ from runs.store.sql.mailboxes import (
     close_mailbox,
     drop_unread,
     mailbox_state,
+    mark_read,
     unread,
     unread_count,
     unread_count_of,
     unread_count_sql,
 )
-from runs.store.sql.messages import Counted, Written, insert_message, read_counter, write_held
+from runs.store.sql.messages import Counted, Written, insert_message, locked_counter, read_counter, write_held
 from runs.store.sql.run_claims import WakeRead, WakeStep, claim_wake, count_wake, read_wake, start_run
 from runs.store.sql.runs import bump_counter, can_pipeline, lock_run, lock_run_sql, request_wake
 from runs.store.sql.schedule import (
@@ -98,8 +99,10 @@ __all__ = [
     "insert_message",
     "lock_run",
     "lock_run_sql",
+    "locked_counter",
     "locked_schedule_state",
     "mailbox_state",
+    "mark_read",
     "read_counter",
     "read_wake",
     "request_wake",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 
 from django.db import connection
+from django.utils import timezone
 
 from agents.router import DropReason, MailboxState, MessageType, RouterMessage
 from runs.models import Message, Run, Step
@@ -175,6 +176,36 @@ def _drop_unread_sql() -> str:
     return (
         f"UPDATE {table(Message)} m SET drop_reason = %(reason)s WHERE {_unread_where('%(run)s')} "
         f"RETURNING m.id, {_MESSAGE_COLUMNS}"
+    )
+
+
+def mark_read(run_id: int, mailbox: str, message_ids: list[str]) -> list[str]:
+    """Mark ``message_ids`` of ``mailbox`` read (drained) unless they were
+    read or dropped already; those, sorted (a dropped message counts as
+    read). Under the run's lock."""
+    if connection.vendor == "postgresql":
+        # One statement: the outer SELECT reads the rows as they were before
+        # its UPDATE, so what it finds and the UPDATE did not mark was read
+        # or dropped already.
+        with plain_cursor() as cursor:
+            cursor.execute(
+                _mark_read_sql(), {"run": run_id, "mailbox": mailbox, "ids": message_ids, "now": timezone.now()}
+            )
+            return sorted(row[0] for row in cursor.fetchall())
+    rows = Message.objects.filter(run_id=run_id, recipient=mailbox, message_id__in=message_ids)
+    already = sorted(rows.exclude(drained=None, drop_reason="").values_list("message_id", flat=True))
+    rows.filter(drained=None, drop_reason="").update(drained=timezone.now())
+    return already
+
+
+@functools.cache
+def _mark_read_sql() -> str:
+    return (
+        f"WITH marked AS (UPDATE {table(Message)} m SET drained = %(now)s "
+        f"WHERE {_unread_where('%(run)s')} AND m.message_id = ANY(%(ids)s) RETURNING m.id) "
+        f"SELECT m.message_id FROM {table(Message)} m "
+        "WHERE m.run_id = %(run)s AND m.recipient = %(mailbox)s AND m.message_id = ANY(%(ids)s) "
+        "AND m.id NOT IN (SELECT id FROM marked)"
     )
 
 

@@ -15,12 +15,20 @@ from runs.store.sql.events import events_params, insert_events_from
 from runs.store.sql.mailboxes import mailbox_state_of, unread_count_of
 from runs.store.sql.pg_text import json_text
 from runs.store.sql.rows import (
+    in_order,
     plain_cursor,
     row_document,
     row_values,
     table,
 )
-from runs.store.sql.runs import request_wake, request_wake_params, request_wake_sql, wake_params, wake_sql
+from runs.store.sql.runs import (
+    lock_run_sql,
+    request_wake,
+    request_wake_params,
+    request_wake_sql,
+    wake_params,
+    wake_sql,
+)
 from runs.store.sql.writes import insert, json_rows
 
 
@@ -72,6 +80,15 @@ def read_counter(run_id: int) -> Counted:
     with plain_cursor() as cursor:
         cursor.execute(_counter_sql(), _counter_params(run_id))
         return _counted(run_id, cursor.fetchall())
+
+
+def locked_counter(run_id: int) -> Counted:
+    """Inside a transaction: take the run's lock, then read_counter once the
+    lock is granted, so it sees what the lock's earlier holders committed
+    (one statement would read with a snapshot taken before it waited). One
+    round trip on PostgreSQL (rows.in_order)."""
+    _, rows = in_order([(lock_run_sql(), {"run": run_id}), (_counter_sql(), _counter_params(run_id))])
+    return _counted(run_id, rows)
 
 
 def _counter_params(run_id: int) -> dict:
