@@ -88,8 +88,10 @@ class ToolHost(Protocol):
         """Start a run of ``workflow`` for this call; return its id or raise ToolError."""
         ...
 
-    def isolated(self) -> AbstractContextManager[Any]:
-        """A scope whose writes are undone if the tool raises (a savepoint)."""
+    def isolated(self, *, held: bool = False) -> AbstractContextManager[Any]:
+        """A scope whose writes are undone if the tool raises (a savepoint).
+        ``held``: the tool writes only through the turn's held writes (see
+        Tool), which a host may undo without a savepoint."""
         ...
 
     def record_claim(self, ctx: ToolContext, claim: dict[str, Any]) -> str:
@@ -153,8 +155,8 @@ class ToolContext:
     def run_id(self) -> str:
         return self.meta.run_id
 
-    def isolated(self) -> AbstractContextManager[Any]:
-        return self.host.isolated() if self.host else nullcontext()
+    def isolated(self, *, held: bool = False) -> AbstractContextManager[Any]:
+        return self.host.isolated(held=held) if self.host else nullcontext()
 
     def require_host(self) -> ToolHost:
         if self.host is None:
@@ -176,7 +178,11 @@ class Tool:
     runs) and run inside the turn that called them. Every other tool is
     service-backed: where the host defers them (``ToolContext.defer``) each
     call runs later as its own durable task, like a Temporal activity.
-    ``timeout`` is the longest one call may take, in seconds."""
+    ``timeout`` is the longest one call may take, in seconds. ``held``
+    tools (messaging) write only through the turn's event sink and router,
+    which hold what they write until the turn is recorded: a call that
+    raises is undone by forgetting it, with a savepoint only if the call
+    reached the database (ToolHost.isolated)."""
 
     name: str
     description: str
@@ -193,6 +199,7 @@ class Tool:
     server_data: tuple[tuple[str, Audience], ...] = ()
     inline: bool = False
     timeout: float | None = None
+    held: bool = False
 
     @property
     def id(self) -> str:

@@ -170,7 +170,7 @@ class ToolRegistry:
             text = f"queued: {tool.name} runs as a task; its result replaces this text"
             return ToolOutcome(text, ok=True, arguments=shown, pending=True, queued=True, counted=counted)
         try:
-            with ctx.isolated():
+            with ctx.isolated(held=tool.held):
                 returned = tool.run(ctx, args)
         except ToolError as exc:
             hint = RetryHint(

@@ -203,10 +203,13 @@ class DjangoToolHost:
             return self.uow.sink
         return DjangoEventSink(self.run_id)
 
-    def isolated(self):
+    def isolated(self, *, held: bool = False):
         # A savepoint: a tool that raises leaves no half-written rows (or
-        # held events and messages) behind and the turn's transaction goes on.
-        return self.uow.savepoint() if self.uow is not None else transaction.atomic()
+        # held events and messages) behind and the turn's transaction goes
+        # on. A held tool's savepoint waits until it reaches the database.
+        if self.uow is None:
+            return transaction.atomic()
+        return self.uow.undoable() if held and self.uow.is_open else self.uow.savepoint()
 
     def record_claim(self, ctx: ToolContext, claim: dict[str, Any]) -> str:
         ttl = claim.get("ttl") or ""

@@ -19,7 +19,9 @@ Read messages only through ``uow.mailboxes`` inside the block (it flushes
 first: a query of its own would not see the held rows), and ``flush``
 before calling code that writes with a sink of its own (a direct sink
 numbers its event at once, ahead of the held ones). Nothing is written if
-the block raises; ``savepoint`` forgets what a rolled-back savepoint held.
+the block raises; ``savepoint`` forgets what a rolled-back savepoint held,
+and ``undoable`` does so for a call that writes only through the block,
+with a savepoint only once it reaches the database.
 """
 
 from __future__ import annotations
@@ -60,6 +62,15 @@ class _Held:
         return replace(self, rows=list(self.rows), events=list(self.events), states={})
 
 
+@dataclass
+class _Undo:
+    """An undoable block's (UnitOfWork.undoable): what was held before it,
+    and its savepoint once it reached the database."""
+
+    mark: _Held
+    savepoint: str | None = None
+
+
 class UnitOfWork:
     """One run's writes of one block (see the module's docstring)."""
 
@@ -72,6 +83,7 @@ class UnitOfWork:
         self._notice = NoticeAfterCommit(run_id)
         self.mailboxes = DjangoMailboxStore(run_id, run_locked=run_locked, uow=self)
         self._held: _Held | None = None
+        self._undo: _Undo | None = None
 
     def __enter__(self) -> UnitOfWork:
         if self._held is not None:
@@ -115,6 +127,36 @@ class UnitOfWork:
             if held is not None and self._held is held:
                 self._held = mark
             raise
+
+    @contextlib.contextmanager
+    def undoable(self) -> Iterator[None]:
+        """As ``savepoint``, for a call that writes only through this block
+        (its sink and mailbox store: a messaging tool), whose writes stay
+        held: the database savepoint (two round trips) is taken only if the
+        block reaches the database first (a flush, or the mailbox store's
+        own statements: ``write_messages``)."""
+        held = self._open()
+        if self._undo is not None:
+            raise RuntimeError(f"run {self.run_id}: undoable blocks do not nest")
+        undo = self._undo = _Undo(held.copy())
+        try:
+            yield
+        except BaseException:
+            if undo.savepoint is not None:
+                transaction.savepoint_rollback(undo.savepoint)
+            if self._held is held:
+                self._held = undo.mark
+            raise
+        else:
+            if undo.savepoint is not None:
+                transaction.savepoint_commit(undo.savepoint)
+        finally:
+            self._undo = None
+
+    def _reaching_the_database(self) -> None:
+        # Inside an undoable block: what follows is undone by a savepoint.
+        if self._undo is not None and self._undo.savepoint is None:
+            self._undo.savepoint = transaction.savepoint()
 
     # The sink's and the mailbox store's side.
 
@@ -165,6 +207,7 @@ class UnitOfWork:
         held = self._held
         if held is None:
             return
+        self._reaching_the_database()
         if held.rows or held.taken:
             self.flush()
         else:
@@ -179,6 +222,8 @@ class UnitOfWork:
         if held is None:
             return
         held.states.clear()
+        if held.rows or held.taken or held.events:
+            self._reaching_the_database()
         rows, taken, wakes, events = held.rows, held.taken, held.wakes, held.events
         held.rows, held.taken, held.wakes, held.events = [], 0, 0, []
         if taken or rows:

@@ -55,16 +55,18 @@ MAP_TURN = {"sqlite": 11, "postgresql": 3}
 # where a pass of its own after commit took BEGIN, the lock and its reads,
 # and a COMMIT more. SQLite takes the general path.
 CAPPED_TURN = {"sqlite": 20, "postgresql": 5}
-# A turn that calls send_message: the message goes to the coordinator.
-SENDING_TURN = {"sqlite": 24, "postgresql": 13}
+# A turn that calls send_message: the message goes to the coordinator. A
+# messaging tool's call writes only what the turn holds, so it takes no
+# savepoint (runs/store/unit_of_work.py undoable).
+SENDING_TURN = {"sqlite": 22, "postgresql": 11}
 # The coordinator's wake that forwards it to second: on PostgreSQL the wake
 # claimed with its steps and inbox, its agent_wake; a round that takes the
 # run's lock with the message counter (one round trip:
 # runs/store/sql/messages.py locked_counter), marks the inbox read (one
-# statement: runs/store/sql/mailboxes.py mark_read), forwards in a
-# savepoint, writes the message with its events, the turn and its tool
+# statement: runs/store/sql/mailboxes.py mark_read), forwards (held, no
+# savepoint), writes the message with its events, the turn and its tool
 # call; a second round (the model's answer) and the wake's end.
-FORWARD = {"sqlite": 45, "postgresql": 24}
+FORWARD = {"sqlite": 43, "postgresql": 22}
 # A run's start on a worker, which takes its first step's turn itself
 # (runs/actions/lifecycle.py do_start_run): the run claimed and read back
 # in one statement on PostgreSQL, its steps, its workflow_start event, the
@@ -75,7 +77,8 @@ START = {"sqlite": 17, "postgresql": 6}
 # (one round trip on PostgreSQL: runs/store/sql/run_claims.py claim_wake);
 # its agent_wake with the coordinator's turns (one round trip); its round,
 # which ends the run in its transaction (the lock and counter in one round
-# trip, finalize in a savepoint, the round's events in one INSERT, the turn,
+# trip, finalize in a savepoint taken as it closes the coordinator's
+# mailbox, the round's events in one INSERT, the turn,
 # its tool call;
 # the steps' statuses, then the run's and the coordinator's end with what
 # the run leaves open in one statement on PostgreSQL, workflow_end:

@@ -1,8 +1,9 @@
 """A turn's messages held and written together (runs/store/unit_of_work.py):
 numbered in the order they were routed, without gaps, stored when the block
 ends; seen by a drain or close inside the block; counted against the
-mailbox cap while held; forgotten with a savepoint that rolls back, or a
-block that raises; the coordinator woken once. On SQLite and PostgreSQL."""
+mailbox cap while held; forgotten with a savepoint that rolls back (for a
+held tool's block, one taken only if it reached the database), or a block
+that raises; the coordinator woken once. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 from django.db import connection, transaction
 
+from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR, DropReason, MessageRouter
 from runs.actions import router_for
 from runs.models import Run
@@ -103,12 +105,15 @@ def test_held_messages_count_against_the_mailbox_cap(two_step_run):
     assert run.events.filter(type="message_dropped", data__reason=str(DropReason.MAILBOX_FULL)).count() == 1
 
 
-def test_a_savepoint_that_rolls_back_takes_its_held_messages_and_their_numbers(two_step_run):
+@pytest.mark.parametrize("block", ["savepoint", "undoable"])
+def test_a_savepoint_that_rolls_back_takes_its_held_messages_and_their_numbers(two_step_run, block):
+    # undoable (a held tool's block) takes its savepoint when the drain
+    # reaches the database, and rolls back to it as savepoint does.
     run = two_step_run
     with _turn(run) as uow:
         router = router_for(run.pk, uow=uow)
         router.forward("s1", "kept")
-        with pytest.raises(RuntimeError), uow.savepoint():
+        with pytest.raises(RuntimeError), getattr(uow, block)():
             router.forward("s2", "lost with the tool")
             router.drain("s1")  # writes the held rows inside the savepoint: undone with it
             raise RuntimeError("the tool broke")
@@ -118,6 +123,32 @@ def test_a_savepoint_that_rolls_back_takes_its_held_messages_and_their_numbers(t
     assert run.messages.get(message_id="msg-fwd-1").drained is None  # the drain was undone
     run.refresh_from_db()
     assert run.last_message_no == 2
+
+
+def test_a_held_tools_block_that_stays_in_memory_sends_no_savepoint(two_step_run):
+    run = two_step_run
+    sent: list[str] = []
+
+    def record(execute, sql, params, many, context):
+        sent.append(sql)
+        return execute(sql, params, many, context)
+
+    with _turn(run) as uow:
+        router = router_for(run.pk, uow=uow)
+        router.forward("s1", "kept")
+        with connection.execute_wrapper(record):
+            with pytest.raises(RuntimeError), uow.undoable():
+                router.forward("s2", "lost with the tool")
+                uow.sink.emit(RuntimeEvent("coordinator_narration", COORDINATOR, {"text": "lost too"}))
+                raise RuntimeError("the tool broke")
+            with uow.undoable():
+                router.forward("s2", "kept too")
+        assert not [statement for statement in sent if "SAVEPOINT" in statement.upper()], sent
+
+    assert _stored(run) == [("msg-fwd-1", "s1", ""), ("msg-fwd-2", "s2", "")]
+    assert not run.events.filter(type="coordinator_narration").exists()
+    seqs = list(run.events.order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, len(seqs) + 1))  # the forgotten event took no number
 
 
 def test_a_block_that_raises_stores_nothing(two_step_run):

@@ -80,6 +80,7 @@ MESSAGING_TOOLS = (
         _send_message,
         toolset="messaging",
         inline=True,
+        held=True,
         tags=("bookkeeping",),
     ),
     Tool(
@@ -90,6 +91,7 @@ MESSAGING_TOOLS = (
         _forward,
         toolset="messaging",
         inline=True,
+        held=True,
         tags=("bookkeeping",),
     ),
     Tool(
@@ -100,6 +102,7 @@ MESSAGING_TOOLS = (
         _narrate,
         toolset="messaging",
         inline=True,
+        held=True,
         tags=("bookkeeping",),
     ),
     Tool(
@@ -110,6 +113,7 @@ MESSAGING_TOOLS = (
         _finalize,
         toolset="messaging",
         inline=True,
+        held=True,
         tags=("bookkeeping", "terminal"),
     ),
 )
