@@ -134,7 +134,10 @@ class UnitOfWork:
         (its sink and mailbox store: a messaging tool), whose writes stay
         held: the database savepoint (two round trips) is taken only if the
         block reaches the database first (a flush, or the mailbox store's
-        own statements: ``write_messages``)."""
+        own statements: ``write_messages``). A read it makes before that
+        (the message counter, a mailbox's state) has no savepoint to fall
+        back to: an error PostgreSQL raises for it fails the transaction,
+        as any error of the turn's own statements does."""
         held = self._open()
         if self._undo is not None:
             raise RuntimeError(f"run {self.run_id}: undoable blocks do not nest")
@@ -143,6 +146,10 @@ class UnitOfWork:
             yield
         except BaseException:
             if undo.savepoint is not None:
+                # Back where the savepoint was, as transaction.atomic() goes:
+                # an error that marked the transaction (an inner atomic
+                # block's) no longer dooms it, and the rollback may run.
+                transaction.set_rollback(False)
                 transaction.savepoint_rollback(undo.savepoint)
             if self._held is held:
                 self._held = undo.mark

@@ -116,7 +116,8 @@ def test_a_savepoint_that_rolls_back_takes_its_held_messages_and_their_numbers(t
         with pytest.raises(RuntimeError), getattr(uow, block)():
             router.forward("s2", "lost with the tool")
             router.drain("s1")  # writes the held rows inside the savepoint: undone with it
-            raise RuntimeError("the tool broke")
+            with transaction.atomic(savepoint=False):  # as the mailbox store's statements fail
+                raise RuntimeError("the tool broke")
         router.forward("s2", "kept too")
 
     assert _stored(run) == [("msg-fwd-1", "s1", ""), ("msg-fwd-2", "s2", "")]
