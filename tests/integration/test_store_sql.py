@@ -12,6 +12,7 @@ services) on PostgreSQL, where most of these are single statements."""
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
@@ -312,6 +313,30 @@ def test_a_claim_and_its_renewal_add_no_index_entries_on_postgresql(pg_run):
             updated, heap_only = cursor.fetchone()
 
     assert (updated, heap_only) == (2, 2)
+
+
+@pytest.mark.services
+def test_a_lease_that_ran_out_is_taken_over_only_once_the_server_has_been_up_a_lease_period_on_postgresql(
+    pg_run, settings
+):
+    # After PostgreSQL comes back no worker could have renewed its lease:
+    # the one that held this turn gets a lease period to renew it before a
+    # redelivered task takes the turn (as the sweeper waits: leases_lapse).
+    # The machine's server has been up for a while: a lease period longer
+    # than that stands for a server that just came back.
+    step = pg_run.steps.get(step_id="s1")
+    Step.objects.filter(pk=step.pk).update(lease_owner="worker-a", lease_expires=timezone.now() - timedelta(seconds=5))
+    settings.ZENWEB_LEASE_SECONDS = sql.database_up_for() + 3600
+
+    assert leases.claim_turn(step.pk, 1, "worker-b") is None
+    assert not leases.claim(step.pk, 1, "worker-b")
+    assert leases.claim_turn(step.pk, 1, "worker-a") is not None  # its own, renewed
+    Step.objects.filter(pk=step.pk).update(lease_expires=timezone.now() - timedelta(seconds=5))
+
+    settings.ZENWEB_LEASE_SECONDS = 30  # the server has been up longer than a lease period
+    assert leases.claim_turn(step.pk, 1, "worker-b").lease_owner == "worker-b"
+    Step.objects.filter(pk=step.pk).update(lease_owner="worker-a", lease_expires=timezone.now() - timedelta(seconds=5))
+    assert leases.claim(step.pk, 1, "worker-b")
 
 
 @pytest.mark.services

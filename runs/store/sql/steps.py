@@ -6,6 +6,7 @@ import functools
 from datetime import datetime
 from typing import NamedTuple
 
+from django.conf import settings
 from django.db import transaction
 
 from agents.events import Event as RuntimeEvent
@@ -74,6 +75,7 @@ def claim_step_for_turn(step_pk: int, turn: int, owner: str, expires, now):
         "previous_turn": turn - 1,
         "run_running": Run.Status.RUNNING,
         "now": db_value(Step, "lease_expires", now),
+        "grace": _grace(),
     }
     with plain_cursor() as cursor:
         # On its own, the claim commits without waiting for the disk (LEASE_ONLY_COMMIT).
@@ -89,16 +91,39 @@ def claim_step_for_turn(step_pk: int, turn: int, owner: str, expires, now):
 def claim_step(step_pk: int, turn: int, owner: str, expires, now) -> bool:
     """Take the lease on turn ``turn`` of a step until ``expires``; False if
     another worker holds it at ``now`` (or the turn was taken already)."""
+    vendor = database().vendor
+    params = [step_pk, Step.Status.RUNNING, turn - 1, owner, db_value(Step, "lease_expires", now)]
+    if vendor == "postgresql":
+        params.append(_grace())
     return bool(
         update(
             Step,
             # Claimed, the turn is no longer queued: the sweeper leaves it to the lease.
             {"lease_owner": owner, "lease_expires": expires, "turn_queued": None},
-            "id = %s AND status = %s AND turns = %s "
-            "AND (lease_expires IS NULL OR lease_expires < %s OR lease_owner = %s)",
-            [step_pk, Step.Status.RUNNING, turn - 1, db_value(Step, "lease_expires", now), owner],
+            f"id = %s AND status = %s AND turns = %s AND {_lease_free(vendor, '', '%s', '%s', '%s')}",
+            params,
         )
     )
+
+
+def _lease_free(vendor: str, alias: str, owner: str, now: str, grace: str) -> str:
+    """The condition under which a claim takes a step's turn (the step's
+    columns prefixed with ``alias``; the others placeholders, in this
+    order; ``grace`` on PostgreSQL only): no lease, the claimer's own, or
+    one that ran out at ``now``. On PostgreSQL one that ran out is taken
+    only once the server has been up ``grace`` seconds (a lease period), as
+    the sweeper's leases_lapse: no worker could renew a lease while the
+    server was down, and one that lived through the outage gets that long
+    to renew its own (a redelivered task would otherwise take its turn a
+    second time)."""
+    ran_out = f"{alias}lease_expires < {now}"
+    if vendor == "postgresql":
+        ran_out += f" AND now() - pg_postmaster_start_time() >= {grace} * interval '1 second'"
+    return f"({alias}lease_expires IS NULL OR {alias}lease_owner = {owner} OR ({ran_out}))"
+
+
+def _grace() -> float:
+    return float(settings.ZENWEB_LEASE_SECONDS)
 
 
 def step_with_run(parts: list, row):
@@ -119,7 +144,7 @@ def _claim_step_for_turn_sql(vendor: str, *, lease_only: bool) -> str:
         f"FROM {table(Run)} r {joins} "
         "WHERE s.id = %(step)s AND r.id = s.run_id AND s.status = %(running)s AND s.turns = %(previous_turn)s "
         "AND r.status = %(run_running)s "
-        "AND (s.lease_expires IS NULL OR s.lease_expires < %(now)s OR s.lease_owner = %(owner)s) "
+        f"AND {_lease_free(vendor, 's.', '%(owner)s', '%(now)s', '%(grace)s')} "
         f"{lease_only_commit}RETURNING {columns}"
     )
 
