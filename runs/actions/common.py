@@ -22,7 +22,7 @@ from runs.actions.catalog import workflow_spec
 from runs.models import Approval, Artifact, Run, Step, ToolCall
 from runs.store.events import DjangoEventSink
 from runs.store.mailboxes import DjangoMailboxStore
-from runs.store.sql import insert_many, unread_count_sql, update_returning
+from runs.store.sql import unread_count_sql, update_returning
 from runs.store.unit_of_work import UnitOfWork
 
 
@@ -154,13 +154,15 @@ def save_turn(step: Step, result: TurnResult, *, next_turn_queued: bool = False)
     """Store a turn's transcript, token counts, tool calls and their artifacts,
     and link the child runs its calls started. Returns how many messages
     wait unread in the step's mailbox after the turn (read by the same
-    statement: one round trip fewer while the run is locked).
+    statement: one round trip fewer while the run is locked). The step and
+    its tool calls go in one round trip on PostgreSQL.
     ``next_turn_queued``: the caller queues the step's next turn; the
     statement marks the step with it (Step.turn_queued)."""
     step.transcript = result.transcript
     values = {"transcript": result.transcript}
     if next_turn_queued:
         values["turn_queued"] = timezone.now()
+    rows = [_tool_call_row(step, call) for call in result.tool_calls]
     step.prompt_tokens, step.completion_tokens, step.turns, unread = update_returning(
         Step,
         step.pk,
@@ -168,36 +170,11 @@ def save_turn(step: Step, result: TurnResult, *, next_turn_queued: bool = False)
         {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens},
         ["prompt_tokens", "completion_tokens", "turns"],
         also=unread_count_sql(step.run_id, step.step_id),
+        then_insert=rows,  # their ids set, as create() would: without the ORM's per-query work
     )
     queued: list[int] = []
-    for call in result.tool_calls:
+    for row, call in zip(rows, result.tool_calls, strict=True):
         outcome = call.outcome
-        if outcome.queued:
-            status = ToolCall.Status.QUEUED
-        elif outcome.pending:
-            status = ToolCall.Status.WAITING
-        else:
-            status = ToolCall.Status.DONE if outcome.ok else ToolCall.Status.FAILED
-        row = ToolCall(
-            run_id=step.run_id,
-            step=step,
-            tool_call_id=call.meta.tool_call_id,
-            session_id=call.meta.session_id,
-            turn_id=call.meta.turn_id,
-            parent_tool_call_id=call.meta.parent_tool_call_id,
-            name=call.name,
-            arguments=json.dumps(outcome.arguments) if outcome.arguments is not None else call.arguments,
-            result=outcome.text,
-            ok=outcome.ok,
-            status=status,
-            error_kind=outcome.error_kind or "",
-            bounds=outcome.bounds.as_data() if outcome.bounds else None,
-            omitted=outcome.omitted,
-            counted=outcome.counted,
-            duration_ms=call.duration_ms,
-            created=timezone.now(),
-        )
-        insert_many([row])  # its id set, as create() would: without the ORM's per-query work
         store_artifacts(row, outcome.artifacts)
         if outcome.queued:
             queued.append(row.pk)
@@ -208,6 +185,36 @@ def save_turn(step: Step, result: TurnResult, *, next_turn_queued: bool = False)
     # Service-backed calls become tasks of their own (runs/actions/tool_tasks.py).
     dispatch_after_commit(queued)
     return unread
+
+
+def _tool_call_row(step: Step, call) -> ToolCall:
+    """The ToolCall row of one call of a turn, as its outcome left it."""
+    outcome = call.outcome
+    if outcome.queued:
+        status = ToolCall.Status.QUEUED
+    elif outcome.pending:
+        status = ToolCall.Status.WAITING
+    else:
+        status = ToolCall.Status.DONE if outcome.ok else ToolCall.Status.FAILED
+    return ToolCall(
+        run_id=step.run_id,
+        step=step,
+        tool_call_id=call.meta.tool_call_id,
+        session_id=call.meta.session_id,
+        turn_id=call.meta.turn_id,
+        parent_tool_call_id=call.meta.parent_tool_call_id,
+        name=call.name,
+        arguments=json.dumps(outcome.arguments) if outcome.arguments is not None else call.arguments,
+        result=outcome.text,
+        ok=outcome.ok,
+        status=status,
+        error_kind=outcome.error_kind or "",
+        bounds=outcome.bounds.as_data() if outcome.bounds else None,
+        omitted=outcome.omitted,
+        counted=outcome.counted,
+        duration_ms=call.duration_ms,
+        created=timezone.now(),
+    )
 
 
 def dispatch_after_commit(call_pks: list[int]) -> None:

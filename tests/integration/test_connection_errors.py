@@ -195,7 +195,7 @@ class BrokenStatement(Dropper):
 
 def test_a_statement_that_cannot_run_fails_the_run_at_once(celery_worker, owner):
     # The claim of a turn: here the first step's, in the run's start.
-    broken = BrokenStatement("lease_expires IS NULL OR lease_expires < %s")
+    broken = BrokenStatement("lease_expires IS NULL OR lease_owner = %s")
     connection_created.connect(broken.install, weak=False)
     try:
         run = do_create_run(register("relay"), {"subject": "tides"}, user=owner)

@@ -13,6 +13,7 @@ import functools
 from runs.store.sql.pg_text import json_text
 from runs.store.sql.rows import (
     database,
+    in_order,
     insert_fields,
     json_value,
     plain_cursor,
@@ -55,26 +56,50 @@ def update_sql(model, values: dict, where: str, params: list, *, locking_run: in
 
 
 def update_returning(
-    model, pk: int, values: dict, increments: dict, returning: list[str], also: tuple[str, list] | None = None
+    model,
+    pk: int,
+    values: dict,
+    increments: dict,
+    returning: list[str],
+    also: tuple[str, list] | None = None,
+    *,
+    then_insert: list = (),
 ) -> tuple:
     """One UPDATE of row ``pk``: set ``values``, add ``increments`` (field ->
     amount), and return the ``returning`` fields as they are after it. The
     ORM needs a second query to read F() results back. ``also``: one more
-    SQL expression to return last (a subquery, say) and its parameters."""
+    SQL expression to return last (a subquery, say) and its parameters.
+    ``then_insert``: new rows of another model (a turn's tool calls, after
+    its step) inserted after it, as ``insert_many``, inside the caller's
+    transaction: in the same round trip on PostgreSQL (rows.in_order)."""
+    update = _update_returning_statement(model, pk, values, increments, returning, also)
+    if not then_insert or database().vendor != "postgresql":
+        with plain_cursor() as cursor:
+            cursor.execute(*update)
+            row = _updated(model, pk, cursor.fetchall())
+        insert_many(list(then_insert))
+        return row
+    updated, inserted = in_order([update, _insert_many_statement(then_insert)])
+    _set_ids(then_insert, [pk for (pk,) in inserted])
+    return _updated(model, pk, updated)
+
+
+def _update_returning_statement(
+    model, pk: int, values: dict, increments: dict, returning: list[str], also: tuple[str, list] | None
+) -> tuple[str, list]:
     assignments, params = _assignments(model, values, increments)
     quote = database().ops.quote_name
     columns = ", ".join(quote(model._meta.get_field(name).column) for name in returning)
     extra, extra_params = also or ("", [])
     if extra:
         columns = f"{columns}, {extra}"
-    with plain_cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {table(model)} SET {assignments} WHERE id = %s RETURNING {columns}", [*params, pk, *extra_params]
-        )
-        row = cursor.fetchone()
-    if row is None:
+    return f"UPDATE {table(model)} SET {assignments} WHERE id = %s RETURNING {columns}", [*params, pk, *extra_params]
+
+
+def _updated(model, pk: int, rows: list[tuple]) -> tuple:
+    if not rows:
         raise model.DoesNotExist(f"{model.__name__} {pk} does not exist")
-    return row
+    return rows[0]
 
 
 def _assignments(model, values: dict, increments: dict) -> tuple[str, list]:
@@ -112,20 +137,28 @@ def insert_many(objs: list) -> None:
     (60 ms for a 500-step fan-out, before its first step could start)."""
     if not objs:
         return
-    model = type(objs[0])
-    db = database()
-    if db.vendor != "postgresql":
-        model.objects.bulk_create(objs)
+    if database().vendor != "postgresql":
+        type(objs[0]).objects.bulk_create(objs)
         return
+    with plain_cursor() as cursor:
+        cursor.execute(*_insert_many_statement(objs))
+        _set_ids(objs, [pk for (pk,) in cursor.fetchall()])
+
+
+def _insert_many_statement(objs: list) -> tuple[str, dict]:
+    """PostgreSQL's statement for ``insert_many``, and its parameters."""
+    model = type(objs[0])
     fields = insert_fields(model)
     rows = [{field.column: json_value(field, getattr(obj, field.attname)) for field in fields} for obj in objs]
-    with plain_cursor() as cursor:
-        cursor.execute(_insert_many_sql(model), {"rows": json_text(rows)})
-        ids = [pk for (pk,) in cursor.fetchall()]
+    return _insert_many_sql(model), {"rows": json_text(rows)}
+
+
+def _set_ids(objs: list, ids: list[int]) -> None:
+    alias = database().alias
     for obj, pk in zip(objs, ids, strict=True):
         obj.pk = pk
         obj._state.adding = False
-        obj._state.db = db.alias
+        obj._state.db = alias
 
 
 @functools.cache
