@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import socket
+import subprocess
+import sys
 
 import pytest
 from django.conf import settings
@@ -138,3 +141,39 @@ def test_it_says_when_it_listens(serve):
     printed = serve("--no-demo", "--port", "8123")
 
     assert printed.splitlines()[-1] == "listening on http://127.0.0.1:8123/"
+
+
+def test_daphne_that_cannot_listen_makes_serve_raise_and_never_say_it_listens():
+    # The port taken between check_address and daphne's bind: daphne logs
+    # its "Listen failure" and returns. Its reactor runs in a process of its
+    # own here (it cannot be restarted in the test's).
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = (
+            "import django; django.setup(); from zenweb import embedded; "
+            f"embedded.serve('127.0.0.1', {port}, lambda: print('listening', flush=True))"
+        )
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "zenweb.settings", "PYTHONPATH": str(settings.BASE_DIR)}
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+
+    assert done.returncode == 1, done.stderr
+    assert "listening" not in done.stdout
+    assert done.stderr.strip().splitlines()[-1] == f"OSError: could not listen on 127.0.0.1:{port}"
+
+
+def test_it_says_the_port_was_taken_after_its_check(serve, monkeypatch):
+    from zenweb import embedded
+
+    def cannot_listen(host, port, listening):
+        raise OSError(f"could not listen on {host}:{port}")
+
+    monkeypatch.setattr(embedded, "serve", cannot_listen)
+    with pytest.raises(CommandError) as refused:
+        serve("--no-demo", "--port", "8123")
+
+    assert str(refused.value) == (
+        "cannot serve on 127.0.0.1:8123: could not listen on 127.0.0.1:8123. "
+        "Another port: make run PORT=8124, or --port 8124"
+    )
