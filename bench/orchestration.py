@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agents.spec.options import WorkflowOptions
 from bench import cpu
 from bench.common import REDIS_URL as BENCH_REDIS_URL
 from bench.common import (
@@ -106,10 +107,10 @@ agents:
 WORKFLOW_YAML = workflow_yaml()
 
 # The fan-out a workflow gets without options: one forEach loop of 100
-# items under the run's default maxConcurrency (5), which binds: each
+# items under the run's default maxConcurrency (DEFAULT_CAP), which binds: each
 # step's end is decided under the run's lock (docs/concurrency.md). No
 # target: what a user waits for per step when they set no cap of their own.
-DEFAULT_CAP = 5
+DEFAULT_CAP = WorkflowOptions().max_concurrency
 CAPPED_YAML = workflow_yaml(None, loops=("a",))
 
 
