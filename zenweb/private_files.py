@@ -5,6 +5,7 @@ machine could otherwise read sessions, API token hashes or the signing key."""
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -34,3 +35,19 @@ def write_private(path: Path, text: str) -> None:
     with os.fdopen(fd, "w") as file:
         file.write(text)
     path.chmod(0o600)
+
+
+def keep_first(path: Path, text: str) -> str:
+    """Give ``path`` the content ``text`` unless it has one; return what it
+    holds. The file appears whole or not at all (written aside, then linked
+    into place, which fails if another process's came first), so processes
+    that start together agree on one value and never read a half-written file."""
+    aside = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    write_private(aside, text)
+    try:
+        os.link(aside, path)
+    except FileExistsError:
+        pass
+    finally:
+        aside.unlink()
+    return path.read_text()

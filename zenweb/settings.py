@@ -16,7 +16,7 @@ from pathlib import Path
 import dj_database_url
 
 from zenweb.env import env_bool, env_float, env_int, env_str
-from zenweb.private_files import private_dir, private_file, write_private
+from zenweb.private_files import keep_first, private_dir, private_file
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = private_dir(Path(env_str("ZENWEB_DATA_DIR", str(BASE_DIR / "var"))))
@@ -35,7 +35,8 @@ def _secret_key() -> str:
     # fresh clone needs no setup and no key ever lives in the repository.
     path = DATA_DIR / "secret_key"
     if not path.exists():
-        write_private(path, secrets.token_urlsafe(50))
+        # Processes started together (a server and a worker, two test runs) make one key.
+        return keep_first(path, secrets.token_urlsafe(50)).strip()
     path.chmod(0o600)  # one an older zenweb wrote may be world-readable
     return path.read_text().strip()
 

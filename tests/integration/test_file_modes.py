@@ -7,6 +7,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from agents.tools.builtin.files import workspace_root
@@ -73,3 +74,43 @@ def test_it_creates_run_workspaces_for_its_own_user_only(tmp_path):
         os.umask(old)
 
     assert mode(root) == 0o700
+
+
+# Each process: wait for the same instant, then ask for the key at path
+# number k, for k in 0..TRIES-1, one instant apart.
+RACE = """
+import sys, time
+from pathlib import Path
+from zenweb.private_files import keep_first
+folder, text, at, tries = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+for k in range(tries):
+    while time.time() < at + k * 0.02:
+        pass
+    print(keep_first(folder / f"secret_key_{k}", text))
+"""
+
+
+def test_processes_that_make_the_secret_key_at_once_agree_on_one_and_never_read_half_of_it(tmp_path):
+    # The embedded default's key is made by whichever process starts first
+    # (a server and a worker, the suite's two passes). Checked, then
+    # written: two processes starting together each made their own, or one
+    # read the other's file still empty (Django refuses an empty SECRET_KEY).
+    tries, processes = 40, 6
+    at = time.time() + 1.5  # past every process's start
+    starts = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACE, str(tmp_path), f"key-of-{n}", str(at), str(tries)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(processes)
+    ]
+    seen = [start.communicate(timeout=60)[0].splitlines() for start in starts]
+
+    assert [start.returncode for start in starts] == [0] * processes
+    for k in range(tries):
+        kept = (tmp_path / f"secret_key_{k}").read_text()
+        assert {lines[k] for lines in seen} == {kept} and kept.startswith("key-of-")
+        assert mode(tmp_path / f"secret_key_{k}") == 0o600
+    assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith(".")) == []
