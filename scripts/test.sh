@@ -21,7 +21,7 @@ LOG=test-output/services.log
 bash scripts/install_mcp_servers.sh || exit 1
 # Settings made once, before two processes would race to make them (the
 # embedded default's secret key in var/).
-"$PY" -c 'import django; django.setup()' || exit 1
+DJANGO_SETTINGS_MODULE=zenweb.settings "$PY" -c 'import django; django.setup()' || exit 1
 
 reachable() {
   "$PY" - "$PG_URL" "$REDIS" <<'PYCODE'
