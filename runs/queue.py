@@ -23,6 +23,7 @@ from runs import outbox
 # checks that each one is a registered task).
 START_RUN = "runs.tasks.start_run"
 RUN_STEP_TURN = "runs.tasks.run_step_turn"
+TAKE_QUEUED_TURNS = "runs.tasks.take_queued_turns"
 STOP_WAITING_STEP = "runs.tasks.stop_waiting_step"
 WAKE_COORDINATOR = "runs.tasks.wake_coordinator"
 RESUME_STEP = "runs.tasks.resume_step"
@@ -34,6 +35,7 @@ EXECUTE_TOOL_CALL = "runs.tasks.execute_tool_call"
 NAMES = (
     START_RUN,
     RUN_STEP_TURN,
+    TAKE_QUEUED_TURNS,
     STOP_WAITING_STEP,
     WAKE_COORDINATOR,
     RESUME_STEP,

@@ -20,7 +20,7 @@ import random
 from celery import Task, shared_task
 from django.db import InterfaceError, OperationalError, connection
 
-from runs import actions, leases
+from runs import actions, leases, queue
 from runs.actions.approvals import do_execute_approved_call
 from runs.actions.children import do_deliver_child_result
 from runs.actions.coordinator import release_wake
@@ -90,6 +90,33 @@ def run_step_turn(self: Task, step_pk: int, turn: int, release: list[str] | None
         actions.do_fail_step(step_pk, f"internal error: {type(exc).__name__}: {exc}")
         return
     _continue_eagerly(follow)
+
+
+@shared_task(**RETRYING)
+def take_queued_turns(self: Task, run_id: int) -> None:
+    """Take the first turns of run ``run_id`` that wait queued (a fan-out's:
+    scheduling._start_steps), one after another, each with what follows it
+    (_continue_eagerly), until none waits. At its first, if another waits,
+    it asks for one more worker (another of these tasks): workers join as
+    long as they are free, and a fan-out pays the broker a task per worker
+    that joins, not one per step. A task that joins once none waits does
+    nothing."""
+    owner = leases.worker_identity()
+    asked, last = False, 0
+    while True:
+        try:
+            follow, more = actions.take_queued_turn(run_id, owner, last)
+        except Exception as exc:
+            if connection_lost(exc):
+                retry_after(self, exc)
+            raise
+        if follow is None:
+            return
+        if more and not asked:
+            queue.send(queue.TAKE_QUEUED_TURNS, run_id)
+            asked = True
+        last = follow.step_pk
+        _continue_eagerly(follow)
 
 
 def _continue_eagerly(follow: actions.Eager | None) -> None:

@@ -38,7 +38,7 @@ from runs.actions.coordinator import do_coordinator_wake
 from runs.actions.ending import do_cancel_run, do_fail_run, do_finish_run
 from runs.actions.lifecycle import do_create_run, do_start_run
 from runs.actions.resume import do_fail_resume, do_resume_turn
-from runs.actions.scheduling import Eager, EagerTurn, EagerWake, do_schedule_run_of, schedule
+from runs.actions.scheduling import Eager, EagerTurn, EagerWake, do_schedule_run_of, schedule, take_queued_turn
 from runs.actions.step_ends import do_fail_step
 from runs.actions.steps import do_eager_turn, do_step_turn
 
@@ -67,6 +67,7 @@ __all__ = [
     "do_step_turn",
     "router_for",
     "schedule",
+    "take_queued_turn",
     "visible_runs",
     "workflow_spec",
 ]

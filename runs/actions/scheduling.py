@@ -31,6 +31,7 @@ from runs.store.events import NoticeAfterCommit
 from runs.store.sql import (
     StepRow,
     Successor,
+    claim_queued_first_turn,
     locked_schedule_state,
     request_wake,
     schedule_state,
@@ -252,15 +253,35 @@ def _start_steps(run_id: int, steps: list) -> None:
     """Start ``steps``: each pending one becomes running (a conditional
     UPDATE: a step another pass started is left alone) with its step_start
     event, in one transaction (one statement on PostgreSQL: a fan-out starts
-    a hundred at once), and each one's first turn queued after commit,
-    marked queued (Step.turn_queued: the sweeper queues it again if the
-    broker loses it). ``steps``: rows with pk, step_id and agent."""
+    a hundred at once), its first turn marked queued (Step.turn_queued: the
+    sweeper queues it again if no worker takes it). ``steps``: rows with
+    pk, step_id and agent.
+
+    One step's turn is a task of its own. The first turns of several are
+    the run's queue, taken by take_queued_turn: after commit one task
+    (take_queued_turns) takes them one after another and asks for another
+    worker while more wait, and that one for another, as long as workers
+    are free. A fan-out of 500 steps costs the broker a task per worker
+    that joins, not one per step (docs/concurrency.md)."""
     starts = [(step.pk, _step_start(step)) for step in steps]
     started, last_seq = start_steps(run_id, starts, timezone.now())
     if last_seq is not None:
         NoticeAfterCommit(run_id).wrote(last_seq)
-    if started:
-        queue.queue_after_commit(queue.RUN_STEP_TURN, [(pk, 1) for pk in started])
+    if len(started) == 1:
+        queue.send_after_commit(queue.RUN_STEP_TURN, started[0], 1)
+    elif started:
+        queue.send_after_commit(queue.TAKE_QUEUED_TURNS, run_id)
+
+
+def take_queued_turn(run_id: int, worker: str, after: int = 0) -> tuple[EagerTurn | None, bool]:
+    """The first turn of run ``run_id``'s first step (past step ``after``,
+    the one ``worker`` took last) whose first turn waits queued (started by
+    _start_steps; the run running), claimed for ``worker`` and loaded for
+    it, or None; and whether another waits."""
+    now = timezone.now()
+    expires = now + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS)
+    step, more = claim_queued_first_turn(run_id, worker, expires, now, after)
+    return (None if step is None else EagerTurn(step, {})), more
 
 
 def _start_claimed(run_id: int, step: Successor) -> Step | None:

@@ -166,8 +166,9 @@ class Step(models.Model):
                 & (models.Q(resuming=True) | ~models.Q(status__in=["completed", "failed", "skipped", "cancelled"])),
                 name="step_unfinished",
             ),
-            # The sweeper's: running steps, whose leases it checks.
-            models.Index(fields=["run"], condition=models.Q(status="running"), name="step_running"),
+            # The sweeper's: running steps, whose leases it checks; and, in
+            # id order, a run's first turns that wait queued (runs/store/sql/queued_turns.py).
+            models.Index(fields=["run", "id"], condition=models.Q(status="running"), name="step_running"),
         ]
 
     def __str__(self) -> str:

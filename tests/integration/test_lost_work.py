@@ -113,22 +113,42 @@ def lose_turn(monkeypatch, turn: int) -> list[int]:
     return lost
 
 
-@pytest.mark.parametrize("turn", [1, 2], ids=["its first turn", "its turn after a tool task"])
-def test_a_step_turn_whose_task_was_lost_is_queued_again(celery_worker, owner, settings, monkeypatch, turn):
+def test_a_step_turn_whose_task_was_lost_is_queued_again(celery_worker, owner, settings, monkeypatch):
     settings.ZENWEB_REQUEUE_AFTER = 5
-    lost = lose_turn(monkeypatch, turn)
-    # A first turn goes through the broker when the run's start starts more than one step.
-    workflow = register("tools/appender_beside" if turn == 1 else "tools/appender_tasks")
-    run = do_create_run(workflow, {}, user=owner)
+    lost = lose_turn(monkeypatch, 2)
+    run = do_create_run(register("tools/appender_tasks"), {}, user=owner)
     step = Step.objects.get(pk=wait_for(lambda: lost)[0])
     time.sleep(0.5)
     step.refresh_from_db()
-    assert (step.status, step.turns) == (Step.Status.RUNNING, turn - 1)
+    assert (step.status, step.turns) == (Step.Status.RUNNING, 1)
     # Within its deadline it is left alone: the task may only be slow.
     assert do_sweep()["turns_requeued"] == 0
 
     Step.objects.filter(pk=step.pk).update(turn_queued=step.turn_queued - timedelta(seconds=10))
     assert do_sweep()["turns_requeued"] == 1
+    run = wait_for_run(run)
+
+    assert run.status == Run.Status.COMPLETED
+    assert run.steps.get(step_id="append").output == "appended"
+    assert ToolCall.objects.filter(run=run, name="run_shell").count() == 1
+    assert do_sweep()["turns_requeued"] == 0
+
+
+def test_first_turns_whose_queue_task_was_lost_are_queued_again_each(celery_worker, owner, settings, monkeypatch):
+    # A start that starts two steps leaves their first turns queued for
+    # take_queued_turns; the broker drops that task.
+    settings.ZENWEB_REQUEUE_AFTER = 5
+    lost: list[tuple] = []
+    monkeypatch.setattr(tasks.take_queued_turns, "apply_async", lambda args=None, *rest, **options: lost.append(args))
+    run = do_create_run(register("tools/appender_beside"), {}, user=owner)
+    assert wait_for(lambda: lost) == [(run.pk,)]
+    time.sleep(0.5)
+    steps = run.steps.filter(status=Step.Status.RUNNING, turns=0, turn_queued__isnull=False)
+    assert steps.count() == 2
+    assert do_sweep()["turns_requeued"] == 0
+
+    steps.update(turn_queued=timezone.now() - timedelta(seconds=10))
+    assert do_sweep()["turns_requeued"] == 2
     run = wait_for_run(run)
 
     assert run.status == Run.Status.COMPLETED

@@ -24,7 +24,8 @@ importing only those above it:
 leaves open), ``events``, ``mailboxes`` (unread
 mail: read, dropped, closed), ``messages`` (a turn's messages stored and
 counted), ``schedule`` (what scheduling reads after a step ends), ``steps`` (a step
-loaded and claimed for its turn, started), ``turns`` (a step's last turn
+loaded and claimed for its turn, started), ``queued_turns`` (a run's next
+first turn that waits queued, claimed), ``turns`` (a step's last turn
 written) and ``live`` (the live page's reads).
 The names the rest of the app uses are re-exported here.
 """
@@ -42,6 +43,7 @@ from runs.store.sql.mailboxes import (
     unread_count_sql,
 )
 from runs.store.sql.messages import Counted, Written, insert_message, locked_counter, read_counter, write_held
+from runs.store.sql.queued_turns import claim_queued_first_turn
 from runs.store.sql.run_claims import WakeRead, WakeStep, claim_wake, count_wake, read_wake, start_run
 from runs.store.sql.runs import bump_counter, can_pipeline, lock_run, lock_run_sql, request_wake
 from runs.store.sql.schedule import (
@@ -84,6 +86,7 @@ __all__ = [
     "Written",
     "bump_counter",
     "can_pipeline",
+    "claim_queued_first_turn",
     "claim_step",
     "claim_step_for_turn",
     "claim_wake",

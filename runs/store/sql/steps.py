@@ -75,7 +75,7 @@ def claim_step_for_turn(step_pk: int, turn: int, owner: str, expires, now):
         "previous_turn": turn - 1,
         "run_running": Run.Status.RUNNING,
         "now": db_value(Step, "lease_expires", now),
-        "grace": _grace(),
+        "grace": lease_grace(),
     }
     with plain_cursor() as cursor:
         # On its own, the claim commits without waiting for the disk (LEASE_ONLY_COMMIT).
@@ -94,19 +94,19 @@ def claim_step(step_pk: int, turn: int, owner: str, expires, now) -> bool:
     vendor = database().vendor
     params = [step_pk, Step.Status.RUNNING, turn - 1, owner, db_value(Step, "lease_expires", now)]
     if vendor == "postgresql":
-        params.append(_grace())
+        params.append(lease_grace())
     return bool(
         update(
             Step,
             # Claimed, the turn is no longer queued: the sweeper leaves it to the lease.
             {"lease_owner": owner, "lease_expires": expires, "turn_queued": None},
-            f"id = %s AND status = %s AND turns = %s AND {_lease_free(vendor, '', '%s', '%s', '%s')}",
+            f"id = %s AND status = %s AND turns = %s AND {lease_free(vendor, '', '%s', '%s', '%s')}",
             params,
         )
     )
 
 
-def _lease_free(vendor: str, alias: str, owner: str, now: str, grace: str) -> str:
+def lease_free(vendor: str, alias: str, owner: str, now: str, grace: str) -> str:
     """The condition under which a claim takes a step's turn (the step's
     columns prefixed with ``alias``; the others placeholders, in this
     order; ``grace`` on PostgreSQL only): no lease, the claimer's own, or
@@ -122,7 +122,7 @@ def _lease_free(vendor: str, alias: str, owner: str, now: str, grace: str) -> st
     return f"({alias}lease_expires IS NULL OR {alias}lease_owner = {owner} OR ({ran_out}))"
 
 
-def _grace() -> float:
+def lease_grace() -> float:
     return float(settings.ZENWEB_LEASE_SECONDS)
 
 
@@ -144,7 +144,7 @@ def _claim_step_for_turn_sql(vendor: str, *, lease_only: bool) -> str:
         f"FROM {table(Run)} r {joins} "
         "WHERE s.id = %(step)s AND r.id = s.run_id AND s.status = %(running)s AND s.turns = %(previous_turn)s "
         "AND r.status = %(run_running)s "
-        f"AND {_lease_free(vendor, 's.', '%(owner)s', '%(now)s', '%(grace)s')} "
+        f"AND {lease_free(vendor, 's.', '%(owner)s', '%(now)s', '%(grace)s')} "
         f"{lease_only_commit}RETURNING {columns}"
     )
 
