@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 
 from celery import Task, shared_task
 from django.db import InterfaceError, OperationalError, connection
@@ -92,6 +93,13 @@ def run_step_turn(self: Task, step_pk: int, turn: int, release: list[str] | None
     _continue_eagerly(follow)
 
 
+# How long one take_queued_turns task goes on taking turns before it hands
+# the rest to a task of its own: a warm shutdown (a deploy) waits for the
+# turn a worker is taking, not for every turn a wide fan-out has left, and
+# other runs' tasks are not held behind one run for longer.
+TAKE_TURNS_FOR = 1.0
+
+
 @shared_task(**RETRYING)
 def take_queued_turns(self: Task, run_id: int) -> None:
     """Take the first turns of run ``run_id`` that wait queued (a fan-out's:
@@ -100,8 +108,10 @@ def take_queued_turns(self: Task, run_id: int) -> None:
     it asks for one more worker (another of these tasks): workers join as
     long as they are free, and a fan-out pays the broker a task per worker
     that joins, not one per step. A task that joins once none waits does
-    nothing."""
+    nothing. Past TAKE_TURNS_FOR seconds it takes one more turn and leaves
+    the others to a task it queues."""
     owner = leases.worker_identity()
+    until = time.monotonic() + TAKE_TURNS_FOR
     asked, last = False, 0
     while True:
         try:
@@ -112,11 +122,15 @@ def take_queued_turns(self: Task, run_id: int) -> None:
             raise
         if follow is None:
             return
-        if more and not asked:
+        handing_on = time.monotonic() > until
+        if more and (handing_on or not asked):
+            # One more worker at the first turn; at the last, the task that goes on.
             queue.send(queue.TAKE_QUEUED_TURNS, run_id)
             asked = True
         last = follow.step_pk
         _continue_eagerly(follow)
+        if handing_on:
+            return
 
 
 def _continue_eagerly(follow: actions.Eager | None) -> None:

@@ -14,6 +14,7 @@ from celery.signals import task_prerun
 from django.db import connection, transaction
 from django.utils import timezone
 
+from runs import tasks
 from runs.actions import do_create_run, do_register_workflow
 from runs.models import Run, Step
 from runs.store import sql
@@ -158,6 +159,29 @@ def test_a_fan_out_takes_every_first_turn_once_with_a_task_per_worker_that_joine
     # that joined (four), and one that found nothing left, not one per step.
     assert ran["runs.tasks.run_step_turn"] == 0
     assert 2 <= ran["runs.tasks.take_queued_turns"] <= 6
+
+
+def test_a_worker_hands_the_turns_left_to_a_task_of_its_own_past_its_time(celery_worker, owner, monkeypatch):
+    # A warm shutdown waits for the task a worker is on: each task takes a
+    # turn past its time (none here), then queues the one that goes on.
+    monkeypatch.setattr(tasks, "TAKE_TURNS_FOR", 0.0)
+    items = ",".join(f"item-{n}" for n in range(12))
+    ran: Counter[str] = Counter()
+
+    def count(sender=None, **kwargs):
+        ran[sender.name] += 1
+
+    task_prerun.connect(count, weak=False)
+    try:
+        run = wait_for_run(do_create_run(register_text(WIDE % items), {}, user=owner), timeout=60)
+    finally:
+        task_prerun.disconnect(count)
+
+    assert run.status == Run.Status.COMPLETED
+    assert not run.steps.filter(kind="step").exclude(turns=1).exists()
+    # A task per turn, at least, and no turn a task of its own.
+    assert ran["runs.tasks.take_queued_turns"] >= 12
+    assert ran["runs.tasks.run_step_turn"] == 0
 
 
 def register_text(text: str):
