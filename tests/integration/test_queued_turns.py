@@ -135,6 +135,31 @@ def test_a_claim_skips_the_turn_another_claim_holds_instead_of_waiting_on_postgr
     assert step.step_id == "s2"
 
 
+@pytest.mark.services
+def test_the_claim_is_planned_once_and_reused_on_postgresql(pg_run):
+    # With the step's status passed as a parameter, the generic plan could
+    # not use the step_running index (partial, on that status), and
+    # PostgreSQL planned the claim anew on every call: twice its cost.
+    run = pg_run
+    # Other runs' steps, as a database in use holds them, and statistics on them.
+    others = Run.objects.create(workflow=run.workflow, status=Run.Status.COMPLETED)
+    Step.objects.bulk_create(
+        Step(run=others, step_id=f"done-{n}", agent="worker", status=Step.Status.COMPLETED) for n in range(5000)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE runs_step")
+    for _ in range(12):
+        _queue_first_turns(run, "s1", "s2")
+        assert _claim(run)[0] is not None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE 'WITH claimed AS%'"
+        )
+        [(generic, custom)] = cursor.fetchall()
+
+    assert generic > custom, (generic, custom)
+
+
 def test_a_fan_out_takes_every_first_turn_once_with_a_task_per_worker_that_joined(celery_worker, owner):
     items = ",".join(f"item-{n}" for n in range(40))
     workflow = register_text(WIDE % items)

@@ -52,7 +52,6 @@ def claim_queued_first_turn(
         "expires": db_value(Step, "lease_expires", expires),
         "now": db_value(Step, "lease_expires", now),
         "grace": lease_grace(),
-        "running": Step.Status.RUNNING,
         "run_running": Run.Status.RUNNING,
     }
     with plain_cursor() as cursor:
@@ -88,8 +87,11 @@ def _waiting(run_id: int, owner: str, now: datetime):
 def _claim_sql(vendor: str, *, lease_only: bool) -> str:
     columns, joins = step_for_turn_columns(vendor)
     lease_only_commit = f"AND {LEASE_ONLY_COMMIT} " if lease_only else ""
+    # The status is written into the statement, not passed: only then can a
+    # prepared statement's generic plan use step_running (a partial index on
+    # it). With a parameter PostgreSQL planned the statement anew each time.
     waiting = (
-        f"FROM {table(Step)} q WHERE q.run_id = %(run)s AND q.status = %(running)s AND q.id > %(after)s "
+        f"FROM {table(Step)} q WHERE q.run_id = %(run)s AND q.status = '{Step.Status.RUNNING}' AND q.id > %(after)s "
         "AND q.turns = 0 AND q.turn_queued IS NOT NULL "
         f"AND {lease_free(vendor, 'q.', '%(owner)s', '%(now)s', '%(grace)s')}"
     )
