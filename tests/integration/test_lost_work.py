@@ -124,14 +124,7 @@ def test_a_step_turn_whose_task_was_lost_is_queued_again(celery_worker, owner, s
     # Within its deadline it is left alone: the task may only be slow.
     assert do_sweep()["turns_requeued"] == 0
 
-    Step.objects.filter(pk=step.pk).update(turn_queued=step.turn_queued - timedelta(seconds=10))
-    assert do_sweep()["turns_requeued"] == 1
-    run = wait_for_run(run)
-
-    assert run.status == Run.Status.COMPLETED
-    assert run.steps.get(step_id="append").output == "appended"
-    assert ToolCall.objects.filter(run=run, name="run_shell").count() == 1
-    assert do_sweep()["turns_requeued"] == 0
+    sweep_past_the_deadline(run, Step.objects.filter(pk=step.pk), requeued=1)
 
 
 def test_first_turns_whose_queue_task_was_lost_are_queued_again_each(celery_worker, owner, settings, monkeypatch):
@@ -147,8 +140,14 @@ def test_first_turns_whose_queue_task_was_lost_are_queued_again_each(celery_work
     assert steps.count() == 2
     assert do_sweep()["turns_requeued"] == 0
 
+    sweep_past_the_deadline(run, steps, requeued=2)
+
+
+def sweep_past_the_deadline(run: Run, steps, requeued: int) -> None:
+    """Once ``steps``' queued turns are past their deadline, the sweeper
+    queues each again, once; the run then completes with its command run once."""
     steps.update(turn_queued=timezone.now() - timedelta(seconds=10))
-    assert do_sweep()["turns_requeued"] == 2
+    assert do_sweep()["turns_requeued"] == requeued
     run = wait_for_run(run)
 
     assert run.status == Run.Status.COMPLETED
