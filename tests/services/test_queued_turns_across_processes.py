@@ -4,6 +4,8 @@ a few tasks on the broker instead of one per step."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from runs.actions import do_create_run
@@ -30,8 +32,9 @@ def test_two_worker_processes_take_a_fan_outs_first_turns_each_once(tmp_path):
         assert sorted(by_step) == sorted(steps.values_list("step_id", flat=True)), kind
     assert_gapless(run)
     # Both processes took turns from the run; no first turn was a task of its
-    # own, and the broker carried a task per worker child that joined, not 60.
-    tasks = [text.count("runs.tasks.take_queued_turns[") for text in received]
+    # own, and the broker carried a few tasks (a worker child that joined,
+    # one handed on after its time), not 60.
+    tasks = [len(re.findall(r"runs\.tasks\.take_queued_turns\[[^]]+\] received", text)) for text in received]
     assert all(count >= 1 for count in tasks), tasks
-    assert sum(tasks) <= 2 * 8 + 1, tasks
+    assert sum(tasks) <= 30, tasks
     assert not any("runs.tasks.run_step_turn[" in text for text in received)
