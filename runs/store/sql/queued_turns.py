@@ -1,12 +1,11 @@
 """A run's first turns that wait queued, taken by whichever worker asks
-next (runs/actions/queued_turns.py): the claim of one of them."""
+next (runs.actions.scheduling.take_queued_turn, runs.tasks.take_queued_turns):
+the claim of one of them."""
 
 from __future__ import annotations
 
 import functools
 from datetime import datetime
-
-from django.db.models import Q
 
 from runs.models import Run, Step
 from runs.store.sql.rows import LEASE_ONLY_COMMIT, database, db_value, plain_cursor, table
@@ -43,8 +42,6 @@ def claim_queued_first_turn(
     claiming (``FOR UPDATE SKIP LOCKED``): workers draining one run never
     wait for each other."""
     db = database()
-    if db.vendor != "postgresql":
-        return _claim_on_sqlite(run_id, owner, expires, now, after)
     params = {
         "run": run_id,
         "after": after,
@@ -54,6 +51,8 @@ def claim_queued_first_turn(
         "grace": lease_grace(),
         "run_running": Run.Status.RUNNING,
     }
+    if db.vendor != "postgresql":
+        return _claim_on_sqlite(db.vendor, params, owner, expires, now)
     with plain_cursor() as cursor:
         cursor.execute(_claim_sql(db.vendor, lease_only=not db.in_atomic_block), params)
         row = cursor.fetchone()
@@ -64,37 +63,50 @@ def claim_queued_first_turn(
     return step_with_run(parts, row[:-1]), bool(row[-1])
 
 
-def _claim_on_sqlite(run_id: int, owner: str, expires: datetime, now: datetime, after: int) -> tuple[Step | None, bool]:
+def _claim_on_sqlite(
+    vendor: str, params: dict, owner: str, expires: datetime, now: datetime
+) -> tuple[Step | None, bool]:
+    """The first two waiting steps read, the first claimed (claim_step_for_turn's
+    conditional UPDATE); read again if another worker's claim came first."""
     for _ in range(SQLITE_TRIES):
-        waiting = list(_waiting(run_id, owner, now).filter(pk__gt=after).values_list("pk", flat=True)[:2])
+        with plain_cursor() as cursor:
+            cursor.execute(_waiting_sql(vendor), params)
+            waiting = [pk for (pk,) in cursor.fetchall()]
         if not waiting:
             return None, False
         step = claim_step_for_turn(waiting[0], 1, owner, expires, now)
         if step is not None:
             return step, len(waiting) > 1
-        if not Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).exists():
-            return None, False
     return None, True
 
 
-def _waiting(run_id: int, owner: str, now: datetime):
-    free = Q(lease_expires__isnull=True) | Q(lease_owner=owner) | Q(lease_expires__lt=now)
-    running = Step.objects.filter(run_id=run_id, status=Step.Status.RUNNING, turns=0, turn_queued__isnull=False)
-    return running.filter(free).order_by("pk")
+def _waiting_where(vendor: str) -> str:
+    """Which steps ``q`` of run %(run)s wait for their first turn, past
+    %(after)s. The status is written into the statement, not passed: only
+    then can a prepared statement's generic plan use step_running (a
+    partial index on it); with a parameter PostgreSQL planned the claim
+    anew each time."""
+    return (
+        f"q.run_id = %(run)s AND q.status = '{Step.Status.RUNNING}' AND q.id > %(after)s "
+        "AND q.turns = 0 AND q.turn_queued IS NOT NULL "
+        f"AND {lease_free(vendor, 'q.', '%(owner)s', '%(now)s', '%(grace)s')}"
+    )
+
+
+@functools.cache
+def _waiting_sql(vendor: str) -> str:
+    """The first two waiting steps' ids, while the run runs (SQLite's claim)."""
+    return (
+        f"SELECT q.id FROM {table(Step)} q JOIN {table(Run)} r ON r.id = q.run_id "
+        f"WHERE {_waiting_where(vendor)} AND r.status = %(run_running)s ORDER BY q.id LIMIT 2"
+    )
 
 
 @functools.cache
 def _claim_sql(vendor: str, *, lease_only: bool) -> str:
     columns, joins = step_for_turn_columns(vendor)
     lease_only_commit = f"AND {LEASE_ONLY_COMMIT} " if lease_only else ""
-    # The status is written into the statement, not passed: only then can a
-    # prepared statement's generic plan use step_running (a partial index on
-    # it). With a parameter PostgreSQL planned the statement anew each time.
-    waiting = (
-        f"FROM {table(Step)} q WHERE q.run_id = %(run)s AND q.status = '{Step.Status.RUNNING}' AND q.id > %(after)s "
-        "AND q.turns = 0 AND q.turn_queued IS NOT NULL "
-        f"AND {lease_free(vendor, 'q.', '%(owner)s', '%(now)s', '%(grace)s')}"
-    )
+    waiting = f"FROM {table(Step)} q WHERE {_waiting_where(vendor)}"
     # The row claimed is locked (others skip it); whether more wait after it is read without locking them.
     return (
         f"WITH claimed AS (SELECT q.id {waiting} ORDER BY q.id LIMIT 1 FOR UPDATE SKIP LOCKED) "
