@@ -54,6 +54,13 @@ def pg_run() -> Run:
     return _new_run()
 
 
+@pytest.fixture
+def sqlite_run() -> Run:
+    if connection.vendor != "sqlite":
+        pytest.fail(f"this pass runs on {connection.vendor}, not sqlite: see scripts/test.sh")
+    return _new_run()
+
+
 def _new_run() -> Run:
     workflow, _ = do_register_workflow(TWO_STEPS, "tests/integration/conftest.py")
     run = Run.objects.create(workflow=workflow, status=Run.Status.RUNNING)

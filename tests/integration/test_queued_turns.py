@@ -18,6 +18,7 @@ from runs import tasks
 from runs.actions import do_create_run, do_register_workflow
 from runs.models import Run, Step
 from runs.store import sql
+from runs.store.sql import queued_turns
 from tests.conftest import wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -102,6 +103,34 @@ def test_a_claim_takes_nothing_from_a_run_that_stopped(two_step_run):
 
     assert _claim(run) == (None, False)
     assert Step.objects.filter(run=run, turn_queued__isnull=False).count() == 2
+
+
+@pytest.mark.parametrize(("waiting", "expected"), [(12, (None, True)), (5, (None, False))])
+def test_a_claim_on_sqlite_that_other_workers_keep_beating_gives_up_for_now(
+    sqlite_run, monkeypatch, waiting, expected
+):
+    # Between this worker's read and its claim, another worker claims the
+    # turn it read, every time: it tries SQLITE_TRIES times, then leaves the
+    # queue to the workers that won (they go on taking), without taking a
+    # turn or spoiling one; with fewer waiting, it finds none left.
+    run = sqlite_run
+    for n in range(3, waiting + 1):
+        Step.objects.create(run=run, step_id=f"s{n}", agent="worker", position=n, status=Step.Status.RUNNING)
+    _queue_first_turns(run, *(f"s{n}" for n in range(1, waiting + 1)))
+    claim = queued_turns.claim_step_for_turn
+
+    def beaten(step_pk, *args):
+        assert claim(step_pk, *args[:1], "rival", *args[2:]) is not None
+        return claim(step_pk, *args)
+
+    monkeypatch.setattr(queued_turns, "claim_step_for_turn", beaten)
+
+    assert _claim(run) == expected
+    taken = Step.objects.filter(run=run, kind="step", turn_queued__isnull=True)
+    assert set(taken.values_list("lease_owner", flat=True)) == {"rival"}
+    assert taken.count() == min(waiting, queued_turns.SQLITE_TRIES)
+    left = Step.objects.filter(run=run, kind="step", turn_queued__isnull=False)
+    assert left.count() == waiting - taken.count() and not left.exclude(lease_owner="").exists()
 
 
 @pytest.mark.services
