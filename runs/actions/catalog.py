@@ -15,6 +15,7 @@ from agents.inputs import workspace_path
 from agents.spec import SpecProblem, WorkflowSpec, WorkflowValidationError, parse_workflow
 from agents.spec.yaml_locations import line_for, parse_with_locations
 from agents.tools import Role, default_registry
+from agents.tools.mcp import servers as mcp_servers
 from agents.tools.workflows import WORKFLOW_TOOL_ROLES
 from runs.models import Workflow
 
@@ -51,8 +52,6 @@ def _mcp_tool_roles() -> dict[str, frozenset[Role]]:
     """The tools of the ZENWEB_MCP_SERVERS servers; ``<server>__*`` for one
     that cannot be listed now (its tool names, and who may call them, are
     then checked when called)."""
-    from agents.tools.mcp import servers as mcp_servers
-
     roles: dict[str, frozenset[Role]] = {}
     for config in settings.ZENWEB_MCP_SERVERS.values():
         try:
