@@ -4,10 +4,10 @@ queue it again.
 
 Every state that waits for a task has a deadline here: a turn whose lease
 expired (its worker died) goes to another worker at once (not within one
-lease period of the database server's start: ``leases_lapse``); a run still
-``pending``, a coordinator wake and a step turn that were queued
-``ZENWEB_REQUEUE_AFTER`` seconds ago and not taken (the broker lost their
-task) are queued again; tasks whose publish failed (runs/outbox.py) are sent
+lease period of the database server's start, or of the sweeper reaching it
+again: ``leases_lapse``); a run still ``pending``, a coordinator wake and a
+step turn that were queued ``ZENWEB_REQUEUE_AFTER`` seconds ago and not
+taken (the broker lost their task) are queued again; tasks whose publish failed (runs/outbox.py) are sent
 again. It also fails runs past their budget or timeout and steps past their
 step timeout, resumes runs silent for ``ZENWEB_RESUME_AFTER`` seconds and
 marks runs that made no progress for ``ZENWEB_STUCK_AFTER`` seconds. Every
@@ -18,7 +18,9 @@ work was not lost after all: many workers sweep at once without harm.
 from __future__ import annotations
 
 import logging
+import math
 import threading
+import time
 from datetime import timedelta
 
 import redis
@@ -38,6 +40,7 @@ from runs.actions.tool_tasks import sweep_tool_calls
 from runs.models import Event, Run, Step
 from runs.store.events import DjangoEventSink
 from runs.store.sql import database_up_for, lock_run
+from runs.store.sql.errors import connection_lost
 
 log = logging.getLogger(__name__)
 
@@ -52,23 +55,31 @@ def expired_leases(now):
     return Step.objects.filter(status=Step.Status.RUNNING, lease_expires__lt=now).exclude(lease_owner="").order_by()
 
 
-def leases_lapse(up_for: float | None) -> bool:
-    """Whether a lease that ran out is lost with its worker, the database
-    server up for ``up_for`` seconds (database_up_for; None: SQLite). Not
-    within one lease period of its start (after a crash, when it came
-    back): no worker could renew a lease while it was down, and a worker
-    that lived through the outage gets that long to renew its leases. Else
-    a tool call that finished during the outage, its result not yet
-    stored, would run again on another worker."""
-    return up_for is None or up_for >= settings.ZENWEB_LEASE_SECONDS
+def leases_lapse(up_for: float | None, reached_for: float = math.inf) -> bool:
+    """Whether a lease that ran out is lost with its worker: the database
+    server up for ``up_for`` seconds (database_up_for; None: SQLite, a file
+    of this process, never away) and the sweeper that asks reaching it for
+    ``reached_for`` seconds (since its start or its last lost connection).
+    Not within one lease period of either: no worker could renew a lease
+    while the server was down or coming back, and a worker that lived
+    through the outage gets that long to renew its leases. Else a tool call
+    that finished during the outage, its result not yet stored, would run
+    again on another worker. The server's uptime alone is not enough: it
+    counts from the server's start, and its recovery after a crash can take
+    longer than a lease (seen on a loaded machine with 5 s leases), so that
+    it has been up a lease period when it first lets a worker in."""
+    if up_for is None:
+        return True
+    return min(up_for, reached_for) >= settings.ZENWEB_LEASE_SECONDS
 
 
-def do_sweep() -> dict[str, int]:
+def do_sweep(reached_for: float = math.inf) -> dict[str, int]:
     """One sweep (see the module's docstring); how many of each thing it
-    did, in the order it did them. Safe to run in many workers at once:
-    every change is a conditional UPDATE."""
+    did, in the order it did them. ``reached_for``: how long this sweeper
+    has reached the database (``leases_lapse``). Safe to run in many
+    workers at once: every change is a conditional UPDATE."""
     now = timezone.now()
-    lapse = leases_lapse(database_up_for())
+    lapse = leases_lapse(database_up_for(), reached_for)
     return {
         "expired": _expire_leases(now) if lapse else 0,
         "after_broker_restart": _recover_after_broker_restart(),
@@ -290,6 +301,9 @@ class Sweeper:
     def __init__(self) -> None:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="zenweb-sweeper", daemon=True)
+        # Since when this sweeper has reached the database: its start, then
+        # each sweep that lost its connection (leases_lapse).
+        self._reached_since = time.monotonic()
 
     def start(self) -> Sweeper:
         self._thread.start()
@@ -301,9 +315,15 @@ class Sweeper:
 
     def _loop(self) -> None:
         while not self._stop.wait(settings.ZENWEB_SWEEP_SECONDS):
-            try:
-                close_old_connections()
-                do_sweep()
-            except Exception:  # noqa: BLE001 - keep sweeping; the next round may succeed
-                log.exception("lease sweep failed")
+            self.sweep()
         connection.close()
+
+    def sweep(self) -> None:
+        """One sweep; a lost connection restarts the time it has reached the database."""
+        try:
+            close_old_connections()
+            do_sweep(time.monotonic() - self._reached_since)
+        except Exception as exc:  # noqa: BLE001 - keep sweeping; the next round may succeed
+            if connection_lost(exc):
+                self._reached_since = time.monotonic()
+            log.exception("lease sweep failed")

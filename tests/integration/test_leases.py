@@ -7,6 +7,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.db import OperationalError
 from django.utils import timezone
 
 from runs import leases, sweeper
@@ -147,3 +148,45 @@ def test_no_lease_lapses_within_a_lease_period_of_the_databases_start_on_postgre
 
 def test_leases_lapse_at_once_without_a_database_server():
     assert sweeper.leases_lapse(None)  # SQLite: a file of this process, never away
+
+
+@pytest.mark.services
+def test_a_sweeper_that_lost_the_database_leaves_live_workers_a_lease_period_to_renew(
+    pg_run, settings, monkeypatch, recorded_tasks
+):
+    # The server's recovery after a crash can outlast a lease: its uptime
+    # has passed a lease period when it first answers, and the worker that
+    # lived through the outage has not renewed yet. The sweeper counts from
+    # when it reached the database again, as from its own start.
+    settings.ZENWEB_LEASE_SECONDS = 1.0
+    lapsed = timezone.now() - timedelta(seconds=5)
+
+    def held_by_a_survivor() -> None:
+        Step.objects.filter(run=pg_run, step_id="s1").update(lease_owner="survivor", lease_expires=lapsed, turns=1)
+
+    def expired() -> bool:
+        return not Step.objects.filter(run=pg_run, step_id="s1", lease_owner="survivor").exists()
+
+    held_by_a_survivor()
+    sweeps = sweeper.Sweeper()  # not started: each sweep is called here
+    sweeps.sweep()
+    assert not expired()  # within a lease period of its start
+    time.sleep(1.1)
+    sweeps.sweep()
+    assert expired()
+
+    held_by_a_survivor()
+    real = sweeper.database_up_for
+
+    def away():
+        raise OperationalError("connection failed: the database system is starting up")
+
+    monkeypatch.setattr(sweeper, "database_up_for", away)
+    sweeps.sweep()  # logged, not raised
+    monkeypatch.setattr(sweeper, "database_up_for", real)
+    sweeps.sweep()
+    assert not expired()  # the server is long up, but this sweeper just reached it again
+    time.sleep(1.1)
+    sweeps.sweep()
+    assert expired()
+    assert Event.objects.filter(run=pg_run, type="lease_expired").count() == 2

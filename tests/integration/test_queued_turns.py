@@ -106,9 +106,7 @@ def test_a_claim_takes_nothing_from_a_run_that_stopped(two_step_run):
 
 
 @pytest.mark.parametrize(("waiting", "expected"), [(12, (None, True)), (5, (None, False))])
-def test_a_claim_on_sqlite_that_other_workers_keep_beating_gives_up_for_now(
-    sqlite_run, monkeypatch, waiting, expected
-):
+def test_a_claim_on_sqlite_that_other_workers_keep_beating_gives_up_for_now(sqlite_run, monkeypatch, waiting, expected):
     # Between this worker's read and its claim, another worker claims the
     # turn it read, every time: it tries SQLITE_TRIES times, then leaves the
     # queue to the workers that won (they go on taking), without taking a

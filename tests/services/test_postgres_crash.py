@@ -19,7 +19,10 @@ events are gapless and no message is left unread without a drop reason.
 
 And a database that stays down longer than the workers' leases: a command
 that finished meanwhile is not run again by another worker once it is back
-(runs/sweeper.py leases_lapse).
+(runs/sweeper.py leases_lapse), however long its recovery takes: on a loaded
+machine (two busy processes on 2 cores) recovery outlasted the 2 s lease,
+and a sweeper that judged by the server's uptime alone lapsed the live
+worker's lease before it could renew it, in one run of three.
 """
 
 from __future__ import annotations
