@@ -23,22 +23,26 @@ from tests.conftest import wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-WIDE = """\
+
+def wide(items: int, delay: float = 0.0) -> str:
+    """A workflow of one forEach loop over ``items`` items, every iteration
+    started at once, each turn taking ``delay`` seconds."""
+    return f"""\
 name: wide
 inputs:
-  items: {type: string, default: "%s"}
+  items: {{type: string, default: "{",".join(f"item-{n}" for n in range(items))}"}}
 options:
-  maxConcurrency: 60
+  maxConcurrency: {items}
 agents:
   worker:
-    script: [{say: "done $item"}]
+    script: [{{say: "done $item", delay: {delay}}}]
 steps:
   - id: each
     loop:
       forEach: items
-      maxConcurrency: 60
+      maxConcurrency: {items}
       steps:
-        - {id: work, agent: worker, instructions: "Handle $item."}
+        - {{id: work, agent: worker, instructions: "Handle $item."}}
 """
 
 
@@ -188,8 +192,7 @@ def test_the_claim_is_planned_once_and_reused_on_postgresql(pg_run):
 
 
 def test_a_fan_out_takes_every_first_turn_once_with_a_task_per_worker_that_joined(celery_worker, owner):
-    items = ",".join(f"item-{n}" for n in range(40))
-    workflow = register_text(WIDE % items)
+    workflow = register_text(wide(40))
     ran: Counter[str] = Counter()
 
     def count(sender=None, **kwargs):
@@ -217,7 +220,6 @@ def test_a_worker_hands_the_turns_left_to_a_task_of_its_own_past_its_time(celery
     # A warm shutdown waits for the task a worker is on: each task takes a
     # turn past its time (none here), then queues the one that goes on.
     monkeypatch.setattr(tasks, "TAKE_TURNS_FOR", 0.0)
-    items = ",".join(f"item-{n}" for n in range(12))
     ran: Counter[str] = Counter()
 
     def count(sender=None, **kwargs):
@@ -225,7 +227,7 @@ def test_a_worker_hands_the_turns_left_to_a_task_of_its_own_past_its_time(celery
 
     task_prerun.connect(count, weak=False)
     try:
-        run = wait_for_run(do_create_run(register_text(WIDE % items), {}, user=owner), timeout=60)
+        run = wait_for_run(do_create_run(register_text(wide(12)), {}, user=owner), timeout=60)
     finally:
         task_prerun.disconnect(count)
 

@@ -12,30 +12,13 @@ import pytest
 from runs.actions import do_create_run
 from runs.models import Run, Step
 from tests.conftest import assert_gapless, wait_for_run
-from tests.integration.test_queued_turns import register_text
+from tests.integration.test_queued_turns import register_text, wide
 from tests.services.conftest import workers
 from zenweb.celery import app
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
 ITEMS = 16
-SLOW = """\
-name: slow-wide
-inputs:
-  items: {type: string, default: "%s"}
-options:
-  maxConcurrency: 20
-agents:
-  worker:
-    script: [{say: "done $item", delay: 0.3}]
-steps:
-  - id: each
-    loop:
-      forEach: items
-      maxConcurrency: 20
-      steps:
-        - {id: work, agent: worker, instructions: "Handle $item."}
-"""
 
 
 def _completed(run: Run) -> int:
@@ -52,7 +35,7 @@ def broker():
 
 
 def test_a_worker_stopped_mid_fan_out_leaves_the_turns_it_did_not_take_to_the_next(tmp_path, broker):
-    workflow = register_text(SLOW % ",".join(f"item-{n}" for n in range(ITEMS)))
+    workflow = register_text(wide(ITEMS, delay=0.3))
     # One process with one child: the turns it takes, it takes one at a time
     # (0.3 s each), so the fan-out would take it about 5 s.
     # The sweeper waits long enough here that only the broker's tasks can

@@ -11,15 +11,14 @@ import pytest
 from runs.actions import do_create_run
 from runs.models import Run
 from tests.conftest import assert_gapless, wait_for_run
-from tests.integration.test_queued_turns import WIDE, register_text
+from tests.integration.test_queued_turns import register_text, wide
 from tests.services.conftest import workers
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
 
 def test_two_worker_processes_take_a_fan_outs_first_turns_each_once(tmp_path):
-    items = ",".join(f"item-{n}" for n in range(60))
-    workflow = register_text(WIDE % items)
+    workflow = register_text(wide(60))
     with workers(tmp_path, "queue-a", "queue-b") as logs:
         run = wait_for_run(do_create_run(workflow, {}), timeout=90)
         received = [log.read_text() for log in logs]
