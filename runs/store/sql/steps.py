@@ -111,11 +111,12 @@ def lease_free(vendor: str, alias: str, owner: str, now: str, grace: str) -> str
     columns prefixed with ``alias``; the others placeholders, in this
     order; ``grace`` on PostgreSQL only): no lease, the claimer's own, or
     one that ran out at ``now``. On PostgreSQL one that ran out is taken
-    only once the server has been up ``grace`` seconds (a lease period), as
-    the sweeper's leases_lapse: no worker could renew a lease while the
-    server was down, and one that lived through the outage gets that long
-    to renew its own (a redelivered task would otherwise take its turn a
-    second time)."""
+    only once the server has been up ``grace`` seconds (a lease period): no
+    worker could renew a lease while the server was down, and one that
+    lived through the outage gets that long to renew its own (a redelivered
+    task would otherwise take its turn a second time). The sweeper's
+    leases_lapse waits that long from its own reaching the server again
+    too; a claim, made by a task a broker delivered, has no such past."""
     ran_out = f"{alias}lease_expires < {now}"
     if vendor == "postgresql":
         ran_out += f" AND now() - pg_postmaster_start_time() >= {grace} * interval '1 second'"
