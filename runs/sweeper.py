@@ -7,10 +7,11 @@ expired (its worker died) goes to another worker at once (not within one
 lease period of the database server's start, or of the sweeper reaching it
 again: ``leases_lapse``); a run still ``pending``, a coordinator wake and a
 step turn that were queued ``ZENWEB_REQUEUE_AFTER`` seconds ago and not
-taken (the broker lost their task) are queued again; tasks whose publish failed (runs/outbox.py) are sent
-again. It also fails runs past their budget or timeout and steps past their
-step timeout, resumes runs silent for ``ZENWEB_RESUME_AFTER`` seconds and
-marks runs that made no progress for ``ZENWEB_STUCK_AFTER`` seconds. Every
+taken (the broker lost their task) are queued again; tasks whose publish
+failed (runs/outbox.py) are sent again. It also fails runs past their
+budget or timeout and steps past their step timeout, resumes runs silent
+for ``ZENWEB_RESUME_AFTER`` seconds and marks runs that made no progress
+for ``ZENWEB_STUCK_AFTER`` seconds. Every
 change is a conditional UPDATE, and every task it queues does nothing if the
 work was not lost after all: many workers sweep at once without harm.
 """
@@ -66,8 +67,8 @@ def leases_lapse(up_for: float | None, reached_for: float = math.inf) -> bool:
     that finished during the outage, its result not yet stored, would run
     again on another worker. The server's uptime alone is not enough: it
     counts from the server's start, and its recovery after a crash can take
-    longer than a lease (seen on a loaded machine with 5 s leases), so that
-    it has been up a lease period when it first lets a worker in."""
+    longer than a lease: it has then been up a lease period when it first
+    lets a worker in (tests/services/test_postgres_crash.py)."""
     if up_for is None:
         return True
     return min(up_for, reached_for) >= settings.ZENWEB_LEASE_SECONDS
