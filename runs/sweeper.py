@@ -11,9 +11,9 @@ taken (the broker lost their task) are queued again; tasks whose publish
 failed (runs/outbox.py) are sent again. It also fails runs past their
 budget or timeout and steps past their step timeout, resumes runs silent
 for ``ZENWEB_RESUME_AFTER`` seconds and marks runs that made no progress
-for ``ZENWEB_STUCK_AFTER`` seconds. Every
-change is a conditional UPDATE, and every task it queues does nothing if the
-work was not lost after all: many workers sweep at once without harm.
+for ``ZENWEB_STUCK_AFTER`` seconds. Every change is a conditional UPDATE,
+and every task it queues does nothing if the work was not lost after all:
+many workers sweep at once without harm.
 """
 
 from __future__ import annotations
