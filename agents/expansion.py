@@ -32,6 +32,11 @@ from agents import ids
 from agents.spec import DEFAULT_FOR_EACH_CONCURRENCY, StepSpec, WorkflowSpec
 
 MAX_FOR_EACH_ITEMS = 100
+# Steps in one run, once its loops are expanded (a forEach loop's iterations
+# multiply with the loops around it: three nested loops of 100 items are a
+# million steps). Every step is a row the run's scheduling reads, and a
+# capped loop reads them all after each step ends (docs/workflows.md).
+MAX_RUN_STEPS = 1_000
 # Runtime ids are stored in columns of this width (runs.models.Step.step_id).
 MAX_RUNTIME_ID = 200
 # The previous iteration's output handed to the next one, like a dependency's.
@@ -41,7 +46,8 @@ TRUNCATED = "...[truncated for context limit]"
 
 class ExpansionError(ValueError):
     """The inputs do not make a run: a forEach input that is not a list or has
-    too many items, or containers nested so deep that a runtime id is too long."""
+    too many items, loops that expand to more than ``MAX_RUN_STEPS`` steps, or
+    containers nested so deep that a runtime id is too long."""
 
 
 @dataclass(frozen=True)
@@ -103,9 +109,12 @@ def expand(spec: WorkflowSpec, inputs: Mapping[str, Any]) -> list[RuntimeStep]:
     dependencies (file order among equals).
 
     ``inputs`` are the run's input values (missing ones take their declared
-    default). Raises ``ExpansionError`` when a forEach input is not a list.
+    default). Raises ``ExpansionError`` when a forEach input is not a list
+    or the run would have more than ``MAX_RUN_STEPS`` steps.
     """
-    return expand_list(spec.steps, root_scope(spec, inputs), ()).steps
+    steps = expand_list(spec.steps, root_scope(spec, inputs), ()).steps
+    _check_size(len(steps), "the workflow's steps expand")
+    return steps
 
 
 def container_ids(spec: WorkflowSpec) -> set[str]:
@@ -198,6 +207,9 @@ def expand_list(steps: Sequence[StepSpec], scope: Scope, entry_deps: tuple[str, 
             for n, item in enumerate(items_of(step, scope)):
                 iteration = each_scope(scope, step, runtime_id, n, item)
                 _merge(inner, expand_list(step.loop.steps, iteration, deps))
+                # Checked as it grows, so nested loops stop at the limit
+                # instead of building every step first.
+                _check_size(len(result.steps) + len(inner.steps), f"forEach loop {runtime_id!r} expands")
             finals = _dedupe(inner.finals.get("", ()))
         elif step.included is not None:
             inner = expand_list(step.included.steps, include_scope(scope, step, runtime_id), deps)
@@ -215,6 +227,16 @@ def expand_list(steps: Sequence[StepSpec], scope: Scope, entry_deps: tuple[str, 
     depended_on = {dep for step in steps for dep in step.depends_on}
     result.finals[""] = _dedupe(dep for step in steps if step.id not in depended_on for dep in result.finals[step.id])
     return result
+
+
+def _check_size(count: int, what: str) -> None:
+    """``what`` ("forEach loop 'deploy' expands") to ``count`` steps: an
+    ExpansionError past ``MAX_RUN_STEPS``."""
+    if count > MAX_RUN_STEPS:
+        raise ExpansionError(
+            f"{what} to more than {MAX_RUN_STEPS:,} steps; a run has at most {MAX_RUN_STEPS:,} "
+            "(a forEach loop's items multiply the steps of each iteration, and of the loops around it)"
+        )
 
 
 def _merge(into: _Expanded, part: _Expanded) -> None:

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from agents import ids
 from agents.expansion import (
+    MAX_RUN_STEPS,
+    ExpansionError,
     RuntimeStep,
     Scope,
     clip,
@@ -29,10 +31,11 @@ _JUDGE_YES = frozenset({"yes", "true", "done", "approved"})
 class LoopDecision:
     """What follows an iteration of a repeat-until loop: ``done`` (``reason``
     says why), ``judge`` (ask ``agent`` the ``prompt``, pass its answer to
-    ``judge_decision``, then call ``next_iteration`` again with the verdict), or
-    ``more`` (create ``steps``, the next iteration)."""
+    ``judge_decision``, then call ``next_iteration`` again with the verdict),
+    ``more`` (create ``steps``, the next iteration), or ``fail`` (the next
+    iteration's steps would take the run past ``MAX_RUN_STEPS``: ``reason``)."""
 
-    action: Literal["done", "judge", "more"]
+    action: Literal["done", "judge", "more", "fail"]
     reason: str = ""
     agent: str = ""
     prompt: str = ""
@@ -47,6 +50,7 @@ def next_iteration(
     *,
     inputs: Mapping[str, Any] | None = None,
     verdict: bool | None = None,
+    run_steps: int = 0,
 ) -> LoopDecision:
     """Decide what follows iteration ``finished_iteration`` of the repeat-until
     loop ``loop_runtime_id``; ``outputs`` maps runtime ids to step outputs.
@@ -56,9 +60,10 @@ def next_iteration(
     iterations, and with ``untilAgent``: ``judge`` until a ``verdict`` is given,
     then ``done`` for True. Otherwise ``more``: iteration N+1, whose steps get
     the last output as ``previous_output`` (and in the instructions of its
-    first steps). ``inputs`` are the run's inputs, needed when a dependency of
-    the loop is a forEach loop. Call it once every step of the iteration
-    completed: a missing output counts as empty.
+    first steps), or ``fail`` when those steps and the run's ``run_steps``
+    would be more than ``MAX_RUN_STEPS``. ``inputs`` are the run's inputs,
+    needed when a dependency of the loop is a forEach loop. Call it once
+    every step of the iteration completed: a missing output counts as empty.
     """
     step, scope, deps = _locate(spec, loop_runtime_id, inputs or {}, outputs)
     loop = step.loop
@@ -78,7 +83,17 @@ def next_iteration(
             return LoopDecision("done", f"{loop.until_agent} judged iteration {finished_iteration} done")
     n = finished_iteration + 1
     iteration = repeat_scope(scope, step, loop_runtime_id, n, output)
-    return LoopDecision("more", steps=tuple(expand_list(loop.steps, iteration, deps).steps))
+    try:
+        steps = tuple(expand_list(loop.steps, iteration, deps).steps)
+    except ExpansionError as exc:
+        return LoopDecision("fail", f"iteration {n}: {exc}")
+    if run_steps + len(steps) > MAX_RUN_STEPS:
+        return LoopDecision(
+            "fail",
+            f"iteration {n} would add {len(steps):,} steps to the run's {run_steps:,}; "
+            f"a run has at most {MAX_RUN_STEPS:,}",
+        )
+    return LoopDecision("more", steps=steps)
 
 
 def judge_prompt(loop_runtime_id: str, last_id: str, output: str) -> str:

@@ -32,7 +32,10 @@ import time
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.turns", description=__doc__.splitlines()[0])
-    parser.add_argument("--items", type=int, default=100, help="items per forEach loop (5 loops; default 100)")
+    parser.add_argument("--items", type=int, default=100, help="items per forEach loop (default 100)")
+    parser.add_argument(
+        "--loops", type=int, default=5, help="forEach loops (default 5; 10 of 100 items: the most steps a run may have)"
+    )
     parser.add_argument("--cap", type=int, help="each forEach loop's maxConcurrency (default: its item count)")
     parser.add_argument("--report", action="store_true", help="a step after every loop, which waits for them all")
     parser.add_argument("--chain", action="store_true", help="the chain bench's 20 sequential steps instead")
@@ -53,6 +56,7 @@ def main(argv: list[str] | None = None) -> None:
     from runs.actions import do_create_run, do_register_workflow
     from runs.models import Run
 
+    loops = tuple(f"l{n}" for n in range(args.loops))
     queue: collections.deque = collections.deque()
     tasks: collections.Counter[str] = collections.Counter()
     spent: collections.Counter[str] = collections.Counter()  # wall seconds per task name
@@ -66,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     yaml = (
         chain.WORKFLOW_YAML
         if args.chain
-        else orchestration.workflow_yaml(args.cap or orchestration.ITEMS, report=args.report)
+        else orchestration.workflow_yaml(args.cap or orchestration.ITEMS, report=args.report, loops=loops)
     )
     workflow, _ = do_register_workflow(yaml, "bench/turns.py")
 
@@ -90,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
         return Run.objects.values_list("status", flat=True).get(pk=run.pk)
 
     one_run(4)  # warm: imports, caches, prepared statements
-    steps = chain.LENGTH if args.chain else len(orchestration.LOOPS) * args.items
+    steps = chain.LENGTH if args.chain else len(loops) * args.items
     for _ in range(args.runs):
         tasks.clear()
         spent.clear()

@@ -57,11 +57,19 @@ def after_step_terminal(step: Step) -> bool:
 def decide(run: Run, loop: Step, iteration: int, verdict: bool | None = None) -> None:
     outputs = dict(run.steps.filter(step_id__startswith=f"{loop.step_id}.").values_list("step_id", "output"))
     decision = repeat_loops.next_iteration(
-        workflow_spec(run.workflow), loop.step_id, iteration, outputs, inputs=run.inputs, verdict=verdict
+        workflow_spec(run.workflow),
+        loop.step_id,
+        iteration,
+        outputs,
+        inputs=run.inputs,
+        verdict=verdict,
+        run_steps=run.steps.filter(kind=Step.Kind.STEP).count(),
     )
     sink = DjangoEventSink(run.pk)
     if decision.action == "done":
         _end_loop(run, loop, Step.Status.COMPLETED, decision.reason)
+    elif decision.action == "fail":
+        _end_loop(run, loop, Step.Status.FAILED, decision.reason)
     elif decision.action == "judge":
         sink.emit(RuntimeEvent("loop_judge", loop.step_id, {"iteration": iteration, "agent": decision.agent}))
         queue.send_after_commit(queue.JUDGE_LOOP, loop.pk, iteration)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from agents import repeat_loops
 from runs import actions
 from runs.actions import do_create_run
 from runs.models import Run
@@ -130,6 +131,30 @@ def test_it_refuses_a_foreach_input_that_is_not_a_list():
     with pytest.raises(actions.InputError, match="not a valid JSON list"):
         actions.do_create_run(register("regions_foreach"), {"regions": "[eu,"})
     assert not Run.objects.exists()
+
+
+def test_it_refuses_a_run_whose_loops_expand_past_the_most_steps_a_run_may_have():
+    eleven = ",".join(f"x{n}" for n in range(11))
+    with pytest.raises(actions.InputError, match="forEach loop 'outer' expands to more than 1,000 steps"):
+        actions.do_create_run(register("containers/nested"), {"xs": eleven})
+    assert not Run.objects.exists()
+
+
+def test_it_fails_a_repeat_until_loop_whose_next_iteration_would_pass_the_runs_most_steps(celery_worker, monkeypatch):
+    monkeypatch.setattr(repeat_loops, "MAX_RUN_STEPS", 5)
+    run = run_of("containers/loop")
+
+    # Iteration 0 ran; iteration 1's two steps would make the run's four six.
+    assert statuses(run) == {
+        "research": "completed",
+        "refine": "failed",
+        "refine.0.draft": "completed",
+        "refine.0.review": "completed",
+        "publish": "cancelled",
+    }
+    reason = "iteration 1 would add 2 steps to the run's 4; a run has at most 5"
+    assert run.events.get(type="loop_end").data == {"status": "failed", "reason": reason}
+    assert (run.status, run.error) == (Run.Status.PARTIAL, f"step refine failed: {reason}")
 
 
 def test_it_shows_namespaced_steps_on_the_run_page(celery_worker, client, owner):

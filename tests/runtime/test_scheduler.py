@@ -92,6 +92,36 @@ def test_it_refuses_a_for_each_input_that_is_not_a_list():
         expand(fixture("foreach"), {"regions": ",".join(f"r{n}" for n in range(101))})
 
 
+def items(n):
+    return ",".join(f"x{i}" for i in range(n))
+
+
+def test_it_expands_nested_loops_up_to_the_most_steps_a_run_may_have():
+    steps = expand(fixture("nested"), {"xs": items(10)})
+
+    assert len(steps) == scheduler.MAX_RUN_STEPS == 1000
+    assert steps[-1].runtime_id == "outer[9].mid[9].inner[9].work"
+
+
+def test_it_refuses_nested_loops_that_expand_past_the_most_steps_a_run_may_have():
+    # 11 x 11 x 11 steps: the outer loop passes 1,000 at its ninth item.
+    with pytest.raises(ExpansionError, match=r"^forEach loop 'outer' expands to more than 1,000 steps; a run has at"):
+        expand(fixture("nested"), {"xs": items(11)})
+    # 100 x 100 x 100 would be a million: the first middle loop already
+    # passes the limit, and expansion stops there.
+    with pytest.raises(ExpansionError, match=r"^forEach loop 'outer\[0\]\.mid' expands to more than 1,000"):
+        expand(fixture("nested"), {"xs": items(100)})
+
+
+def test_it_fails_a_repeat_until_iteration_that_would_take_the_run_past_its_most_steps():
+    outputs = {"refine.0.review": "tighten the intro"}
+
+    assert next_iteration(fixture("loop"), "refine", 0, outputs, run_steps=998).action == "more"
+    refused = next_iteration(fixture("loop"), "refine", 0, outputs, run_steps=999)
+    assert (refused.action, refused.steps) == ("fail", ())
+    assert refused.reason == "iteration 1 would add 2 steps to the run's 999; a run has at most 1,000"
+
+
 def test_it_expands_an_include_under_its_namespace():
     steps = expand(fixture("include"), {"env": "prod"})
 
