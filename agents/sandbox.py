@@ -187,14 +187,17 @@ class Sandbox:
         """Give the workspace to the uid commands run as (root only): what
         the file tools wrote stays writable by the shell. Links are not
         followed, and a hard-linked file is left alone (it may be another
-        directory's file)."""
+        directory's file). Each name is changed through its folder's
+        descriptor, not by its path: a command of the same turn, running
+        meanwhile, that swaps a folder for a symlink out of the workspace
+        cannot turn this root's chown onto a file outside it."""
         if not self.enabled or os.geteuid() != 0:
             return
-        for path in _tree(workspace):
+        for folder, name in _entries(workspace):
             try:
-                info = path.lstat()
+                info = os.stat(name, dir_fd=folder, follow_symlinks=False)
                 if info.st_uid != self.uid and (stat.S_ISDIR(info.st_mode) or info.st_nlink == 1):
-                    os.lchown(path, self.uid, self.uid)
+                    os.chown(name, self.uid, self.uid, dir_fd=folder, follow_symlinks=False)
             except OSError:
                 continue
 
@@ -212,19 +215,23 @@ def _prlimit(limits: Limits) -> list[str]:
     ]
 
 
-def _tree(root: Path) -> Iterable[Path]:
-    yield root
-    for parent, dirs, files in os.walk(root):
+def _entries(root: Path) -> Iterable[tuple[int | None, str]]:
+    """``root`` (its path) and everything under it, each as (its folder's
+    descriptor, its name): os.fwalk opens each folder from the one above it
+    and skips one that is no longer the folder it listed (swapped for a
+    symlink)."""
+    yield None, str(root)
+    for _parent, dirs, files, folder in os.fwalk(root):
         for name in [*dirs, *files]:
-            yield Path(parent, name)
+            yield folder, name
 
 
 def workspace_bytes(root: Path) -> int:
     """The disk space the files under ``root`` take (links not followed)."""
     total = 0
-    for path in _tree(root):
+    for folder, name in _entries(root):
         try:
-            total += path.lstat().st_blocks * 512
+            total += os.stat(name, dir_fd=folder, follow_symlinks=False).st_blocks * 512
         except OSError:
             continue
     return total

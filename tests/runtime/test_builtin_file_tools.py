@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from agents.tools import INJECTED, default_registry
+from agents.tools.builtin import files
 from tests.runtime.tool_agent import Agent, hint_of, result_of
 
 
@@ -72,6 +73,55 @@ def test_it_refuses_a_symlinked_file_that_points_outside(step, outside, name):
     assert "resolves outside the workspace" in outcome.text
     assert "do not read" not in outcome.text
     assert (outside / "secret.txt").read_text() == "do not read"
+
+
+@pytest.mark.parametrize(
+    ("name", "extra"),
+    [("read_file", {}), ("write_file", {"content": "planted"}), ("edit_file", {"old": "do not", "new": "please"})],
+)
+def test_it_follows_no_folder_swapped_for_a_symlink_after_the_path_was_checked(
+    step, workspace, outside, monkeypatch, name, extra
+):
+    # A turn's tool calls run in parallel: a run_shell of the same turn can
+    # swap a folder for a symlink out of the workspace (rename, ln -s) at
+    # any moment, here the worst one: between the check and the open.
+    (workspace / "d").mkdir()
+    (workspace / "d" / "secret.txt").write_text("mine: do not lose\n")
+    check = files._resolve
+
+    def check_then_swap(root, path):
+        checked = check(root, path)
+        (workspace / "d").rename(workspace / "d.moved")
+        (workspace / "d").symlink_to(outside)
+        return checked
+
+    monkeypatch.setattr(files, "_resolve", check_then_swap)
+
+    outcome = step.call(name, {"path": "d/secret.txt", **extra})
+
+    assert outcome.ok is False
+    assert "path 'd/secret.txt' changed while it was opened" in outcome.text
+    assert "do not read" not in outcome.text
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+    assert (outside / "secret.txt").read_text() == "do not read"
+
+
+def test_it_creates_no_folder_through_a_symlink_swapped_in_after_the_check(step, workspace, outside, monkeypatch):
+    (workspace / "d").mkdir()
+    check = files._resolve
+
+    def check_then_swap(root, path):
+        checked = check(root, path)
+        (workspace / "d").rmdir()
+        (workspace / "d").symlink_to(outside)
+        return checked
+
+    monkeypatch.setattr(files, "_resolve", check_then_swap)
+
+    outcome = step.call("write_file", {"path": "d/new/planted.txt", "content": "planted"})
+
+    assert outcome.ok is False
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
 
 
 def test_it_keeps_symlinks_out_of_the_workspace_from_glob_and_grep(step, workspace, outside):

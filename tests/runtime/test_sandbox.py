@@ -334,3 +334,44 @@ def test_a_workflows_limits_never_pass_the_operators_maxima():
     assert asked.within(operator) == Limits(
         processes=10, cpu_seconds=1, memory_mb=100, file_size_mb=1, disk_mb=3, network=False
     )
+
+
+def test_giving_the_workspace_to_the_sandbox_user_never_reaches_past_a_folder_swapped_for_a_symlink(
+    workspace, tmp_path
+):
+    # As root, run_shell first gives the workspace's files to the uid
+    # commands run as. Another command of the same turn swaps a folder for
+    # a symlink out of the workspace and back, as fast as it can: the
+    # file outside must stay root's.
+    sandbox = Sandbox()
+    if not sandbox.enabled or os.geteuid() != 0:
+        pytest.skip("the workspace changes owner only when zenweb runs as root with the sandbox on")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f").write_text("root's\n")
+    (workspace / "d").mkdir()
+    (workspace / "d" / "f").write_text("the run's\n")
+    (workspace / "x").symlink_to(outside)
+    swap = textwrap.dedent(
+        f"""
+        import ctypes, time
+        libc = ctypes.CDLL(None, use_errno=True)
+        end = time.time() + 3
+        while time.time() < end:
+            libc.renameat2(-100, b"{workspace}/d", -100, b"{workspace}/x", 2)  # RENAME_EXCHANGE
+        """
+    )
+    swapper = subprocess.Popen([sys.executable, "-c", swap])
+    try:
+        while swapper.poll() is None:
+            sandbox.prepare(workspace)
+            assert (outside / "f").stat().st_uid == 0
+            assert outside.stat().st_uid == 0
+            # Root's again, as a file tool's new files are, for the next prepare.
+            for name in ("d", "x"):
+                os.chown(workspace / name, 0, 0, follow_symlinks=False)
+                if not (workspace / name).is_symlink():
+                    os.chown(workspace / name / "f", 0, 0)
+    finally:
+        swapper.kill()
+        swapper.wait()

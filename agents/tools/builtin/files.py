@@ -2,10 +2,14 @@
 
 The workspace reaches each tool as the injected ``workspace`` argument; the
 model never sees it. Every path is relative to it, and a path that leaves it
-(absolute, ``..``, or a symlink resolving outside) is refused. Files are
-opened without following a symlink, and hard-linked or special files (a
-FIFO, a device) are refused: a hard link made by a shell command can name a
-file outside the workspace (another run's, the server's secret key).
+(absolute, ``..``, or a symlink resolving outside) is refused. A file is
+then opened one folder at a time from the workspace down, following no
+symlink (``_open_beneath``): a command running at the same time (the turn's
+tool calls run in parallel) that swaps a folder for a symlink after the
+check makes the open fail instead of leave the workspace. Hard-linked or
+special files (a FIFO, a device) are refused: a hard link made by a shell
+command can name a file outside the workspace (another run's, the server's
+secret key).
 """
 
 from __future__ import annotations
@@ -135,11 +139,52 @@ def _bounds(returned: int, start: int, total: int | None, hint: str) -> Bounds:
     )
 
 
-def _open(target: Path, shown: str, flags: int) -> int:
-    """A descriptor of ``target``, a plain file with one link, opened
-    without following a symlink (and without blocking on a FIFO)."""
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_beneath(root: Path, target: Path, shown: str, flags: int, *, make_folders: bool = False) -> int:
+    """A descriptor of ``target`` (resolved, inside ``root``), a plain file
+    with one link: each folder on its way opened from the one before it,
+    none through a symlink, then the file without following one (and
+    without blocking on a FIFO). ``make_folders``: create missing folders."""
+    parts = target.relative_to(root).parts
+    if not parts:
+        raise _refuse(shown, "is a directory")
+    folder = os.open(root, _FOLDER)
     try:
-        fd = os.open(target, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        for part in parts[:-1]:
+            if make_folders:
+                try:
+                    os.mkdir(part, dir_fd=folder)
+                except FileExistsError:
+                    pass
+            inner = _open_folder(folder, part, shown)
+            os.close(folder)
+            folder = inner
+        return _open_file(folder, parts[-1], shown, flags)
+    finally:
+        os.close(folder)
+
+
+def _open_folder(folder: int, name: str, shown: str) -> int:
+    try:
+        return os.open(name, _FOLDER, dir_fd=folder)
+    except FileNotFoundError:
+        raise _refuse(shown, "does not exist") from None
+    except OSError as exc:
+        try:
+            symlink = stat.S_ISLNK(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+        except OSError:
+            symlink = False
+        if symlink:  # where the check found a folder a moment before
+            raise _refuse(shown, f"changed while it was opened ({name!r} is a symlink now); call again") from None
+        why = "is not a folder" if isinstance(exc, NotADirectoryError) else f"cannot be opened ({exc.strerror})"
+        raise _refuse(shown, f"cannot be reached: {name!r} on its way {why}") from None
+
+
+def _open_file(folder: int, name: str, shown: str, flags: int) -> int:
+    try:
+        fd = os.open(name, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644, dir_fd=folder)
     except FileNotFoundError:
         raise _refuse(shown, "does not exist") from None
     except IsADirectoryError:
@@ -160,24 +205,24 @@ def _open(target: Path, shown: str, flags: int) -> int:
     return fd
 
 
-def _read_bytes(target: Path, shown: str, cap: int) -> bytes:
-    fd = _open(target, shown, os.O_RDONLY)
+def _read_bytes(root: Path, target: Path, shown: str, cap: int) -> bytes:
+    fd = _open_beneath(root, target, shown, os.O_RDONLY)
     with os.fdopen(fd, "rb") as handle:
         if os.fstat(fd).st_size > cap:
             raise ToolError(f"{shown} is larger than {cap} bytes; use grep to find what you need", fields=["path"])
         return handle.read(cap + 1)
 
 
-def _write_text(target: Path, shown: str, text: str) -> None:
+def _write_text(root: Path, target: Path, shown: str, text: str) -> None:
     # No O_TRUNC: a hard-linked file must be refused before anything of it changes.
-    fd = _open(target, shown, os.O_WRONLY | os.O_CREAT)
+    fd = _open_beneath(root, target, shown, os.O_WRONLY | os.O_CREAT, make_folders=True)
     with os.fdopen(fd, "wb") as handle:
         handle.truncate(0)
         handle.write(text.encode("utf-8"))
 
 
-def _read_text(target: Path, shown: str, cap: int) -> str:
-    data = _read_bytes(target, shown, cap)
+def _read_text(root: Path, target: Path, shown: str, cap: int) -> str:
+    data = _read_bytes(root, target, shown, cap)
     if b"\0" in data[:8192]:
         raise ToolError(f"{shown} is a binary file", kind="invalid_call", action="correct_call", fields=["path"])
     return data.decode("utf-8", errors="replace")
@@ -187,7 +232,7 @@ def _read_file(ctx: ToolContext, args: ReadFileArgs) -> ToolResult:
     root = workspace_root(args.workspace)
     target = _resolve(root, args.path)
     shown = _shown(root, target)
-    lines = _read_text(target, shown, MAX_READ_FILE_BYTES).splitlines()
+    lines = _read_text(root, target, shown, MAX_READ_FILE_BYTES).splitlines()
     total = len(lines)
     if args.offset and args.offset >= total:
         raise ToolError(
@@ -222,11 +267,8 @@ def _write_file(ctx: ToolContext, args: WriteFileArgs) -> str:
     root = workspace_root(args.workspace)
     target = _resolve(root, args.path)
     shown = _shown(root, target)
-    if target.is_dir():
-        raise _refuse(shown, "is a directory")
     existed = target.exists()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    _write_text(target, shown, args.content)
+    _write_text(root, target, shown, args.content)
     return f"{'overwrote' if existed else 'created'} {shown} ({len(args.content.encode('utf-8'))} bytes)"
 
 
@@ -234,7 +276,7 @@ def _edit_file(ctx: ToolContext, args: EditFileArgs) -> str:
     root = workspace_root(args.workspace)
     target = _resolve(root, args.path)
     shown = _shown(root, target)
-    text = _read_text(target, shown, MAX_READ_FILE_BYTES)
+    text = _read_text(root, target, shown, MAX_READ_FILE_BYTES)
     count = text.count(args.old)
     if count != 1:
         where = "does not occur" if count == 0 else f"occurs {count} times"
@@ -244,7 +286,7 @@ def _edit_file(ctx: ToolContext, args: EditFileArgs) -> str:
             action="correct_call",
             fields=["old"],
         )
-    _write_text(target, shown, text.replace(args.old, args.new, 1))
+    _write_text(root, target, shown, text.replace(args.old, args.new, 1))
     return f"edited {shown}: replaced 1 occurrence"
 
 
@@ -295,9 +337,9 @@ def _grep(ctx: ToolContext, args: GrepArgs) -> ToolResult:
         if not path.is_file() or path.stat().st_size > MAX_GREP_FILE_BYTES:
             continue
         try:
-            data = _read_bytes(path, _shown(root, path), MAX_GREP_FILE_BYTES)
-        except ToolError:
-            continue  # hard-linked, special, or changed under us: not searched
+            data = _read_bytes(root, path.resolve(), _shown(root, path), MAX_GREP_FILE_BYTES)
+        except (ToolError, ValueError):
+            continue  # hard-linked, special, or changed under us (now outside): not searched
         if b"\0" in data[:8192]:
             continue
         for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
