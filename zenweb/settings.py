@@ -44,25 +44,6 @@ def _secret_key() -> str:
 SECRET_KEY = _secret_key()
 
 
-def _secret_values() -> tuple[str, ...]:
-    """Every secret value zenweb knows of, for the redaction of tool output:
-    the signing key, the admin password file, the database and Redis
-    passwords, and any variable whose name says it is secret."""
-    from urllib.parse import urlsplit
-
-    from agents.redaction import secret_values
-
-    files = [DATA_DIR / "secret_key", DATA_DIR / "admin_password"]
-    extra = [SECRET_KEY, *(p.read_text().strip() for p in files if p.is_file())]
-    for url in (env_str("DATABASE_URL"), env_str("REDIS_URL")):
-        try:
-            extra.append(urlsplit(url).password or "")
-        except ValueError:
-            continue
-    return secret_values(os.environ, extra)
-
-
-ZENWEB_SECRET_VALUES = _secret_values()
 ALLOWED_HOSTS = [h for h in env_str("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h]
 CSRF_TRUSTED_ORIGINS = [o for o in env_str("DJANGO_CSRF_TRUSTED_ORIGINS").split(",") if o]
 
@@ -323,6 +304,31 @@ def _mcp_servers() -> dict:
 # when zenweb connects; servers start on first use, so one that is down
 # never stops zenweb from starting.
 ZENWEB_MCP_SERVERS = _mcp_servers()
+
+
+def _secret_values() -> tuple[str, ...]:
+    """Every secret value zenweb knows of, for the redaction of tool output:
+    the signing key, the admin password file, the database and Redis
+    passwords, any variable whose name says it is secret, and every variable
+    an MCP server's config uses (whatever its name: GH_PAT in a header, a
+    URL with a key), which a server can echo in a result or an error."""
+    from urllib.parse import urlsplit
+
+    from agents.redaction import secret_values
+
+    files = [DATA_DIR / "secret_key", DATA_DIR / "admin_password"]
+    extra = [SECRET_KEY, *(p.read_text().strip() for p in files if p.is_file())]
+    for url in (env_str("DATABASE_URL"), env_str("REDIS_URL")):
+        try:
+            extra.append(urlsplit(url).password or "")
+        except ValueError:
+            continue
+    for config in ZENWEB_MCP_SERVERS.values():
+        extra.extend(os.environ.get(name, "") for name in config.variables())
+    return secret_values(os.environ, extra)
+
+
+ZENWEB_SECRET_VALUES = _secret_values()
 # Off: the person who started a run cannot approve its requests. On, for a
 # single-person install: they can where one approval is required (never
 # under the two-person rule); the approvals page says so.

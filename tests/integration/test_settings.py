@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import textwrap
 import subprocess
 import sys
 from pathlib import Path
@@ -47,3 +48,49 @@ def test_it_serves_the_dashboards_static_files_with_debug_off(settings, owner):
     assert {"/static/css/zenweb.css", "/static/js/live.js", "/static/django_htmx/ext/hx-ws-2.min.js"} <= set(files)
     for path in [*files, "/static/admin/css/base.css"]:
         assert client.get(path).status_code == 200, path
+
+
+def test_a_value_an_mcp_servers_config_uses_is_redacted_from_tool_results_whatever_its_name(tmp_path):
+    # GH_PAT's name says nothing of a secret, but the operator put it in a
+    # server's header: a server that echoes it (a 401 quoting the header)
+    # must not hand it to the model, the events or the export.
+    servers = '{"gh": {"url": "https://example.test/mcp", "headers": {"Authorization": "Bearer ${GH_PAT}"}}}'
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}} | {
+        "ZENWEB_DATA_DIR": str(tmp_path),
+        "ZENWEB_MCP_SERVERS": servers,
+        "GH_PAT": "ghp_canary0123456789",
+        "PLAIN_SETTING": "not-a-secret-value",
+    }
+    code = textwrap.dedent(
+        """
+        import django
+        django.setup()
+        from django.conf import settings
+        from agents.tools import ToolRegistry
+        from tests.runtime.mcp_calls import ctx
+        from tests.integration.test_settings import echo_tool
+
+        registry = ToolRegistry([echo_tool()], secrets=settings.ZENWEB_SECRET_VALUES)  # as tools_for builds it
+        print(registry.call(ctx(), "echo", "{}", [echo_tool()]).text)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+
+    assert result.stdout.strip() == "401: Bearer [redacted] refused; PLAIN_SETTING=not-a-secret-value"
+
+
+def echo_tool():
+    """A tool answering as a server that echoes its token does."""
+    from pydantic import BaseModel, ConfigDict
+
+    from agents.tools import Tool
+
+    class Nothing(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+
+    def echo(ctx, args):
+        return f"401: Bearer {os.environ['GH_PAT']} refused; PLAIN_SETTING={os.environ['PLAIN_SETTING']}"
+
+    return Tool("echo", "Echo.", Nothing, frozenset({"step"}), echo, toolset="testing")

@@ -115,6 +115,12 @@ class McpServerConfig(BaseModel):
             }
         )
 
+    def variables(self) -> set[str]:
+        """The names of the ``${VAR}`` this config uses: the operator's
+        secrets for the server (a token in a header, a URL with a key)."""
+        texts = [self.command or "", *self.args, *self.env.values(), self.cwd or "", self.url or ""]
+        return {name for value in [*texts, *self.headers.values()] for name in _VARIABLE.findall(value)}
+
     def redact(self, text: str, environ: Mapping[str, str] | None = None) -> str:
         """``text`` with the value of each ``${VAR}`` this config uses put
         back as its placeholder. A server's error output, its JSON-RPC error
@@ -123,10 +129,8 @@ class McpServerConfig(BaseModel):
         Values under 4 characters are left alone: replacing every "1" or
         "on" would garble the reason, and they are not secrets."""
         environ = os.environ if environ is None else environ
-        texts = [self.command or "", *self.args, *self.env.values(), self.cwd or "", self.url or ""]
-        names = {name for value in [*texts, *self.headers.values()] for name in _VARIABLE.findall(value)}
         values = sorted(
-            ((environ[name], name) for name in names if len(environ.get(name, "")) >= MIN_REDACTED),
+            ((environ[name], name) for name in self.variables() if len(environ.get(name, "")) >= MIN_REDACTED),
             key=lambda pair: -len(pair[0]),  # a value inside a longer one goes second
         )
         for value, name in values:
