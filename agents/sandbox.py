@@ -126,8 +126,13 @@ class Sandbox:
         cwd: Path | None = None,
     ) -> list[str]:
         """The command line that runs ``argv`` sandboxed (or, with the
-        sandbox off, under the same rlimits), with exactly ``env`` (which
-        the caller also passes to the process it starts).
+        sandbox off, under the same rlimits), with exactly ``env``, which
+        the caller passes to the process it starts: the values reach the
+        command through bubblewrap's environment, never its command line,
+        which every local user can read in /proc while a server runs (an
+        MCP server's token). Whatever else that environment holds (a
+        launcher's defaults: the MCP SDK adds USER, SHELL and the like from
+        this process's) is unset by name.
         ``writable`` is the one directory it may change; ``readonly`` are
         extra directories it may read (an MCP server's own files)."""
         limited = [*_prlimit(self.limits), "--", *argv]
@@ -141,12 +146,11 @@ class Sandbox:
             "--unshare-ipc",
             "--unshare-uts",
             "--unshare-cgroup-try",
-            "--clearenv",
         ]
         if not self.limits.network:
             line.append("--unshare-net")
-        for key, value in env.items():
-            line += ["--setenv", key, value]
+        for name in sorted(set(os.environ) - set(env)):
+            line += ["--unsetenv", name]
         for path in SYSTEM_DIRS:
             if os.path.islink(path):
                 line += ["--symlink", os.readlink(path), path]

@@ -375,3 +375,31 @@ def test_giving_the_workspace_to_the_sandbox_user_never_reaches_past_a_folder_sw
     finally:
         swapper.kill()
         swapper.wait()
+
+
+def test_a_sandboxed_processs_variables_never_show_on_a_command_line_other_users_can_read(workspace, monkeypatch):
+    # /proc/<pid>/cmdline is readable by every local user for as long as a
+    # process runs (an MCP server: as long as its connection); the values
+    # reach the command through bubblewrap's environment instead.
+    monkeypatch.setenv("ZENWEB_TEST_HOST_ONLY", "the-host-keeps-this")
+    sandbox = Sandbox()
+    env = {"PATH": SYSTEM_PATH, "GH_PAT": "ghp_canary0123456789"}
+    argv = sandbox.command(["bash", "-c", 'echo "$GH_PAT ${ZENWEB_TEST_HOST_ONLY:-unset}"; sleep 5'], env=env)
+    # As a launcher that adds this process's variables starts it (the MCP
+    # SDK adds its defaults, USER, SHELL and the like): they are unset inside.
+    launched = {"ZENWEB_TEST_HOST_ONLY": os.environ["ZENWEB_TEST_HOST_ONLY"], **env}
+    with subprocess.Popen(argv, env=launched, stdout=subprocess.PIPE, text=True) as proc:
+        first = proc.stdout.readline().strip()
+        command_lines = [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in [proc.pid, *children(proc.pid)]]
+        proc.kill()
+
+    assert first == "ghp_canary0123456789 unset"
+    assert command_lines and not any(b"ghp_canary" in line for line in command_lines)
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            found += [int(child), *children(int(child))]
+    return found
