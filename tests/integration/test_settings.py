@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import re
-import textwrap
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
