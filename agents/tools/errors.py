@@ -17,6 +17,12 @@ FailureKind = Literal[
     "invalid_call", "domain_rejection", "unavailable", "rate_limited", "timeout", "malformed_result", "internal"
 ]
 RecoveryAction = Literal["correct_call", "replan", "finish"]
+# A failure's text stays well under a result's cap (agents/tools/results.py):
+# its message cut, and an argument as long as a book (a 200,000-character
+# message the schema refused) sent back as a preview, not whole, on every
+# later turn of the step.
+MAX_ERROR_CHARS = 4_000
+MAX_PRIOR_INPUT_CHARS = 2_000
 
 
 @dataclass(frozen=True)
@@ -33,8 +39,18 @@ class RetryHint:
 
 
 def failure_text(message: str, hint: RetryHint) -> str:
-    """The tool result a model sees for a failed call."""
-    return f"error: {message}\nretry_hint: {json.dumps(hint.as_data(), ensure_ascii=False, default=str)}"
+    """The tool result a model sees for a failed call: the message (at most
+    MAX_ERROR_CHARS) and the hint, its prior input as a preview when its
+    JSON is longer than MAX_PRIOR_INPUT_CHARS."""
+    if len(message) > MAX_ERROR_CHARS:
+        message = message[:MAX_ERROR_CHARS] + " …[cut]"
+    data = hint.as_data()
+    if "prior_input" in data:
+        prior = json.dumps(data["prior_input"], ensure_ascii=False, default=str)
+        if len(prior) > MAX_PRIOR_INPUT_CHARS:
+            preview = prior[: MAX_PRIOR_INPUT_CHARS // 2]
+            data["prior_input"] = {"omitted": True, "reason": "size_limit", "chars": len(prior), "preview": preview}
+    return f"error: {message}\nretry_hint: {json.dumps(data, ensure_ascii=False, default=str)}"
 
 
 def example_input(model: type[BaseModel]) -> dict[str, Any]:

@@ -324,6 +324,23 @@ def test_it_hints_with_the_raw_input_when_the_arguments_are_not_json():
     }
 
 
+def test_it_sends_back_a_preview_of_an_argument_too_long_to_repeat():
+    # The schema refuses a 200,000-character message; the model reads the
+    # failure on every later turn of its step, so it holds a preview.
+    run = Run("writer")
+
+    outcome = run.call("writer", "send_message", {"text": "x" * 200_000})
+
+    assert outcome.text.startswith("error: invalid arguments for send_message: text: String should have at most")
+    assert len(outcome.text) < 3_000
+    assert hint_of(outcome)["prior_input"] == {
+        "omitted": True,
+        "reason": "size_limit",
+        "chars": len(json.dumps({"text": "x" * 200_000})),
+        "preview": json.dumps({"text": "x" * 200_000})[:1_000],
+    }
+
+
 def test_it_lists_every_tool_in_the_catalog_shape():
     catalog = default_registry().catalog()
 
