@@ -332,6 +332,16 @@ class DjangoToolHost:
 
     def start_child_run(self, ctx: ToolContext, workflow: str, inputs: dict[str, Any]) -> str:
         parent = Run.objects.select_related("created_by").get(pk=self.run_id)
+        if parent.parent_tool_call_id is not None:
+            # One level, as workers get no tool to spawn more (seeds/002): a
+            # workflow that calls itself, or two that call each other, would
+            # start runs without end.
+            raise ToolError(
+                f"{workflow} cannot start from run {parent.pk}: a run started by a tool call "
+                "starts no runs of its own; do the work with this run's own tools",
+                kind="unavailable",
+                action="replan",
+            )
         version = Workflow.objects.filter(name=workflow).order_by("-version").first()
         if version is None:
             raise ToolError(f"Unknown workflow {workflow!r}", kind="unavailable", action="replan")

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from runs.actions import do_cancel_run, do_create_run
+from runs.actions import do_cancel_run, do_create_run, do_register_workflow
 from runs.models import Run, Step
-from tests.conftest import assert_gapless, register, wait_for, wait_for_run
+from tests.conftest import WORKFLOWS, assert_gapless, register, wait_for, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -93,3 +93,20 @@ def test_it_cancels_the_child_run_of_a_step_cancelled_while_its_run_goes_on(cele
     run.refresh_from_db()
     assert run.status == Run.Status.RUNNING  # trigger is still at work
     assert wait_for_run(run).status == Run.Status.PARTIAL
+
+
+def test_a_run_started_by_a_tool_call_starts_no_runs_of_its_own(celery_worker):
+    text = (WORKFLOWS / "tools" / "recurse.yaml").read_text()
+    first = [line for line in text.splitlines(keepends=True) if "recurse]" not in line and "tool: recurse" not in line]
+    do_register_workflow("".join(first), "recurse v1")  # the tool exists before a version calls it
+    run = wait_for_run(do_create_run(register("tools/recurse"), {"topic": "top"}))
+
+    assert (run.status, run.steps.get(step_id="work").output) == (Run.Status.COMPLETED, "done with top")
+    children = Run.objects.exclude(pk=run.pk)
+    assert sorted(children.values_list("inputs__topic", "status")) == [("a", "completed"), ("b", "completed")]
+    for child in children:
+        refusals = child.tool_calls.filter(name="recurse")
+        assert [call.ok for call in refusals] == [False, False]
+        assert f"recurse cannot start from run {child.pk}: a run started by a tool call starts no runs" in (
+            refusals[0].result
+        )
