@@ -15,6 +15,10 @@ from agents.tools.registry import ToolOutcome, ToolRegistry
 
 # Why a step (or the run, for the coordinator) fails; stored as its error.
 EMPTY_ANSWER = "empty answer from the model"
+# Calls of any kind one answer may ask for, bookkeeping (messages, claims)
+# included, which no call cap counts: each is a row and events, and a
+# coordinator forwarding to every step of a workflow needs at most 100.
+MAX_CALLS_PER_TURN = 100
 EMPTY_FINALIZE = "finalize with an empty result"
 FINALIZE = "finalize"
 SPAWN_WORKER = "spawn_worker"
@@ -53,9 +57,15 @@ def _empty_answers_in_a_row(transcript: list[dict[str, Any]]) -> int:
 
 
 def _over_call_cap(calls: list[ToolCallRequest], registry: ToolRegistry, env: ToolEnv) -> str | None:
-    """Why none of this turn's calls may run: it asks for more counted calls
-    than the step has left under maxToolCalls. All or none, so that the
-    model decides which calls matter rather than the cap cutting the list."""
+    """Why none of this turn's calls may run: it asks for more calls than a
+    turn may make (MAX_CALLS_PER_TURN), or more counted calls than the step
+    has left under maxToolCalls. All or none, so that the model decides
+    which calls matter rather than the cap cutting the list."""
+    if len(calls) > MAX_CALLS_PER_TURN:
+        return (
+            f"this turn asks for {len(calls)} tool calls and a turn may make at most {MAX_CALLS_PER_TURN}, "
+            f"messages and claims included; none of them ran: ask for at most {MAX_CALLS_PER_TURN}"
+        )
     if env.tool_call_cap is None or not calls:
         return None
     left = max(env.tool_call_cap - env.tool_calls_made, 0)
@@ -88,9 +98,14 @@ def _finalize_refusal(arguments: str, needs_workers: bool) -> str | None:
     return None
 
 
+def cap_exhausted(env: ToolEnv) -> bool:
+    """Whether the step has no call left under maxToolCalls."""
+    return env.tool_call_cap is not None and env.tool_calls_made >= env.tool_call_cap
+
+
 def _refused(reason: str, over_cap: bool, env: ToolEnv) -> ToolOutcome:
     if over_cap:
-        exhausted = env.tool_calls_made >= (env.tool_call_cap or 0)
+        exhausted = cap_exhausted(env)
         hint = RetryHint("domain_rejection", "finish" if exhausted else "replan")
     elif reason == EMPTY_FINALIZE:
         hint = RetryHint("invalid_call", "finish", fields=["summary"])

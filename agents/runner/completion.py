@@ -18,6 +18,7 @@ from agents.runner.answer_checks import (
     _finalize_refusal,
     _over_call_cap,
     _refused,
+    cap_exhausted,
     empty_answer_hint,
     is_empty,
 )
@@ -85,7 +86,7 @@ def apply_completion(
     over_cap = _over_call_cap(completion.tool_calls, registry, env)
     if over_cap is not None:
         result.over_call_cap = True
-        result.call_cap_exhausted = env.tool_calls_made >= (env.tool_call_cap or 0)
+        result.call_cap_exhausted = cap_exhausted(env)
     workers = env.workers
     for call, occurrence in _with_occurrence(completion.tool_calls):
         ctx = _tool_context(turn, env, call.id, router, sink, occurrence)

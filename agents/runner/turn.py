@@ -91,7 +91,7 @@ class TurnResult:
     """``waiting`` means a tool call's result comes later (a child run);
     ``failed``, that the turn ends its step (or, the coordinator's, its run)
     for ``error``. ``over_call_cap``: the turn asked for more tool calls than
-    the step had left, and none ran; ``call_cap_exhausted``: it had none left."""
+    the step had left or a turn may make, and none ran; ``call_cap_exhausted``: it had none left."""
 
     status: Literal["continue", "completed", "waiting", "failed"]
     transcript: list[dict[str, Any]]

@@ -130,6 +130,26 @@ def test_a_turn_asking_for_more_calls_than_are_left_runs_none_of_them():
     assert not any(call.outcome.counted for call in result.tool_calls)
 
 
+def test_a_turn_asking_for_more_calls_than_a_turn_may_make_runs_none_of_them_bookkeeping_included():
+    # No call cap counts messages or claims; one answer still may not ask
+    # for hundreds of them (a row and events each).
+    turns = Turns(env=ToolEnv(tool_call_cap=200, tool_calls_made=0))
+    asked = [("send_message", {"text": f"note {n}"}) for n in range(101)]
+
+    too_many = turns.answer(calls(*asked))
+    refusals = {m["content"].split("\n")[0] for m in too_many.transcript[-101:]}
+    enough = turns.answer(calls(*asked[:100]))
+
+    assert too_many.over_call_cap and not too_many.call_cap_exhausted
+    expected = (
+        "error: this turn asks for 101 tool calls and a turn may make at most 100, messages and claims "
+        "included; none of them ran: ask for at most 100"
+    )
+    assert refusals == {expected}
+    assert not enough.over_call_cap
+    assert turns.sink.types().count("message_sent") == 100
+
+
 def test_side_effects_of_a_turn_past_the_call_cap_do_not_run():
     began: list[str] = []
 
