@@ -333,6 +333,11 @@ ZENWEB_SECRET_VALUES = _secret_values()
 # single-person install: they can where one approval is required (never
 # under the two-person rule); the approvals page says so.
 ZENWEB_ALLOW_SELF_APPROVAL = env_bool("ZENWEB_ALLOW_SELF_APPROVAL", False)
+# Runs one person may have under way at once (pending, running or waiting
+# for approval; runs started by their runs' tool calls not counted): past
+# it a new run or command is refused, before any model is asked, so that a
+# client looping on POST /api/commands fills no queue. 0: no limit.
+ZENWEB_MAX_ACTIVE_RUNS = env_int("ZENWEB_MAX_ACTIVE_RUNS", 20)
 # Durability: a step turn's lease (renewed while the model thinks), how often
 # each worker sweeps for expired leases, and when a silent run counts as stuck.
 ZENWEB_LEASE_SECONDS = env_float("ZENWEB_LEASE_SECONDS", 60.0)

@@ -36,7 +36,7 @@ from runs.actions.catalog import (
 from runs.actions.common import router_for
 from runs.actions.coordinator import do_coordinator_wake
 from runs.actions.ending import do_cancel_run, do_fail_run, do_finish_run
-from runs.actions.lifecycle import do_create_run, do_start_run
+from runs.actions.lifecycle import TooManyRuns, active_runs_refusal, do_create_run, do_start_run
 from runs.actions.resume import do_fail_resume, do_resume_turn
 from runs.actions.scheduling import Eager, EagerTurn, EagerWake, do_schedule_run_of, schedule, take_queued_turn
 from runs.actions.step_ends import do_fail_step
@@ -49,12 +49,14 @@ __all__ = [
     "do_eager_turn",
     "REGISTRY",
     "InputError",
+    "TooManyRuns",
     "access_run",
     "control_refusal",
     "check_inputs",
     "do_cancel_run",
     "do_coordinator_wake",
     "do_schedule_run_of",
+    "active_runs_refusal",
     "do_create_run",
     "do_fail_resume",
     "do_fail_run",

@@ -29,7 +29,7 @@ from agents.handler import (
 from agents.llm import ProviderError, build_provider
 from runs.actions.catalog import InputError, workflow_spec
 from runs.actions.command_results import NEEDS_APPROVAL
-from runs.actions.lifecycle import do_create_run
+from runs.actions.lifecycle import active_runs_refusal, do_create_run
 from runs.models import Command, Event, Run, Workflow
 from runs.store.events import DjangoEventSink
 
@@ -53,6 +53,9 @@ def do_command(text: str, *, user=None, mode: str = "chat") -> Command:
     if plan.compacted:
         log.info("command %r: catalog compacted (%s)", text[:80], plan.event_data())
     command = Command(text=text, mode=mode, created_by=user, compact_catalog=plan.compacted)
+    refusal = active_runs_refusal(user)
+    if refusal:  # before the model is asked: its selection could start nothing
+        return _answer(command, CoordinatorResult(command_received=text, status="error", error=refusal))
     try:
         completion = build_provider(None).complete(plan.request)
         selection = parse_selection(completion.content, text)

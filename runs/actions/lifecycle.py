@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -23,6 +24,27 @@ from runs.store import sql
 from runs.store.events import DjangoEventSink
 
 
+class TooManyRuns(InputError):
+    """The person has ZENWEB_MAX_ACTIVE_RUNS runs under way already."""
+
+
+def active_runs_refusal(user) -> str | None:
+    """Why ``user`` may start no run now: as many of their runs are under
+    way as ZENWEB_MAX_ACTIVE_RUNS allows (a run started by a tool call is
+    its parent's work, not counted). None: they may."""
+    limit = settings.ZENWEB_MAX_ACTIVE_RUNS
+    if user is None or not limit:
+        return None
+    runs = Run.objects.filter(created_by=user, parent_tool_call__isnull=True).exclude(status__in=Run.TERMINAL)
+    active = runs.count()
+    if active < limit:
+        return None
+    return (
+        f"you have {active} runs under way (pending, running or waiting for approval) and at most {limit} "
+        "may be (ZENWEB_MAX_ACTIVE_RUNS): wait for one to end, or cancel one"
+    )
+
+
 def do_create_run(
     workflow: Workflow, inputs: Mapping[str, object], *, user=None, command: str = "", mode: str | None = None
 ) -> Run:
@@ -30,7 +52,11 @@ def do_create_run(
     destructive workflow waits for approval first (``awaiting_approval``).
     ``mode`` is the person's (chat or code): a code-mode workflow refuses
     chat mode with InputError, as a command does. None (a caller that names
-    the workflow itself: the CLI, the demo) takes the workflow's own."""
+    the workflow itself: the CLI, the demo) takes the workflow's own.
+    TooManyRuns (an InputError) when ``user`` has too many under way."""
+    refusal = active_runs_refusal(user)
+    if refusal:
+        raise TooManyRuns(refusal)
     spec = workflow_spec(workflow)
     mode = mode or spec.mode
     refusal = mode_refusal(spec.name, spec.mode, mode)

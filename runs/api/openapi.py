@@ -47,7 +47,7 @@ OPERATIONS = (
         201,
         body=s.CommandRequest,
         query=s.FormatQuery,
-        errors=(400, 401, 403, 413),
+        errors=(400, 401, 403, 413, 429),
         markdown=True,
     ),
     Operation(
@@ -107,6 +107,7 @@ _ERRORS = {
     # Any POST: Django reads no body past its limit, be it JSON for the view
     # or a session's form for the CSRF check.
     413: "The body is past the limit (DATA_UPLOAD_MAX_MEMORY_SIZE, 2.5 MB by default); `error` gives it.",
+    429: "The caller has as many runs under way as ZENWEB_MAX_ACTIVE_RUNS allows; `error` says so.",
 }
 _PARAMETER = re.compile(r"<(?:(?P<converter>\w+):)?(?P<name>\w+)>")
 

@@ -16,7 +16,14 @@ from django.utils.http import urlencode
 
 from agents.handler import CoordinatorResult
 from agents.spec import WorkflowValidationError
-from runs.actions import access_run, control_refusal, do_cancel_run, do_register_workflow, visible_runs
+from runs.actions import (
+    access_run,
+    active_runs_refusal,
+    control_refusal,
+    do_cancel_run,
+    do_register_workflow,
+    visible_runs,
+)
 from runs.actions.approvals import PERMISSION, ApprovalError, do_decide, do_lapse_expired
 from runs.actions.budgets import totals_of
 from runs.actions.command_results import coordinator_result
@@ -34,6 +41,9 @@ def command_create(request: HttpRequest) -> HttpResponse:
     """Answer a command: 201 with the COORDINATOR_RESULT and the run it started, if any."""
     as_markdown = _wants_markdown(request)
     body = parse_body(request, s.CommandRequest)
+    refusal = active_runs_refusal(request.user)
+    if refusal:
+        raise ApiError(429, refusal)
     command = do_command(body.command, user=request.user, mode=body.mode)
     return _command_response(request, command, status=201, as_markdown=as_markdown)
 

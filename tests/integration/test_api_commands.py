@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from runs.actions import do_register_workflow
+from runs.actions import do_cancel_run, do_register_workflow
+from runs.actions.commands import do_command
 from runs.models import Run
 from tests.conftest import register, wait_for_run
 from tests.integration.api_client import ECHO, api, post
@@ -74,3 +75,27 @@ def test_it_starts_a_run_from_a_command_and_reports_its_result(celery_worker, ow
     assert later["status"] == "success"
     assert later["run"]["status"] == "completed"
     assert "echo: tides" in later["result"]["result"]
+
+
+def test_it_refuses_a_command_while_the_caller_has_as_many_runs_under_way_as_allowed(
+    owner, teammate, settings, django_capture_on_commit_callbacks
+):
+    # A client looping on POST /api/commands: each command would ask the
+    # model and queue a run. No worker runs here: the runs stay pending.
+    settings.ZENWEB_MAX_ACTIVE_RUNS = 2
+    do_register_workflow(ECHO, "echo.yaml")
+    client = api(owner)
+    with django_capture_on_commit_callbacks(execute=False):
+        started = [post(client, "/api/commands", {"command": f"echo for {n}"}) for n in range(2)]
+        refused = post(client, "/api/commands", {"command": "echo for more"})
+        form = do_command("echo for more", user=owner)
+
+    assert [r.status_code for r in started] == [201, 201]
+    limit = "you have 2 runs under way (pending, running or waiting for approval) and at most 2 may be"
+    assert (refused.status_code, refused.json()["error"].startswith(limit)) == (429, True)
+    assert (form.status, form.run, form.result["error"].startswith(limit)) == ("error", None, True)
+    assert Run.objects.count() == 2
+    assert post(api(teammate), "/api/commands", {"command": "echo for me"}).status_code == 201  # someone else's count
+
+    do_cancel_run(Run.objects.filter(created_by=owner).first().pk)
+    assert post(client, "/api/commands", {"command": "echo for one more"}).status_code == 201
