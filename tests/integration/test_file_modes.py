@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from agents.tools.builtin.files import workspace_root
+from agents.tools.builtin.workspace import workspace_root
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -87,7 +87,7 @@ def test_it_follows_no_folder_swapped_for_a_symlink_after_the_path_was_checked(
     # any moment, here the worst one: between the check and the open.
     (workspace / "d").mkdir()
     (workspace / "d" / "secret.txt").write_text("mine: do not lose\n")
-    check = files._resolve
+    check = files.resolve
 
     def check_then_swap(root, path):
         checked = check(root, path)
@@ -95,7 +95,7 @@ def test_it_follows_no_folder_swapped_for_a_symlink_after_the_path_was_checked(
         (workspace / "d").symlink_to(outside)
         return checked
 
-    monkeypatch.setattr(files, "_resolve", check_then_swap)
+    monkeypatch.setattr(files, "resolve", check_then_swap)
 
     outcome = step.call(name, {"path": "d/secret.txt", **extra})
 
@@ -108,7 +108,7 @@ def test_it_follows_no_folder_swapped_for_a_symlink_after_the_path_was_checked(
 
 def test_it_creates_no_folder_through_a_symlink_swapped_in_after_the_check(step, workspace, outside, monkeypatch):
     (workspace / "d").mkdir()
-    check = files._resolve
+    check = files.resolve
 
     def check_then_swap(root, path):
         checked = check(root, path)
@@ -116,7 +116,7 @@ def test_it_creates_no_folder_through_a_symlink_swapped_in_after_the_check(step,
         (workspace / "d").symlink_to(outside)
         return checked
 
-    monkeypatch.setattr(files, "_resolve", check_then_swap)
+    monkeypatch.setattr(files, "resolve", check_then_swap)
 
     outcome = step.call("write_file", {"path": "d/new/planted.txt", "content": "planted"})
 

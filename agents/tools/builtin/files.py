@@ -1,30 +1,31 @@
 """The files toolset: read, write, edit, glob and grep inside the run's workspace.
 
 The workspace reaches each tool as the injected ``workspace`` argument; the
-model never sees it. Every path is relative to it, and a path that leaves it
-(absolute, ``..``, or a symlink resolving outside) is refused. A file is
-then opened one folder at a time from the workspace down, following no
-symlink (``_open_beneath``): a command running at the same time (the turn's
-tool calls run in parallel) that swaps a folder for a symlink after the
-check makes the open fail instead of leave the workspace. Hard-linked or
-special files (a FIFO, a device) are refused: a hard link made by a shell
-command can name a file outside the workspace (another run's, the server's
-secret key).
+model never sees it. Paths and opening files without leaving the workspace
+are agents/tools/builtin/workspace.py's.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import stat
 from collections.abc import Callable
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agents.tools.base import Role, Tool, ToolContext, ToolError
+from agents.tools.builtin.workspace import (
+    read_bytes,
+    read_text,
+    refuse,
+    relative,
+    resolve,
+    shown_as,
+    workspace_root,
+    write_text,
+)
 from agents.tools.results import MAX_RESULT_CHARS, Bounds, ToolResult
 
 MAX_WRITE_CHARS = 256_000
@@ -82,38 +83,6 @@ class GrepArgs(_Args):
     cursor: str | None = Field(default=None, description="next_cursor from a previous call, for the next page.")
 
 
-def workspace_root(workspace: str) -> Path:
-    """The workspace directory, created if missing (0700: other users on the
-    machine have no business in a run's files), fully resolved."""
-    root = Path(workspace)
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return root.resolve()
-
-
-def _refuse(path: str, why: str, field: str = "path") -> ToolError:
-    return ToolError(f"path {path!r} {why}", kind="invalid_call", action="correct_call", fields=[field])
-
-
-def _relative(path: str, field: str = "path") -> PurePosixPath:
-    pure = PurePosixPath(path)
-    if pure.is_absolute() or path.startswith("~"):
-        raise _refuse(path, "is absolute; give a path relative to the workspace", field)
-    if ".." in pure.parts:
-        raise _refuse(path, "leaves the workspace ('..' is not allowed)", field)
-    return pure
-
-
-def _resolve(root: Path, path: str) -> Path:
-    target = (root / _relative(path)).resolve()
-    if not target.is_relative_to(root):
-        raise _refuse(path, "resolves outside the workspace (through a symlink)")
-    return target
-
-
-def _shown(root: Path, target: Path) -> str:
-    return target.relative_to(root).as_posix()
-
-
 def _page(items: list[str], cursor: str | None, limit: int) -> tuple[list[str], int]:
     start = 0
     if cursor is not None:
@@ -139,100 +108,11 @@ def _bounds(returned: int, start: int, total: int | None, hint: str) -> Bounds:
     )
 
 
-_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def _open_beneath(root: Path, target: Path, shown: str, flags: int, *, make_folders: bool = False) -> int:
-    """A descriptor of ``target`` (resolved, inside ``root``), a plain file
-    with one link: each folder on its way opened from the one before it,
-    none through a symlink, then the file without following one (and
-    without blocking on a FIFO). ``make_folders``: create missing folders."""
-    parts = target.relative_to(root).parts
-    if not parts:
-        raise _refuse(shown, "is a directory")
-    folder = os.open(root, _FOLDER)
-    try:
-        for part in parts[:-1]:
-            if make_folders:
-                try:
-                    os.mkdir(part, dir_fd=folder)
-                except FileExistsError:
-                    pass
-            inner = _open_folder(folder, part, shown)
-            os.close(folder)
-            folder = inner
-        return _open_file(folder, parts[-1], shown, flags)
-    finally:
-        os.close(folder)
-
-
-def _open_folder(folder: int, name: str, shown: str) -> int:
-    try:
-        return os.open(name, _FOLDER, dir_fd=folder)
-    except FileNotFoundError:
-        raise _refuse(shown, "does not exist") from None
-    except OSError as exc:
-        try:
-            symlink = stat.S_ISLNK(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
-        except OSError:
-            symlink = False
-        if symlink:  # where the check found a folder a moment before
-            raise _refuse(shown, f"changed while it was opened ({name!r} is a symlink now); call again") from None
-        why = "is not a folder" if isinstance(exc, NotADirectoryError) else f"cannot be opened ({exc.strerror})"
-        raise _refuse(shown, f"cannot be reached: {name!r} on its way {why}") from None
-
-
-def _open_file(folder: int, name: str, shown: str, flags: int) -> int:
-    try:
-        fd = os.open(name, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644, dir_fd=folder)
-    except FileNotFoundError:
-        raise _refuse(shown, "does not exist") from None
-    except IsADirectoryError:
-        raise _refuse(shown, "is a directory") from None
-    except OSError as exc:
-        raise _refuse(shown, f"cannot be opened ({exc.strerror}); only plain files can") from None
-    info = os.fstat(fd)
-    why = ""
-    if stat.S_ISDIR(info.st_mode):
-        why = "is a directory"
-    elif not stat.S_ISREG(info.st_mode):
-        why = "is a special file (a FIFO, socket or device); only plain files can be used"
-    elif info.st_nlink > 1:
-        why = f"is hard-linked ({info.st_nlink} names); hard-linked files are refused"
-    if why:
-        os.close(fd)
-        raise _refuse(shown, why)
-    return fd
-
-
-def _read_bytes(root: Path, target: Path, shown: str, cap: int) -> bytes:
-    fd = _open_beneath(root, target, shown, os.O_RDONLY)
-    with os.fdopen(fd, "rb") as handle:
-        if os.fstat(fd).st_size > cap:
-            raise ToolError(f"{shown} is larger than {cap} bytes; use grep to find what you need", fields=["path"])
-        return handle.read(cap + 1)
-
-
-def _write_text(root: Path, target: Path, shown: str, text: str) -> None:
-    # No O_TRUNC: a hard-linked file must be refused before anything of it changes.
-    fd = _open_beneath(root, target, shown, os.O_WRONLY | os.O_CREAT, make_folders=True)
-    with os.fdopen(fd, "wb") as handle:
-        handle.truncate(0)
-        handle.write(text.encode("utf-8"))
-
-
-def _read_text(root: Path, target: Path, shown: str, cap: int) -> str:
-    data = _read_bytes(root, target, shown, cap)
-    if b"\0" in data[:8192]:
-        raise ToolError(f"{shown} is a binary file", kind="invalid_call", action="correct_call", fields=["path"])
-    return data.decode("utf-8", errors="replace")
-
-
 def _read_file(ctx: ToolContext, args: ReadFileArgs) -> ToolResult:
     root = workspace_root(args.workspace)
-    target = _resolve(root, args.path)
-    shown = _shown(root, target)
-    lines = _read_text(root, target, shown, MAX_READ_FILE_BYTES).splitlines()
+    target = resolve(root, args.path)
+    shown = shown_as(root, target)
+    lines = read_text(root, target, shown, MAX_READ_FILE_BYTES).splitlines()
     total = len(lines)
     if args.offset and args.offset >= total:
         raise ToolError(
@@ -265,18 +145,18 @@ def _read_file(ctx: ToolContext, args: ReadFileArgs) -> ToolResult:
 
 def _write_file(ctx: ToolContext, args: WriteFileArgs) -> str:
     root = workspace_root(args.workspace)
-    target = _resolve(root, args.path)
-    shown = _shown(root, target)
+    target = resolve(root, args.path)
+    shown = shown_as(root, target)
     existed = target.exists()
-    _write_text(root, target, shown, args.content)
+    write_text(root, target, shown, args.content)
     return f"{'overwrote' if existed else 'created'} {shown} ({len(args.content.encode('utf-8'))} bytes)"
 
 
 def _edit_file(ctx: ToolContext, args: EditFileArgs) -> str:
     root = workspace_root(args.workspace)
-    target = _resolve(root, args.path)
-    shown = _shown(root, target)
-    text = _read_text(root, target, shown, MAX_READ_FILE_BYTES)
+    target = resolve(root, args.path)
+    shown = shown_as(root, target)
+    text = read_text(root, target, shown, MAX_READ_FILE_BYTES)
     count = text.count(args.old)
     if count != 1:
         where = "does not occur" if count == 0 else f"occurs {count} times"
@@ -286,16 +166,16 @@ def _edit_file(ctx: ToolContext, args: EditFileArgs) -> str:
             action="correct_call",
             fields=["old"],
         )
-    _write_text(root, target, shown, text.replace(args.old, args.new, 1))
+    write_text(root, target, shown, text.replace(args.old, args.new, 1))
     return f"edited {shown}: replaced 1 occurrence"
 
 
 def _matches(root: Path, pattern: str, field: str) -> tuple[list[Path], bool]:
     """Paths matching ``pattern`` that stay in the workspace, sorted; and
     whether the scan stopped at MAX_SCAN."""
-    pure = _relative(pattern, field)
+    pure = relative(pattern, field)
     if not pure.parts:
-        raise _refuse(pattern, "matches no file; use '*' or '**/*' to list the workspace", field)
+        raise refuse(pattern, "matches no file; use '*' or '**/*' to list the workspace", field)
     found: list[Path] = []
     try:
         for path in root.glob(str(pure)):
@@ -305,14 +185,14 @@ def _matches(root: Path, pattern: str, field: str) -> tuple[list[Path], bool]:
             if resolved != root and resolved.is_relative_to(root):
                 found.append(path)
     except ValueError as exc:
-        raise _refuse(pattern, f"is not a valid glob: {exc}", field) from exc
+        raise refuse(pattern, f"is not a valid glob: {exc}", field) from exc
     return sorted(found), False
 
 
 def _glob(ctx: ToolContext, args: GlobArgs) -> ToolResult:
     root = workspace_root(args.workspace)
     paths, capped = _matches(root, args.pattern, "pattern")
-    names = [_shown(root, p) + ("/" if p.is_dir() else "") for p in paths]
+    names = [shown_as(root, p) + ("/" if p.is_dir() else "") for p in paths]
     page, start = _page(names, args.cursor, args.limit)
     hint = "pass next_cursor for more, or narrow the pattern (e.g. a folder or an extension)"
     return ToolResult(page, bounds=_bounds(len(page), start, None if capped else len(names), hint))
@@ -337,14 +217,14 @@ def _grep(ctx: ToolContext, args: GrepArgs) -> ToolResult:
         if not path.is_file() or path.stat().st_size > MAX_GREP_FILE_BYTES:
             continue
         try:
-            data = _read_bytes(root, path.resolve(), _shown(root, path), MAX_GREP_FILE_BYTES)
+            data = read_bytes(root, path.resolve(), shown_as(root, path), MAX_GREP_FILE_BYTES)
         except (ToolError, ValueError):
             continue  # hard-linked, special, or changed under us (now outside): not searched
         if b"\0" in data[:8192]:
             continue
         for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
             if regex.search(line):
-                hits.append(f"{_shown(root, path)}:{number}: {line[:MAX_GREP_LINE_CHARS]}")
+                hits.append(f"{shown_as(root, path)}:{number}: {line[:MAX_GREP_LINE_CHARS]}")
                 if len(hits) >= MAX_SCAN:
                     break
     capped = capped or len(hits) >= MAX_SCAN

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agents.sandbox import MB, SYSTEM_PATH, Sandbox, SandboxUnavailable, workspace_bytes
 from agents.tools.base import Tool, ToolContext, ToolError
-from agents.tools.builtin.files import workspace_root
+from agents.tools.builtin.workspace import workspace_root
 from agents.tools.results import MAX_RESULT_CHARS
 
 MAX_TIMEOUT = 120
