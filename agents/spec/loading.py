@@ -110,18 +110,40 @@ def _parse(text: str, source: str, context: _IncludeContext) -> WorkflowSpec:
         raise WorkflowValidationError(
             field_problems + [p for p in cross if (p.line, p.field) not in reported] + include_problems
         ) from None
+    governance: list[tuple[Location, str]] = []
     for loc, sub in included.items():
         _step_at(spec, loc).included = sub
         # The included steps run their own agents: the run looks them up here.
         for name, agent in sub.agents.items():
             spec.agents.setdefault(name, agent)
+        path = _step_at(spec, loc).include
+        governance += [((*loc, "include"), message) for message in _gates_lost(spec, sub, path)]
     problems = [
         SpecProblem(source, line_for(lines, loc), _dotted(loc), message)
-        for loc, message in spec._problems(known_tools, outer)
+        for loc, message in [*spec._problems(known_tools, outer), *governance]
     ]
     if problems or include_problems:
         raise WorkflowValidationError(problems + include_problems)
     return spec
+
+
+def _gates_lost(spec: WorkflowSpec, sub: WorkflowSpec, path: str) -> list[str]:
+    """What of the approval gate of ``sub`` (included from ``path``) ``spec``
+    would drop: a run asks for approval by the including workflow's own
+    settings only, so each must be stated there too (a destructive file
+    included by a plain one would otherwise run unapproved)."""
+    lost = []
+    if sub.destructive and not spec.destructive:
+        lost.append(f"{path} is destructive: mark this workflow destructive: true too")
+    ungated = [tool for tool in sub.approvals if tool not in spec.approvals]
+    if ungated:
+        lost.append(f"{path} has each {', '.join(ungated)} call approved: list it in approvals: here too")
+    if sub.approval.approvers > spec.approval.approvers:
+        lost.append(
+            f"{path} needs {sub.approval.approvers} approvers: "
+            f"set approval: {{approvers: {sub.approval.approvers}}} here too"
+        )
+    return lost
 
 
 def _resolve_includes(

@@ -183,3 +183,29 @@ def test_text_from_a_client_cannot_reach_files_through_its_source_name():
     with pytest.raises(WorkflowValidationError) as error:
         parse_workflow("name: x\n", "0" * 5000, from_file=True)
     assert "0" * 5000 in str(error.value)
+
+
+def test_it_refuses_an_include_whose_approval_gate_the_including_workflow_would_drop(tmp_path):
+    # A run asks for approval by its own workflow's settings: a destructive
+    # file included by a plain workflow would run with nobody asked.
+    write(
+        tmp_path,
+        "name: wipe\ndestructive: true\napprovals: [run_shell]\napproval: {approvers: 2}\n"
+        "agents: {janitor: {tools: [run_shell]}}\nsteps:\n  - {id: clean, agent: janitor}\n",
+        "wipe.yaml",
+    )
+    plain = write(tmp_path, container_workflow("- {id: inner, include: wipe.yaml}\n"), "plain.yaml")
+    gated = write(
+        tmp_path,
+        "name: gated\ndestructive: true\napprovals: [run_shell]\napproval: {approvers: 2}\nagents: {a1: {}}\n"
+        "steps:\n  - {id: inner, include: wipe.yaml}\n",
+        "gated.yaml",
+    )
+
+    assert problems(plain) == [
+        f"{plain}:4: steps[0].include: wipe.yaml is destructive: mark this workflow destructive: true too",
+        f"{plain}:4: steps[0].include: wipe.yaml has each run_shell call approved: list it in approvals: here too",
+        f"{plain}:4: steps[0].include: wipe.yaml needs 2 approvers: set approval: {{approvers: 2}} here too",
+    ]
+    spec = load_workflow(gated)
+    assert (spec.destructive, spec.approvals, spec.step("inner").included.name) == (True, ["run_shell"], "wipe")
