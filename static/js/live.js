@@ -81,6 +81,20 @@ document.addEventListener("htmx:oobBeforeSwap", function (e) {
   if (kept && none) none.remove();
 });
 
+// A live update redraws what it touched (a step's rows, the tool calls):
+// what a person opened there (a tool call's result, a step's output or
+// transcript, an artifact) stays open in the redrawn rows, matched by id. A
+// transcript opened again loads afresh (its hx-trigger is the toggle).
+document.addEventListener("htmx:oobBeforeSwap", function (e) {
+  var target = e.detail.target;
+  var fragment = e.detail.fragment;
+  if (!target || !fragment || !fragment.querySelector) return;
+  target.querySelectorAll("details[id][open]").forEach(function (open) {
+    var fresh = fragment.querySelector("#" + CSS.escape(open.id));
+    if (fresh) fresh.open = true;
+  });
+});
+
 // The start form's inputs hint follows the chosen workflow, also a choice
 // the browser restored on a reload or going back (the page is drawn with
 // the first workflow's hint).
