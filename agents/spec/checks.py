@@ -40,16 +40,24 @@ def _reference_problems(workflow: Any, known_tools: KnownTools | None) -> Iterat
                     ("mcp", j),
                     f"no MCP server {server!r} is configured (ZENWEB_MCP_SERVERS: {', '.join(configured) or 'none'})",
                 )
-        for name, agent in workflow.agents.items():
-            for j, tool in enumerate(agent.tools):
-                if tool not in known_tools and not mcp_tool_known(tool, mcp, known_tools):
-                    yield (
-                        ("agents", name, "tools", j),
-                        _unknown_tool(tool, known, mcp, known_tools),
-                    )
-        for j, tool in enumerate(getattr(workflow, "approvals", None) or []):
-            if tool not in known_tools and not mcp_tool_known(tool, mcp, known_tools):
-                yield ("approvals", j), _unknown_tool(tool, known, mcp, known_tools)
+        listed = [
+            *(
+                (("agents", name, "tools", j), tool)
+                for name, agent in workflow.agents.items()
+                for j, tool in enumerate(agent.tools)
+            ),
+            *((("approvals", j), tool) for j, tool in enumerate(getattr(workflow, "approvals", None) or [])),
+        ]
+        for at, tool in listed:
+            server = server_of(tool)
+            if server in configured and server not in mcp:
+                # A run gets the tools of the servers its workflow names, no others.
+                yield (
+                    at,
+                    f"{tool!r} is a tool of MCP server {server!r}, which this workflow does not name: add it to mcp:",
+                )
+            elif tool not in known_tools and not mcp_tool_known(tool, mcp, known_tools):
+                yield at, _unknown_tool(tool, known, mcp, known_tools)
 
 
 def _unknown_tool(tool: str, known: str, declared: Collection[str], known_tools: Collection[str]) -> str:

@@ -55,10 +55,11 @@ def tools_for(spec: WorkflowSpec, role: str, requested: Iterable[str]) -> tuple[
     return registry, registry.for_role(role, requested)  # type: ignore[arg-type]
 
 
-def mcp_servers_of(spec: WorkflowSpec | None = None) -> dict[str, McpServerConfig]:
+def mcp_servers_of(spec: WorkflowSpec) -> dict[str, McpServerConfig]:
     """The MCP servers a workflow's agents may use: the operator's
-    (ZENWEB_MCP_SERVERS). A workflow only names them."""
-    return dict(settings.ZENWEB_MCP_SERVERS)
+    (ZENWEB_MCP_SERVERS) that the workflow names in ``mcp:``, and no others
+    (a coordinator granting a worker tools cannot reach past them)."""
+    return {name: config for name, config in settings.ZENWEB_MCP_SERVERS.items() if name in spec.mcp}
 
 
 def mcp_server_statuses() -> list[dict[str, Any]]:

@@ -9,9 +9,11 @@ import time
 
 import pytest
 
+from agents.spec import parse_workflow
 from agents.tools.mcp import McpServerConfig
 from agents.tools.mcp.servers import POOL
 from runs.actions import do_create_run
+from runs.actions.tooling import tools_for
 from runs.models import Run, Workflow
 from tests.conftest import WORKFLOWS, register, wait_for_run
 from tests.mcp.servers import EVERYTHING, require_servers
@@ -115,3 +117,18 @@ def test_an_mcp_tool_on_the_approval_list_waits_for_a_person_then_runs_once(cele
     assert run.status == Run.Status.COMPLETED, run.error
     call = run.tool_calls.get(name="everything__echo")
     assert (call.status, call.result) == ("done", "Echo: approved words")
+
+
+def test_a_run_gets_the_tools_of_the_mcp_servers_its_workflow_names_and_no_others(settings):
+    # What a coordinator grants a worker goes through tools_for too: a
+    # server the workflow does not name stays out of reach.
+    settings.ZENWEB_MCP_SERVERS = {
+        name: McpServerConfig(name=name, command="/nonexistent/mcp-server") for name in ("everything", "tracker")
+    }
+    spec = parse_workflow(
+        "name: scoped\nmcp: [everything]\nagents: {worker: {}}\nsteps: [{id: one, agent: worker}]\n", "scoped.yaml"
+    )
+
+    _, granted = tools_for(spec, "step", ["everything__echo", "tracker__create_issue"])
+
+    assert [tool.name for tool in granted if "__" in tool.name] == ["everything__echo"]

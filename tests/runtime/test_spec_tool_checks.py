@@ -30,6 +30,7 @@ def test_it_rejects_a_coordinator_tool_on_an_agent_that_runs_steps(tmp_path):
 def test_it_rejects_a_step_tool_on_the_coordinator(tmp_path):
     text = """\
         name: flow
+        mcp: [docs]
         agents:
           coordinator:
             tools: [spawn_worker, run_shell, docs__delete, docs__lookup]
@@ -38,10 +39,33 @@ def test_it_rejects_a_step_tool_on_the_coordinator(tmp_path):
         """
 
     assert problems(tmp_path, text, ROLES) == [
-        "4: agents.coordinator.tools[1]: tool 'run_shell' is only available to steps, and agent 'coordinator' "
+        "5: agents.coordinator.tools[1]: tool 'run_shell' is only available to steps, and agent 'coordinator' "
         "is the run's coordinator; list it on an agent that runs steps",
-        "4: agents.coordinator.tools[2]: tool 'docs__delete' is only available to steps, and agent 'coordinator' "
+        "5: agents.coordinator.tools[2]: tool 'docs__delete' is only available to steps, and agent 'coordinator' "
         "is the run's coordinator; list it on an agent that runs steps",
+    ]
+
+
+def test_it_rejects_a_tool_of_an_mcp_server_the_workflow_does_not_name(tmp_path):
+    # A run gets the tools of the servers its workflow names in mcp:, no
+    # others: a coordinator granting a worker tools cannot reach past them.
+    text = """\
+        name: flow
+        agents:
+          worker:
+            tools: [docs__lookup, docs__delete]
+        approvals: [docs__delete]
+        steps:
+          - {id: one, agent: worker}
+        """
+
+    assert problems(tmp_path, text, ROLES) == [
+        "4: agents.worker.tools[0]: 'docs__lookup' is a tool of MCP server 'docs', which this workflow does not "
+        "name: add it to mcp:",
+        "4: agents.worker.tools[1]: 'docs__delete' is a tool of MCP server 'docs', which this workflow does not "
+        "name: add it to mcp:",
+        "5: approvals[0]: 'docs__delete' is a tool of MCP server 'docs', which this workflow does not name: "
+        "add it to mcp:",
     ]
 
 
