@@ -53,6 +53,12 @@ class CannedResponse:
     # Set by the caller when the answer may start (a benchmark's clients
     # connect first); None: at once.
     gate: threading.Event | None = field(default=None, compare=False)
+    # Streamed, as some servers and proxies do it: tool-call fragments
+    # without their "index" (Ollama); the connection dropped after this
+    # many chunks, mid-answer; the stream ended without "data: [DONE]".
+    tool_call_index: bool = True
+    cut_after: int | None = None
+    done: bool = True
 
 
 class FakeOpenAIServer:
@@ -120,13 +126,27 @@ class FakeOpenAIServer:
         chunk_delay: float = 0.0,
         chunk_chars: int = 4,
         gate: threading.Event | None = None,
+        finish_reason: str | None = "stop",
+        cut_after: int | None = None,
+        done: bool = True,
     ) -> None:
         """Answer with an assistant text message (streamed ``chunk_chars``
         characters a chunk, ``chunk_delay`` seconds apart, when asked to
-        stream), once ``gate`` is set if one is given."""
+        stream), once ``gate`` is set if one is given. ``finish_reason``
+        None: no chunk says why the answer stopped; ``cut_after`` and
+        ``done``: see CannedResponse."""
         message = {"role": "assistant", "content": content}
-        body = _completion(message, prompt_tokens, completion_tokens)
-        canned = CannedResponse(200, body, delay, chunk_delay=chunk_delay, chunk_chars=chunk_chars, gate=gate)
+        body = _completion(message, prompt_tokens, completion_tokens, finish_reason=finish_reason)
+        canned = CannedResponse(
+            200,
+            body,
+            delay,
+            chunk_delay=chunk_delay,
+            chunk_chars=chunk_chars,
+            gate=gate,
+            cut_after=cut_after,
+            done=done,
+        )
         self.push(canned)
 
     def push_tool_calls(
@@ -137,8 +157,11 @@ class FakeOpenAIServer:
         prompt_tokens: int = 10,
         completion_tokens: int = 5,
         chunk_delay: float = 0.0,
+        finish_reason: str = "tool_calls",
+        tool_call_index: bool = True,
     ) -> None:
-        """Answer with tool calls, each given as ``(id, name, arguments_json)``."""
+        """Answer with tool calls, each given as ``(id, name, arguments_json)``;
+        ``tool_call_index`` False streams their fragments without an index."""
         message = {
             "role": "assistant",
             "content": content,
@@ -151,8 +174,8 @@ class FakeOpenAIServer:
                 for call_id, name, arguments in calls
             ],
         }
-        body = _completion(message, prompt_tokens, completion_tokens, finish_reason="tool_calls")
-        self.push(CannedResponse(200, body, chunk_delay=chunk_delay))
+        body = _completion(message, prompt_tokens, completion_tokens, finish_reason=finish_reason)
+        self.push(CannedResponse(200, body, chunk_delay=chunk_delay, tool_call_index=tool_call_index))
 
     def push_error(
         self,
@@ -201,7 +224,7 @@ def _completion(
     prompt_tokens: int,
     completion_tokens: int,
     *,
-    finish_reason: str = "stop",
+    finish_reason: str | None = "stop",
 ) -> dict[str, Any]:
     return {
         "id": "chatcmpl-fake",
@@ -238,18 +261,21 @@ def _chunks(response: CannedResponse, include_usage: bool) -> list[tuple[str, st
             chunks.append((chunk({"content": piece}), piece))
         for index, call in enumerate(message.get("tool_calls") or []):
             function = call["function"]
-            head = {"index": index, "id": call["id"], "type": "function", "function": {"name": function["name"]}}
+            numbered = {"index": index} if response.tool_call_index else {}
+            head = numbered | {"id": call["id"], "type": "function", "function": {"name": function["name"]}}
             chunks.append((chunk({"tool_calls": [head | {"function": head["function"] | {"arguments": ""}}]}), ""))
             arguments = function.get("arguments") or ""
             for start in range(0, len(arguments), size):
-                fragment = {"index": index, "function": {"arguments": arguments[start : start + size]}}
+                fragment = numbered | {"function": {"arguments": arguments[start : start + size]}}
                 chunks.append((chunk({"tool_calls": [fragment]}), ""))
-        chunks.append((chunk({}, choice.get("finish_reason") or "stop"), ""))
+        if choice.get("finish_reason") is not None:
+            chunks.append((chunk({}, choice["finish_reason"]), ""))
     if not body.get("choices"):
         chunks.append((chunk(None), ""))
     if include_usage and body.get("usage") is not None:
         chunks.append((chunk(None, usage=body["usage"]), ""))
-    chunks.append(("[DONE]", ""))
+    if response.done:
+        chunks.append(("[DONE]", ""))
     return chunks
 
 
@@ -309,6 +335,10 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self.end_headers()
                 for index, (chunk, content) in enumerate(_chunks(response, include_usage)):
                     if index and response.chunk_delay and server._stopping.wait(response.chunk_delay):
+                        return
+                    if index == response.cut_after:
+                        # No last chunk of the chunked body: the client reads an incomplete one.
+                        self.close_connection = True
                         return
                     data = f"data: {chunk}\n\n".encode()
                     self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")

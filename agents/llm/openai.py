@@ -21,14 +21,11 @@ from agents.llm.base import (
     Completion,
     CompletionRequest,
     PartialCallback,
-    PartialOutput,
-    PartialToolCall,
     ProviderError,
     ProviderRetry,
     RetryCallback,
-    ToolCallRequest,
-    Usage,
 )
+from agents.llm.openai_stream import StreamCut, StreamedAnswer, read_stream
 from agents.redaction import Redactor, secret_values
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -38,9 +35,6 @@ DEFAULT_MAX_RETRIES = 2
 # Server error texts are shown to users; an HTML error page should not flood the UI.
 _MAX_SERVER_MESSAGE = 500
 
-# A partial answer goes out with its first token, then at most this often:
-# a page redrawn per token would cost more than it shows.
-THROTTLE_SECONDS = 0.1
 # Retries: the SDK's backoff, and the longest Retry-After we wait for.
 INITIAL_BACKOFF = 0.5
 MAX_BACKOFF = 8.0
@@ -165,7 +159,7 @@ class OpenAIProvider:
     ) -> Completion:
         """Ask the model for the next turn of ``request.messages``, streamed:
         ``on_partial`` sees the answer so far (the first token at once, then
-        at most every THROTTLE_SECONDS), ``on_retry`` each retry before its wait."""
+        at most every openai_stream.THROTTLE_SECONDS), ``on_retry`` each retry before its wait."""
         model = request.model or self.model
         kwargs: dict[str, Any] = {
             "model": model,
@@ -190,7 +184,7 @@ class OpenAIProvider:
             client, timeout = self._client_before(request.deadline)
             try:
                 return self._stream(client, kwargs, model, timeout, request.deadline, on_partial)
-            except openai.OpenAIError as exc:
+            except (openai.OpenAIError, StreamCut) as exc:
                 message = self._describe(exc, model, timeout)
                 status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
                 # An attempt cut short by the deadline is not tried again:
@@ -198,6 +192,9 @@ class OpenAIProvider:
                 cut = timeout < self.timeout
                 wait = None if cut else self._retry_wait(exc, attempt, request.deadline)
                 if wait is None:
+                    asked = _asked_delay(exc.response.headers) if status is not None else None
+                    if asked is not None and asked > MAX_ASKED_DELAY and attempt <= self.max_retries:
+                        message += f" (it asks to wait {asked:g} s, longer than a turn waits: {MAX_ASKED_DELAY:g} s)"
                     raise ProviderError(message, status=status) from exc
                 if on_retry is not None:
                     on_retry(ProviderRetry(status=status, message=message, attempt=attempt, wait=round(wait, 3)))
@@ -212,74 +209,23 @@ class OpenAIProvider:
         deadline: float | None,
         on_partial: PartialCallback | None,
     ) -> Completion:
-        """One attempt: read the streamed chunks into a Completion."""
-        text: list[str] = []
-        refusal: list[str] = []
-        calls: dict[int, dict[str, Any]] = {}
-        usage: Usage | None = None
-        saw_choices = False
-        sent_at: float | None = None
-        changed = False
+        """One attempt: read the streamed chunks into a Completion
+        (agents/llm/openai_stream.py says what an unfinished one raises)."""
+        answer = StreamedAnswer(model)
+        timed_out = f"openai provider: request timed out after {timeout:g}s ({self._display_url})"
         with client.chat.completions.create(**kwargs) as stream:
-            for chunk in stream:
-                if chunk.usage is not None:
-                    # Compatible servers sometimes leave a count out (null); count it as 0.
-                    usage = Usage(
-                        prompt_tokens=chunk.usage.prompt_tokens or 0,
-                        completion_tokens=chunk.usage.completion_tokens or 0,
-                    )
-                if chunk.choices:
-                    saw_choices = True
-                    delta = chunk.choices[0].delta
-                    if delta.content:
-                        text.append(delta.content)
-                        changed = True
-                    if getattr(delta, "refusal", None):
-                        refusal.append(delta.refusal)
-                    for fragment in delta.tool_calls or []:
-                        if fragment.type not in (None, "function"):
-                            raise ProviderError(
-                                f"openai provider: model {model!r} returned an unsupported "
-                                f"{fragment.type!r} tool call; only function tools are supported"
-                            )
-                        call = calls.setdefault(fragment.index, {"id": "", "name": "", "arguments": []})
-                        if fragment.id:
-                            call["id"] = fragment.id
-                        if fragment.function is not None:
-                            if fragment.function.name:
-                                call["name"] += fragment.function.name
-                            if fragment.function.arguments:
-                                call["arguments"].append(fragment.function.arguments)
-                        changed = True
-                # A trickling answer must not outlive the step that waits for it:
-                # the client's timeout bounds each read, not the whole stream.
-                if deadline is not None and time.time() > deadline:
-                    raise ProviderError(f"openai provider: request timed out after {timeout:g}s ({self._display_url})")
-                if on_partial is not None and changed:
-                    now = time.monotonic()
-                    if sent_at is None or now - sent_at >= THROTTLE_SECONDS:
-                        sent_at = now
-                        changed = False
-                        on_partial(_partial(text, calls))
-        if not saw_choices:
-            raise ProviderError(f"openai provider: {self._display_url} returned no choices for model {model!r}")
-        # Some compatible servers stream a call without an id; the transcript
-        # needs one to pair the call with its result.
-        tool_calls = [
-            ToolCallRequest(id=call["id"] or f"call_{index}", name=call["name"], arguments="".join(call["arguments"]))
-            for index, call in sorted(calls.items())
-        ]
-        # A refusal arrives with no content; keep its text so the transcript says why.
-        content = "".join(text) if text else ("".join(refusal) if refusal else None)
-        return Completion(content=content, tool_calls=tool_calls, usage=usage)
+            read_stream(stream, answer, deadline=deadline, on_partial=on_partial, timed_out=timed_out)
+        return answer.completion(self._display_url)
 
-    def _retry_wait(self, exc: openai.OpenAIError, attempt: int, deadline: float | None) -> float | None:
+    def _retry_wait(self, exc: openai.OpenAIError | StreamCut, attempt: int, deadline: float | None) -> float | None:
         """Seconds to wait before trying again after ``exc`` on attempt
         ``attempt``, or None if it is not tried again. The rules are the
         SDK's own (it retries nothing here, so that each retry can be
-        reported): connection errors, timeouts, 408/409/429 and 5xx, after
-        the delay the server asks for (up to a minute), else 0.5 s doubling
-        to at most 8 s with jitter; never past the deadline."""
+        reported): connection errors (a stream cut off too), timeouts,
+        408/409/429 and 5xx, after the delay the server asks for; else 0.5 s
+        doubling to at most 8 s with jitter; never past the deadline. A
+        server that asks for more than a minute is not tried again: the
+        retries would all land inside its wait."""
         if attempt > self.max_retries:
             return None
         asked: float | None = None
@@ -291,9 +237,11 @@ class OpenAIProvider:
             if should != "true" and exc.status_code not in (408, 409, 429) and exc.status_code < 500:
                 return None
             asked = _asked_delay(headers)
-        elif not isinstance(exc, openai.APIConnectionError):
+            if asked is not None and asked > MAX_ASKED_DELAY:
+                return None
+        elif not isinstance(exc, openai.APIConnectionError | StreamCut):
             return None
-        if asked is not None and 0 <= asked <= MAX_ASKED_DELAY:
+        if asked is not None and 0 <= asked:
             wait = asked
         else:
             wait = min(INITIAL_BACKOFF * 2 ** (attempt - 1), MAX_BACKOFF) * (1 - 0.25 * random.random())
@@ -325,11 +273,12 @@ class OpenAIProvider:
     def _redact(self, text: str) -> str:
         return self._redactor.text(text.replace(self._api_key, "[redacted]"))
 
-    def _describe(self, exc: openai.OpenAIError, model: str, timeout: float) -> str:
+    def _describe(self, exc: openai.OpenAIError | StreamCut, model: str, timeout: float) -> str:
         url = self._display_url
-        # APITimeoutError subclasses APIConnectionError: test it first. (The
-        # SDK raises these for a stream cut off while it is read, too.)
-        if isinstance(exc, openai.APITimeoutError):
+        # APITimeoutError subclasses APIConnectionError: test it first.
+        if isinstance(exc, StreamCut):
+            message = f"{exc} ({url})"
+        elif isinstance(exc, openai.APITimeoutError):
             message = f"request timed out after {timeout:g}s ({url})"
         elif isinstance(exc, openai.APIConnectionError):
             reason = exc.__cause__ or exc.message
@@ -365,16 +314,6 @@ def _server_message(exc: openai.APIStatusError) -> str:
     if len(text) > _MAX_SERVER_MESSAGE:
         text = text[:_MAX_SERVER_MESSAGE] + "..."
     return text
-
-
-def _partial(text: list[str], calls: dict[int, dict[str, Any]]) -> PartialOutput:
-    return PartialOutput(
-        text="".join(text),
-        tool_calls=tuple(
-            PartialToolCall(name=call["name"], arguments="".join(call["arguments"]))
-            for _, call in sorted(calls.items())
-        ),
-    )
 
 
 def _asked_delay(headers: Mapping[str, str]) -> float | None:

@@ -68,3 +68,17 @@ def test_it_cuts_off_a_stalled_coordinator_call_at_the_run_timeout(celery_worker
     assert re.fullmatch(r"run timed out: ran \d+\.\ds, options\.timeout is 1s", run.error)
     assert run.steps.get(step_id="quick").status == Step.Status.COMPLETED
     assert len(openai_endpoint.requests) == 1
+
+
+def test_it_fails_the_step_whose_answer_was_cut_at_the_models_token_limit(celery_worker, openai_endpoint):
+    # A cut answer stored as the step's output would reach its dependents
+    # and the run's result as if it were whole.
+    openai_endpoint.push_text("The tides at the harbour are high because the mo", finish_reason="length")
+
+    run = wait_for_run(do_create_run(register("openai_step"), {}))
+
+    assert run.status == Run.Status.FAILED
+    step = run.steps.get(step_id="analyse")
+    assert (step.status, step.output) == (Step.Status.FAILED, "")
+    assert "stopped at its output token limit (finish_reason length)" in step.error
+    assert len(openai_endpoint.requests) == 1
