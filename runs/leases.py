@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from runs.models import Step
 from runs.store import sql
+from runs.store.sql.errors import connection_lost, first_line
 
 log = logging.getLogger(__name__)
 
@@ -151,8 +152,12 @@ class _Renewals:
         for model, which in by_model.items():
             try:
                 model.objects.filter(which).update(lease_expires=expires)
-            except Exception:  # noqa: BLE001 - a failed renewal only risks a duplicate attempt
-                log.exception("renewing %s leases failed", model._meta.model_name)
+            except Exception as exc:  # noqa: BLE001 - a failed renewal only risks a duplicate attempt
+                if connection_lost(exc):
+                    name = model._meta.model_name
+                    log.warning("renewing %s leases: the database cannot be reached (%s)", name, first_line(exc))
+                else:
+                    log.exception("renewing %s leases failed", model._meta.model_name)
                 connection.close()  # the next renewal connects again
 
 

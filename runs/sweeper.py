@@ -41,7 +41,7 @@ from runs.actions.tool_tasks import sweep_tool_calls
 from runs.models import Event, Run, Step
 from runs.store.events import DjangoEventSink
 from runs.store.sql import database_up_for, lock_run
-from runs.store.sql.errors import connection_lost
+from runs.store.sql.errors import connection_lost, first_line
 
 log = logging.getLogger(__name__)
 
@@ -325,6 +325,9 @@ class Sweeper:
             close_old_connections()
             do_sweep(time.monotonic() - self._reached_since)
         except Exception as exc:  # noqa: BLE001 - keep sweeping; the next round may succeed
-            if connection_lost(exc):
-                self._reached_since = time.monotonic()
-            log.exception("lease sweep failed")
+            if not connection_lost(exc):
+                log.exception("lease sweep failed")
+                return
+            # Expected while the database is away: a line, not a traceback per sweep.
+            self._reached_since = time.monotonic()
+            log.warning("lease sweep: the database cannot be reached (%s); sweeping again", first_line(exc))

@@ -351,7 +351,9 @@ ZENWEB_REQUEUE_AFTER = env_float("ZENWEB_REQUEUE_AFTER", 60.0)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # When, how bad, where from, which process: a worker's line among many workers' in one journal.
+    "formatters": {"line": {"format": "%(asctime)s %(levelname)s %(name)s [%(process)d] %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "line"}},
     "root": {"handlers": ["console"], "level": env_str("ZENWEB_LOG_LEVEL", "INFO")},
     "loggers": {
         "daphne": {"level": "WARNING"},

@@ -3,6 +3,7 @@ runs that stop moving are marked stuck."""
 
 from __future__ import annotations
 
+import logging
 import time
 from datetime import timedelta
 
@@ -190,3 +191,34 @@ def test_a_sweeper_that_lost_the_database_leaves_live_workers_a_lease_period_to_
     sweeps.sweep()
     assert expired()
     assert Event.objects.filter(run=pg_run, type="lease_expired").count() == 2
+
+
+def test_a_sweep_that_cannot_reach_the_database_logs_one_line_and_a_broken_one_its_traceback(monkeypatch, caplog):
+    # A worker whose database is away sweeps every few seconds: a traceback
+    # each time buried what else its log said (865 lines in 25 s).
+    sweeps = sweeper.Sweeper()  # not started: each sweep is called here
+    monkeypatch.setattr(sweeper, "close_old_connections", lambda: None)
+
+    def unreachable(reached_for):
+        raise OperationalError(
+            'connection to server at "db" (10.0.0.5), port 5432 failed: Connection refused\nIs it up?'
+        )
+
+    monkeypatch.setattr(sweeper, "do_sweep", unreachable)
+    with caplog.at_level(logging.WARNING, logger="runs.sweeper"):
+        sweeps.sweep()
+    monkeypatch.setattr(sweeper, "do_sweep", lambda reached_for: 1 / 0)
+    with caplog.at_level(logging.WARNING, logger="runs.sweeper"):
+        sweeps.sweep()
+
+    lost, broken = caplog.records
+    assert (lost.levelname, lost.exc_info) == ("WARNING", None)
+    assert lost.getMessage() == (
+        'lease sweep: the database cannot be reached (connection to server at "db" (10.0.0.5), port 5432 failed: '
+        "Connection refused); sweeping again"
+    )
+    assert (broken.levelname, broken.getMessage(), broken.exc_info[0]) == (
+        "ERROR",
+        "lease sweep failed",
+        ZeroDivisionError,
+    )

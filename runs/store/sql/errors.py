@@ -33,3 +33,9 @@ def connection_lost(exc: BaseException) -> bool:
         return False
     cause = exc.__cause__
     return not (isinstance(cause, sqlite3.Error) and cause.sqlite_errorname == _SQLITE_STATEMENT_ERROR)
+
+
+def first_line(exc: BaseException) -> str:
+    """A database error in one line, for a log line that stands for it."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
