@@ -1,0 +1,66 @@
+"""Retention: deleting the runs that ended before a date, with everything
+they hold (events, messages, steps, tool calls, artifacts, claims,
+approvals) and their workspaces, a few at a time (`manage.py purge_runs`).
+
+A run's events go first, a window of seqs per statement along the
+(run, seq) index: a run of 50,000 events is deleted in bounded statements,
+not loaded. Runs still under way are never touched, whenever they started;
+a run that another run's tool call started keeps its place when that run
+is deleted (its link to the call is emptied, as the foreign key says).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import Count, Max
+
+from runs.actions.tooling import workspace_of
+from runs.models import Event, Message, Run
+
+# Runs deleted in one transaction, and events in one statement.
+RUNS_AT_ONCE = 50
+EVENTS_AT_ONCE = 10_000
+
+
+@dataclass(frozen=True)
+class Purged:
+    runs: int
+    events: int
+
+
+def ended_before(cutoff: datetime):
+    """The runs that ended (any end: completed, failed, cancelled, blocked...) before ``cutoff``."""
+    return Run.objects.filter(status__in=Run.TERMINAL, finished__lt=cutoff)
+
+
+def count_purgeable(cutoff: datetime) -> Purged:
+    """What do_purge_runs would delete, counted."""
+    runs = ended_before(cutoff)
+    return Purged(runs.count(), Event.objects.filter(run__in=runs).count())
+
+
+def do_purge_runs(cutoff: datetime) -> Purged:
+    """Delete every run that ended before ``cutoff``, with what it holds and
+    its workspace; what was deleted."""
+    runs = events = 0
+    while True:
+        batch = list(
+            ended_before(cutoff).order_by("pk").annotate(last_seq=Max("events__seq"), n=Count("events"))[:RUNS_AT_ONCE]
+        )
+        if not batch:
+            return Purged(runs, events)
+        for run in batch:
+            for start in range(0, run.last_seq or 0, EVENTS_AT_ONCE):
+                Event.objects.filter(run_id=run.pk, seq__gt=start, seq__lte=start + EVENTS_AT_ONCE).delete()
+            events += run.n
+        ids = [run.pk for run in batch]
+        with transaction.atomic():
+            Message.objects.filter(run_id__in=ids).delete()
+            Run.objects.filter(pk__in=ids).delete()
+        for run_id in ids:
+            shutil.rmtree(workspace_of(run_id), ignore_errors=True)
+        runs += len(ids)

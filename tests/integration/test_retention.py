@@ -1,0 +1,59 @@
+"""manage.py purge_runs: the runs that ended before a date go, with what they
+hold and their workspaces; runs under way and recent ones stay."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from runs.actions import do_create_run, retention
+from runs.actions.tooling import workspace_of
+from runs.models import Event, Message, Run, Step, ToolCall
+from tests.conftest import register, wait_for_run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def purge(*args: str) -> str:
+    out = StringIO()
+    call_command("purge_runs", *args, stdout=out)
+    return out.getvalue().strip()
+
+
+def test_it_deletes_the_runs_that_ended_before_the_cutoff_with_what_they_hold(celery_worker, settings, tmp_path):
+    settings.ZENWEB_WORKSPACES = str(tmp_path / "workspaces")
+    workflow = register("relay")
+    old, recent = (wait_for_run(do_create_run(workflow, {"subject": subject})) for subject in ("old", "recent"))
+    Run.objects.filter(pk=old.pk).update(finished=timezone.now() - timedelta(days=40))
+    started_long_ago = Run.objects.create(workflow=workflow, status=Run.Status.RUNNING)
+    Run.objects.filter(pk=started_long_ago.pk).update(created=timezone.now() - timedelta(days=40))
+    workspace_of(old.pk).mkdir(parents=True)
+    (workspace_of(old.pk) / "notes.txt").write_text("old work")
+    events = old.events.count()
+    assert events > 3 and old.messages.exists() and old.tool_calls.exists()
+
+    would = purge("--older-than", "30", "--dry-run")
+    assert would.startswith(f"would delete 1 runs ({events} events) that ended before ")
+    assert Run.objects.filter(pk=old.pk).exists()
+
+    retention.EVENTS_AT_ONCE = 3  # several statements for one run's events
+    try:
+        done = purge("--older-than", "30")
+    finally:
+        retention.EVENTS_AT_ONCE = 10_000
+
+    assert done.startswith(f"deleted 1 runs ({events} events) that ended before ")
+    assert set(Run.objects.values_list("pk", flat=True)) == {recent.pk, started_long_ago.pk}
+    for model in (Event, Message, Step, ToolCall):
+        assert not model.objects.filter(run_id=old.pk).exists(), model.__name__
+    assert not workspace_of(old.pk).exists()
+    assert recent.events.count() > 3 and recent.steps.exists()
+
+
+def test_it_refuses_a_cutoff_that_is_not_in_the_past():
+    with pytest.raises(CommandError, match="--older-than must be a positive number of days, got 0"):
+        purge("--older-than", "0")
