@@ -7,7 +7,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from runs.actions import do_cancel_run
-from runs.export import export_run
+from runs.export import export_parts
 from runs.models import (
     ApiToken,
     Approval,
@@ -114,7 +114,8 @@ class RunAdmin(WrittenByZenweb, admin.ModelAdmin):
     @admin.action(description="Export selected runs as JSON", permissions=["view"])
     def export_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> HttpResponse:
         runs = queryset.select_related("workflow", "created_by").order_by("pk")
-        return json_attachment({"runs": [export_run(run) for run in runs]}, "runs.json")
+        # One run's parts read at a time, as the file is written.
+        return json_attachment({"runs": (export_parts(run) for run in runs)}, "runs.json")
 
 
 class EventRunFilter(admin.SimpleListFilter):

@@ -9,9 +9,12 @@ Tool call arguments go out as stored, with injected fields already masked.
 from __future__ import annotations
 
 import functools
+import json
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal, Union
 
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.db.models import QuerySet
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
@@ -64,9 +67,43 @@ def _plain(row: dict[str, Any]) -> dict[str, Any]:
     return {key: value.isoformat() if isinstance(value, datetime) else value for key, value in row.items()}
 
 
-def _rows(queryset: QuerySet, *fields: str, chunk: int | None = None) -> list[dict[str, Any]]:
-    values = queryset.values(*fields)
-    return [_plain(row) for row in (values.iterator(chunk_size=chunk) if chunk else values)]
+def _rows(queryset: QuerySet, *fields: str) -> list[dict[str, Any]]:
+    return [_plain(row) for row in queryset.values(*fields)]
+
+
+def _event_rows(run: Run) -> Iterator[dict[str, Any]]:
+    values = Event.objects.filter(run=run).order_by("seq").values(*EVENT_FIELDS)
+    return (_plain(row) for row in values.iterator(chunk_size=EVENT_CHUNK))
+
+
+def json_chunks(value: Any) -> Iterator[str]:
+    """``value`` as JSON text, piece by piece: a mapping's or a sequence's
+    items one at a time, and an iterator (export_parts' events) as a list
+    read as it goes; any other value, and an item holding no iterator, in
+    one piece (json.dumps, DjangoJSONEncoder)."""
+    if isinstance(value, Mapping) and _holds_iterator(value):
+        yield "{"
+        for n, (key, item) in enumerate(value.items()):
+            yield f"{',' if n else ''}{json.dumps(str(key))}:"
+            yield from json_chunks(item)
+        yield "}"
+    elif isinstance(value, Iterator) or (isinstance(value, list | tuple) and _holds_iterator(value)):
+        yield "["
+        for n, item in enumerate(value):
+            if n:
+                yield ","
+            yield from json_chunks(item)
+        yield "]"
+    else:
+        yield json.dumps(value, cls=DjangoJSONEncoder, ensure_ascii=False)
+
+
+def _holds_iterator(value: Mapping | list | tuple) -> bool:
+    items = value.values() if isinstance(value, Mapping) else value
+    return any(
+        isinstance(item, Iterator) or (isinstance(item, Mapping | list | tuple) and _holds_iterator(item))
+        for item in items
+    )
 
 
 def _renamed(rows: list[dict[str, Any]], **names: str) -> list[dict[str, Any]]:
@@ -129,6 +166,15 @@ def _command(run: Run) -> dict[str, Any] | None:
 
 def export_run(run: Run) -> dict[str, Any]:
     """Everything zenweb stored about ``run``, as JSON-ready data."""
+    document = export_parts(run)
+    document["events"] = list(document["events"])
+    return document
+
+
+def export_parts(run: Run) -> dict[str, Any]:
+    """export_run's document with its events still to be read: an iterator
+    that reads them EVENT_CHUNK at a time as it is consumed (json_chunks
+    writes it so, in bounded memory, whatever the run's size)."""
     return {
         "format": FORMAT,
         "run": _run(run),
@@ -136,7 +182,7 @@ def export_run(run: Run) -> dict[str, Any]:
         "tokens": token_totals(run).as_data(),
         "steps": _rows(Step.objects.filter(run=run).order_by("position", "id"), *_fields(Step, "run")),
         "messages": _rows(Message.objects.filter(run=run).order_by("id"), *_fields(Message, "run")),
-        "events": _rows(Event.objects.filter(run=run).order_by("seq"), *EVENT_FIELDS, chunk=EVENT_CHUNK),
+        "events": _event_rows(run),
         # "step" is the step row's pk; "step_id" its runtime id, as in events and claims.
         "tool_calls": _renamed(
             _rows(ToolCall.objects.filter(run=run).order_by("id"), *_fields(ToolCall, "run"), "step__step_id"),

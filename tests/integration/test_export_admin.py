@@ -4,6 +4,7 @@ run actions and filters."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 import pytest
 
@@ -66,7 +67,7 @@ def test_it_exports_every_part_of_a_run(client, owner, full_run):
     assert response.status_code == 200
     assert response["Content-Type"].startswith("application/json")
     assert response["Content-Disposition"] == f'attachment; filename="run-{full_run.pk}.json"'
-    doc = json.loads(response.content)
+    doc = streamed_json(response)
     run = doc["run"]
     assert run["id"] == full_run.pk
     assert run["workflow"] == {"id": full_run.workflow_id, "name": "relay", "version": 1}
@@ -95,7 +96,7 @@ def test_a_run_without_a_command_exports_none(client, owner):
     run = Run.objects.create(workflow=register("relay"), created_by=owner)
     client.force_login(owner)
 
-    doc = client.get(f"/runs/{run.pk}/export.json").json()
+    doc = streamed_json(client.get(f"/runs/{run.pk}/export.json"))
 
     assert doc["command"] is None
     assert doc["events"] == doc["steps"] == doc["approvals"] == []
@@ -138,7 +139,7 @@ def test_the_admin_exports_selected_runs_as_one_json_file(admin_client, owner, f
 
     assert response.status_code == 200
     assert response["Content-Disposition"] == 'attachment; filename="runs.json"'
-    runs = json.loads(response.content)["runs"]
+    runs = streamed_json(response)["runs"]
     assert [doc["run"]["id"] for doc in runs] == [full_run.pk, other.pk]
     assert len(runs[0]["events"]) == 5
 
@@ -178,3 +179,35 @@ def test_it_offers_no_add_form_for_what_only_zenweb_writes(admin_client, model):
     # 500), or stored a command whose page could not be shown.
     assert admin_client.get(f"/admin/runs/{model}/add/").status_code == 403
     assert f'href="/admin/runs/{model}/add/"' not in admin_client.get(f"/admin/runs/{model}/").content.decode()
+
+
+def test_a_big_runs_export_is_written_as_it_is_read_in_bounded_memory(client, owner):
+    # 20,000 events of about 600 bytes: a 12 MB file, which the old export
+    # held whole, twice (its rows, then its text), before sending a byte.
+    run = Run.objects.create(workflow=register("relay"), created_by=owner, last_event_seq=20_000)
+    note = "tide " * 100
+    Event.objects.bulk_create(
+        Event(run=run, seq=seq, type="coordinator_narration", data={"text": f"{seq} {note}"})
+        for seq in range(1, 20_001)
+    )
+    client.force_login(owner)
+
+    tracemalloc.start()
+    try:
+        response = client.get(f"/runs/{run.pk}/export.json")
+        size = events = 0
+        for piece in response.streaming_content:
+            size += len(piece)
+            events += piece.count(b'"coordinator_narration"')
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+    assert (events, size > 12_000_000) == (20_000, True)
+    assert peak < size / 2, f"{peak:,} bytes at the peak for a {size:,}-byte export"
+
+
+def streamed_json(response):
+    """An export's document: it is streamed, as it is written."""
+    assert response.streaming
+    return json.loads(b"".join(response.streaming_content))
