@@ -177,3 +177,60 @@ def test_it_says_the_port_was_taken_after_its_check(serve, monkeypatch):
         "cannot serve on 127.0.0.1:8123: could not listen on 127.0.0.1:8123. "
         "Another port: make run PORT=8124, or --port 8124"
     )
+
+
+def serve_in_a_new_process(tmp_path, port: int | None = None, **environ: str) -> subprocess.CompletedProcess:
+    """`manage.py serve` in a fresh process with its own data folder and
+    ``environ``, none of this one's database or Redis settings."""
+    keep = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "ZENWEB_TEST_DB"}}
+    env = keep | {"ZENWEB_DATA_DIR": str(tmp_path / "var")} | environ
+    if port is None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+    return subprocess.run(
+        [sys.executable, "manage.py", "serve", "--no-demo", "--port", str(port)],
+        cwd=settings.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_it_says_in_one_line_that_the_database_is_not_migrated_and_starts_nothing(tmp_path):
+    done = serve_in_a_new_process(tmp_path)
+
+    assert done.returncode == 1
+    assert re.fullmatch(
+        r"CommandError: the sqlite database \S+ lacks \d+ migrations: run `manage.py migrate` first\n", done.stderr
+    ), done.stderr
+
+
+def test_it_says_in_one_line_that_the_database_cannot_be_reached(tmp_path):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    done = serve_in_a_new_process(tmp_path, DATABASE_URL=f"postgres://zenweb:hunter2pw@127.0.0.1:{port}/zenweb")
+
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"CommandError: cannot use the postgresql database zenweb at 127.0.0.1:{port}: ")
+    assert "refused" in done.stderr and done.stderr.count("\n") == 1 and "hunter2pw" not in done.stderr
+
+
+def test_it_refuses_a_port_number_past_the_last_one(tmp_path):
+    done = serve_in_a_new_process(tmp_path, port=99999)
+
+    assert (done.returncode, done.stderr) == (
+        1,
+        "CommandError: --port must be a port number from 1 to 65535, got 99999\n",
+    )
+
+
+def test_load_catalog_says_when_its_folder_is_missing_or_holds_no_workflow(tmp_path):
+    with pytest.raises(CommandError, match=f"no catalog folder {tmp_path / 'nowhere'}"):
+        call_command("load_catalog", str(tmp_path / "nowhere"))
+    out = io.StringIO()
+    call_command("load_catalog", str(tmp_path), stdout=out)
+    assert out.getvalue() == f"no workflow files (*.yaml) in {tmp_path}\n"

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from runs.actions.tooling import catalog_registry
 
@@ -20,5 +20,8 @@ class Command(BaseCommand):
         if output == "-":
             self.stdout.write(text, ending="")
             return
-        Path(output).write_text(text)
+        try:
+            Path(output).write_text(text)
+        except OSError as exc:
+            raise CommandError(f"cannot write {output}: {exc.strerror or exc}") from None
         self.stdout.write(f"wrote {len(registry.names())} tools to {output}")

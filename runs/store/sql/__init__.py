@@ -55,7 +55,7 @@ from runs.store.sql.schedule import (
     step_row_of,
     step_rows,
 )
-from runs.store.sql.server import database_up_for
+from runs.store.sql.server import database_problem, database_up_for
 from runs.store.sql.steps import (
     WORKFLOW_TEXT,
     Successor,
@@ -92,6 +92,7 @@ __all__ = [
     "claim_wake",
     "close_mailbox",
     "count_wake",
+    "database_problem",
     "database_up_for",
     "drop_unread",
     "end_run",

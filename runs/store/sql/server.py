@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.db import DatabaseError
+from django.db.migrations.executor import MigrationExecutor
+
+from runs.store.sql.errors import first_line
 from runs.store.sql.rows import database, plain_cursor
 
 
@@ -14,3 +19,22 @@ def database_up_for() -> float | None:
     with plain_cursor() as cursor:
         cursor.execute("SELECT extract(epoch FROM now() - pg_postmaster_start_time())::float8")
         return cursor.fetchone()[0]
+
+
+def database_problem() -> str | None:
+    """Why zenweb cannot start on its database (it cannot be reached, or its
+    tables are not made yet), in a line that says what to do; None if it can.
+    Names the database, never its password."""
+    where = settings.DATABASES["default"]
+    named = f"{database().vendor} database {where.get('NAME')!s}"
+    if where.get("HOST"):
+        named += f" at {where['HOST']}:{where.get('PORT') or 'its default port'}"
+    try:
+        database().ensure_connection()
+        executor = MigrationExecutor(database())
+        unapplied = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    except DatabaseError as exc:
+        return f"cannot use the {named}: {first_line(exc)} (DATABASE_URL)"
+    if unapplied:
+        return f"the {named} lacks {len(unapplied)} migrations: run `manage.py migrate` first"
+    return None

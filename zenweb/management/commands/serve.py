@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from runs import actions
 from runs.models import Command as CommandRow
 from runs.models import Run, Workflow
+from runs.store import sql
 from zenweb.private_files import write_private
 
 # Started on every `make run`: messaging through the hub, and workers the
@@ -37,10 +38,15 @@ class Command(BaseCommand):
     def handle(self, *args, host: str, port: int, demo: bool, no_demo: bool, **options):
         from zenweb import embedded
 
+        if not 0 < port < 65536:
+            raise CommandError(f"--port must be a port number from 1 to 65535, got {port}")
         try:
             embedded.check_address(host, port)
         except OSError as exc:
             raise CommandError(_cannot_serve(host, port, exc.strerror or str(exc))) from exc
+        database_problem = sql.database_problem()
+        if database_problem:
+            raise CommandError(database_problem)
         for workflow, created in actions.do_load_catalog(settings.ZENWEB_CATALOG_DIR):
             if created:
                 self.stdout.write(f"catalog: registered {workflow}")
