@@ -77,11 +77,27 @@ class ClaimInline(ReadOnlyInline):
     readonly_fields = fields
 
 
+class StuckFilter(admin.SimpleListFilter):
+    """Runs under way that the sweeper marked stuck (``stuck_reason``)."""
+
+    title = "stuck"
+    parameter_name = "stuck"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "stuck (under way, no progress)")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.exclude(stuck_reason="").exclude(status__in=Run.TERMINAL)
+        return queryset
+
+
 @admin.register(Run)
 class RunAdmin(WrittenByZenweb, admin.ModelAdmin):
-    list_display = ["id", "workflow", "status", "created_by", "created", "finished", "events_link"]
+    list_display = ["id", "workflow", "status", "stuck_reason", "created_by", "created", "finished", "events_link"]
     list_filter = [
         "status",
+        StuckFilter,
         "workflow__name",
         "created",
         ("created_by", admin.RelatedOnlyFieldListFilter),

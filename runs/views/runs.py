@@ -48,8 +48,15 @@ def _day_start(value: str, *, days: int = 0) -> datetime | None:
         return None
 
 
+# Not a status of its own: runs under way that the sweeper marked stuck
+# (a start never taken, no progress), for whoever watches over the workers.
+STUCK = "stuck"
+
+
 def _filter_runs(runs: QuerySet[Run], filters: dict[str, str], *, staff: bool) -> QuerySet[Run]:
-    if filters["status"]:
+    if filters["status"] == STUCK:
+        runs = runs.exclude(stuck_reason="").exclude(status__in=Run.TERMINAL)
+    elif filters["status"]:
         runs = runs.filter(status=filters["status"])
     if filters["workflow"]:
         runs = runs.filter(workflow__name=filters["workflow"])
@@ -109,7 +116,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
         context |= {
             # What a refused start sent, shown again once (run_start).
             "start_form": request.session.pop("start_form", None),
-            "statuses": Run.Status.choices,
+            "statuses": [*Run.Status.choices, (STUCK, "stuck (under way, no progress)")],
             "workflows": latest.values(),
             "usernames": list(users) if request.user.is_staff else [],
         }

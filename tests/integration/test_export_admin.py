@@ -211,3 +211,15 @@ def streamed_json(response):
     """An export's document: it is streamed, as it is written."""
     assert response.streaming
     return json.loads(b"".join(response.streaming_content))
+
+
+def test_the_admin_lists_the_runs_under_way_that_are_stuck(admin_client, owner):
+    workflow = register("relay")
+    stuck = Run.objects.create(workflow=workflow, status=Run.Status.RUNNING, stuck_reason="no progress for 130s")
+    Run.objects.create(workflow=workflow, status=Run.Status.RUNNING)
+    Run.objects.create(workflow=workflow, status=Run.Status.FAILED, stuck_reason="ended since")
+
+    response = admin_client.get("/admin/runs/run/", {"stuck": "yes"})
+
+    assert [run.pk for run in response.context["cl"].result_list] == [stuck.pk]
+    assert "no progress for 130s" in response.content.decode()

@@ -45,6 +45,18 @@ def test_it_filters_runs_by_status(client, owner, relay):
     assert listed(client) == [failed.pk, running.pk]
 
 
+def test_it_lists_the_runs_under_way_that_are_stuck(client, owner, relay):
+    why = "no progress for 130s: resumed (its work was queued again)"
+    stuck = make_run(relay, owner, status=Run.Status.RUNNING, stuck_reason=why)
+    make_run(relay, owner, status=Run.Status.RUNNING)
+    make_run(relay, owner, status=Run.Status.FAILED, stuck_reason="an old reason, the run ended since")
+    client.force_login(owner)
+
+    assert listed(client, status="stuck") == [stuck.pk]
+    row = re.search(rf'<tr id="run-{stuck.pk}".*?</tr>', client.get("/").content.decode(), re.S).group(0)
+    assert f'<span class="badge bad" title="{why}">stuck</span>' in row
+
+
 def test_it_filters_runs_by_workflow_name(client, owner, relay, xss):
     relay_run = make_run(relay, owner)
     xss_run = make_run(xss, owner)
