@@ -22,7 +22,7 @@ from agents.expansion import (
     repeat_scope,
     root_scope,
 )
-from agents.spec import StepSpec, WorkflowSpec
+from agents.spec import LoopSpec, StepSpec, WorkflowSpec
 
 _JUDGE_YES = frozenset({"yes", "true", "done", "approved"})
 
@@ -37,6 +37,7 @@ class LoopDecision:
 
     action: Literal["done", "judge", "more", "fail"]
     reason: str = ""
+    output: str = ""  # done: what steps that depend on the loop read (its outputMode)
     agent: str = ""
     prompt: str = ""
     steps: tuple[RuntimeStep, ...] = ()
@@ -71,16 +72,17 @@ def next_iteration(
         raise ValueError(f"{loop_runtime_id!r} is not a repeat-until loop")
     last_id = ids.repeat_id(loop_runtime_id, finished_iteration, loop.steps[-1].id)
     output = outputs.get(last_id, "")
+    done = loop_output(loop, loop_runtime_id, finished_iteration, outputs)
     if loop.until is not None and loop.until in output:
-        return LoopDecision("done", f"{last_id} said {loop.until!r}")
+        return LoopDecision("done", f"{last_id} said {loop.until!r}", done)
     max_iterations = loop.max_iterations or 1
     if finished_iteration + 1 >= max_iterations:
-        return LoopDecision("done", f"maxIterations ({max_iterations}) reached")
+        return LoopDecision("done", f"maxIterations ({max_iterations}) reached", done)
     if loop.until_agent is not None:
         if verdict is None:
             return LoopDecision("judge", agent=loop.until_agent, prompt=judge_prompt(loop_runtime_id, last_id, output))
         if verdict:
-            return LoopDecision("done", f"{loop.until_agent} judged iteration {finished_iteration} done")
+            return LoopDecision("done", f"{loop.until_agent} judged iteration {finished_iteration} done", done)
     n = finished_iteration + 1
     iteration = repeat_scope(scope, step, loop_runtime_id, n, output)
     try:
@@ -94,6 +96,18 @@ def next_iteration(
             f"a run has at most {MAX_RUN_STEPS:,}",
         )
     return LoopDecision("more", steps=steps)
+
+
+def loop_output(loop: LoopSpec, runtime_id: str, last_iteration: int, outputs: Mapping[str, str]) -> str:
+    """What steps that depend on a finished repeat-until loop read, by its
+    ``outputMode``: its last inner step's output of the last iteration
+    (``last``), or of every iteration, each under its number (``cumulative``)."""
+    last = loop.steps[-1].id
+    if loop.output_mode == "last":
+        return outputs.get(ids.repeat_id(runtime_id, last_iteration, last), "")
+    return "\n\n".join(
+        f"## Iteration {n}\n{outputs.get(ids.repeat_id(runtime_id, n, last), '')}" for n in range(last_iteration + 1)
+    )
 
 
 def judge_prompt(loop_runtime_id: str, last_id: str, output: str) -> str:

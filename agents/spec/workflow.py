@@ -34,6 +34,9 @@ class LoopSpec(_Spec):
     is done after an iteration when the output of its last listed inner step
     contains the ``until`` text (a case-sensitive substring), or when the
     ``untilAgent`` judge answers yes, or after ``maxIterations`` iterations.
+    What steps that depend on it read is ``outputMode``'s: ``last`` (the
+    default), the last inner step's output of the last iteration;
+    ``cumulative``, that step's output of every iteration.
 
     forEach: one iteration per item of the string input ``forEach`` names (a
     JSON list or comma-separated values), as ``<id>[N].<inner>``, at most
@@ -47,6 +50,7 @@ class LoopSpec(_Spec):
     until_agent: str | None = None
     for_each: str | None = None
     max_concurrency: int | None = Field(default=None, ge=1)
+    output_mode: Literal["last", "cumulative"] = "last"
 
     @property
     def kind(self) -> Literal["repeat", "forEach"]:

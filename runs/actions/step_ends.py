@@ -67,7 +67,7 @@ def decide(run: Run, loop: Step, iteration: int, verdict: bool | None = None) ->
     )
     sink = DjangoEventSink(run.pk)
     if decision.action == "done":
-        _end_loop(run, loop, Step.Status.COMPLETED, decision.reason)
+        _end_loop(run, loop, Step.Status.COMPLETED, decision.reason, output=decision.output)
     elif decision.action == "fail":
         _end_loop(run, loop, Step.Status.FAILED, decision.reason)
     elif decision.action == "judge":
@@ -127,10 +127,12 @@ def do_judge_loop(loop_pk: int, iteration: int) -> None:
         decide(run, loop, iteration, verdict)
 
 
-def _end_loop(run: Run, loop: Step, status: str, reason: str) -> None:
+def _end_loop(run: Run, loop: Step, status: str, reason: str, *, output: str = "") -> None:
+    """End a repeat-until loop ``status``, for ``reason`` (in its loop_end
+    event); a completed one's ``output`` is what its dependents read."""
     loop.status = status
     loop.finished = timezone.now()
-    loop.output = reason if status == Step.Status.COMPLETED else ""
+    loop.output = output
     loop.error = "" if status == Step.Status.COMPLETED else reason
     loop.save(update_fields=["status", "finished", "output", "error"])
     DjangoEventSink(run.pk).emit(RuntimeEvent("loop_end", loop.step_id, {"status": status, "reason": reason}))

@@ -42,6 +42,10 @@ def test_it_repeats_a_loop_until_its_text_appears(celery_worker):
     # The second draft saw the first review.
     draft = run.steps.get(step_id="refine.1.draft")
     assert "Reviewed draft 0" in draft.transcript[1]["content"]
+    # The step after the loop reads the last review (outputMode last), not why the loop ended.
+    final = "Reviewed draft 1. Drafts APPROVED so far: 1"
+    assert run.steps.get(step_id="refine").output == final
+    assert f"## Output of step refine\n{final}" in run.steps.get(step_id="publish").transcript[1]["content"]
 
 
 def test_it_runs_foreach_iterations_under_their_cap(celery_worker):

@@ -113,6 +113,17 @@ def test_it_refuses_nested_loops_that_expand_past_the_most_steps_a_run_may_have(
         expand(fixture("nested"), {"xs": items(100)})
 
 
+def test_a_finished_loop_gives_its_dependents_its_last_or_every_iterations_output():
+    outputs = {"refine.0.review": "tighten the intro", "refine.1.review": "better", "refine.2.review": "good"}
+    last = next_iteration(fixture("loop"), "refine", 2, outputs)
+    spec = fixture("loop")
+    spec.step("refine").loop.output_mode = "cumulative"
+    cumulative = next_iteration(spec, "refine", 2, outputs)
+
+    assert (last.action, last.reason, last.output) == ("done", "maxIterations (3) reached", "good")
+    assert cumulative.output == "## Iteration 0\ntighten the intro\n\n## Iteration 1\nbetter\n\n## Iteration 2\ngood"
+
+
 def test_it_fails_a_repeat_until_iteration_that_would_take_the_run_past_its_most_steps():
     outputs = {"refine.0.review": "tighten the intro"}
 
