@@ -161,7 +161,11 @@ def test_it_keeps_a_long_input_inside_the_run_header_on_a_phone(open_page, serve
     page.wait_for_selector("#run-inputs")
 
     assert page_width(page) <= 392, f"the run page scrolls sideways: {overflowing(page, 390)}"
-    box = page.locator("#run-inputs").bounding_box()
+    # Read in one go: a live update may replace the header between two reads.
+    box = page.evaluate(
+        "() => { const r = document.querySelector('#run-inputs').getBoundingClientRect();"
+        " return {x: r.x, width: r.width, height: r.height}; }"
+    )
     # Wrapped inside the card (not cut off past its edge), a few lines high.
     assert box["x"] + box["width"] <= 390, f"the inputs run {box['width']}px wide, past the screen"
     assert box["height"] < 200, f"the inputs take {box['height']}px of the header"
