@@ -3,9 +3,10 @@ base model of its parts (camelCase keys in YAML, snake_case attributes)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, StringConstraints
 from pydantic.alias_generators import to_camel
 
 STEP_ID_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
@@ -32,6 +33,34 @@ InputName = Annotated[str, StringConstraints(pattern=INPUT_NAME_PATTERN)]
 Provider = Literal["scripted", "openai"]
 OnStepFailure = Literal["cascade", "skip-dependents", "abort"]
 Mode = Literal["chat", "code"]
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration_seconds(value: Any) -> Any:
+    """A timeout as a number of seconds, or as zenflow writes one, a Go
+    duration: ``90s``, ``10m``, ``1h30m``, ``500ms``. Anything else is left
+    to the field's own check (a number, in seconds)."""
+    if not isinstance(value, str) or not value.strip() or _number(value):
+        return value
+    text = value.strip()
+    parts = _DURATION.findall(text)
+    if "".join(number + unit for number, unit in parts) != text:
+        raise ValueError(f"expected seconds (a number) or a duration such as 90s, 10m or 1h30m, got {value!r}")
+    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+# Seconds, written as a number or as a duration (duration_seconds).
+Seconds = Annotated[float, BeforeValidator(duration_seconds)]
 
 # Set by parse_workflow, which runs the cross-field checks itself so that each
 # problem gets its own line; other callers of model_validate get them as one error.

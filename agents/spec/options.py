@@ -15,6 +15,7 @@ from agents.spec.fields import (
     MAX_TOOL_TIMEOUT,
     Name,
     OnStepFailure,
+    Seconds,
     _Spec,
 )
 
@@ -25,7 +26,7 @@ class Budget(_Spec):
 
     tokens: int | None = Field(default=None, ge=1, description="prompt + completion tokens, all agents")
     tool_calls: int | None = Field(default=None, ge=1, description="counted tool calls (not bookkeeping)")
-    wall_time: float | None = Field(default=None, gt=0, description="seconds from start, less approval waits")
+    wall_time: Seconds | None = Field(default=None, gt=0, description="seconds from start, less approval waits")
     # Per invocation, not per run: a coordinator wake whose prompt is past this
     # is recorded (coordinator_over_budget), and its "finish" prompt is compacted.
     coordinator_tokens: int | None = Field(
@@ -55,13 +56,13 @@ class WorkflowOptions(_Spec):
     on_step_failure: OnStepFailure = "cascade"
     # Deadlines, enforced by runs/ (a turn's checks and the sweeper): past one
     # the run, or the step, fails. Approval waits count, unlike budget.wallTime.
-    timeout: float | None = Field(default=None, gt=0, description="seconds from the run's start")
-    step_timeout: float | None = Field(default=None, gt=0, description="seconds from each step's start")
+    timeout: Seconds | None = Field(default=None, gt=0, description="seconds from the run's start")
+    step_timeout: Seconds | None = Field(default=None, gt=0, description="seconds from each step's start")
     # Messaging caps; None takes zenweb's setting (see README, "Messages and drops").
     max_mailbox_size: int | None = Field(default=None, ge=0)  # 0 = unbounded
     max_wake_cycles: int | None = Field(default=None, ge=1)  # the coordinator's
     step_max_wake_cycles: int | None = Field(default=None, ge=0)
-    hold_timeout: float | None = Field(default=None, ge=0)  # 0 = no limit
+    hold_timeout: Seconds | None = Field(default=None, ge=0)  # 0 = no limit
     # The run policy: tool calls a step may make, in a row that may fail,
     # and tool calls the whole run may make. Past a cap the step fails.
     max_tool_calls: int = Field(default=200, ge=1)
@@ -81,8 +82,8 @@ class WorkflowOptions(_Spec):
     # (in the step's turn, one after another).
     tool_execution: Literal["tasks", "inline"] = "tasks"
     # The longest one tool call may take (seconds), and per-tool overrides.
-    tool_timeout: float = Field(default=DEFAULT_TOOL_TIMEOUT, gt=0, le=MAX_TOOL_TIMEOUT)
-    tool_timeouts: dict[str, Annotated[float, Field(gt=0, le=MAX_TOOL_TIMEOUT)]] = Field(default_factory=dict)
+    tool_timeout: Seconds = Field(default=DEFAULT_TOOL_TIMEOUT, gt=0, le=MAX_TOOL_TIMEOUT)
+    tool_timeouts: dict[str, Annotated[Seconds, Field(gt=0, le=MAX_TOOL_TIMEOUT)]] = Field(default_factory=dict)
     sandbox: SandboxOptions = Field(default_factory=SandboxOptions)
 
 
@@ -109,4 +110,4 @@ class ApprovalPolicy(_Spec):
     approves their own request."""
 
     approvers: int = Field(default=1, ge=1, le=2)
-    expires_after: float | None = Field(default=None, gt=0, description="seconds until a pending request lapses")
+    expires_after: Seconds | None = Field(default=None, gt=0, description="seconds until a pending request lapses")

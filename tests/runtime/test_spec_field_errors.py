@@ -3,6 +3,7 @@ unknown fields, bad names, limits, missing fields and values out of range."""
 
 from __future__ import annotations
 
+from agents.spec import load_workflow
 from tests.runtime.workflow_texts import problems, workflow, write
 
 
@@ -174,3 +175,26 @@ def test_it_names_an_agent_whose_name_is_not_a_string(tmp_path):
     found = problems(path)
 
     assert found[0] == f"{path}:3: agents[5]: invalid name: Input should be a valid string"
+
+
+def test_it_takes_timeouts_in_seconds_or_as_durations_and_says_what_it_could_not_read(tmp_path):
+    # zenflow writes timeouts as Go durations (10m, 1h30m); a number is seconds.
+    good = write(
+        tmp_path,
+        workflow(
+            "  - {id: one, agent: a1}\n"
+            "options: {timeout: 1h30m, stepTimeout: '90', toolTimeouts: {glob: 500ms}}\n"
+            "approval: {expiresAfter: 2h}\n",
+            agents="agents: {a1: {tools: [glob]}}",
+        ),
+        "good.yaml",
+    )
+    bad = write(tmp_path, workflow("  - {id: one, agent: a1}\noptions: {timeout: 5d, stepTimeout: 0s}\n"), "bad.yaml")
+
+    spec = load_workflow(good)
+    assert (spec.options.timeout, spec.options.step_timeout, spec.options.tool_timeouts) == (5400, 90, {"glob": 0.5})
+    assert spec.approval.expires_after == 7200
+    assert problems(bad) == [
+        f"{bad}:5: options.timeout: expected seconds (a number) or a duration such as 90s, 10m or 1h30m, got '5d'",
+        f"{bad}:5: options.stepTimeout: Input should be greater than 0",
+    ]
