@@ -42,8 +42,23 @@ def test_an_answer_stopped_by_a_content_filter_says_so(server: FakeOpenAIServer)
     assert len(server.requests) == 1
 
 
-def test_a_stream_that_ends_before_saying_why_it_stopped_is_asked_again(server: FakeOpenAIServer) -> None:
-    server.push_text("Partial answer with no [DONE] and no fin", finish_reason=None, done=False)
+@pytest.mark.parametrize(
+    ("unfinished", "said"),
+    [
+        # Closed cleanly, but no chunk said why the answer stopped, and no [DONE].
+        (
+            {"content": "Partial answer with no [DONE] and no fin", "finish_reason": None, "done": False},
+            "the answer's stream ended unfinished (no finish_reason) after 40 characters",
+        ),
+        # The connection dropped mid-answer: no "could not connect" about it.
+        (
+            {"content": "The tides at the harbour are high.", "cut_after": 4},
+            "the answer's stream was cut off after 12 characters and 0 tool calls",
+        ),
+    ],
+)
+def test_a_stream_that_did_not_finish_is_asked_again_saying_so(server: FakeOpenAIServer, unfinished, said) -> None:
+    server.push_text(**unfinished)
     server.push_text("The whole answer.")
     retries: list[ProviderRetry] = []
 
@@ -51,22 +66,7 @@ def test_a_stream_that_ends_before_saying_why_it_stopped_is_asked_again(server: 
 
     assert completion.content == "The whole answer."
     [retry] = retries
-    assert "the answer's stream ended unfinished (no finish_reason) after 40 characters" in retry.message
-
-
-def test_a_stream_cut_off_mid_answer_is_asked_again_and_not_called_a_failed_connection(
-    server: FakeOpenAIServer,
-) -> None:
-    server.push_text("The tides at the harbour are high.", cut_after=4)
-    server.push_text("The whole answer.")
-    retries: list[ProviderRetry] = []
-
-    completion = ask(server, max_retries=1, retries=retries)
-
-    assert completion.content == "The whole answer."
-    [retry] = retries
-    assert "the answer's stream was cut off after 12 characters and 0 tool calls" in retry.message
-    assert "could not connect" not in retry.message
+    assert said in retry.message and "could not connect" not in retry.message
 
 
 def test_tool_calls_streamed_without_their_index_stay_separate_calls(server: FakeOpenAIServer) -> None:
