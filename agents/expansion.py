@@ -68,6 +68,7 @@ class RuntimeStep:
     runtime_id: str
     agent: str
     instructions: str
+    model: str = ""  # the step's own model, or "": its agent's
     depends_on: tuple[str, ...] = ()
     container: str = ""
     kind: Literal["step"] = "step"
@@ -257,6 +258,7 @@ def _plain(step: StepSpec, scope: Scope, runtime_id: str, deps: tuple[str, ...],
         runtime_id=runtime_id,
         agent=step.agent or "",
         instructions=instructions,
+        model=step.model or "",
         depends_on=deps,
         container=scope.container,
         iteration=scope.iteration,

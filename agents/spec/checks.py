@@ -139,6 +139,8 @@ def _step_problems(step: Any, at: Location, workflow: Any, depth: int) -> Iterat
             yield (*at, "agent"), f"{a_step} has no agent; {holder} name theirs"
         if step.instructions:
             yield (*at, "instructions"), f"{a_step} has no instructions; {holder} carry them"
+        if getattr(step, "model", None):
+            yield (*at, "model"), f"{a_step} has no model; {holder} or their agents name theirs"
     elif step.agent is None:
         yield (*at, "agent"), "required field missing"
     elif isinstance(step.agent, str) and step.agent not in workflow.agents:

@@ -70,6 +70,8 @@ class StepSpec(_Spec):
     id: Name
     agent: str | None = None
     instructions: str = ""
+    # This step's model, in place of its agent's (zenflow's step model).
+    model: str | None = Field(default=None, min_length=1, max_length=200)
     depends_on: list[str] = Field(default_factory=list)
     loop: LoopSpec | None = None
     include: str | None = None

@@ -16,7 +16,7 @@ from agents.events import EventSink
 from agents.llm import Provider, build_provider
 from agents.router import DropReason, MailboxStore, MessageRouter, Rejection, Resolver, RouterMessage
 from agents.runner import TurnResult
-from agents.spec import AgentSpec
+from agents.spec import AgentSpec, WorkflowSpec
 from runs import queue
 from runs.actions.catalog import workflow_spec
 from runs.models import Approval, Artifact, Run, Step, ToolCall
@@ -143,6 +143,13 @@ class Resumer:
             )
             queue.send_after_commit(queue.RESUME_STEP, step.pk)
         return None
+
+
+def agent_of(spec: WorkflowSpec, step: Step) -> AgentSpec:
+    """The agent that takes ``step``'s turns: its workflow's, asking the
+    step's own model when the step names one (zenflow's step ``model``)."""
+    agent = spec.agents[step.agent]
+    return agent.model_copy(update={"model": step.model}) if step.model else agent
 
 
 def provider_for(agent: AgentSpec) -> Provider:

@@ -64,6 +64,7 @@ def create_steps(run: Run, runtime_steps: Iterable[RuntimeStep], *, first: bool 
                 run=run,
                 step_id=runtime.runtime_id,
                 agent=runtime.agent,
+                model=runtime.model,
                 position=position,
                 depends_on=list(runtime.depends_on),
                 instructions=runtime.instructions,

@@ -14,7 +14,7 @@ from agents.runner import (
     build_request,
 )
 from runs.actions.catalog import REGISTRY, workflow_spec
-from runs.actions.common import provider_for, router_for, save_turn
+from runs.actions.common import agent_of, provider_for, router_for, save_turn
 from runs.actions.model_calls import model_call
 from runs.actions.step_ends import run_of, schedule_after_commit
 from runs.actions.turn_inputs import build_agent_turn, turn_variables
@@ -39,7 +39,7 @@ def do_resume_turn(step_pk: int) -> None:
         return
     store = DjangoMailboxStore(run.pk)
     inbox = store.unread(step.step_id)
-    agent = workflow_spec(run.workflow).agents[step.agent]
+    agent = agent_of(workflow_spec(run.workflow), step)
     agent_turn = build_agent_turn(run, step, agent, turn_variables(run, step, inbox))
     agent_turn.empty_answer_retries = None  # one answer: an empty one replies "(no answer)"
     # One answer, no tools: a resumed step replies; it does not start work.

@@ -29,7 +29,7 @@ from agents.spec import WorkflowOptions
 from runs import leases, queue
 from runs.actions.budgets import has_run_limits
 from runs.actions.catalog import workflow_spec
-from runs.actions.common import Limits, provider_for, router_for, save_turn, warning_cycle
+from runs.actions.common import Limits, agent_of, provider_for, router_for, save_turn, warning_cycle
 from runs.actions.containers import repeat_loop_of
 from runs.actions.deadlines import enforce_budget_after_commit, stopped_by_deadline, turn_deadline
 from runs.actions.model_calls import model_call
@@ -84,7 +84,7 @@ def _take_turn(step: Step, turn: int, owner: str, known: EagerTurn) -> Eager | N
     it may depend on, its step rows)."""
     run = step.run
     spec = workflow_spec(run.workflow)
-    agent = spec.agents[step.agent]
+    agent = agent_of(spec, step)
     # Most turns (a fan-out's every one) have no mail: the count came with the step.
     inbox = DjangoMailboxStore(run.pk).unread(step.step_id) if step.unread else []
     if any(message.type == MessageType.CANCEL for message in inbox):

@@ -104,6 +104,8 @@ class Step(models.Model):
     step_id = models.CharField(max_length=200, help_text="Runtime id, namespaced inside containers.")
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.STEP)
     agent = models.CharField(max_length=64)
+    # The step's own model (its YAML's model:), else blank: its agent's.
+    model = models.CharField(max_length=200, blank=True)
     position = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     depends_on = models.JSONField(default=list, blank=True)

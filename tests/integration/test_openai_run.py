@@ -82,3 +82,14 @@ def test_it_fails_the_step_whose_answer_was_cut_at_the_models_token_limit(celery
     assert (step.status, step.output) == (Step.Status.FAILED, "")
     assert "stopped at its output token limit (finish_reason length)" in step.error
     assert len(openai_endpoint.requests) == 1
+
+
+def test_a_step_that_names_its_own_model_asks_that_model(celery_worker, openai_endpoint):
+    openai_endpoint.push_text("High tide at 6am.")
+    openai_endpoint.push_text("Checked.")
+
+    run = wait_for_run(do_create_run(register("openai_step_models"), {}))
+
+    assert run.status == Run.Status.COMPLETED
+    assert [request.body["model"] for request in openai_endpoint.requests] == ["analyst-model", "checker-model"]
+    assert run.steps.get(step_id="check").model == "checker-model"

@@ -198,3 +198,17 @@ def test_it_takes_timeouts_in_seconds_or_as_durations_and_says_what_it_could_not
         f"{bad}:5: options.timeout: expected seconds (a number) or a duration such as 90s, 10m or 1h30m, got '5d'",
         f"{bad}:5: options.stepTimeout: Input should be greater than 0",
     ]
+
+
+def test_a_step_may_name_its_own_model_and_a_container_may_not(tmp_path):
+    path = write(
+        tmp_path,
+        workflow(
+            "  - {id: one, agent: a1, model: small-model}\n"
+            "  - id: loop\n    model: big-model\n    loop: {maxIterations: 2, steps: [{id: two, agent: a1}]}\n"
+        ),
+    )
+
+    assert problems(path) == [
+        f"{path}:6: steps[1].model: a loop step has no model; its inner steps or their agents name theirs"
+    ]
