@@ -29,9 +29,8 @@ from string import Template
 from typing import Any, Literal
 
 from agents import ids
-from agents.spec import DEFAULT_FOR_EACH_CONCURRENCY, StepSpec, WorkflowSpec
+from agents.spec import DEFAULT_FOR_EACH_CONCURRENCY, MAX_FOR_EACH_ITEMS, StepSpec, WorkflowSpec
 
-MAX_FOR_EACH_ITEMS = 100
 # Steps in one run, once its loops are expanded (a forEach loop's iterations
 # multiply with the loops around it: three nested loops of 100 items are a
 # million steps). Every step is a row the run's scheduling reads, and a
@@ -326,6 +325,8 @@ def items_of(step: StepSpec, scope: Scope) -> list[str]:
     """The items of a forEach loop: its input as a list, a JSON list in a
     string, or comma-separated values (blank ones dropped)."""
     assert step.loop is not None and step.loop.for_each is not None
+    if isinstance(step.loop.for_each, list):
+        return [_text(item) for item in step.loop.for_each]
     name = step.loop.for_each
     value = scope.values.get(name)
     if value is None:

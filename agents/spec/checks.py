@@ -162,8 +162,10 @@ def _loop_problems(loop: Any, at: Location, workflow: Any, depth: int) -> Iterat
         for name, alias in (("max_iterations", "maxIterations"), ("until", "until"), ("until_agent", "untilAgent")):
             if getattr(loop, name) is not None:
                 yield (*at, alias), f"{alias} belongs to repeat-until loops; a forEach loop runs once per item"
-        declared = workflow.inputs.get(loop.for_each)
-        if declared is None:
+        declared = workflow.inputs.get(loop.for_each) if isinstance(loop.for_each, str) else True
+        if declared is True:
+            pass  # a list of its own: its items are checked as the field's
+        elif declared is None:
             names = ", ".join(sorted(workflow.inputs))
             known = f"declared inputs: {names}" if names else "this workflow declares no inputs"
             yield (

@@ -14,6 +14,8 @@ INPUT_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 MAX_STEPS = 100
 MAX_DESCRIPTION = 2000
 MAX_ITERATIONS = 100
+# Items of one forEach loop: its input's, or the list it gives itself.
+MAX_FOR_EACH_ITEMS = 100
 # Containers inside containers (loops in loops), and include files including others.
 MAX_NESTING = 5
 MAX_INCLUDE_DEPTH = 5

@@ -70,7 +70,7 @@ def _lenient_steps(raw_steps: object) -> list[SimpleNamespace]:
                 max_iterations=raw_loop.get("maxIterations"),
                 until=raw_loop.get("until"),
                 until_agent=raw_loop.get("untilAgent"),
-                for_each=raw_loop.get("forEach") if isinstance(raw_loop.get("forEach"), str) else None,
+                for_each=raw_loop.get("forEach") if isinstance(raw_loop.get("forEach"), str | list) else None,
                 max_concurrency=raw_loop.get("maxConcurrency"),
                 kind="repeat" if raw_loop.get("forEach") is None else "forEach",
             )

@@ -12,7 +12,17 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from agents.spec.agent import AgentSpec
 from agents.spec.checks import _count_steps, _reference_problems
 from agents.spec.errors import _count, _dotted
-from agents.spec.fields import _DEFER_CHECKS, MAX_DESCRIPTION, MAX_ITERATIONS, MAX_STEPS, InputName, Mode, Name, _Spec
+from agents.spec.fields import (
+    _DEFER_CHECKS,
+    MAX_DESCRIPTION,
+    MAX_FOR_EACH_ITEMS,
+    MAX_ITERATIONS,
+    MAX_STEPS,
+    InputName,
+    Mode,
+    Name,
+    _Spec,
+)
 from agents.spec.inputs import InputSpec
 from agents.spec.options import ApprovalPolicy, CoordinatorPolicy, ToolExposure, WorkflowOptions
 from agents.spec.usage import (
@@ -39,7 +49,8 @@ class LoopSpec(_Spec):
     ``cumulative``, that step's output of every iteration.
 
     forEach: one iteration per item of the string input ``forEach`` names (a
-    JSON list or comma-separated values), as ``<id>[N].<inner>``, at most
+    JSON list or comma-separated values), or of the list it gives itself
+    (``forEach: [eu, us]``), as ``<id>[N].<inner>``, at most
     ``maxConcurrency`` (default 5) running at once. Instructions see ``$item``
     and ``$index``.
     """
@@ -48,9 +59,18 @@ class LoopSpec(_Spec):
     max_iterations: int | None = Field(default=None, ge=1, le=MAX_ITERATIONS)
     until: str | None = Field(default=None, min_length=1)
     until_agent: str | None = None
-    for_each: str | None = None
+    for_each: str | list[str | int | float | bool] | None = None
     max_concurrency: int | None = Field(default=None, ge=1)
     output_mode: Literal["last", "cumulative"] = "last"
+
+    @field_validator("for_each", mode="before")
+    @classmethod
+    def _for_each_is_a_name_or_a_list(cls, value: Any) -> Any:
+        if isinstance(value, list) and len(value) > MAX_FOR_EACH_ITEMS:
+            raise ValueError(f"forEach gives {len(value)} items; at most {MAX_FOR_EACH_ITEMS}")
+        if value is not None and not isinstance(value, str | list):
+            raise ValueError("forEach names a string input, or gives a list of items such as [eu, us]")
+        return value
 
     @property
     def kind(self) -> Literal["repeat", "forEach"]:

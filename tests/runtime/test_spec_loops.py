@@ -3,6 +3,7 @@ invalid (iterations, until, inputs, inner steps, nesting)."""
 
 from __future__ import annotations
 
+from agents.expansion import expand
 from agents.spec import load_workflow
 from tests.runtime.workflow_texts import CONTAINERS, container_workflow, problems, write
 
@@ -322,3 +323,27 @@ def test_it_reports_container_problems_alongside_field_errors(tmp_path):
         f"{path}:6: steps[0].loop.maxConcurrency: Input should be greater than or equal to 1",
         f"{path}:8: steps[0].loop.steps[0].agent: unknown agent 'ghost'; defined agents: a1, judge",
     ]
+
+
+def test_a_for_each_loop_may_give_its_own_list_of_at_most_100_items(tmp_path):
+    # As zenflow writes it: forEach: [eu, us]. It was refused, and the loop
+    # then read as a repeat-until loop missing its maxIterations.
+    listed = write(
+        tmp_path,
+        container_workflow("- id: deploy\n  loop: {forEach: [eu, us, 3], steps: [{id: ship, agent: a1}]}\n"),
+        "listed.yaml",
+    )
+    items = ", ".join(f"r{n}" for n in range(101))
+    too_many = write(
+        tmp_path,
+        container_workflow(f"- id: deploy\n  loop: {{forEach: [{items}], steps: [{{id: ship, agent: a1}}]}}\n"),
+        "too_many.yaml",
+    )
+
+    steps = expand(load_workflow(listed), {})
+    assert [(s.runtime_id, s.variables["item"]) for s in steps] == [
+        ("deploy[0].ship", "eu"),
+        ("deploy[1].ship", "us"),
+        ("deploy[2].ship", "3"),
+    ]
+    assert problems(too_many) == [f"{too_many}:5: steps[0].loop.forEach: forEach gives 101 items; at most 100"]
