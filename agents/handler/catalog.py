@@ -71,7 +71,7 @@ def mode_refusal(workflow: str, needs: str, mode: str) -> str | None:
 def _for_each_inputs(steps: list[Any]) -> Iterator[str]:
     for step in steps:
         if step.loop is not None:
-            if step.loop.for_each is not None:
+            if isinstance(step.loop.for_each, str):  # an input's name, not a list of its own
                 yield step.loop.for_each
             yield from _for_each_inputs(step.loop.steps)
 

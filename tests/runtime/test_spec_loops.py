@@ -4,6 +4,7 @@ invalid (iterations, until, inputs, inner steps, nesting)."""
 from __future__ import annotations
 
 from agents.expansion import expand
+from agents.handler.catalog import CatalogEntry
 from agents.spec import load_workflow
 from tests.runtime.workflow_texts import CONTAINERS, container_workflow, problems, write
 
@@ -347,3 +348,12 @@ def test_a_for_each_loop_may_give_its_own_list_of_at_most_100_items(tmp_path):
         ("deploy[2].ship", "3"),
     ]
     assert problems(too_many) == [f"{too_many}:5: steps[0].loop.forEach: forEach gives 101 items; at most 100"]
+
+
+def test_a_catalog_entry_of_a_workflow_whose_for_each_gives_its_own_list_takes_no_list_input(tmp_path):
+    path = write(
+        tmp_path,
+        container_workflow("- id: deploy\n  loop: {forEach: [eu, us], steps: [{id: ship, agent: a1}]}\n"),
+    )
+
+    assert CatalogEntry.of(load_workflow(path)).list_inputs == frozenset()
