@@ -173,3 +173,19 @@ def test_it_shows_namespaced_steps_on_the_run_page(celery_worker, client, owner)
     assert 'class="kind-step depth-1"' in page
     # Later iterations show inside their loop, before the steps after it.
     assert page.index('id="step-refine.1.review"') < page.index('id="step-publish"')
+
+
+def test_it_runs_a_for_each_loop_over_its_own_list(celery_worker):
+    text = (
+        "name: own_list\nagents:\n  shipper: {script: [{say: 'shipped $item'}]}\nsteps:\n"
+        "  - id: deploy\n    loop:\n      forEach: [eu, us]\n      steps: [{id: ship, agent: shipper}]\n"
+    )
+    workflow, _ = actions.do_register_workflow(text, "own_list.yaml")
+
+    run = wait_for_run(do_create_run(workflow, {}))
+
+    assert run.status == Run.Status.COMPLETED
+    assert dict(run.steps.filter(step_id__endswith=".ship").values_list("step_id", "output")) == {
+        "deploy[0].ship": "shipped eu",
+        "deploy[1].ship": "shipped us",
+    }
