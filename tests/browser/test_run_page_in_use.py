@@ -101,3 +101,22 @@ def test_long_unbroken_text_stays_inside_its_cards(open_page, server, registered
         " document.querySelector('.claims').closest('.card').getBoundingClientRect().right]"
     )
     assert link < card, "the claim's source link starts past its card's right edge"
+
+
+def test_a_big_routing_graph_on_a_phone_keeps_its_labels_legible_and_scrolls_in_its_card(open_page, server, registered):
+    # Forty-one nodes: shrunk to a phone's width, their labels were 5 px tall.
+    page = open_page(viewport={"width": 390, "height": 844})
+    log_in(page, server)
+    start_run_from_list(page, server, workflow="busy")
+    wait_until_finished(page, timeout_ms=60_000)
+
+    smallest, graph, card, page_width = page.evaluate(
+        """() => {
+            const svg = document.querySelector('#routing-graph svg.routing');
+            const heights = [...svg.querySelectorAll('text')].map((t) => t.getBoundingClientRect().height);
+            return [Math.min(...heights.filter((h) => h > 0)), svg.getBoundingClientRect().width,
+                    svg.closest('.card').clientWidth, document.documentElement.scrollWidth];
+        }"""
+    )
+    assert smallest >= 9, f"the smallest label is {smallest} px tall"
+    assert graph > card and page_width <= 392  # the card scrolls sideways, not the page
