@@ -72,17 +72,20 @@ def next_iteration(
         raise ValueError(f"{loop_runtime_id!r} is not a repeat-until loop")
     last_id = ids.repeat_id(loop_runtime_id, finished_iteration, loop.steps[-1].id)
     output = outputs.get(last_id, "")
-    done = loop_output(loop, loop_runtime_id, finished_iteration, outputs)
+
+    def done(reason: str) -> LoopDecision:
+        return LoopDecision("done", reason, loop_output(loop, loop_runtime_id, finished_iteration, outputs))
+
     if loop.until is not None and loop.until in output:
-        return LoopDecision("done", f"{last_id} said {loop.until!r}", done)
+        return done(f"{last_id} said {loop.until!r}")
     max_iterations = loop.max_iterations or 1
     if finished_iteration + 1 >= max_iterations:
-        return LoopDecision("done", f"maxIterations ({max_iterations}) reached", done)
+        return done(f"maxIterations ({max_iterations}) reached")
     if loop.until_agent is not None:
         if verdict is None:
             return LoopDecision("judge", agent=loop.until_agent, prompt=judge_prompt(loop_runtime_id, last_id, output))
         if verdict:
-            return LoopDecision("done", f"{loop.until_agent} judged iteration {finished_iteration} done", done)
+            return done(f"{loop.until_agent} judged iteration {finished_iteration} done")
     n = finished_iteration + 1
     iteration = repeat_scope(scope, step, loop_runtime_id, n, output)
     try:

@@ -88,7 +88,7 @@ class StuckFilter(admin.SimpleListFilter):
 
     def queryset(self, request, queryset):
         if self.value() == "yes":
-            return queryset.exclude(stuck_reason="").exclude(status__in=Run.TERMINAL)
+            return queryset.filter(Run.STUCK)
         return queryset
 
 

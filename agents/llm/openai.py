@@ -187,12 +187,13 @@ class OpenAIProvider:
             except (openai.OpenAIError, StreamCut) as exc:
                 message = self._describe(exc, model, timeout)
                 status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
+                # What the server asks to wait (retry-after-ms, Retry-After).
+                asked = _asked_delay(exc.response.headers) if isinstance(exc, openai.APIStatusError) else None
                 # An attempt cut short by the deadline is not tried again:
                 # the next would start past it.
                 cut = timeout < self.timeout
-                wait = None if cut else self._retry_wait(exc, attempt, request.deadline)
+                wait = None if cut else self._retry_wait(exc, attempt, request.deadline, asked)
                 if wait is None:
-                    asked = _asked_delay(exc.response.headers) if status is not None else None
                     if asked is not None and asked > MAX_ASKED_DELAY and attempt <= self.max_retries:
                         message += f" (it asks to wait {asked:g} s, longer than a turn waits: {MAX_ASKED_DELAY:g} s)"
                     raise ProviderError(message, status=status) from exc
@@ -217,31 +218,30 @@ class OpenAIProvider:
             read_stream(stream, answer, deadline=deadline, on_partial=on_partial, timed_out=timed_out)
         return answer.completion(self._display_url)
 
-    def _retry_wait(self, exc: openai.OpenAIError | StreamCut, attempt: int, deadline: float | None) -> float | None:
+    def _retry_wait(
+        self, exc: openai.OpenAIError | StreamCut, attempt: int, deadline: float | None, asked: float | None
+    ) -> float | None:
         """Seconds to wait before trying again after ``exc`` on attempt
         ``attempt``, or None if it is not tried again. The rules are the
         SDK's own (it retries nothing here, so that each retry can be
         reported): connection errors (a stream cut off too), timeouts,
-        408/409/429 and 5xx, after the delay the server asks for; else 0.5 s
+        408/409/429 and 5xx, after the delay the server ``asked`` for; else 0.5 s
         doubling to at most 8 s with jitter; never past the deadline. A
         server that asks for more than a minute is not tried again: the
         retries would all land inside its wait."""
         if attempt > self.max_retries:
             return None
-        asked: float | None = None
         if isinstance(exc, openai.APIStatusError):
-            headers = exc.response.headers
-            should = headers.get("x-should-retry")
+            should = exc.response.headers.get("x-should-retry")
             if should == "false":
                 return None
             if should != "true" and exc.status_code not in (408, 409, 429) and exc.status_code < 500:
                 return None
-            asked = _asked_delay(headers)
             if asked is not None and asked > MAX_ASKED_DELAY:
                 return None
         elif not isinstance(exc, openai.APIConnectionError | StreamCut):
             return None
-        if asked is not None and 0 <= asked:
+        if asked is not None and asked >= 0:
             wait = asked
         else:
             wait = min(INITIAL_BACKOFF * 2 ** (attempt - 1), MAX_BACKOFF) * (1 - 0.25 * random.random())

@@ -15,13 +15,13 @@ from agents.tools.registry import ToolOutcome, ToolRegistry
 
 # Why a step (or the run, for the coordinator) fails; stored as its error.
 EMPTY_ANSWER = "empty answer from the model"
+EMPTY_FINALIZE = "finalize with an empty result"
+FINALIZE = "finalize"
+SPAWN_WORKER = "spawn_worker"
 # Calls of any kind one answer may ask for, bookkeeping (messages, claims)
 # included, which no call cap counts: each is a row and events, and a
 # coordinator forwarding to every step of a workflow needs at most 100.
 MAX_CALLS_PER_TURN = 100
-EMPTY_FINALIZE = "finalize with an empty result"
-FINALIZE = "finalize"
-SPAWN_WORKER = "spawn_worker"
 
 
 def is_empty(completion: Completion) -> bool:

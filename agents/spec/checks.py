@@ -153,6 +153,20 @@ def _step_problems(step: Any, at: Location, workflow: Any, depth: int) -> Iterat
         yield from _include_problems(step, at, workflow)
 
 
+def _for_each_input_problem(name: str, inputs: Any) -> str | None:
+    """Why the input a forEach loop names cannot give it items, or None."""
+    declared = inputs.get(name)
+    if declared is None:
+        names = ", ".join(sorted(inputs))
+        known = f"declared inputs: {names}" if names else "this workflow declares no inputs"
+        return f"unknown input {name!r}{did_you_mean(name, inputs)}; {known}"
+    if declared.type not in (None, "string"):
+        return (
+            f"input {name!r} is {declared.type}; forEach needs a string input (a JSON list or comma-separated values)"
+        )
+    return None
+
+
 def _loop_problems(loop: Any, at: Location, workflow: Any, depth: int) -> Iterator[tuple[Location, str]]:
     if getattr(loop, "broken", False):
         return
@@ -162,22 +176,10 @@ def _loop_problems(loop: Any, at: Location, workflow: Any, depth: int) -> Iterat
         for name, alias in (("max_iterations", "maxIterations"), ("until", "until"), ("until_agent", "untilAgent")):
             if getattr(loop, name) is not None:
                 yield (*at, alias), f"{alias} belongs to repeat-until loops; a forEach loop runs once per item"
-        declared = workflow.inputs.get(loop.for_each) if isinstance(loop.for_each, str) else True
-        if declared is True:
-            pass  # a list of its own: its items are checked as the field's
-        elif declared is None:
-            names = ", ".join(sorted(workflow.inputs))
-            known = f"declared inputs: {names}" if names else "this workflow declares no inputs"
-            yield (
-                (*at, "forEach"),
-                f"unknown input {loop.for_each!r}{did_you_mean(loop.for_each, workflow.inputs)}; {known}",
-            )
-        elif declared.type not in (None, "string"):
-            yield (
-                (*at, "forEach"),
-                f"input {loop.for_each!r} is {declared.type}; forEach needs a string input "
-                "(a JSON list or comma-separated values)",
-            )
+        # A list of its own is checked as the field's; a name must be a string input.
+        problem = _for_each_input_problem(loop.for_each, workflow.inputs) if isinstance(loop.for_each, str) else None
+        if problem:
+            yield (*at, "forEach"), problem
     else:
         if loop.max_iterations is None:
             yield (

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import Count, Max
 
 from runs.actions.tooling import workspace_of
 from runs.models import Event, Message, Run
@@ -48,16 +47,15 @@ def do_purge_runs(cutoff: datetime) -> Purged:
     its workspace; what was deleted."""
     runs = events = 0
     while True:
-        batch = list(
-            ended_before(cutoff).order_by("pk").annotate(last_seq=Max("events__seq"), n=Count("events"))[:RUNS_AT_ONCE]
-        )
+        # A run's seqs are gapless up to its last_event_seq: no aggregate over its events.
+        batch = list(ended_before(cutoff).order_by("pk").values_list("pk", "last_event_seq")[:RUNS_AT_ONCE])
         if not batch:
             return Purged(runs, events)
-        for run in batch:
-            for start in range(0, run.last_seq or 0, EVENTS_AT_ONCE):
-                Event.objects.filter(run_id=run.pk, seq__gt=start, seq__lte=start + EVENTS_AT_ONCE).delete()
-            events += run.n
-        ids = [run.pk for run in batch]
+        for run_id, last_seq in batch:
+            for start in range(0, last_seq, EVENTS_AT_ONCE):
+                window = Event.objects.filter(run_id=run_id, seq__gt=start, seq__lte=start + EVENTS_AT_ONCE)
+                events += window.delete()[0]
+        ids = [run_id for run_id, _ in batch]
         with transaction.atomic():
             Message.objects.filter(run_id__in=ids).delete()
             Run.objects.filter(pk__in=ids).delete()

@@ -27,6 +27,9 @@ class Run(models.Model):
         CODE = "code"
 
     TERMINAL = (Status.COMPLETED, Status.PARTIAL, Status.FAILED, Status.CANCELLED, Status.BLOCKED)
+    # Under way, and marked stuck by the sweeper (a reason left from before
+    # a run ended does not count): runs.filter(Run.STUCK), run.is_stuck.
+    STUCK = ~models.Q(stuck_reason="") & ~models.Q(status__in=TERMINAL)
 
     workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="runs")
     mode = models.CharField(max_length=8, choices=Mode.choices, default=Mode.CHAT)
@@ -78,6 +81,10 @@ class Run(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in self.TERMINAL
+
+    @property
+    def is_stuck(self) -> bool:
+        return bool(self.stuck_reason) and not self.is_terminal
 
 
 class Step(models.Model):

@@ -55,7 +55,7 @@ STUCK = "stuck"
 
 def _filter_runs(runs: QuerySet[Run], filters: dict[str, str], *, staff: bool) -> QuerySet[Run]:
     if filters["status"] == STUCK:
-        runs = runs.exclude(stuck_reason="").exclude(status__in=Run.TERMINAL)
+        runs = runs.filter(Run.STUCK)
     elif filters["status"]:
         runs = runs.filter(status=filters["status"])
     if filters["workflow"]:
