@@ -99,3 +99,18 @@ def test_it_refuses_a_command_while_the_caller_has_as_many_runs_under_way_as_all
 
     do_cancel_run(Run.objects.filter(created_by=owner).first().pk)
     assert post(client, "/api/commands", {"command": "echo for one more"}).status_code == 201
+
+
+def test_the_run_form_is_refused_too_when_its_person_has_as_many_runs_under_way_as_allowed(
+    client, owner, settings, django_capture_on_commit_callbacks
+):
+    # The dashboard's start form goes through do_create_run, not a command.
+    settings.ZENWEB_MAX_ACTIVE_RUNS = 1
+    workflow = do_register_workflow(ECHO, "echo.yaml")[0]
+    client.force_login(owner)
+    with django_capture_on_commit_callbacks(execute=False):
+        first = client.post("/runs/start/", {"workflow": workflow.pk, "inputs": "subject=one"})
+        second = client.post("/runs/start/", {"workflow": workflow.pk, "inputs": "subject=two"}, follow=True)
+
+    assert first.status_code == 302 and Run.objects.filter(workflow=workflow).count() == 1
+    assert "you have 1 runs under way" in second.content.decode()

@@ -234,3 +234,9 @@ def test_load_catalog_says_when_its_folder_is_missing_or_holds_no_workflow(tmp_p
     out = io.StringIO()
     call_command("load_catalog", str(tmp_path), stdout=out)
     assert out.getvalue() == f"no workflow files (*.yaml) in {tmp_path}\n"
+
+
+def test_export_tool_schemas_says_it_cannot_write_where_it_was_told(tmp_path):
+    target = tmp_path / "no-such-folder" / "tool_schemas.json"
+    with pytest.raises(CommandError, match=f"cannot write {target}: No such file or directory"):
+        call_command("export_tool_schemas", "--output", str(target))
