@@ -274,3 +274,35 @@ def test_it_refuses_content_over_the_write_cap(step, workspace):
     assert outcome.ok is False
     assert "content: String should have at most 256000 characters" in outcome.text
     assert not (workspace / "big.txt").exists()
+
+
+@pytest.mark.parametrize(("pattern", "named"), [(r"(a)\1", r"invalid escape sequence: \1"), ("a(?=b)", "(?=")])
+def test_grep_says_which_syntax_its_linear_time_matching_lacks(step, workspace, pattern, named):
+    (workspace / "a.txt").write_text("aab\n")
+
+    outcome = step.call("grep", {"pattern": pattern})
+
+    assert outcome.ok is False
+    assert "pattern uses syntax grep does not support" in outcome.text
+    assert named in outcome.text and "backreferences" in outcome.text
+    assert hint_of(outcome)["fields"] == ["pattern"]
+
+
+def test_grep_matches_an_exponential_backtracking_pattern_line_by_line_in_linear_time(step, workspace):
+    # Under Python's re each of these lines would take longer than the one before, doubling.
+    (workspace / "a.txt").write_text("".join("A" * n + "\n" for n in range(20, 40)) + "AAB\n")
+
+    found = result_of(step.call("grep", {"pattern": "(A|A)*B", "ignore_case": True}))
+
+    assert found["result"] == ["a.txt:21: AAB"]
+
+
+def test_grep_stops_reading_at_its_budget_and_says_so(step, workspace, monkeypatch):
+    monkeypatch.setattr(files, "MAX_GREP_TOTAL_BYTES", 10)
+    (workspace / "a.txt").write_text("hit\n")
+    (workspace / "b.txt").write_text("hit again\n")
+
+    found = result_of(step.call("grep", {"pattern": "hit"}))
+
+    assert found["result"] == ["a.txt:1: hit"]
+    assert found["bounds"]["truncated"] is True

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import re2
 from pydantic import BaseModel, ConfigDict, Field
 
 from agents.tools.base import Role, Tool, ToolContext, ToolError
@@ -35,6 +36,9 @@ MAX_READ_CHARS = MAX_RESULT_CHARS - 2_000
 MAX_READ_FILE_BYTES = 10 * 1024 * 1024
 MAX_GREP_FILE_BYTES = 2 * 1024 * 1024
 MAX_GREP_LINE_CHARS = 300
+MAX_GREP_PATTERN_CHARS = 1_000
+# All the text one grep call reads, so that its work is bounded however wide its glob.
+MAX_GREP_TOTAL_BYTES = 64 * 1024 * 1024
 # Past this many matches glob and grep stop counting and ask for a narrower pattern.
 MAX_SCAN = 10_000
 
@@ -76,7 +80,11 @@ class GlobArgs(_Args):
 
 
 class GrepArgs(_Args):
-    pattern: str = Field(min_length=1, description="Python regular expression searched line by line.")
+    pattern: str = Field(
+        min_length=1,
+        max_length=MAX_GREP_PATTERN_CHARS,
+        description="Regular expression (RE2 syntax: no backreferences or lookaround) searched line by line.",
+    )
     path: str = Field(default="**/*", min_length=1, description="Glob of the files to search, e.g. '**/*.md'.")
     ignore_case: bool = Field(default=False, description="Match regardless of case.")
     limit: int = Field(default=50, ge=1, le=500, description="Most matching lines to return.")
@@ -198,28 +206,48 @@ def _glob(ctx: ToolContext, args: GlobArgs) -> ToolResult:
     return ToolResult(page, bounds=_bounds(len(page), start, None if capped else len(names), hint))
 
 
-def _grep(ctx: ToolContext, args: GrepArgs) -> ToolResult:
+def _grep_regex(pattern: str, ignore_case: bool) -> Any:
+    """The model's pattern compiled for RE2, which matches in time linear in
+    the text: Python's ``re`` backtracks, and one pattern such as ``(A|A)*B``
+    held the GIL (and so every request of the process) for seconds per line."""
+    options = re2.Options()
+    options.log_errors = False  # a bad pattern is the model's error, answered to it, not a log line
+    options.case_sensitive = not ignore_case
     try:
-        regex = re.compile(args.pattern, re.IGNORECASE if args.ignore_case else 0)
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+    try:
+        re.compile(pattern)  # compiling does no matching: it only tells which error to give
     except re.error as exc:
-        raise ToolError(
-            f"pattern is not a valid regular expression: {exc}",
-            kind="invalid_call",
-            action="correct_call",
-            fields=["pattern"],
-        ) from exc
+        message = f"pattern is not a valid regular expression: {exc}"
+    else:
+        message = (
+            f"pattern uses syntax grep does not support ({reason}): grep matches in linear time (RE2 syntax), "
+            "without backreferences (\\1), lookahead or lookbehind ((?=, (?!, (?<=, (?<!) or \\Z (write \\z)"
+        )
+    raise ToolError(message, kind="invalid_call", action="correct_call", fields=["pattern"])
+
+
+def _grep(ctx: ToolContext, args: GrepArgs) -> ToolResult:
+    regex = _grep_regex(args.pattern, args.ignore_case)
     root = workspace_root(args.workspace)
     paths, capped = _matches(root, args.path, "path")
     hits: list[str] = []
+    budget = MAX_GREP_TOTAL_BYTES
     for path in paths:
         if len(hits) >= MAX_SCAN:
             break
         if not path.is_file() or path.stat().st_size > MAX_GREP_FILE_BYTES:
             continue
+        if path.stat().st_size > budget:
+            capped = True  # past the bytes one call reads: the rest is not searched
+            break
         try:
             data = read_bytes(root, path.resolve(), shown_as(root, path), MAX_GREP_FILE_BYTES)
         except (ToolError, ValueError):
             continue  # hard-linked, special, or changed under us (now outside): not searched
+        budget -= len(data)
         if b"\0" in data[:8192]:
             continue
         for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
