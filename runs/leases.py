@@ -10,6 +10,7 @@ hands a turn whose lease expired to another worker.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import math
@@ -17,7 +18,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
@@ -26,16 +27,34 @@ from django.db import connection, models
 from django.db.models import Q
 from django.utils import timezone
 
-from runs.models import Step
+from runs.models import Step, WorkerProcess
 from runs.store import sql
 from runs.store.sql.errors import connection_lost, first_line
+from runs.store.sql.workers import beat, beats
 
 log = logging.getLogger(__name__)
 
 
 def worker_identity() -> str:
-    """Which worker (host, process, thread) holds a lease: shown on the run page."""
-    return f"{socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}"
+    """Which worker (host, process, thread) holds a lease: shown on the run
+    page, ``host:pid@start:thread``. The process's start time (in clock
+    ticks since boot, from /proc) tells it from a later process given the
+    same pid: the sweeper then knows a lease's owner died (``dead_owners``)."""
+    return f"{this_process()}:{threading.current_thread().name}"
+
+
+def this_process() -> str:
+    """This process's part of its lease owners: ``host:pid@start`` (``host:pid``
+    where /proc cannot say when it started)."""
+    pid = os.getpid()
+    if _PROCESS.get("pid") != pid:  # first use, or a forked child
+        started = _stat(pid)
+        name = f"{socket.gethostname()}:{pid}" + (f"@{started[1]}" if started else "")
+        _PROCESS.update(pid=pid, name=name)
+    return _PROCESS["name"]
+
+
+_PROCESS: dict = {}
 
 
 def claim_turn(step_pk: int, turn: int, owner: str) -> Step | None:
@@ -75,12 +94,15 @@ def renewing(pk: int, owner: str, model: type[models.Model] = Step) -> Iterator[
 
 
 class _Renewals:
-    """The leases this process holds, renewed by one thread.
+    """The leases this process holds, renewed by one thread, which also
+    beats for the process while it holds any (``dead_owners``).
 
     A thread per turn cost a start and a join on every turn, though most
     turns end long before their first renewal is due. Here a turn only adds
     an entry; the thread sleeps until the earliest renewal is due and then
     renews every lease due within half an interval, one UPDATE per model.
+    The first lease of an idle process has it beat at once, then every
+    ZENWEB_HEARTBEAT_SECONDS until it holds none.
     Idle, it closes its database connection (a test database can then be
     dropped, and a worker holds no connection it does not use)."""
 
@@ -94,6 +116,8 @@ class _Renewals:
         # every time, a switch of threads for the many turns that end in
         # milliseconds.
         self._wakes_at = math.inf
+        # When this process beats next (while it holds a lease).
+        self._beat_at = math.inf
 
     def add(self, model: type[models.Model], pk: int, owner: str, every: float) -> int:
         with self._cond:
@@ -102,8 +126,12 @@ class _Renewals:
                 self._pid = os.getpid()
                 threading.Thread(target=self._loop, name="zenweb-lease-renewer", daemon=True).start()
             key = next(self._ids)
-            at = time.monotonic() + every
-            self._due[key] = (model, pk, owner, every, at)
+            now = time.monotonic()
+            at = now + every
+            if not self._due and settings.ZENWEB_HEARTBEAT_SECONDS > 0:
+                # Its first lease since it was idle: say at once that it lives.
+                at = self._beat_at = now
+            self._due[key] = (model, pk, owner, every, now + every)
             if at < self._wakes_at:
                 self._wakes_at = at  # the thread's next wake-up, once it has it
                 self._cond.notify()
@@ -121,28 +149,44 @@ class _Renewals:
     def _loop(self) -> None:
         while True:
             with self._cond:
-                batch = self._wait_for_due()
-            self._renew(batch)
+                batch, beats_now = self._wait_for_due()
+            if beats_now:
+                self._beat()
+            if batch:
+                self._renew(batch)
 
-    def _wait_for_due(self) -> list[tuple[type[models.Model], int, str]]:
+    def _wait_for_due(self) -> tuple[list[tuple[type[models.Model], int, str]], bool]:
         while True:
             now = time.monotonic()
             if not self._due:
                 connection.close()
-                self._wakes_at = math.inf
+                self._wakes_at = self._beat_at = math.inf
                 self._cond.wait()
                 continue
-            first = min(entry[4] for entry in self._due.values())
+            first = min(self._beat_at, min(entry[4] for entry in self._due.values()))
             if first > now:
                 self._wakes_at = first
                 self._cond.wait(first - now)
                 continue
+            beats_now = self._beat_at <= now
+            if beats_now:
+                self._beat_at = now + settings.ZENWEB_HEARTBEAT_SECONDS
             batch = []
             for key, (model, pk, owner, every, at) in self._due.items():
                 if at <= now + every / 2:
                     batch.append((model, pk, owner))
                     self._due[key] = (model, pk, owner, every, now + every)
-            return batch
+            return batch, beats_now
+
+    def _beat(self) -> None:
+        try:
+            beat(this_process(), this_machine())
+        except Exception as exc:  # noqa: BLE001 - a missed beat is made up by the next
+            if connection_lost(exc):
+                log.warning("heartbeat: the database cannot be reached (%s)", first_line(exc))
+            else:
+                log.exception("heartbeat failed")
+            connection.close()
 
     def _renew(self, batch: list[tuple[type[models.Model], int, str]]) -> None:
         expires = timezone.now() + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS)
@@ -163,3 +207,81 @@ class _Renewals:
 
 _RENEWALS = _Renewals()
 os.register_at_fork(after_in_child=_RENEWALS.after_fork)
+
+
+# -- Whether a lease's owner still lives --------------------------------------
+
+
+def heartbeat_dead_after() -> float:
+    """How long a process holding leases may go without a beat before it
+    counts as dead: four beats, so that a beat or two lost with a database
+    connection is no death."""
+    return 4 * settings.ZENWEB_HEARTBEAT_SECONDS
+
+
+def dead_owners(beats_trusted: Callable[[], bool]) -> tuple[list[str], list[str]]:
+    """The processes (``this_process`` names) whose leases are lost with
+    them: those of this machine whose pid is gone (or is another process
+    now: its start time differs), known at once; and those elsewhere whose
+    beat is older than ``heartbeat_dead_after()``, if ``beats_trusted()``
+    (asked only then: the database and this sweeper have been up long
+    enough for every live process to have beaten since). One statement."""
+    here = this_machine()
+    me = this_process()
+    gone, silent = [], []
+    for name, machine, age in beats():
+        if name == me:
+            continue
+        if here and machine == here:
+            if not _lives(name):
+                gone.append(name)
+        elif settings.ZENWEB_HEARTBEAT_SECONDS > 0 and age > heartbeat_dead_after():
+            silent.append(name)
+    if silent and not beats_trusted():
+        silent = []
+    return gone, silent
+
+
+def forget(names: list[str]) -> None:
+    """Drop the rows of processes whose leases were handed on."""
+    if names:
+        WorkerProcess.objects.filter(name__in=names).delete()
+
+
+@functools.cache
+def this_machine() -> str:
+    """Where this process's pids mean something: the kernel's boot and this
+    process's pid namespace (containers on one host share the one, not the
+    other). "" where /proc cannot say, or is another namespace's."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as boot:
+            booted = boot.read().strip()
+        namespace = os.readlink("/proc/self/ns/pid")
+        with open("/proc/self/stat") as own:
+            mounted_for_us = own.read().split(" ", 1)[0] == str(os.getpid())
+    except OSError:
+        return ""
+    return f"{booted}/{namespace}" if mounted_for_us else ""
+
+
+def _lives(name: str) -> bool:
+    """Whether process ``name`` (``host:pid@start``) of this machine still
+    runs: its pid there, not a zombie, started when its name says."""
+    pid, _, started = name.rpartition(":")[2].partition("@")
+    if not pid.isdigit() or not started:
+        return True  # cannot tell: its lease decides
+    found = _stat(int(pid))
+    return found is not None and found[0] not in ("Z", "X") and found[1] == started
+
+
+def _stat(pid: int) -> tuple[str, str] | None:
+    """A process's state and start time (clock ticks since boot), from
+    /proc/<pid>/stat; None if there is no such process or no /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            text = stat.read().decode(errors="replace")
+    except OSError:
+        return None
+    # Fields 3 on, after the command's name, which may hold spaces and parentheses.
+    fields = text[text.rfind(")") + 2 :].split()
+    return (fields[0], fields[19]) if len(fields) > 19 else None

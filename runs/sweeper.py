@@ -32,7 +32,7 @@ from django.utils import timezone
 from redis.exceptions import RedisError
 
 from agents.events import Event as RuntimeEvent
-from runs import outbox, queue
+from runs import leases, outbox, queue
 from runs.actions.budgets import has_run_limits
 from runs.actions.catalog import spec_of
 from runs.actions.deadlines import do_enforce_budget, do_enforce_step_timeouts
@@ -74,6 +74,39 @@ def leases_lapse(up_for: float | None, reached_for: float = math.inf) -> bool:
     return min(up_for, reached_for) >= settings.ZENWEB_LEASE_SECONDS
 
 
+def release_dead_workers(reached_for: float = math.inf) -> int:
+    """Hand on at once the leases of processes known dead
+    (``leases.dead_owners``), without waiting for them to run out: their
+    step turns and tool calls are queued again (a call lost MAX_ATTEMPTS
+    times fails). One statement when none died; every worker runs it every
+    ZENWEB_HEARTBEAT_SECONDS. Returns how many leases it handed on."""
+    gone, silent = leases.dead_owners(lambda: _beats_trusted(reached_for))
+    if not gone and not silent:
+        return 0
+    now = timezone.now()
+    owners = Q()
+    for name in gone:
+        owners |= Q(lease_owner__startswith=f"{name}:")
+    # A silent process beats first once it holds a lease, so a lease taken
+    # or renewed since its beat went stale is a sign of life.
+    quiet_since = now + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS - leases.heartbeat_dead_after())
+    for name in silent:
+        owners |= Q(lease_owner__startswith=f"{name}:", lease_expires__lte=quiet_since)
+    released = _expire_leases(now, owners) + sweep_tool_calls(now, owners)
+    if released:
+        log.warning("handed on %d lease(s) of dead worker processes: %s", released, ", ".join(gone + silent))
+    leases.forget(gone + silent)
+    return released
+
+
+def _beats_trusted(reached_for: float) -> bool:
+    """Whether a stale beat means a dead process: the database server and
+    this sweeper have been up long enough for every live one to beat again
+    since (as leases_lapse, for the beats' deadline)."""
+    up_for = database_up_for()
+    return min(math.inf if up_for is None else up_for, reached_for) >= leases.heartbeat_dead_after()
+
+
 def do_sweep(reached_for: float = math.inf) -> dict[str, int]:
     """One sweep (see the module's docstring); how many of each thing it
     did, in the order it did them. ``reached_for``: how long this sweeper
@@ -82,6 +115,7 @@ def do_sweep(reached_for: float = math.inf) -> dict[str, int]:
     now = timezone.now()
     lapse = leases_lapse(database_up_for(), reached_for)
     return {
+        "dead_workers": release_dead_workers(reached_for) if settings.ZENWEB_HEARTBEAT_SECONDS > 0 else 0,
         "expired": _expire_leases(now) if lapse else 0,
         "after_broker_restart": _recover_after_broker_restart(),
         "sent_again": outbox.send_unsent(),
@@ -95,16 +129,20 @@ def do_sweep(reached_for: float = math.inf) -> dict[str, int]:
     }
 
 
-def _expire_leases(now) -> int:
+def _expire_leases(now, owners: Q | None = None) -> int:
     """Hand each step turn whose lease ran out before ``now`` (its worker
-    died) to the queue again; how many."""
+    died), or held by ``owners`` (dead), to the queue again; how many."""
     expired = 0
-    for step in expired_leases(now):
+    if owners is None:
+        held = expired_leases(now)
+    else:
+        held = Step.objects.filter(owners, status=Step.Status.RUNNING).exclude(lease_owner="").order_by()
+    for step in held:
         with transaction.atomic():
             lock_run(step.run_id)
-            if not Step.objects.filter(pk=step.pk, lease_owner=step.lease_owner, lease_expires__lt=now).update(
-                lease_owner="", lease_expires=None, turn_queued=now
-            ):
+            # Neither renewed nor taken since it was read.
+            same = Q(lease_owner=step.lease_owner, lease_expires=step.lease_expires)
+            if not Step.objects.filter(same, pk=step.pk).update(lease_owner="", lease_expires=None, turn_queued=now):
                 continue
             DjangoEventSink(step.run_id).emit(
                 RuntimeEvent("lease_expired", step.step_id, {"owner": step.lease_owner, "turn": step.turns + 1})
@@ -315,9 +353,34 @@ class Sweeper:
         self._thread.join(timeout=5)
 
     def _loop(self) -> None:
-        while not self._stop.wait(settings.ZENWEB_SWEEP_SECONDS):
-            self.sweep()
+        # Dead workers are looked for at start (a worker restarted after a
+        # crash hands on its predecessor's leases at once) and every
+        # heartbeat; the rest every ZENWEB_SWEEP_SECONDS.
+        beat = settings.ZENWEB_HEARTBEAT_SECONDS
+        tick = min(beat, settings.ZENWEB_SWEEP_SECONDS) if beat > 0 else settings.ZENWEB_SWEEP_SECONDS
+        sweep_at = time.monotonic() + settings.ZENWEB_SWEEP_SECONDS
+        self.release_dead()
+        while not self._stop.wait(tick):
+            if time.monotonic() >= sweep_at - tick / 2:
+                sweep_at = time.monotonic() + settings.ZENWEB_SWEEP_SECONDS
+                self.sweep()
+            else:
+                self.release_dead()
         connection.close()
+
+    def release_dead(self) -> None:
+        """release_dead_workers; a failure is the next sweep's to see."""
+        if settings.ZENWEB_HEARTBEAT_SECONDS <= 0:
+            return
+        try:
+            close_old_connections()
+            release_dead_workers(time.monotonic() - self._reached_since)
+        except Exception as exc:  # noqa: BLE001 - keep looking; the next round may succeed
+            if not connection_lost(exc):
+                log.exception("looking for dead workers failed")
+                return
+            self._reached_since = time.monotonic()
+            log.warning("dead workers: the database cannot be reached (%s)", first_line(exc))
 
     def sweep(self) -> None:
         """One sweep; a lost connection restarts the time it has reached the database."""

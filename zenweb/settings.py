@@ -342,6 +342,10 @@ ZENWEB_MAX_ACTIVE_RUNS = env_int("ZENWEB_MAX_ACTIVE_RUNS", 20)
 # each worker sweeps for expired leases, and when a silent run counts as stuck.
 ZENWEB_LEASE_SECONDS = env_float("ZENWEB_LEASE_SECONDS", 60.0)
 ZENWEB_SWEEP_SECONDS = env_float("ZENWEB_SWEEP_SECONDS", 10.0)
+# A process holding leases beats this often; four beats missed and it is
+# dead, its leases handed on (one on this machine whose pid is gone at once).
+# Each worker checks for dead ones this often too. 0: leases only.
+ZENWEB_HEARTBEAT_SECONDS = env_float("ZENWEB_HEARTBEAT_SECONDS", 3.0)
 ZENWEB_STUCK_AFTER = env_float("ZENWEB_STUCK_AFTER", 900.0)
 # A run silent this long has its work re-enqueued by the sweeper (0 = never).
 ZENWEB_RESUME_AFTER = env_float("ZENWEB_RESUME_AFTER", 120.0)

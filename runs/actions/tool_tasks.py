@@ -255,16 +255,20 @@ def _ms(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
 
 
-def sweep_tool_calls(now: datetime) -> int:
-    """Calls whose worker died (their lease expired while running): queue
-    them again, or fail them after MAX_ATTEMPTS. Queued calls of running runs
-    whose task was lost are re-sent by ``recovery.do_resume_run``."""
+def sweep_tool_calls(now: datetime, owners: Q | None = None) -> int:
+    """Calls whose worker died (their lease expired while running, or held
+    by ``owners``, processes known dead): queue them again, or fail them
+    after MAX_ATTEMPTS. Queued calls of running runs whose task was lost are
+    re-sent by ``recovery.do_resume_run``."""
     swept = 0
-    expired = ToolCall.objects.filter(status=ToolCall.Status.RUNNING, lease_expires__lt=now).select_related("step")
-    for call in expired:
+    lost = Q(lease_expires__lt=now) if owners is None else owners
+    expired = ToolCall.objects.filter(lost, status=ToolCall.Status.RUNNING).exclude(lease_owner="")
+    for call in expired.select_related("step"):
         with transaction.atomic():
             lock_run(call.run_id)
-            held = Q(pk=call.pk, status=ToolCall.Status.RUNNING, lease_owner=call.lease_owner, lease_expires__lt=now)
+            # Neither renewed nor taken since it was read.
+            same = Q(lease_owner=call.lease_owner, lease_expires=call.lease_expires)
+            held = Q(same, pk=call.pk, status=ToolCall.Status.RUNNING)
             data = {"tool_call_id": call.tool_call_id, "name": call.name, "owner": call.lease_owner}
             if call.attempts < MAX_ATTEMPTS:
                 if not ToolCall.objects.filter(held).update(

@@ -14,6 +14,7 @@ commands.py    Command: a free-text command and the coordinator's answer
 approvals.py   Approval and ApprovalDecision
 api_tokens.py  ApiToken, for scripts calling the JSON API
 outbox.py      UnsentTask: a task to publish again
+workers.py     WorkerProcess: a process that runs tasks, and its heartbeat
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from runs.models.commands import Command
 from runs.models.approvals import Approval, ApprovalDecision
 from runs.models.api_tokens import ApiToken
 from runs.models.outbox import UnsentTask
+from runs.models.workers import WorkerProcess
 # isort: on
 
 __all__ = [
@@ -46,4 +48,5 @@ __all__ = [
     "ToolExecution",
     "UnsentTask",
     "Workflow",
+    "WorkerProcess",
 ]
