@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import secrets
+
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
@@ -7,6 +9,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from runs.actions import do_cancel_run
+from runs.api.auth import hash_key
 from runs.export import export_parts
 from runs.models import (
     ApiToken,
@@ -215,5 +218,30 @@ class ClaimAdmin(WrittenByZenweb, admin.ModelAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
+    """Adding a token makes its key: the form asks only whose it is and what
+    for, and the key is shown once, in the message after saving (only its
+    hash is stored). Deleting a token revokes it."""
+
     list_display = ["prefix", "user", "name", "created", "last_used"]
-    readonly_fields = ["prefix", "key_hash", "created", "last_used"]
+    list_filter = ["user"]
+    search_fields = ["prefix", "name", "user__username"]
+    fields = ["user", "name", "prefix", "created", "last_used"]
+
+    def get_fields(self, request, obj=None):
+        return ["user", "name"] if obj is None else self.fields
+
+    def get_readonly_fields(self, request, obj=None):
+        # A token stays its user's: only its name can change.
+        return [] if obj is None else ["user", "prefix", "created", "last_used"]
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        key = secrets.token_urlsafe(32)  # as runs.api.auth.create_token makes one
+        obj.prefix, obj.key_hash = key[:8], hash_key(key)
+        super().save_model(request, obj, form, change)
+        messages.warning(
+            request,
+            f"The key of token {obj.prefix}… for {obj.user}: {key} — copy it now, it is not shown again.",
+        )

@@ -17,5 +17,11 @@ class ApiToken(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     last_used = models.DateTimeField(null=True, blank=True)
 
+    class Meta:
+        constraints = [
+            # A token saved without a key matched no key and blocked the next one (unique).
+            models.CheckConstraint(condition=~models.Q(key_hash=""), name="api_token_has_key"),
+        ]
+
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user})"
