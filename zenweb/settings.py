@@ -61,6 +61,8 @@ SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", HTTPS)
 # redirect would loop. Only name a header the proxy always overwrites.
 if _proxy_header := env_str("DJANGO_SECURE_PROXY_SSL_HEADER"):
     SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_header.upper().replace("-", "_"), "https")
+# Probes (docs/operations.md) ask over plain HTTP, from inside: a redirect is not an answer.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 
 INSTALLED_APPS = [
     "daphne",
