@@ -29,9 +29,32 @@ from runs.views.export import json_attachment
 
 @admin.register(Workflow)
 class WorkflowAdmin(admin.ModelAdmin):
-    list_display = ["name", "version", "source", "created"]
+    list_display = ["name", "version", "offer", "source", "created"]
+    list_filter = ["offer"]
     search_fields = ["name", "description"]
-    readonly_fields = ["name", "version", "source", "yaml_text", "spec", "created"]
+    readonly_fields = ["name", "version", "source", "yaml_text", "spec", "created", "offer"]
+    actions = ["retire", "re_enable", "offer_while_latest"]
+
+    # Offers change only through these actions, each logged in the admin's
+    # history: which versions may start is what an approval gate relies on.
+    def _set_offer(self, request, queryset, offer: str, what: str) -> None:
+        for workflow in queryset:
+            if workflow.offer != offer:
+                Workflow.objects.filter(pk=workflow.pk).update(offer=offer)
+                self.log_change(request, workflow, f"{what} (was {workflow.get_offer_display()})")
+        self.message_user(request, f"{what}: {', '.join(str(w) for w in queryset)}")
+
+    @admin.action(description="Retire: never start these versions", permissions=["change"])
+    def retire(self, request, queryset):
+        self._set_offer(request, queryset, Workflow.Offer.RETIRED, "retired")
+
+    @admin.action(description="Re-enable: these versions may start though not the latest", permissions=["change"])
+    def re_enable(self, request, queryset):
+        self._set_offer(request, queryset, Workflow.Offer.ENABLED, "re-enabled")
+
+    @admin.action(description="Offer only while the latest version (the default)", permissions=["change"])
+    def offer_while_latest(self, request, queryset):
+        self._set_offer(request, queryset, Workflow.Offer.LATEST, "offered while latest")
 
 
 class WrittenByZenweb:

@@ -37,6 +37,7 @@ from runs.actions.common import router_for
 from runs.actions.coordinator import do_coordinator_wake
 from runs.actions.ending import do_cancel_run, do_fail_run, do_finish_run
 from runs.actions.lifecycle import TooManyRuns, active_runs_refusal, do_create_run, do_start_run
+from runs.actions.offers import NotOffered, offered_workflows, start_refusal
 from runs.actions.resume import do_fail_resume, do_resume_turn
 from runs.actions.scheduling import Eager, EagerTurn, EagerWake, do_schedule_run_of, schedule, take_queued_turn
 from runs.actions.step_ends import do_fail_step
@@ -50,6 +51,9 @@ __all__ = [
     "REGISTRY",
     "InputError",
     "TooManyRuns",
+    "NotOffered",
+    "offered_workflows",
+    "start_refusal",
     "access_run",
     "control_refusal",
     "check_inputs",

@@ -29,25 +29,22 @@ from agents.handler import (
 from agents.llm import ProviderError, build_provider
 from runs.actions.catalog import InputError, workflow_spec
 from runs.actions.command_results import NEEDS_APPROVAL
-from runs.actions.lifecycle import active_runs_refusal, do_create_run
+from runs.actions.lifecycle import TooManyRuns, active_runs_refusal, do_create_run
+from runs.actions.offers import offered_workflows
 from runs.models import Command, Event, Run, Workflow
 from runs.store.events import DjangoEventSink
 
 log = logging.getLogger(__name__)
 
 
-def latest_workflows() -> dict[str, Workflow]:
-    latest: dict[str, Workflow] = {}
-    for workflow in Workflow.objects.order_by("name", "-version"):
-        latest.setdefault(workflow.name, workflow)
-    return latest
-
-
 def do_command(text: str, *, user=None, mode: str = "chat") -> Command:
     """Answer a command: select a workflow, check it, start it. Never raises
-    for a bad command; the answer says what was wrong."""
+    for a bad command; the answer says what was wrong. Raises TooManyRuns
+    (and stores no command) when ``user`` may start no run now, before the
+    model is asked or when the run would be one too many: a 429, not an
+    answer."""
     text = text.strip()
-    workflows = latest_workflows()
+    workflows = offered_workflows()
     entries = [CatalogEntry.of(workflow_spec(w)) for w in workflows.values()]
     plan = plan_selection(text, entries, mode)
     if plan.compacted:
@@ -55,7 +52,7 @@ def do_command(text: str, *, user=None, mode: str = "chat") -> Command:
     command = Command(text=text, mode=mode, created_by=user, compact_catalog=plan.compacted)
     refusal = active_runs_refusal(user)
     if refusal:  # before the model is asked: its selection could start nothing
-        return _answer(command, CoordinatorResult(command_received=text, status="error", error=refusal))
+        raise TooManyRuns(refusal)
     try:
         completion = build_provider(None).complete(plan.request)
         selection = parse_selection(completion.content, text)
@@ -72,6 +69,8 @@ def do_command(text: str, *, user=None, mode: str = "chat") -> Command:
     workflow = workflows[decision.entry.name]
     try:
         _start(command, workflow, decision.args, plan, user=user, mode=mode)
+    except TooManyRuns:
+        raise
     except InputError as exc:
         # The arguments the model read from the command do not fit the
         # workflow's inputs (a forEach list that is not one, say).

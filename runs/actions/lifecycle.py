@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
@@ -17,6 +18,7 @@ from runs.actions.approval_requests import request_workflow_approval
 from runs.actions.catalog import InputError, check_inputs, workflow_spec
 from runs.actions.containers import create_steps
 from runs.actions.ending import do_fail_run
+from runs.actions.offers import NotOffered, start_refusal
 from runs.actions.run_states import step_row
 from runs.actions.scheduling import Eager, schedule_start
 from runs.models import Run, Step, Workflow
@@ -25,7 +27,10 @@ from runs.store.events import DjangoEventSink
 
 
 class TooManyRuns(InputError):
-    """The person has ZENWEB_MAX_ACTIVE_RUNS runs under way already."""
+    """The person has ZENWEB_MAX_ACTIVE_RUNS runs under way already: a 429
+    whose Retry-After is ``retry_after`` seconds (a run may end by then)."""
+
+    retry_after = 30
 
 
 def active_runs_refusal(user) -> str | None:
@@ -53,10 +58,16 @@ def do_create_run(
     ``mode`` is the person's (chat or code): a code-mode workflow refuses
     chat mode with InputError, as a command does. None (a caller that names
     the workflow itself: the CLI, the demo) takes the workflow's own.
-    TooManyRuns (an InputError) when ``user`` has too many under way."""
-    refusal = active_runs_refusal(user)
+    TooManyRuns (an InputError) when ``user`` has too many under way;
+    NotOffered (one too) for a version people may not start (offers.py).
+
+    The count and the creation share one transaction under a lock on the
+    person's row, so a burst of starts admits exactly the limit: on
+    PostgreSQL SELECT ... FOR UPDATE, on SQLite the write lock every
+    transaction takes at BEGIN (transaction_mode IMMEDIATE)."""
+    refusal = start_refusal(workflow)
     if refusal:
-        raise TooManyRuns(refusal)
+        raise NotOffered(refusal)
     spec = workflow_spec(workflow)
     mode = mode or spec.mode
     refusal = mode_refusal(spec.name, spec.mode, mode)
@@ -64,6 +75,11 @@ def do_create_run(
         raise InputError(refusal)
     values = check_inputs(spec, inputs)
     with transaction.atomic():
+        if user is not None and settings.ZENWEB_MAX_ACTIVE_RUNS:
+            _lock_person(user)
+            refusal = active_runs_refusal(user)
+            if refusal:
+                raise TooManyRuns(refusal)
         run = Run.objects.create(workflow=workflow, inputs=values, created_by=user, command=command, mode=mode)
         if spec.destructive:
             Run.objects.filter(pk=run.pk).update(status=Run.Status.AWAITING_APPROVAL)
@@ -72,6 +88,12 @@ def do_create_run(
         else:
             queue.send_after_commit(queue.START_RUN, run.pk)
     return run
+
+
+def _lock_person(user) -> None:
+    """Hold ``user``'s row until the transaction ends: their next start
+    counts this one's run."""
+    list(get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True))
 
 
 def do_start_run(run_id: int, worker: str | None = None) -> Eager | None:

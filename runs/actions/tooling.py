@@ -30,6 +30,7 @@ from runs import queue
 from runs.actions.approval_requests import bound_calls, request_approval, request_workflow_approval
 from runs.actions.catalog import REGISTRY, InputError, check_inputs, workflow_spec
 from runs.actions.common import router_for
+from runs.actions.offers import start_refusal
 from runs.models import Approval, Claim, Run, Step, ToolCall, Workflow
 from runs.store.events import DjangoEventSink
 from runs.store.unit_of_work import UnitOfWork
@@ -346,6 +347,9 @@ class DjangoToolHost:
         version = Workflow.objects.filter(name=workflow).order_by("-version").first()
         if version is None:
             raise ToolError(f"Unknown workflow {workflow!r}", kind="unavailable", action="replan")
+        refusal = start_refusal(version)  # its latest version was retired
+        if refusal:
+            raise ToolError(refusal, kind="unavailable", action="replan")
         try:
             values = check_inputs(workflow_spec(version), inputs)
         except InputError as exc:

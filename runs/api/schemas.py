@@ -48,15 +48,21 @@ M = TypeVar("M", bound=BaseModel)
 class ApiError(Exception):
     """Stops a view with a JSON error answer."""
 
-    def __init__(self, status: int, error: str, problems: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self, status: int, error: str, problems: list[dict[str, Any]] | None = None, *, retry_after: int | None = None
+    ) -> None:
         super().__init__(error)
         self.status = status
         self.body: dict[str, Any] = {"error": error}
         if problems is not None:
             self.body["problems"] = problems
+        self.retry_after = retry_after
 
     def response(self) -> JsonResponse:
-        return JsonResponse(self.body, status=self.status)
+        response = JsonResponse(self.body, status=self.status)
+        if self.retry_after is not None:
+            response["Retry-After"] = str(self.retry_after)
+        return response
 
 
 class _Request(BaseModel):

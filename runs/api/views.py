@@ -17,8 +17,8 @@ from django.utils.http import urlencode
 from agents.handler import CoordinatorResult
 from agents.spec import WorkflowValidationError
 from runs.actions import (
+    TooManyRuns,
     access_run,
-    active_runs_refusal,
     control_refusal,
     do_cancel_run,
     do_register_workflow,
@@ -41,10 +41,10 @@ def command_create(request: HttpRequest) -> HttpResponse:
     """Answer a command: 201 with the COORDINATOR_RESULT and the run it started, if any."""
     as_markdown = _wants_markdown(request)
     body = parse_body(request, s.CommandRequest)
-    refusal = active_runs_refusal(request.user)
-    if refusal:
-        raise ApiError(429, refusal)
-    command = do_command(body.command, user=request.user, mode=body.mode)
+    try:
+        command = do_command(body.command, user=request.user, mode=body.mode)
+    except TooManyRuns as exc:
+        raise ApiError(429, str(exc), retry_after=exc.retry_after) from None
     return _command_response(request, command, status=201, as_markdown=as_markdown)
 
 

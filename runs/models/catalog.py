@@ -19,6 +19,17 @@ class Workflow(models.Model):
     tool_name = models.CharField(max_length=64, blank=True, db_index=True)
     created = models.DateTimeField(auto_now_add=True)
 
+    class Offer(models.TextChoices):
+        """Whether people may start this version (runs/actions/offers.py
+        start_refusal). Only the latest is offered by default: an older
+        version may lack an approval gate its successor added."""
+
+        LATEST = "latest", "while it is the latest version"
+        ENABLED = "enabled", "re-enabled by staff, though older"
+        RETIRED = "retired", "retired: never started"
+
+    offer = models.CharField(max_length=16, choices=Offer.choices, default=Offer.LATEST)
+
     class Meta:
         constraints = [models.UniqueConstraint(fields=["name", "version"], name="workflow_name_version")]
         ordering = ["name", "-version"]

@@ -13,7 +13,9 @@ from agents.spec import WorkflowValidationError
 from runs.actions.catalog import do_register_workflow
 from runs.actions.command_results import coordinator_result
 from runs.actions.commands import catalog_compaction, do_command
+from runs.actions.lifecycle import TooManyRuns
 from runs.models import Command, Run
+from runs.views.runs import too_many_runs
 
 MAX_COMMAND_CHARS = 4000
 MAX_YAML_CHARS = 200_000
@@ -31,7 +33,10 @@ def command_create(request: HttpRequest) -> HttpResponse:
     if mode not in Run.Mode.values:
         messages.error(request, f"mode: must be chat or code, not {mode!r}")
         return redirect("runs:list")
-    command = do_command(text, user=request.user, mode=mode)
+    try:
+        command = do_command(text, user=request.user, mode=mode)
+    except TooManyRuns as exc:
+        return too_many_runs(request, exc)
     if command.run_id:
         return redirect("runs:detail", run_id=command.run_id)
     return redirect("runs:command", command_id=command.pk)

@@ -101,17 +101,30 @@ def _with_progress(runs: list[Run]) -> list[Run]:
 def run_list(request: HttpRequest) -> HttpResponse:
     """Runs, filtered from the querystring. htmx polls the same URL for the
     table body, so statuses move without a reload."""
+    return _list_page(request)
+
+
+def too_many_runs(request: HttpRequest, refusal: actions.TooManyRuns) -> HttpResponse:
+    """A start refused for the person's runs under way: the runs page with
+    the refusal, as a 429 with Retry-After (as the API answers), so that a
+    script posting the form sees it without reading the page."""
+    messages.error(request, str(refusal))
+    response = _list_page(request)
+    response.status_code = 429
+    response["Retry-After"] = str(refusal.retry_after)
+    return response
+
+
+def _list_page(request: HttpRequest) -> HttpResponse:
     filters = {name: request.GET.get(name, "").strip() for name in RUN_FILTERS}
     runs = _filter_runs(actions.visible_runs(request.user), filters, staff=request.user.is_staff)
     page = Paginator(runs.order_by("-created", "-pk"), RUNS_ON_PAGE).get_page(request.GET.get("page"))
     page.object_list = _with_progress(list(page.object_list))
     context = {"page": page, "filters": filters, "filtered": any(filters.values())}
-    if request.htmx:
+    if request.htmx and request.method != "POST":  # a refused start's POST gets the whole page
         response = render(request, "runs/partials/run_rows.html", context)
     else:
-        latest: dict[str, Workflow] = {}
-        for workflow in Workflow.objects.order_by("name", "-version"):
-            latest.setdefault(workflow.name, workflow)
+        latest = actions.offered_workflows()
         users = get_user_model().objects.order_by("username").values_list("username", flat=True)
         context |= {
             # What a refused start sent, shown again once (run_start).
@@ -184,7 +197,11 @@ def run_start(request: HttpRequest) -> HttpResponse:
         return refuse(f"mode: expected {' or '.join(get_args(Mode))}, got {mode!r}")
     try:
         run = actions.do_create_run(workflow, inputs, user=request.user, mode=mode)
+    except actions.TooManyRuns as exc:
+        request.session["start_form"] = sent
+        return too_many_runs(request, exc)
     except actions.InputError as exc:
+        # NotOffered too: the message names the version that is current.
         return refuse(f"{workflow}: {exc}")
     return redirect("runs:detail", run_id=run.pk)
 
@@ -211,9 +228,7 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
 @require_safe
 def catalog(request: HttpRequest) -> HttpResponse:
     """The workflows people can start and the tools agents can call."""
-    latest: dict[str, Workflow] = {}
-    for workflow in Workflow.objects.order_by("name", "-version"):
-        latest.setdefault(workflow.name, workflow)
+    latest = actions.offered_workflows()
     toolsets: dict[str, list[dict]] = {}
     for entry in catalog_registry().catalog()["tools"]:
         entry["schema_json"] = json.dumps(entry["payload"]["schema"], indent=2, sort_keys=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from runs.actions import do_cancel_run, do_register_workflow
+from runs.actions import TooManyRuns, do_cancel_run, do_register_workflow
 from runs.actions.commands import do_command
-from runs.models import Run
+from runs.models import Command, Run
 from tests.conftest import register, wait_for_run
 from tests.integration.api_client import ECHO, api, post
 
@@ -88,13 +88,15 @@ def test_it_refuses_a_command_while_the_caller_has_as_many_runs_under_way_as_all
     with django_capture_on_commit_callbacks(execute=False):
         started = [post(client, "/api/commands", {"command": f"echo for {n}"}) for n in range(2)]
         refused = post(client, "/api/commands", {"command": "echo for more"})
-        form = do_command("echo for more", user=owner)
+        with pytest.raises(TooManyRuns) as form:
+            do_command("echo for more", user=owner)
 
     assert [r.status_code for r in started] == [201, 201]
     limit = "you have 2 runs under way (pending, running or waiting for approval) and at most 2 may be"
     assert (refused.status_code, refused.json()["error"].startswith(limit)) == (429, True)
-    assert (form.status, form.run, form.result["error"].startswith(limit)) == ("error", None, True)
-    assert Run.objects.count() == 2
+    assert refused["Retry-After"] == "30"
+    assert str(form.value).startswith(limit)
+    assert Run.objects.count() == 2 and Command.objects.filter(created_by=owner).count() == 2
     assert post(api(teammate), "/api/commands", {"command": "echo for me"}).status_code == 201  # someone else's count
 
     do_cancel_run(Run.objects.filter(created_by=owner).first().pk)
