@@ -263,12 +263,20 @@ class ClaimOut(_Response):
     expires_at: datetime | None
 
 
+HIDDEN_CHARACTERS = (
+    "True when what, why, arguments or actions hold a character a reader cannot see: a bidi override "
+    "or isolate, a zero-width or other format character, a control character other than newline and tab "
+    "(docs/security.md). `escaped` shows them as escapes (`\\u202e`)."
+)
+
+
 class ApprovalBrief(_Response):
     id: int
     status: str
     kind: str
     step_id: str
     what: str
+    hidden_characters: bool = Field(description=HIDDEN_CHARACTERS)
 
 
 class EventOut(_Response):
@@ -311,6 +319,17 @@ class DecisionOut(_Response):
     created: datetime
 
 
+class ApprovalEscaped(_Response):
+    """An approval's text as a person should read it: each hidden character
+    written as its escape (``\\u202e``), so that it cannot reorder or hide
+    what is shown."""
+
+    what: str
+    why: str
+    arguments: dict[str, Any]
+    actions: list[dict[str, Any]]
+
+
 class ApprovalOut(_Response):
     id: int
     run: int
@@ -335,6 +354,8 @@ class ApprovalOut(_Response):
     required_approvals: int
     approvals: int = Field(description="How many people approved so far.")
     decisions: list[DecisionOut]
+    hidden_characters: bool = Field(description=HIDDEN_CHARACTERS)
+    escaped: ApprovalEscaped = Field(description="what, why, arguments and actions with hidden characters escaped.")
 
 
 class ApprovalList(_Response):

@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils.http import urlencode
 
 from agents.handler import CoordinatorResult
+from agents.hidden_characters import escape_hidden, escaped_in, hidden_in
 from agents.spec import WorkflowValidationError
 from runs.actions import (
     TooManyRuns,
@@ -123,7 +124,9 @@ def run_detail(request: HttpRequest, run_id: int) -> JsonResponse:
             for c in run.claims.all()
         ],
         approvals=[
-            s.ApprovalBrief(id=a.pk, status=a.status, kind=a.kind, step_id=a.step_id, what=a.what)
+            s.ApprovalBrief(
+                id=a.pk, status=a.status, kind=a.kind, step_id=a.step_id, what=a.what, hidden_characters=_hidden(a)
+            )
             for a in run.approvals.order_by("created", "pk")
         ],
         tokens=s.TokenTotals.model_validate(totals_of(steps).as_data()),
@@ -331,4 +334,16 @@ def _approval(approval: Approval) -> s.ApprovalOut:
             s.DecisionOut(user=d.user.get_username(), decision=d.decision, reason=d.reason, created=d.created)
             for d in approval.decisions.all()
         ],
+        hidden_characters=_hidden(approval),
+        escaped=s.ApprovalEscaped(
+            what=escape_hidden(approval.what),
+            why=escape_hidden(approval.why),
+            arguments=escaped_in(approval.arguments),
+            actions=escaped_in(approval.actions),
+        ),
     )
+
+
+def _hidden(approval: Approval) -> bool:
+    """Whether what a person reads of ``approval`` holds a hidden character."""
+    return hidden_in([approval.what, approval.why, approval.arguments, approval.actions])

@@ -12,10 +12,13 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from agents import workspace_quota
+from agents.hidden_characters import hidden_in
 from agents.tools.mcp.config import server_of
 from runs.actions.catalog import workflow_spec
 from runs.actions.tooling import mcp_servers_of
 from runs.models import Step
+from runs.templatetags.reveal import FLAG, reveal_text
 
 register = template.Library()
 
@@ -162,7 +165,8 @@ EVENT_ROW = (
     # data-type and data-step: the page filters live events by them (static/js/live.js).
     '<details class="event type-{type}" id="event-{seq}" data-seq="{seq}" data-type="{type}" data-step="{step}">\n'
     '  <summary><span class="seq">{seq}</span><time datetime="{iso}">{clock}</time>'
-    '<span class="etype">{type}</span><span class="estep">{step}</span><span class="ewhat">{what}</span></summary>\n'
+    '<span class="etype">{type}</span><span class="estep">{step}</span><span class="ewhat">{what}</span>{flag}'
+    "</summary>\n"
     "  <pre>{data}</pre>\n</details>\n"
 )
 
@@ -171,7 +175,9 @@ EVENT_ROW = (
 def event_rows(events) -> SafeString:
     """The event stream's rows. Written out here rather than in a template
     loop: a run page draws 200 of them and every live update some more, and
-    this is several times faster. Every value goes through format_html."""
+    this is several times faster. Every value goes through format_html; a
+    model's text through ``reveal_text`` too, which shows hidden characters
+    (a bidi override in a command) escaped, and the row is flagged."""
     rows = []
     for event in events:
         created = timezone.localtime(event.created) if timezone.is_aware(event.created) else event.created
@@ -183,8 +189,9 @@ def event_rows(events) -> SafeString:
                 iso=created.isoformat(),
                 clock=created.strftime("%H:%M:%S.%f")[:12],
                 step=event.step_id,
-                what=event_summary(event),
-                data=pretty_json(event.data),
+                what=reveal_text(event_summary(event)),
+                flag=mark_safe(FLAG) if hidden_in(event.data) else "",  # noqa: S308 - constant markup
+                data=reveal_text(pretty_json(event.data)),
             )
         )
     return mark_safe("".join(rows))  # noqa: S308 - each row was built by format_html
@@ -217,6 +224,19 @@ def step_progress(run, total: int, ended) -> dict:
         "completed": dict(ended).get(done, 0),
         "otherwise": [(status, n) for status, n in ended if status != done],
     }
+
+
+@register.filter
+def checked_disk_quota(workflow) -> str:
+    """Why the disk quota of ``workflow``'s workspace is only checked on this
+    server, not enforced by a file system of its own, if its tools write
+    there (run_shell, write_file, edit_file); else ""."""
+    spec = workflow_spec(workflow)
+    names = {name for agent in spec.agents.values() for name in agent.tools}
+    names |= {name for step in spec.steps for name in getattr(step, "tools", [])}
+    if not names & {"run_shell", "write_file", "edit_file"}:
+        return ""
+    return workspace_quota.checked_only(settings.ZENWEB_SANDBOX.workspace_fs)
 
 
 @register.filter

@@ -24,6 +24,9 @@ def test_it_keeps_the_approvals_queue_to_approvers(owner, teammate, approver):
     assert post(api(teammate), f"/api/approvals/{approval.pk}/decide", {}).status_code == 403
 
     [listed] = api(approver).get("/api/approvals").json()["approvals"]
+    # Nothing hidden in it: what a person reads escaped is the same.
+    assert listed.pop("hidden_characters") is False
+    assert listed.pop("escaped") == {k: listed[k] for k in ("what", "why", "arguments", "actions")}
     assert listed | {"created": None} == {
         "id": approval.pk,
         "run": run.pk,
