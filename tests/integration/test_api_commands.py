@@ -115,4 +115,10 @@ def test_the_run_form_is_refused_too_when_its_person_has_as_many_runs_under_way_
         second = client.post("/runs/start/", {"workflow": workflow.pk, "inputs": "subject=two"}, follow=True)
 
     assert first.status_code == 302 and Run.objects.filter(workflow=workflow).count() == 1
+    assert (second.status_code, second["Retry-After"]) == (429, "30")
     assert "you have 1 runs under way" in second.content.decode()
+    # The command box is refused alike, before the model is asked.
+    boxed = client.post("/commands/", {"command": "echo for three"})
+    assert (boxed.status_code, boxed["Retry-After"]) == (429, "30")
+    assert "you have 1 runs under way" in boxed.content.decode()
+    assert Run.objects.count() == 1
