@@ -14,9 +14,9 @@ Limits are rlimits set by util-linux's ``prlimit`` inside the sandbox, hard
 and soft, so the command cannot raise them. Linux never applies the
 process-count limit to root, so when zenweb runs as root the command runs as
 an unprivileged uid (``Sandbox.uid``); otherwise bubblewrap runs it in a user
-namespace as the server's user. The workspace quota is checked by the caller
-while the call runs (``workspace_bytes``): no file system here can cap one
-directory's size.
+namespace as the server's user. The workspace quota is the workspace's own
+file system where the host can mount one, else checked by the caller while
+the call runs (``agents.workspace_quota``).
 """
 
 from __future__ import annotations
@@ -99,6 +99,9 @@ class Sandbox:
     # The uid commands run as when zenweb runs as root.
     uid: int = 65534
     limits: Limits = field(default_factory=Limits)
+    # The workspace quota enforced by a file system of its own where the host
+    # allows it (agents/workspace_quota.py); False: checked only (ZENWEB_WORKSPACE_QUOTA=checked).
+    workspace_fs: bool = True
 
     @property
     def enabled(self) -> bool:
@@ -228,17 +231,6 @@ def _entries(root: Path) -> Iterable[tuple[int | None, str]]:
     for _parent, dirs, files, folder in os.fwalk(root):
         for name in [*dirs, *files]:
             yield folder, name
-
-
-def workspace_bytes(root: Path) -> int:
-    """The disk space the files under ``root`` take (links not followed)."""
-    total = 0
-    for folder, name in _entries(root):
-        try:
-            total += os.stat(name, dir_fd=folder, follow_symlinks=False).st_blocks * 512
-        except OSError:
-            continue
-    return total
 
 
 _WORKING: set[str] = set()

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.workspace_mounts import release_under
+
 TESTS = Path(__file__).resolve().parent
 WORKFLOWS = TESTS / "workflows"
 CATALOG = TESTS.parent / "catalog"
@@ -38,6 +40,15 @@ def _skip_sandbox_tests_without_bubblewrap(items) -> None:
         for item in items:
             if item.get_closest_marker("sandbox"):
                 item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_workspace_mount_left(tmp_path_factory):
+    """Workspaces that tools gave their own file system (agents/workspace_quota.py)
+    anywhere in this session's temporary folders, servers' included: none
+    stays mounted, no loop device stays attached, even after a failure."""
+    yield
+    release_under(tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -132,6 +143,8 @@ def celery_worker(transactional_db, settings, tmp_path, monkeypatch):
     with start_worker(app, pool="threads", concurrency=4, perform_ping_check=False, loglevel="WARNING") as worker:
         yield worker
         _wake_to_stop(app)
+    # The runs' workspaces that tools gave their own file system (agents/workspace_quota.py).
+    release_under(settings.ZENWEB_WORKSPACES)
 
 
 def _wake_to_stop(app) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import logging
 import os
 
 from celery import Celery
@@ -69,6 +70,21 @@ def _start_sweeper(sender=None, **kwargs) -> None:
 
         # The sender is the worker's consumer; shutdown is sent by its controller.
         _sweepers[id(getattr(sender, "controller", sender))] = Sweeper().start()
+
+
+@worker_ready.connect
+def _say_how_disk_quotas_hold(**kwargs) -> None:
+    # Where no workspace can have a file system of its own (not root, no
+    # loop devices), the operator hears it once, when the worker starts.
+    from django.conf import settings
+
+    from agents import workspace_quota
+
+    why = workspace_quota.checked_only(settings.ZENWEB_SANDBOX.workspace_fs)
+    if why:
+        logging.getLogger("zenweb.worker").warning(
+            "workspace disk quotas are only checked every 0.5 s, not enforced by a file system: %s", why
+        )
 
 
 @worker_shutdown.connect

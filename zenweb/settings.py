@@ -276,11 +276,16 @@ def _sandbox():
         disk_mb=env_int("ZENWEB_SANDBOX_MAX_DISK_MB", default.disk_mb),
         network=env_bool("ZENWEB_SANDBOX_ALLOW_NETWORK", False),
     )
+    # filesystem: each workspace its own file system where the host can mount one (agents/workspace_quota.py).
+    quota = env_str("ZENWEB_WORKSPACE_QUOTA", "filesystem").strip().lower()
+    if quota not in ("filesystem", "checked"):
+        raise ImproperlyConfigured(f"ZENWEB_WORKSPACE_QUOTA={quota!r}: use filesystem (the default) or checked")
     return Sandbox(
         mode=mode,
         bwrap=env_str("ZENWEB_SANDBOX_BWRAP", "bwrap"),
         uid=env_int("ZENWEB_SANDBOX_UID", 65534),
         limits=maxima,
+        workspace_fs=quota == "filesystem",
     )
 
 

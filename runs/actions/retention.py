@@ -11,12 +11,12 @@ is deleted (its link to the call is emptied, as the foreign key says).
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
 
+from agents import workspace_quota
 from runs.actions.tooling import workspace_of
 from runs.models import Event, Message, Run
 
@@ -60,5 +60,6 @@ def do_purge_runs(cutoff: datetime) -> Purged:
             Message.objects.filter(run_id__in=ids).delete()
             Run.objects.filter(pk__in=ids).delete()
         for run_id in ids:
-            shutil.rmtree(workspace_of(run_id), ignore_errors=True)
+            # Its own file system unmounted and its image deleted first (agents/workspace_quota.py).
+            workspace_quota.remove(workspace_of(run_id))
         runs += len(ids)

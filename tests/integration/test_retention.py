@@ -3,6 +3,7 @@ hold and their workspaces; runs under way and recent ones stay."""
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from io import StringIO
 
@@ -10,10 +11,13 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from agents import workspace_quota
+from agents.tools.builtin.workspace import workspace_root
 from runs.actions import do_create_run, retention
 from runs.actions.tooling import workspace_of
 from runs.models import Event, Message, Run, Step, ToolCall
 from tests.conftest import register, wait_for_run
+from tests.workspace_mounts import loops_under, mounts_under
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -57,3 +61,21 @@ def test_it_deletes_the_runs_that_ended_before_the_cutoff_with_what_they_hold(ce
 def test_it_refuses_a_cutoff_that_is_not_in_the_past():
     with pytest.raises(CommandError, match="--older-than must be a positive number of days, got 0"):
         purge("--older-than", "0")
+
+
+@pytest.mark.sandbox
+def test_a_purged_workspace_with_its_own_file_system_leaves_no_mount_image_or_loop_device(settings, tmp_path):
+    if workspace_quota.unavailable() and os.environ.get("CI") != "true":
+        pytest.skip(f"needs a mountable workspace: {workspace_quota.unavailable()}")
+    settings.ZENWEB_WORKSPACES = tmp_path / "workspaces"
+    run = Run.objects.create(workflow=register("relay"), status=Run.Status.COMPLETED)
+    Run.objects.filter(pk=run.pk).update(finished=timezone.now() - timedelta(days=40))
+    root = workspace_root(str(workspace_of(run.pk)), workspace_quota.Quota(16))
+    (root / "notes.txt").write_text("old work")
+    assert mounts_under(tmp_path) == [root] and len(loops_under(tmp_path)) == 1
+
+    assert purge("--older-than", "30").startswith("deleted 1 runs")
+
+    assert mounts_under(tmp_path) == []
+    assert loops_under(tmp_path) == []
+    assert not workspace_of(run.pk).exists() and not workspace_quota.image_of(root).exists()

@@ -5,11 +5,13 @@ never reaches a request, an event, a log line, an export or a tool result."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 
 import pytest
 from django.conf import settings as django_settings
 
+from agents import workspace_quota
 from agents.sandbox import Limits, Sandbox
 from runs.actions import do_create_run
 from runs.export import export_run
@@ -116,3 +118,29 @@ def test_a_workflow_sets_its_own_limits_within_the_operators(celery_worker, sett
 
     result = ToolCall.objects.get(run=run, name="run_shell").result
     assert "size=1048576" in result and "net=reached" in result
+
+
+def test_a_workflows_disk_quota_holds_against_a_preallocation_burst_and_the_run_page_says_how(
+    celery_worker, client, staff, monkeypatch
+):
+    if workspace_quota.unavailable() and os.environ.get("CI") != "true":
+        pytest.skip(f"needs a mountable workspace: {workspace_quota.unavailable()}")
+
+    run = wait_for_run(do_create_run(register("sandbox/disk_quota"), {}), timeout=60)
+
+    workspace = django_settings.ZENWEB_WORKSPACES / f"run-{run.pk}"
+    assert run.status == Run.Status.COMPLETED, run.error
+    # ext4 under 512 MB: 1 KiB blocks, a block group of 8 MB.
+    assert workspace_quota.usage(workspace)[0] <= (64 + 8) * workspace_quota.MB
+    assert "No space left on device" in ToolCall.objects.get(run=run, name="run_shell").result
+    # What the burst left fills the quota: the file tools count against the same one.
+    written = ToolCall.objects.get(run=run, name="write_file").result
+    assert "refused: the workspace quota of 64 MB is full; nothing was written" in written, written
+    assert not (workspace / "notes.md").exists()
+    client.force_login(staff)
+    assert 'id="run-disk-quota-checked"' not in client.get(f"/runs/{run.pk}/").content.decode()
+
+    # A host that can mount no file system for a workspace says so on the page.
+    monkeypatch.setattr(workspace_quota, "_CAPABILITY", ["the host has no loop devices (simulated)"])
+    html = client.get(f"/runs/{run.pk}/").content.decode()
+    assert 'id="run-disk-quota-checked"' in html and "the host has no loop devices (simulated)" in html

@@ -11,13 +11,16 @@ import pytest
 
 from tests.fake_openai_server import FakeOpenAIServer
 from tests.runtime.tool_agent import Agent
+from tests.workspace_mounts import release_under
 
 
 @pytest.fixture
-def workspace(tmp_path) -> Path:
+def workspace(tmp_path) -> Iterator[Path]:
     path = tmp_path / "workspace"
     path.mkdir()
-    return path
+    yield path
+    # A tool that wrote gave it its own file system (agents/workspace_quota.py).
+    release_under(tmp_path)
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agents.tools.base import Role, Tool, ToolContext, ToolError
 from agents.tools.builtin.workspace import (
+    quota_of,
     read_bytes,
     read_text,
     refuse,
@@ -152,16 +153,18 @@ def _read_file(ctx: ToolContext, args: ReadFileArgs) -> ToolResult:
 
 
 def _write_file(ctx: ToolContext, args: WriteFileArgs) -> str:
-    root = workspace_root(args.workspace)
+    quota = quota_of(ctx)
+    root = workspace_root(args.workspace, quota)
     target = resolve(root, args.path)
     shown = shown_as(root, target)
     existed = target.exists()
-    write_text(root, target, shown, args.content)
+    write_text(root, target, shown, args.content, quota)
     return f"{'overwrote' if existed else 'created'} {shown} ({len(args.content.encode('utf-8'))} bytes)"
 
 
 def _edit_file(ctx: ToolContext, args: EditFileArgs) -> str:
-    root = workspace_root(args.workspace)
+    quota = quota_of(ctx)
+    root = workspace_root(args.workspace, quota)
     target = resolve(root, args.path)
     shown = shown_as(root, target)
     text = read_text(root, target, shown, MAX_READ_FILE_BYTES)
@@ -174,7 +177,7 @@ def _edit_file(ctx: ToolContext, args: EditFileArgs) -> str:
             action="correct_call",
             fields=["old"],
         )
-    write_text(root, target, shown, text.replace(args.old, args.new, 1))
+    write_text(root, target, shown, text.replace(args.old, args.new, 1), quota)
     return f"edited {shown}: replaced 1 occurrence"
 
 

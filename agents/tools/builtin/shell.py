@@ -30,10 +30,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.sandbox import MB, SYSTEM_PATH, Sandbox, SandboxUnavailable, workspace_bytes
+from agents import workspace_quota
+from agents.sandbox import SYSTEM_PATH, Sandbox, SandboxUnavailable
 from agents.tools.base import Tool, ToolContext, ToolError
-from agents.tools.builtin.workspace import workspace_root
+from agents.tools.builtin.workspace import quota_of, workspace_root
 from agents.tools.results import MAX_RESULT_CHARS
+from agents.workspace_quota import Growth, Quota
 
 MAX_TIMEOUT = 120
 MAX_COMMAND_CHARS = 10_000
@@ -126,24 +128,37 @@ class _Output:
 
 
 class _Quota:
-    """The workspace's disk quota, checked while the command runs: past it,
+    """The workspace's disk quota where no file system of its own enforces
+    it (agents/workspace_quota.py), checked while the command runs: past it,
     and grown since the call began (so a call that deletes still runs), the
-    command is stopped."""
+    command is stopped, and what it added past the quota is deleted."""
 
-    def __init__(self, root: Path, limit: int) -> None:
-        self.root = root
-        self.limit = limit
-        self.start = workspace_bytes(root) if limit > 0 else 0
+    def __init__(self, root: Path, quota: Quota, enforced: bool) -> None:
+        self.growth = None if enforced or quota.disk_mb <= 0 else Growth(root, quota)
         self.checked = time.monotonic()
 
     def exceeded(self, now: float | None = None) -> bool:
         if now is not None and now - self.checked < QUOTA_CHECK_SECONDS:
             return False
         self.checked = time.monotonic()
-        if self.limit <= 0:
-            return False  # 0: no quota
-        size = workspace_bytes(self.root)
-        return size > self.limit and size > self.start
+        return self.growth is not None and self.growth.exceeded()
+
+    def trim(self) -> str:
+        """Once the command is dead: what it added past the quota, deleted, as the model is told."""
+        if self.growth is None:
+            return ""
+        deleted: list[str] = []
+        # The sandbox's processes die a moment after bubblewrap: trim again until a pass finds nothing past it.
+        for _ in range(20):
+            more = self.growth.trim()
+            if not more:
+                break
+            deleted += more
+            time.sleep(0.1)
+        if not deleted:
+            return ""
+        shown = ", ".join(deleted[:10]) + (f" and {len(deleted) - 10} more" if len(deleted) > 10 else "")
+        return f" What it added past the quota was deleted, newest first: {shown}."
 
 
 def _pump(
@@ -241,7 +256,8 @@ def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
         sandbox.require()
     except SandboxUnavailable as exc:
         raise ToolError(f"refused: run_shell cannot run here, {exc}", kind="unavailable", action="finish") from None
-    root = workspace_root(args.workspace)
+    limit = quota_of(ctx)
+    root = workspace_root(args.workspace, limit)
     sandbox.prepare(root)
     env = {"PATH": SYSTEM_PATH, "HOME": str(root), "LANG": "C.UTF-8", "TERM": "dumb", "TMPDIR": "/tmp"}
     if not sandbox.enabled:
@@ -252,7 +268,7 @@ def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
     argv = sandbox.command(
         while_alive(["bash", "-c", args.command], sandboxed=sandbox.enabled), env=env, writable=root, cwd=root
     )
-    quota = _Quota(root, sandbox.limits.disk_mb * MB)
+    quota = _Quota(root, limit, enforced=os.path.ismount(root))
     output = _Output(MAX_OUTPUT_CHARS)
     with (
         lifeline_pipe() as lifeline,
@@ -275,6 +291,9 @@ def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+    trimmed = quota.trim()
+    if trimmed:
+        stopped = "quota"  # past the quota when it timed out or was cancelled: that is what it must hear
     if stopped:
         tail = output.text()[-2_000:]
         if stopped == "cancelled":
@@ -285,8 +304,8 @@ def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
             )
         if stopped == "quota":
             raise ToolError(
-                f"stopped: the workspace grew past its disk quota of {sandbox.limits.disk_mb} MB; the command was "
-                f"killed. Delete files you do not need. Last output:\n{tail or '(none)'}",
+                f"stopped: the workspace grew past its disk quota of {limit.disk_mb} MB; the command was "
+                f"killed.{trimmed} Delete files you do not need. Last output:\n{tail or '(none)'}",
                 kind="domain_rejection",
                 action="replan",
             )
@@ -304,7 +323,9 @@ def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
         # bash and bwrap report a command killed by signal N as 128 + N;
         # SIGKILL and SIGXCPU are how the CPU-time limit stops one.
         status += f" (killed by signal {code - 128}; a sandbox limit, CPU time or memory, may have stopped it)"
-    return f"{status}\n{output.text() or '(no output)'}"
+    full = workspace_quota.full_now(root, limit)
+    note = f"\nnote: {full}: the file system refused writes past it." if full else ""
+    return f"{status}{note}\n{output.text() or '(no output)'}"
 
 
 RUN_SHELL = Tool(

@@ -9,6 +9,10 @@ check makes the open fail instead of leave the workspace. Hard-linked or
 special files (a FIFO, a device) are refused: a hard link made by a shell
 command can name a file outside the workspace (another run's, the server's
 secret key).
+
+The workspace is its own file system where the host can mount one
+(``agents.workspace_quota``): ``workspace_root`` mounts it before any tool
+uses it, and a write past its quota is refused saying so.
 """
 
 from __future__ import annotations
@@ -17,15 +21,39 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
-from agents.tools.base import ToolError
+from agents import workspace_quota
+from agents.sandbox import Sandbox
+from agents.tools.base import ToolContext, ToolError
+from agents.workspace_quota import Quota
 
 
-def workspace_root(workspace: str) -> Path:
+def quota_of(ctx: ToolContext) -> Quota:
+    """The disk quota of the workspace ``ctx``'s tools work in."""
+    sandbox = ctx.sandbox or Sandbox()
+    return Quota(sandbox.limits.disk_mb, sandbox.workspace_fs)
+
+
+def workspace_root(workspace: str, quota: Quota | None = None) -> Path:
     """The workspace directory, created if missing (0700: other users on the
-    machine have no business in a run's files), fully resolved."""
+    machine have no business in a run's files), fully resolved, with its
+    file system mounted: made first when ``quota`` is given (a tool that
+    writes) and the host can (``agents.workspace_quota.ensure``)."""
     root = Path(workspace)
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return root.resolve()
+    root = root.resolve()
+    try:
+        workspace_quota.ensure(root, quota)
+    except workspace_quota.QuotaError as exc:
+        raise ToolError(f"the workspace cannot be used: {exc}", kind="unavailable", action="finish") from None
+    return root
+
+
+def quota_refusal(why: str) -> ToolError:
+    return ToolError(
+        f"refused: {why}; nothing was written. Delete files the run no longer needs, then try again.",
+        kind="domain_rejection",
+        action="replan",
+    )
 
 
 def refuse(path: str, why: str, field: str = "path") -> ToolError:
@@ -107,6 +135,8 @@ def _open_file(folder: int, name: str, shown: str, flags: int) -> int:
     except IsADirectoryError:
         raise refuse(shown, "is a directory") from None
     except OSError as exc:
+        if workspace_quota.is_full(exc):
+            raise  # no inode left for a new file: write_text says so
         raise refuse(shown, f"cannot be opened ({exc.strerror}); only plain files can") from None
     info = os.fstat(fd)
     why = ""
@@ -130,12 +160,34 @@ def read_bytes(root: Path, target: Path, shown: str, cap: int) -> bytes:
         return handle.read(cap + 1)
 
 
-def write_text(root: Path, target: Path, shown: str, text: str) -> None:
-    # No O_TRUNC: a hard-linked file must be refused before anything of it changes.
-    fd = open_beneath(root, target, shown, os.O_WRONLY | os.O_CREAT, make_folders=True)
-    with os.fdopen(fd, "wb") as handle:
-        handle.truncate(0)
-        handle.write(text.encode("utf-8"))
+def write_text(root: Path, target: Path, shown: str, text: str, quota: Quota | None = None) -> None:
+    """Write ``text`` as the whole of ``target``; past ``quota`` refused
+    before anything of the old file changes (or, if space ran out meanwhile,
+    after, saying so)."""
+    data = text.encode("utf-8")
+    if quota is not None:
+        try:
+            old, new_file = os.lstat(target).st_size, False
+        except FileNotFoundError:
+            old, new_file = 0, True
+        why = workspace_quota.room(root, quota, adding=len(data), replacing=old, new_file=new_file)
+        if why:
+            raise quota_refusal(why)
+    try:
+        # No O_TRUNC: a hard-linked file must be refused before anything of it changes.
+        fd = open_beneath(root, target, shown, os.O_WRONLY | os.O_CREAT, make_folders=True)
+        with os.fdopen(fd, "wb") as handle:
+            handle.truncate(0)
+            handle.write(data)
+    except OSError as exc:
+        if quota is None or not workspace_quota.is_full(exc):
+            raise
+        raise ToolError(
+            f"{workspace_quota.why_full(root, quota)}: {shown} could not be written in full. "
+            "Delete files the run no longer needs, then write it again.",
+            kind="domain_rejection",
+            action="replan",
+        ) from None
 
 
 def read_text(root: Path, target: Path, shown: str, cap: int) -> str:

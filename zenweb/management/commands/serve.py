@@ -7,6 +7,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from agents import workspace_quota
 from runs import actions
 from runs.models import Command as CommandRow
 from runs.models import Run, Workflow
@@ -57,6 +58,7 @@ class Command(BaseCommand):
             self.stdout.write("embedded mode: SQLite, in-process Celery worker, in-memory channel layer")
         else:
             self.stdout.write("services mode: start workers with `celery -A zenweb worker`")
+        self.stdout.write(_disk_quota())
         base = f"http://{host}:{port}"
         self.stdout.write(self.style.SUCCESS(f"zenweb is at {base}/"))
         self.stdout.write(login)
@@ -133,6 +135,14 @@ class Command(BaseCommand):
         path = settings.DATA_DIR / "admin_password"
         write_private(path, password)
         return admin, f"created {admin.username!r}: log in with password {password!r} (kept in {path})"
+
+
+def _disk_quota() -> str:
+    """How run workspaces' disk quotas hold on this host (docs/sandbox.md)."""
+    why = workspace_quota.checked_only(settings.ZENWEB_SANDBOX.workspace_fs)
+    if not why:
+        return "workspace disk quotas: enforced, each workspace its own file system"
+    return f"workspace disk quotas: only checked every 0.5 s, not enforced ({why})"
 
 
 def _cannot_serve(host: str, port: int, why: str) -> str:
