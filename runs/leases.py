@@ -81,6 +81,15 @@ def release(step_pk: int, owner: str) -> None:
     Step.objects.filter(pk=step_pk, lease_owner=owner).update(lease_owner="", lease_expires=None)
 
 
+def beat_unless_recent() -> None:
+    """Beat now, in this thread, unless this process did within a heartbeat:
+    before a tool call is claimed, so that a worker killed a moment after
+    it took the call is known dead by its pid, not only by its lease (the
+    renewer thread's first beat comes a moment later)."""
+    if _RENEWALS.beat_is_stale():
+        _RENEWALS.beat_now()
+
+
 @contextmanager
 def renewing(pk: int, owner: str, model: type[models.Model] = Step) -> Iterator[None]:
     """Keep the lease on a step's turn (or a tool call, ``model=ToolCall``)
@@ -116,8 +125,10 @@ class _Renewals:
         # every time, a switch of threads for the many turns that end in
         # milliseconds.
         self._wakes_at = math.inf
-        # When this process beats next (while it holds a lease).
+        # When this process beats next (while it holds a lease), and when it
+        # last did (monotonic).
         self._beat_at = math.inf
+        self._beaten_at = -math.inf
 
     def add(self, model: type[models.Model], pk: int, owner: str, every: float) -> int:
         with self._cond:
@@ -128,7 +139,7 @@ class _Renewals:
             key = next(self._ids)
             now = time.monotonic()
             at = now + every
-            if not self._due and settings.ZENWEB_HEARTBEAT_SECONDS > 0:
+            if not self._due and self.beat_is_stale():
                 # Its first lease since it was idle: say at once that it lives.
                 at = self._beat_at = now
             self._due[key] = (model, pk, owner, every, now + every)
@@ -151,7 +162,7 @@ class _Renewals:
             with self._cond:
                 batch, beats_now = self._wait_for_due()
             if beats_now:
-                self._beat()
+                self.beat_now()
             if batch:
                 self._renew(batch)
 
@@ -178,9 +189,14 @@ class _Renewals:
                     self._due[key] = (model, pk, owner, every, now + every)
             return batch, beats_now
 
-    def _beat(self) -> None:
+    def beat_is_stale(self) -> bool:
+        every = settings.ZENWEB_HEARTBEAT_SECONDS
+        return every > 0 and time.monotonic() - self._beaten_at > every
+
+    def beat_now(self) -> None:
         try:
             beat(this_process(), this_machine())
+            self._beaten_at = time.monotonic()
         except Exception as exc:  # noqa: BLE001 - a missed beat is made up by the next
             if connection_lost(exc):
                 log.warning("heartbeat: the database cannot be reached (%s)", first_line(exc))

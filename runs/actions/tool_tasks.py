@@ -69,6 +69,7 @@ def do_execute_tool_call(call_pk: int) -> None:
     """Run one queued call and deliver its result. A duplicate task, or one
     for a call another worker holds, does nothing."""
     owner = leases.worker_identity()
+    leases.beat_unless_recent()
     call = _claim(call_pk, owner)
     if call is None:
         return
