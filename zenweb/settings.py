@@ -14,7 +14,9 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
+from zenweb.databases import postgres, serves_http
 from zenweb.env import env_bool, env_float, env_int, env_str
 from zenweb.private_files import keep_first, private_dir, private_file
 
@@ -119,14 +121,26 @@ TEMPLATES = [
 ]
 
 DATABASE_URL = env_str("DATABASE_URL")
+# The web process's (daphne's, `serve`'s) PostgreSQL pool: at most this many
+# connections; a request that finds none free waits this long, then gets a
+# 503 with Retry-After (zenweb/databases.py, docs/production.md).
+ZENWEB_DB_POOL = env_int("ZENWEB_DB_POOL", 10)
+ZENWEB_DB_POOL_TIMEOUT = env_float("ZENWEB_DB_POOL_TIMEOUT", 10.0)
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
-    if env_bool("ZENWEB_PG_PREPARE", True):
-        # Django turns psycopg's prepared statements off (prepare_threshold
-        # None), and then psycopg ignores even an explicit prepare=True. Any
-        # number turns them back on for runs/store/sql/'s fixed statements, which
-        # ask with prepare=True; the ORM's client-side cursors never prepare.
-        DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5
+    if ZENWEB_DB_POOL < 1 or ZENWEB_DB_POOL_TIMEOUT <= 0:
+        raise ImproperlyConfigured("ZENWEB_DB_POOL must be at least 1 and ZENWEB_DB_POOL_TIMEOUT above 0")
+    _web = serves_http()
+    DATABASES = {
+        "default": postgres(
+            dj_database_url.parse(DATABASE_URL),
+            web=_web,
+            # `serve` without Redis runs the embedded worker's threads in the
+            # web process too: each holds a connection while it works.
+            pool=ZENWEB_DB_POOL + (env_int("ZENWEB_EMBEDDED_CONCURRENCY", 4) + 2 if not env_str("REDIS_URL") else 0),
+            timeout=ZENWEB_DB_POOL_TIMEOUT,
+            prepare=env_bool("ZENWEB_PG_PREPARE", True),
+        )
+    }
 else:
     DATABASES = {
         "default": {

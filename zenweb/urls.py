@@ -15,3 +15,6 @@ urlpatterns = [
     path("api/", include("runs.api.urls")),
     path("", include("runs.urls")),
 ]
+
+# A busy or lost database: 503 with Retry-After; anything else Django's 500.
+handler500 = "zenweb.overload.server_error"

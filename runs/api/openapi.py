@@ -107,7 +107,10 @@ _ERRORS = {
     # Any POST: Django reads no body past its limit, be it JSON for the view
     # or a session's form for the CSRF check.
     413: "The body is past the limit (DATA_UPLOAD_MAX_MEMORY_SIZE, 2.5 MB by default); `error` gives it.",
-    429: "The caller has as many runs under way as ZENWEB_MAX_ACTIVE_RUNS allows; `error` says so.",
+    429: (
+        "The caller has as many runs under way as ZENWEB_MAX_ACTIVE_RUNS allows; `error` says so, "
+        "and the Retry-After header how many seconds to wait."
+    ),
 }
 _PARAMETER = re.compile(r"<(?:(?P<converter>\w+):)?(?P<name>\w+)>")
 
