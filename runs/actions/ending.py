@@ -150,7 +150,7 @@ def _end_run(run: Run, read: _Read = _UNREAD) -> None:
         router_for(run, run_locked=True).close(COORDINATOR, DropReason.TARGET_TERMINAL)
     if left.calls or left.executions:
         # A worker still running one of its calls finds it closed and writes nothing after the end.
-        stop_unfinished_calls(run.pk, f"the run ended {run.status}")
+        stop_unfinished_calls(run.pk, f"the run ended {run.status}", cancelled=run.status == Run.Status.CANCELLED)
     if left.approvals:
         # Work that ended needs no decision any more; its lapses come before the end.
         lapse_pending(run.pk, f"the run ended {run.status}")

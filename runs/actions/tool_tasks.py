@@ -77,7 +77,8 @@ def do_execute_tool_call(call_pk: int) -> None:
     if run.status != Run.Status.RUNNING or step.status != Step.Status.RUNNING:
         # Cancelled or failed while the call was queued: it never runs.
         text = failure_text(f"{call.name} was not run: the step is {step.status}", RetryHint("unavailable", "finish"))
-        _finish(call, owner, ToolOutcome(text, ok=False, error_kind="unavailable"), ToolCall.Status.FAILED, 0)
+        status = _stopped_status(run.status, step.status)
+        _finish(call, owner, ToolOutcome(text, ok=False, error_kind="unavailable"), status, 0)
         return
     spec = workflow_spec(run.workflow)
     registry, tools = step_tools(spec, step)
@@ -104,7 +105,8 @@ def do_execute_tool_call(call_pk: int) -> None:
             how = "it returned" if outcome is not None else f"it was abandoned after {STOP_GRACE_SECONDS:g}s more"
             text = failure_text(f"{call.name} was stopped ({how}): {stopped}", RetryHint("unavailable", "finish"))
             halted = ToolOutcome(text, ok=False, error_kind="unavailable")
-            _finish(call, owner, halted, ToolCall.Status.FAILED, _ms(started))
+            # _stopped names the status that stopped it last: "... is cancelled".
+            _finish(call, owner, halted, _stopped_status(stopped.rsplit(" ", 1)[-1]), _ms(started))
             return
         if outcome is None:
             message = f"{call.name} did not finish within {timeout:g}s (toolTimeout); it was abandoned"
@@ -252,6 +254,12 @@ def _stopped(step: Step) -> str:
     return ""
 
 
+def _stopped_status(*statuses: str) -> str:
+    """A call stopped because its run or step is no longer running: cancelled
+    if a cancel did it, else failed."""
+    return ToolCall.Status.CANCELLED if Run.Status.CANCELLED in statuses else ToolCall.Status.FAILED
+
+
 def _ms(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
 
@@ -288,24 +296,25 @@ def sweep_tool_calls(now: datetime, owners: Q | None = None) -> int:
     return swept
 
 
-def stop_unfinished_calls(run_id: int, why: str) -> None:
+def stop_unfinished_calls(run_id: int, why: str, *, cancelled: bool = False) -> None:
     """Close the queued and running calls of a run that is ending, each with
-    its tool_result (so before workflow_end), and mark the journal rows of
-    calls still running ``cancelled``. A worker still running such a call
-    then finds it closed (``_finish``) and writes nothing. Call with the
-    run row locked."""
+    its tool_result (so before workflow_end): ``cancelled`` if a cancel ends
+    it, else failed; and mark the journal rows of calls still running
+    ``cancelled``. A worker still running such a call then finds it closed
+    (``_finish``) and writes nothing. Call with the run row locked."""
     pending = ToolCall.objects.filter(run_id=run_id, status__in=(ToolCall.Status.QUEUED, ToolCall.Status.RUNNING))
     now = timezone.now()
+    status = ToolCall.Status.CANCELLED if cancelled else ToolCall.Status.FAILED
     for call in pending.select_related("step"):
         ToolCall.objects.filter(pk=call.pk).update(lease_owner="", lease_expires=None, finished=now)
         text = failure_text(f"{call.name} was stopped: {why}", RetryHint("unavailable", "finish"))
         deliver_result(
             call,
             text,
-            status=ToolCall.Status.FAILED,
+            status=status,
             error_kind="unavailable",
             event="tool_result",
-            event_data={"name": call.name, "status": ToolCall.Status.FAILED, "ok": False, "error_kind": "unavailable"},
+            event_data={"name": call.name, "status": status, "ok": False, "error_kind": "unavailable"},
         )
     ToolExecution.objects.filter(step__run_id=run_id, status=ToolExecution.Status.RUNNING).update(
         status=ToolExecution.Status.CANCELLED, finished=now

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from agents.events import EVENT_TYPES
 from agents.handler import CoordinatorResult
-from runs.models import Approval, Run
+from runs.models import Approval, Run, ToolCall
 
 MAX_COMMAND_CHARS = 4000
 MAX_YAML_CHARS = 200_000
@@ -41,6 +41,7 @@ MAX_EVENTS = 500
 # Built from the models' choices, so a new status is accepted without an edit here.
 RunStatus = Literal[tuple(Run.Status.values)]  # type: ignore[valid-type]
 ApprovalStatus = Literal[tuple(Approval.Status.values)]  # type: ignore[valid-type]
+ToolCallStatus = Literal[tuple(ToolCall.Status.values)]  # type: ignore[valid-type]
 Mode = Literal["chat", "code"]
 M = TypeVar("M", bound=BaseModel)
 
@@ -279,6 +280,23 @@ class ApprovalBrief(_Response):
     hidden_characters: bool = Field(description=HIDDEN_CHARACTERS)
 
 
+class ToolCallOut(_Response):
+    id: int
+    step_id: str
+    tool_call_id: str
+    name: str
+    status: ToolCallStatus = Field(
+        description="queued -> running -> done | failed | timed_out | cancelled (a cancel of its run or step "
+        "stopped it); waiting: for a child run or a person; blocked: a person rejected it."
+    )
+    ok: bool
+    error_kind: str
+    attempts: int = Field(description="How many times a worker took it (more than one: a worker died).")
+    duration_ms: int
+    started: datetime | None
+    finished: datetime | None
+
+
 class EventOut(_Response):
     seq: int
     # A str, not the registry's Literal: a type dropped from the registry
@@ -298,6 +316,7 @@ class RunDetail(RunSummary):
     steps: list[StepOut]
     claims: list[ClaimOut]
     approvals: list[ApprovalBrief]
+    tool_calls: list[ToolCallOut]
     tokens: TokenTotals
     coordinator_result: CoordinatorResult
     events: list[EventOut] = Field(description=f"Events after `after`, at most {MAX_EVENTS}.")

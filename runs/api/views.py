@@ -129,6 +129,22 @@ def run_detail(request: HttpRequest, run_id: int) -> JsonResponse:
             )
             for a in run.approvals.order_by("created", "pk")
         ],
+        tool_calls=[
+            s.ToolCallOut(
+                id=c.pk,
+                step_id=c.step.step_id,
+                tool_call_id=c.tool_call_id,
+                name=c.name,
+                status=c.status,
+                ok=c.ok,
+                error_kind=c.error_kind,
+                attempts=c.attempts,
+                duration_ms=c.duration_ms,
+                started=c.started,
+                finished=c.finished,
+            )
+            for c in run.tool_calls.select_related("step").order_by("id")
+        ],
         tokens=s.TokenTotals.model_validate(totals_of(steps).as_data()),
         coordinator_result=coordinator_result(run),
         events=[s.EventOut(seq=e.seq, type=e.type, step_id=e.step_id, data=e.data, created=e.created) for e in events],

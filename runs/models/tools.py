@@ -15,8 +15,9 @@ class ToolCall(models.Model):
     ``arguments`` has injected fields masked; ``result`` is exactly what the
     model saw. A service-backed call runs as its own task: ``queued`` ->
     ``running`` (a worker holds its lease) -> ``done`` | ``failed`` |
-    ``timed_out``. ``waiting`` calls get their result from a child run or
-    once a person decides."""
+    ``timed_out`` | ``cancelled`` (a cancel of its run or step stopped it, or
+    kept it from running). ``waiting`` calls get their result from a child
+    run or once a person decides."""
 
     class Status(models.TextChoices):
         DONE = "done"
@@ -28,6 +29,8 @@ class ToolCall(models.Model):
         WAITING = "waiting"
         # A person rejected the call.
         BLOCKED = "blocked"
+        # A cancel of its run or its step stopped it (or kept it from running).
+        CANCELLED = "cancelled"
 
     # The step takes its next turn once none of its calls is in one of these.
     PENDING = (Status.QUEUED, Status.RUNNING, Status.WAITING)

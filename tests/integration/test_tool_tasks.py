@@ -146,7 +146,7 @@ def test_a_call_queued_when_its_run_is_cancelled_never_runs(queued, settings):
     tool_tasks.do_execute_tool_call(queued.pk)
 
     queued.refresh_from_db()
-    assert queued.status == ToolCall.Status.FAILED
+    assert queued.status == ToolCall.Status.CANCELLED
     assert queued.result.startswith("error: run_shell was stopped: the run ended cancelled")
     assert not (settings.ZENWEB_WORKSPACES / f"run-{queued.run_id}" / "effects.log").exists()
     assert queued.run.events.order_by("-seq").values_list("type", flat=True)[0] == "workflow_end"
@@ -172,7 +172,7 @@ def test_a_cancel_stops_a_call_that_is_running_and_kills_its_command(settings, t
 
     assert not worker.is_alive()
     call.refresh_from_db()
-    assert (call.status, call.error_kind) == (ToolCall.Status.FAILED, "unavailable")
+    assert (call.status, call.error_kind) == (ToolCall.Status.CANCELLED, "unavailable")
     assert call.result.startswith("error: run_shell was stopped: the run ended cancelled")
     assert call.lease_owner == "" and call.finished is not None
     # The call's end is recorded before the run's end, which stays the last event.
