@@ -46,8 +46,18 @@ def postgres(parsed: dict, *, web: bool, pool: int, timeout: float, prepare: boo
         options["prepare_threshold"] = 5
     if web:
         parsed["CONN_MAX_AGE"] = 0  # a pool takes the connection back at each request's end
+        # Django then has the pool check each connection it hands out (an
+        # empty statement, well under a millisecond), so one the server ended
+        # while it idled (a failover, an idle reaper, pg_terminate_backend)
+        # is replaced rather than failing the request.
+        parsed["CONN_HEALTH_CHECKS"] = True
         options.setdefault("application_name", WEB_APPLICATION_NAME)
-        options["pool"] = {"min_size": 1, "max_size": pool, "timeout": timeout, "name": WEB_APPLICATION_NAME}
+        options["pool"] = {
+            "min_size": 1,
+            "max_size": pool,
+            "timeout": timeout,
+            "name": WEB_APPLICATION_NAME,
+        }
     else:
         parsed["CONN_MAX_AGE"] = 60
     return parsed

@@ -61,7 +61,11 @@ def test_only_the_processes_that_serve_http_borrow_from_a_pool(argv, web):
     assert serves_http(argv) is web
     options = postgres({"NAME": "z"}, web=web, pool=7, timeout=3.0, prepare=True)
     if web:
-        assert (options["CONN_MAX_AGE"], options["OPTIONS"]["pool"]["max_size"]) == (0, 7)
+        assert (options["CONN_MAX_AGE"], options["CONN_HEALTH_CHECKS"], options["OPTIONS"]["pool"]["max_size"]) == (
+            0,
+            True,
+            7,
+        )
     else:
         assert (options["CONN_MAX_AGE"], "pool" in options["OPTIONS"]) == (60, False)
     assert options["OPTIONS"]["prepare_threshold"] == 5
