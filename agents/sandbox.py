@@ -10,17 +10,24 @@ environment plus an allow-list, read-only system directories, a private
 data directory (database, ``secret_key``), not the source tree, not other
 runs' workspaces, not the server's home. No network unless asked for.
 
-Limits are rlimits set by util-linux's ``prlimit`` inside the sandbox, hard
-and soft, so the command cannot raise them. Linux never applies the
-process-count limit to root, so when zenweb runs as root the command runs as
-an unprivileged uid (``Sandbox.uid``); otherwise bubblewrap runs it in a user
-namespace as the server's user. The workspace quota is the workspace's own
+Memory, processes and CPU time are limited for the whole call by a cgroup
+of its own where the host allows it (``agents.sandbox_cgroups``; the call
+is killed as a whole past them); otherwise, and for what no cgroup holds,
+by rlimits set by util-linux's ``prlimit`` inside the sandbox, hard and
+soft, so the command cannot raise them. When zenweb runs as root each run's
+commands run as an unprivileged uid of the run's own (``Sandbox.for_run``):
+Linux never applies the process-count limit to root, and runs that shared a
+uid shared that count; otherwise bubblewrap runs them in a user namespace as
+the server's user. Either way no user namespace can be made inside
+(bubblewrap's ``--disable-userns``): one would give a process root's powers
+over what it then mounts or unshares. The workspace quota is the workspace's own
 file system where the host can mount one, else checked by the caller while
 the call runs (``agents.workspace_quota``).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import stat
@@ -30,6 +37,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from agents.sandbox_cgroups import CPU, MEMORY, PROCESSES, CallGroup, CgroupError, NoGroup, Report, controls, sweep
+
+log = logging.getLogger(__name__)
 INSTALL_HINT = (
     "Install bubblewrap (`apt-get install bubblewrap`), or, to run tools without a sandbox, "
     "set ZENWEB_SANDBOX=off (every run that uses them then says so on its page)."
@@ -56,6 +66,18 @@ ETC_FILES = (
     "/etc/mime.types",
 )
 MB = 1024 * 1024
+# Each run's uid when zenweb runs as root: base + run id mod count. The
+# default range is above the ids Debian gives users and systemd gives
+# containers; an operator whose host uses it picks another.
+UID_BASE = 1_900_000_000
+UID_COUNT = 65536
+# The sandbox's own processes in a call (bubblewrap's two, a second
+# bubblewrap's two as root, the watcher's two): a call's cgroup allows
+# these on top of its ``processes``, which are the command's.
+OWN_PROCESSES = 6
+# The uid a sandboxed process sees itself as, whatever it is on the host:
+# "nobody" has a name in /etc/passwd, which some programs look up.
+SHOWN_UID = 65534
 
 
 class SandboxUnavailable(RuntimeError):
@@ -64,10 +86,12 @@ class SandboxUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Limits:
-    """What one sandboxed call may use. ``cpu_seconds`` is CPU time, not
-    wall time; ``memory_mb`` is address space (ulimit -v); ``file_size_mb``
-    is the largest file it may write; ``disk_mb`` the workspace's size.
-    0 means no limit (a long-lived MCP server has no CPU-time cap)."""
+    """What one sandboxed call may use. ``processes``, ``cpu_seconds`` (CPU
+    time, not wall time) and ``memory_mb`` count the whole call where a
+    cgroup holds it, else each process (``memory_mb`` is then address
+    space, ulimit -v); ``file_size_mb`` is the largest file it may write;
+    ``disk_mb`` the workspace's size. 0 means no limit (a long-lived MCP
+    server has no CPU-time cap)."""
 
     processes: int = 256
     cpu_seconds: int = 300
@@ -96,8 +120,14 @@ class Sandbox:
 
     mode: Literal["on", "off"] = "on"
     bwrap: str = "bwrap"
-    # The uid commands run as when zenweb runs as root.
+    # The uid commands run as when zenweb runs as root (``for_run`` gives a run its own).
     uid: int = 65534
+    # Each run's own uid as root: uid_base + run id mod uid_count (0: all share ``uid``).
+    uid_base: int = UID_BASE
+    uid_count: int = UID_COUNT
+    # Where each call's cgroup goes (agents/sandbox_cgroups.py): "" a zenweb
+    # group under the server's own, "off", or a cgroup path (ZENWEB_SANDBOX_CGROUP).
+    cgroup: str = ""
     limits: Limits = field(default_factory=Limits)
     # The workspace quota enforced by a file system of its own where the host
     # allows it (agents/workspace_quota.py); False: checked only (ZENWEB_WORKSPACE_QUOTA=checked).
@@ -109,6 +139,38 @@ class Sandbox:
 
     def with_limits(self, limits: Limits) -> Sandbox:
         return replace(self, limits=limits)
+
+    def for_run(self, run_id: int) -> Sandbox:
+        """This sandbox for one run's calls: as root, under the run's own uid,
+        so that no other run's processes count against its process limit
+        or can signal its processes."""
+        if self.uid_count <= 0:
+            return self
+        return replace(self, uid=self.uid_base + run_id % self.uid_count)
+
+    def whole_call(self) -> Report:
+        """Which limits this host holds for a whole call, and how (detected once)."""
+        return controls(self.cgroup)
+
+    def call_group(self, *, cpu: bool = True) -> CallGroup | NoGroup:
+        """A new cgroup for one call with this sandbox's limits (``cpu``
+        False: no CPU-seconds cap, for a long-lived MCP server), or no group
+        where the host allows none. Pass it to ``command`` and ``with`` it:
+        its processes are killed and it is removed when the block ends.
+        Raises SandboxUnavailable if the host has cgroups but this one
+        cannot be made: the call would otherwise run without its limits."""
+        report = self.whole_call()
+        if not report.dirs:
+            return NoGroup()
+        try:
+            return CallGroup.create(
+                report,
+                memory_bytes=self.limits.memory_mb * MB,
+                processes=self.limits.processes + OWN_PROCESSES if self.limits.processes > 0 else 0,
+                cpu_seconds=self.limits.cpu_seconds if cpu else 0,
+            )
+        except CgroupError as exc:
+            raise SandboxUnavailable(str(exc)) from None
 
     def require(self) -> None:
         """Raise SandboxUnavailable (why, and how to enable it) unless a
@@ -127,6 +189,7 @@ class Sandbox:
         writable: Path | None = None,
         readonly: Iterable[Path] = (),
         cwd: Path | None = None,
+        group: CallGroup | NoGroup | None = None,
     ) -> list[str]:
         """The command line that runs ``argv`` sandboxed (or, with the
         sandbox off, under the same rlimits), with exactly ``env``, which
@@ -137,10 +200,13 @@ class Sandbox:
         launcher's defaults: the MCP SDK adds USER, SHELL and the like from
         this process's) is unset by name.
         ``writable`` is the one directory it may change; ``readonly`` are
-        extra directories it may read (an MCP server's own files)."""
-        limited = [*_prlimit(self.limits), "--", *argv]
+        extra directories it may read (an MCP server's own files).
+        ``group`` (``call_group``): the call's cgroup, which the command
+        enters before anything starts; the rlimits it replaces are lifted."""
+        group = group or NoGroup()
+        limited = [*_prlimit(self.limits, group), "--", *argv]
         if not self.enabled:
-            return limited
+            return group.wrap(limited)
         line = [
             self.bwrap,
             "--die-with-parent",
@@ -150,6 +216,9 @@ class Sandbox:
             "--unshare-uts",
             "--unshare-cgroup-try",
         ]
+        if os.geteuid() != 0:
+            # Its own user namespace, where no further one can be made.
+            line += ["--unshare-user", "--disable-userns"]
         if not self.limits.network:
             line.append("--unshare-net")
         for name in sorted(set(os.environ) - set(env)):
@@ -188,7 +257,13 @@ class Sandbox:
                 "--no-new-privs",
                 "--",
             ]
-        return [*line, *limited]
+            if _userns_open():
+                # Root's bubblewrap above cannot close them (a user namespace
+                # it made would map the command to root): a second one, as
+                # the run's uid, makes the user namespace no other can be made in.
+                line += [self.bwrap, "--unshare-user", "--disable-userns"]
+                line += ["--uid", str(SHOWN_UID), "--gid", str(SHOWN_UID), "--dev-bind", "/", "/", "--"]
+        return group.wrap([*line, *limited])
 
     def prepare(self, workspace: Path) -> None:
         """Give the workspace to the uid commands run as (root only): what
@@ -209,17 +284,39 @@ class Sandbox:
                 continue
 
 
-def _prlimit(limits: Limits) -> list[str]:
+def _prlimit(limits: Limits, group: CallGroup | NoGroup) -> list[str]:
+    """The rlimits of each process. What the call's cgroup holds for the
+    whole call is left as the server has it: memory (address space is not
+    memory: a runtime reserves gigabytes it never uses) and processes (that
+    count was the uid's, every call of it together). CPU time stays, a
+    second past the whole call's: a backstop should the caller stall."""
+
     def value(number: int, unit: int = 1) -> int | str:
         return number * unit if number > 0 else "unlimited"
 
-    return [
-        "prlimit",
-        f"--nproc={value(limits.processes)}",
-        f"--cpu={value(limits.cpu_seconds)}",
-        f"--as={value(limits.memory_mb, MB)}",
-        f"--fsize={value(limits.file_size_mb, MB)}",
-    ]
+    cpu = limits.cpu_seconds + 1 if group.enforces(CPU) and limits.cpu_seconds > 0 else limits.cpu_seconds
+    line = ["prlimit", f"--cpu={value(cpu)}", f"--fsize={value(limits.file_size_mb, MB)}"]
+    if not group.enforces(PROCESSES):
+        line.append(f"--nproc={value(limits.processes)}")
+    if not group.enforces(MEMORY):
+        line.append(f"--as={value(limits.memory_mb, MB)}")
+    return line
+
+
+_USERNS: list[bool] = []
+
+
+def _userns_open() -> bool:
+    """Whether an unprivileged uid may make a user namespace here (asked
+    once): if the host forbids it, none can be made in the sandbox either."""
+    if not _USERNS:
+        line = ["setpriv", f"--reuid={SHOWN_UID}", f"--regid={SHOWN_UID}", "--clear-groups", "--no-new-privs"]
+        try:
+            done = subprocess.run([*line, "unshare", "--user", "true"], capture_output=True, timeout=10, check=False)
+            _USERNS.append(done.returncode == 0)
+        except (OSError, subprocess.TimeoutExpired):
+            _USERNS.append(True)  # unknown: bubblewrap's probe tells
+    return _USERNS[0]
 
 
 def _entries(root: Path) -> Iterable[tuple[int | None, str]]:
@@ -264,3 +361,39 @@ def _probe(bwrap: str) -> str:
         why = done.stderr.decode(errors="replace").strip()[:300]
         return f"{found} failed its probe (exit {done.returncode}: {why or 'no message'})"
     return ""
+
+
+def capabilities(sandbox: Sandbox) -> list[str]:
+    """What the sandbox enforces on this host and how, a line each: the
+    worker's start log, ``manage.py sandbox_report`` (docs/sandbox.md)."""
+    if sandbox.enabled:
+        problem = probe(sandbox.bwrap)
+        lines = [f"sandbox: {'cannot start, ' + problem if problem else 'bubblewrap'}"]
+    else:
+        lines = ["sandbox: off (ZENWEB_SANDBOX=off): commands run as the server's user under the limits below"]
+    lines.append(sandbox.whole_call().describe())
+    if os.geteuid() != 0:
+        lines.append("uids: commands run as the server's user, in a user namespace of each call's own")
+        lines.append("user namespaces inside: closed (bubblewrap --disable-userns)")
+        return lines
+    if sandbox.uid_count > 0:
+        last = sandbox.uid_base + sandbox.uid_count - 1
+        lines.append(f"uids: each run its own, {sandbox.uid_base}..{last} (the run's id mod {sandbox.uid_count})")
+    else:
+        lines.append(f"uids: every run's commands run as {sandbox.uid}")
+    closed = "closed (bubblewrap --disable-userns)" if _userns_open() else "closed by the host"
+    lines.append(f"user namespaces inside: {closed}")
+    return lines
+
+
+def at_start(sandbox: Sandbox) -> list[str]:
+    """Once, when a worker starts: remove the cgroups of calls whose
+    process died mid-call, and log what the sandbox enforces (a warning
+    where a whole call's memory, processes or CPU time go unlimited)."""
+    removed = sweep(sandbox.whole_call())
+    if removed:
+        log.info("removed %d cgroup(s) of calls whose worker died", removed)
+    lines = capabilities(sandbox)
+    level = logging.INFO if sandbox.whole_call().complete else logging.WARNING
+    log.log(level, "%s", "; ".join(lines))
+    return lines

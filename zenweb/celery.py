@@ -49,6 +49,17 @@ def _load_token_encodings(**kwargs) -> None:
     tokens.preload([os.environ.get("ZENWEB_MODEL", "")])
 
 
+@worker_init.connect
+def _check_the_sandbox(**kwargs) -> None:
+    # Once a worker: what the tool sandbox enforces here goes to the log,
+    # and the cgroups of calls a dead worker left are removed.
+    from django.conf import settings
+
+    from agents.sandbox import at_start
+
+    at_start(settings.ZENWEB_SANDBOX)
+
+
 @worker_process_init.connect
 def _freeze_startup_objects(**kwargs) -> None:
     # Django, Celery and zenweb's modules are loaded by now and live as long

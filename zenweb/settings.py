@@ -276,11 +276,25 @@ ZENWEB_MAX_TOOL_RESULT_CHARS = env_int("ZENWEB_MAX_TOOL_RESULT_CHARS", 16_000)
 def _sandbox():
     from django.core.exceptions import ImproperlyConfigured
 
-    from agents.sandbox import Limits, Sandbox
+    from agents.sandbox import UID_BASE, UID_COUNT, Limits, Sandbox
 
     mode = env_str("ZENWEB_SANDBOX", "on").strip().lower()
     if mode not in ("on", "off"):
         raise ImproperlyConfigured(f"ZENWEB_SANDBOX={mode!r}: use on (the default) or off")
+    # As root each run's commands run as uid base + run id mod count (docs/sandbox.md).
+    uid_base = env_int("ZENWEB_SANDBOX_UID_BASE", UID_BASE)
+    uid_count = env_int("ZENWEB_SANDBOX_UID_COUNT", UID_COUNT)
+    if uid_base < 1 or uid_count < 0 or uid_base + uid_count > 2**32 - 2:
+        raise ImproperlyConfigured(
+            f"ZENWEB_SANDBOX_UID_BASE={uid_base}, ZENWEB_SANDBOX_UID_COUNT={uid_count}: the range must lie "
+            f"within 1..{2**32 - 2} (a count of 0 runs every run as ZENWEB_SANDBOX_UID)"
+        )
+    cgroup = env_str("ZENWEB_SANDBOX_CGROUP", "").strip()
+    if cgroup not in ("", "off") and not cgroup.startswith("/"):
+        raise ImproperlyConfigured(
+            f"ZENWEB_SANDBOX_CGROUP={cgroup!r}: use off, or a cgroup path such as /zenweb (as /proc/self/cgroup "
+            "writes them); unset, each call's cgroup goes under zenweb's own"
+        )
     default = Limits()
     maxima = Limits(
         processes=env_int("ZENWEB_SANDBOX_MAX_PROCESSES", default.processes),
@@ -298,6 +312,9 @@ def _sandbox():
         mode=mode,
         bwrap=env_str("ZENWEB_SANDBOX_BWRAP", "bwrap"),
         uid=env_int("ZENWEB_SANDBOX_UID", 65534),
+        uid_base=uid_base,
+        uid_count=uid_count,
+        cgroup=cgroup,
         limits=maxima,
         workspace_fs=quota == "filesystem",
     )

@@ -134,13 +134,14 @@ def tool_env(run: Run, step: Step, uow: UnitOfWork | None = None) -> ToolEnv:
         destructive_approved=run.destructive_approved,
         parent_tool_call_id=parent,
         gated=frozenset(spec.approvals),
-        sandbox=sandbox_for(spec),
+        sandbox=sandbox_for(spec, run.pk),
         bound=_approved_calls(run) if spec.destructive else None,
     )
 
 
-def sandbox_for(spec: WorkflowSpec) -> Sandbox:
-    """The operator's sandbox with the workflow's limits, none past the operator's maxima."""
+def sandbox_for(spec: WorkflowSpec, run_id: int) -> Sandbox:
+    """The operator's sandbox for run ``run_id`` (as root, its own uid) with
+    the workflow's limits, none past the operator's maxima."""
     operator: Sandbox = settings.ZENWEB_SANDBOX
     top, asked = operator.limits, spec.options.sandbox
     limits = Limits(
@@ -151,7 +152,7 @@ def sandbox_for(spec: WorkflowSpec) -> Sandbox:
         disk_mb=asked.disk_mb or top.disk_mb,
         network=asked.network,
     )
-    return operator.with_limits(limits.within(top))
+    return operator.for_run(run_id).with_limits(limits.within(top))
 
 
 def _approved_calls(run: Run) -> frozenset[str]:

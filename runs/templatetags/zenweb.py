@@ -245,6 +245,21 @@ def unsandboxed_tools(workflow) -> str:
     turned it off (ZENWEB_SANDBOX=off): ``run_shell``, stdio MCP servers; or ""."""
     if settings.ZENWEB_SANDBOX.enabled:
         return ""
+    return _process_tools(workflow)
+
+
+@register.filter
+def per_process_limits(workflow) -> str:
+    """Why this host limits ``workflow``'s run_shell and stdio MCP servers
+    per process only, not for a whole call (no cgroups it can use), or ""."""
+    report = settings.ZENWEB_SANDBOX.whole_call()
+    if report.complete or not _process_tools(workflow):
+        return ""
+    return report.describe()
+
+
+def _process_tools(workflow) -> str:
+    """What of ``workflow`` runs as processes of the host: ``run_shell``, stdio MCP servers; or ""."""
     spec = workflow_spec(workflow)
     names = {name for agent in spec.agents.values() for name in agent.tools}
     names |= {name for step in spec.steps for name in getattr(step, "tools", [])}

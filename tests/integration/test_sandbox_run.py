@@ -4,12 +4,14 @@ never reaches a request, an event, a log line, an export or a tool result."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import socket
 
 import pytest
 from django.conf import settings as django_settings
+from django.core.management import call_command
 
 from agents import workspace_quota
 from agents.sandbox import Limits, Sandbox
@@ -144,3 +146,43 @@ def test_a_workflows_disk_quota_holds_against_a_preallocation_burst_and_the_run_
     monkeypatch.setattr(workspace_quota, "_CAPABILITY", ["the host has no loop devices (simulated)"])
     html = client.get(f"/runs/{run.pk}/").content.decode()
     assert 'id="run-disk-quota-checked"' in html and "the host has no loop devices (simulated)" in html
+
+
+def test_a_runs_commands_run_as_the_runs_own_uid(celery_worker, openai_endpoint):
+    if os.geteuid() != 0:
+        pytest.skip("each run gets a uid of its own only when zenweb runs as root")
+    sandbox = django_settings.ZENWEB_SANDBOX
+    runs = []
+    for _ in range(2):
+        openai_endpoint.push_tool_calls([("call_0", "run_shell", json.dumps({"command": "touch mine"}))])
+        openai_endpoint.push_text("Done.")
+        runs.append(wait_for_run(do_create_run(register("sandbox/prober"), {}), timeout=60))
+
+    owners = [(django_settings.ZENWEB_WORKSPACES / f"run-{run.pk}" / "mine").stat().st_uid for run in runs]
+    assert owners == [sandbox.uid_base + run.pk % sandbox.uid_count for run in runs]
+    assert owners[0] != owners[1]
+
+
+def test_the_run_page_says_when_a_hosts_limits_hold_per_process_only(
+    celery_worker, openai_endpoint, settings, client, staff
+):
+    openai_endpoint.push_text("Nothing to run.")
+    run = wait_for_run(do_create_run(register("sandbox/prober"), {}), timeout=60)
+    client.force_login(staff)
+
+    settings.ZENWEB_SANDBOX = Sandbox(cgroup="off")
+    html = client.get(f"/runs/{run.pk}/").content.decode()
+
+    assert 'id="run-limits-per-process"' in html
+    assert "whole-call limits: none (ZENWEB_SANDBOX_CGROUP=off)" in html
+
+
+def test_sandbox_report_says_what_this_host_enforces_and_how():
+    out = io.StringIO()
+
+    call_command("sandbox_report", stdout=out)
+
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "sandbox: bubblewrap"
+    assert lines[1].startswith("whole-call limits: ")
+    assert any(line.startswith("user namespaces inside: closed") for line in lines)

@@ -118,19 +118,21 @@ def test_it_caps_the_size_of_a_file(workspace):
     assert (workspace / "big").stat().st_size == 1024 * 1024
 
 
-def test_it_caps_cpu_time(workspace):
+def test_without_cgroups_it_caps_each_processs_cpu_time(workspace):
+    # With them the whole call's is capped (test_sandbox_whole_call.py).
     started = time.monotonic()
 
-    outcome = shell(workspace, "while :; do :; done", sandbox=limited(cpu_seconds=1), timeout=20)
+    per_process = Sandbox(cgroup="off", limits=Limits(cpu_seconds=1))
+    outcome = shell(workspace, "while :; do :; done", sandbox=per_process, timeout=20)
 
     assert time.monotonic() - started < 10
     assert outcome.text.startswith("exit code: 137 (killed by signal 9; a sandbox limit")
 
 
-def test_it_caps_memory(workspace):
+def test_without_cgroups_it_caps_each_processs_memory(workspace):
     command = "x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo got ${#x}"
 
-    outcome = shell(workspace, command, sandbox=limited(memory_mb=64))
+    outcome = shell(workspace, command, sandbox=Sandbox(cgroup="off", limits=Limits(memory_mb=64)))
 
     assert "got 200000000" not in outcome.text
     assert "bash: xrealloc: cannot allocate" in outcome.text

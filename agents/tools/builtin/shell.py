@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agents import workspace_quota
 from agents.sandbox import SYSTEM_PATH, Sandbox, SandboxUnavailable
+from agents.sandbox_cgroups import CallGroup, NoGroup
 from agents.tools.base import Tool, ToolContext, ToolError
 from agents.tools.builtin.workspace import quota_of, workspace_root
 from agents.tools.results import MAX_RESULT_CHARS
@@ -162,10 +163,17 @@ class _Quota:
 
 
 def _pump(
-    proc: subprocess.Popen[bytes], output: _Output, deadline: float, cancelled: threading.Event, quota: _Quota
+    proc: subprocess.Popen[bytes],
+    output: _Output,
+    deadline: float,
+    cancelled: threading.Event,
+    quota: _Quota,
+    group: CallGroup | NoGroup,
 ) -> str:
     """Read the child's output until bash is done; "" if it was, else what
-    came first: "timeout", "cancelled" or "quota"."""
+    came first: "timeout", "cancelled", "quota", or from the call's cgroup
+    "memory" (the kernel killed a process of it) or "cpu" (it used its CPU
+    seconds, all its processes together): the whole call is stopped then."""
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -180,6 +188,8 @@ def _pump(
                 return "timeout"
             if quota.exceeded(now):
                 return "quota"
+            if hit := group.exceeded():
+                return hit
             if exited_at is None and proc.poll() is not None:
                 exited_at = now
             if exited_at is not None and now - exited_at > DRAIN_SECONDS:
@@ -194,7 +204,7 @@ def _pump(
         proc.wait(timeout=max(deadline - time.monotonic(), 0))
     except subprocess.TimeoutExpired:
         return "timeout"
-    return "quota" if quota.exceeded() else ""
+    return "quota" if quota.exceeded() else group.exceeded()
 
 
 # A command runs only while the worker that started it lives: a worker killed
@@ -242,6 +252,19 @@ def lifeline_pipe() -> Iterator[int]:
         os.close(read_end)
 
 
+@contextlib.contextmanager
+def _whole_call(sandbox: Sandbox) -> Iterator[CallGroup | NoGroup]:
+    """The call's own cgroup (``Sandbox.call_group``), removed with what is
+    left in it when the block ends; refused if the host has cgroups but
+    this one cannot be made."""
+    try:
+        group = sandbox.call_group()
+    except SandboxUnavailable as exc:
+        raise ToolError(f"refused: run_shell cannot run here, {exc}", kind="unavailable", action="finish") from None
+    with group:
+        yield group
+
+
 def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
     reason = destructive_reason(args.command)
     if reason and not ctx.destructive_approved:
@@ -265,15 +288,19 @@ def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
         tmp = root / ".tmp"
         tmp.mkdir(exist_ok=True)
         env["TMPDIR"] = str(tmp)
-    argv = sandbox.command(
-        while_alive(["bash", "-c", args.command], sandboxed=sandbox.enabled), env=env, writable=root, cwd=root
-    )
     quota = _Quota(root, limit, enforced=os.path.ismount(root))
     output = _Output(MAX_OUTPUT_CHARS)
     with (
+        _whole_call(sandbox) as group,
         lifeline_pipe() as lifeline,
         subprocess.Popen(
-            argv,
+            sandbox.command(
+                while_alive(["bash", "-c", args.command], sandboxed=sandbox.enabled),
+                env=env,
+                writable=root,
+                cwd=root,
+                group=group,
+            ),
             cwd=root,
             env=env,
             stdin=lifeline,
@@ -283,7 +310,8 @@ def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
         ) as proc,
     ):
         try:
-            stopped = _pump(proc, output, time.monotonic() + args.timeout, ctx.cancelled, quota)
+            stopped = _pump(proc, output, time.monotonic() + args.timeout, ctx.cancelled, quota, group)
+            used = group.cpu_seconds()
         finally:
             # Also stops whatever the command left running in the background
             # (with the sandbox: killing bwrap ends its whole PID namespace).
@@ -301,6 +329,21 @@ def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
                 f"stopped: the step ended while the command ran; it was killed. Last output:\n{tail or '(none)'}",
                 kind="unavailable",
                 action="finish",
+            )
+        if stopped == "memory":
+            raise ToolError(
+                f"stopped: the command's processes together needed more than its memory limit of "
+                f"{sandbox.limits.memory_mb} MB; the whole call was killed. Use less memory at once (fewer "
+                f"processes, smaller inputs). Last output:\n{tail or '(none)'}",
+                kind="domain_rejection",
+                action="replan",
+            )
+        if stopped == "cpu":
+            raise ToolError(
+                f"stopped: the command used {used:.1f} CPU-seconds, its limit of {sandbox.limits.cpu_seconds} "
+                f"counted over all its processes; the whole call was killed. Last output:\n{tail or '(none)'}",
+                kind="domain_rejection",
+                action="replan",
             )
         if stopped == "quota":
             raise ToolError(

@@ -31,6 +31,7 @@ from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, CallTo
 from mcp_types import Tool as RemoteTool
 
 from agents.sandbox import SYSTEM_PATH, Sandbox, SandboxUnavailable
+from agents.sandbox_cgroups import CallGroup, NoGroup
 from agents.tools.mcp.config import McpServerConfig, address_refusal
 
 log = logging.getLogger(__name__)
@@ -95,7 +96,10 @@ class McpConnection:
         # ExitStack unwinds them in order.
         portal = self._portal = self._stack.enter_context(start_blocking_portal())
         if config.command is not None:
-            argv, env = sandboxed_command(config, self.sandbox)
+            # The server's own cgroup for as long as it lives: its memory and
+            # processes together, never CPU seconds (it serves many calls).
+            group = self._stack.enter_context(self.sandbox.call_group(cpu=False))
+            argv, env = sandboxed_command(config, self.sandbox, group)
             params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=config.cwd)
             errlog = self._stderr_pipe()
             try:
@@ -221,11 +225,14 @@ class McpConnection:
         return self.config.redact(reason)
 
 
-def sandboxed_command(config: McpServerConfig, sandbox: Sandbox) -> tuple[list[str], dict[str, str]]:
+def sandboxed_command(
+    config: McpServerConfig, sandbox: Sandbox, group: CallGroup | NoGroup | None = None
+) -> tuple[list[str], dict[str, str]]:
     """The command line and environment that start a stdio server in the
     sandbox: only the variables its configuration names (and PATH, HOME,
     LANG), the system directories, its own program's files and its ``cwd``
-    read-only, a private /tmp as its home, no network unless ``network``.
+    read-only, a private /tmp as its home, no network unless ``network``;
+    in ``group``, its cgroup (``Sandbox.call_group``), if the host has them.
     Raises SandboxUnavailable, or FileNotFoundError for a missing command."""
     assert config.command is not None
     sandbox.require()
@@ -238,14 +245,16 @@ def sandboxed_command(config: McpServerConfig, sandbox: Sandbox) -> tuple[list[s
     readonly = [_program_files(program)]
     if config.cwd:
         readonly.append(Path(config.cwd).resolve())
-    # A server lives as long as its connection: no CPU-time or address-space
-    # cap (a JavaScript runtime reserves gigabytes it never uses).
+    # A server lives as long as its connection: no CPU-time cap. Its memory
+    # is capped by its cgroup where the host has them, never as address
+    # space (a JavaScript runtime reserves gigabytes it never uses).
     limits = replace(sandbox.limits, cpu_seconds=0, memory_mb=0, network=config.network and sandbox.limits.network)
     argv = sandbox.with_limits(limits).command(
         [str(program), *config.args],
         env=env,
         readonly=[p for p in readonly if not _is_system(p)],
         cwd=Path(config.cwd).resolve() if config.cwd else Path("/tmp"),
+        group=group,
     )
     return argv, env
 
