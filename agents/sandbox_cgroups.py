@@ -224,7 +224,7 @@ def _probed(report: Report) -> Report:
             if done.returncode != 0:
                 raise CgroupError(done.stderr.decode(errors="replace").strip()[:200] or f"exit {done.returncode}")
     except (OSError, CgroupError, subprocess.TimeoutExpired) as exc:
-        return Report(problem=f"cannot enter a cgroup under {report.parent}: {exc}")
+        return Report(problem=f"cgroups under {report.parent} cannot be used: {exc}")
     return report
 
 

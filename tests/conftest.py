@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import time
@@ -49,6 +50,23 @@ def _no_workspace_mount_left(tmp_path_factory):
     stays mounted, no loop device stays attached, even after a failure."""
     yield
     release_under(tmp_path_factory.getbasetemp())
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_cgroup_parent_left():
+    """The sandbox made its calls' cgroups under a ``zenweb`` group below
+    this process's own (agents/sandbox_cgroups.py); each call removed its
+    own. The parents go too when the session ends, if no call of another
+    process is in them (cgroup v1, where one comes back when needed), so
+    that the host's cgroups are as they were."""
+    yield
+    from agents.sandbox_cgroups import controls
+
+    if controls.cache_info().currsize:
+        report = controls()
+        for parent in set(report.dirs.values()) if report.version == 1 else ():
+            with contextlib.suppress(OSError):
+                parent.rmdir()
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -8,6 +8,7 @@ unless CI=true."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import subprocess
@@ -22,7 +23,7 @@ import pytest
 
 from agents.events import ListSink
 from agents.router import InMemoryMailboxStore, MessageRouter
-from agents.sandbox import OWN_PROCESSES, SYSTEM_PATH, Limits, Sandbox
+from agents.sandbox import OWN_PROCESSES, SYSTEM_PATH, Limits, Sandbox, at_start
 from agents.sandbox_cgroups import CallGroup, controls, sweep
 from agents.tools import ToolCallMeta, ToolContext, ToolRegistry, default_registry
 from agents.tools.mcp import McpServerConfig
@@ -253,6 +254,18 @@ def test_a_live_calls_group_is_not_swept():
     with CallGroup.create(REPORT, processes=4) as group:
         sweep(REPORT)
         assert all(path.is_dir() for path in group.dirs.values())
+
+
+def test_a_worker_says_once_at_start_where_limits_hold_per_process_only(caplog):
+    caplog.set_level(logging.INFO, logger="agents.sandbox")
+
+    at_start(Sandbox())
+    at_start(Sandbox(cgroup="off"))
+
+    (whole, per_process) = caplog.records
+    assert whole.levelno == logging.INFO and "whole-call limits: cgroup v" in whole.getMessage()
+    assert per_process.levelno == logging.WARNING
+    assert "whole-call limits: none (ZENWEB_SANDBOX_CGROUP=off)" in per_process.getMessage()
 
 
 def test_the_report_says_what_is_enforced_and_how():
