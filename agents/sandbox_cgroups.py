@@ -46,7 +46,8 @@ CONTROLS = (MEMORY, PROCESSES, CPU)
 V1_CONTROLLER = {MEMORY: "memory", PROCESSES: "pids", CPU: "cpuacct"}
 V2_CONTROLLER = {MEMORY: "memory", PROCESSES: "pids", CPU: "cpu"}
 PARENT_NAME = "zenweb"
-_NAME = re.compile(r"(?:call|probe)-(\d+)-(\d+)-\d+")
+# A call's group: call-<pid>-<its start time>-<its pid namespace>-<n>.
+_NAME = re.compile(r"(?:call|probe)-(\d+)-(\d+)-(\d+)-\d+")
 # How long a group's processes may take to be gone after SIGKILL before
 # its directory is left to the next start's sweep.
 REMOVE_SECONDS = 5.0
@@ -246,6 +247,15 @@ def _start_time(pid: int) -> int | None:
         return None
 
 
+def _pid_namespace() -> int:
+    """This process's pid namespace (0 if unknown): only the groups of
+    processes in it can be known dead by their pid."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
 class CallGroup:
     """One call's cgroup (a directory per hierarchy in v1), made by
     ``create``; ``with`` it, it is killed and removed when the block ends."""
@@ -262,7 +272,8 @@ class CallGroup:
         """A new group with these limits (0: none) under ``report``'s
         parents. Raises CgroupError (having removed what it made)."""
         pid = os.getpid()
-        group = cls(report, f"{prefix}-{pid}-{_start_time(pid) or 0}-{next(_COUNTER)}", cpu_seconds * 1_000_000_000)
+        name = f"{prefix}-{pid}-{_start_time(pid) or 0}-{_pid_namespace()}-{next(_COUNTER)}"
+        group = cls(report, name, cpu_seconds * 1_000_000_000)
         try:
             group._make(memory_bytes, processes)
         except OSError as exc:
@@ -420,8 +431,10 @@ def sweep(report: Report) -> int:
             continue
         for name in names:
             match = _NAME.fullmatch(name)
-            if match is None or _start_time(int(match[1])) == int(match[2]):
-                continue  # not a call's, or its process lives
+            if match is None or int(match[3]) != _pid_namespace() or _start_time(int(match[1])) == int(match[2]):
+                # Not a call's; a process of another pid namespace (a pid
+                # here means nothing there); or its process lives.
+                continue
             stale = CallGroup(Report(report.version, {c: d for c, d in report.dirs.items() if d == parent}), name, 0)
             stale.remove()
             removed += not (parent / name).exists()

@@ -250,10 +250,17 @@ def test_the_groups_of_a_process_that_died_mid_call_are_removed_at_the_next_star
     assert processes_running("sleep 61.5") == []
 
 
-def test_a_live_calls_group_is_not_swept():
-    with CallGroup.create(REPORT, processes=4) as group:
-        sweep(REPORT)
-        assert all(path.is_dir() for path in group.dirs.values())
+def test_neither_a_live_calls_group_nor_one_of_another_pid_namespace_is_swept():
+    # Another pid namespace's worker (another container): its pids mean nothing here.
+    foreign = REPORT.dirs["processes"] / f"call-{2**22 + 1}-1-1-1"
+    foreign.mkdir()
+    try:
+        with CallGroup.create(REPORT, processes=4) as group:
+            sweep(REPORT)
+            assert all(path.is_dir() for path in group.dirs.values())
+        assert foreign.is_dir()
+    finally:
+        foreign.rmdir()
 
 
 def test_a_worker_says_once_at_start_where_limits_hold_per_process_only(caplog):
