@@ -143,8 +143,9 @@ def ensure(root: Path, quota: Quota | None) -> bool:
             _mount(image, root)
             return True
         assert quota is not None
-        if unavailable() or any(os.scandir(root)):
-            return False
+        with os.scandir(root) as entries:
+            if unavailable() or any(entries):
+                return False
         try:
             _make(image, quota.disk_mb)
             _mount(image, root)
