@@ -4,6 +4,8 @@ coordinator after the run was approved for something else."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.conf import settings
 
@@ -118,8 +120,10 @@ def test_the_approvals_page_shows_the_commands_an_approval_covers(owner, approve
 
     article = html[html.index(f'id="approval-{run.approvals.get().pk}"') :]
     assert "What its steps will run" in article
-    # The target as it will run: one quoted word (escaped for HTML here).
-    assert "mkdir -p -- &#x27;out/$(id)&#x27; &amp;&amp; touch -- &#x27;out/$(id)&#x27;/old.o" in article
+    # The target as it will run: one quoted word (escaped for HTML here; each
+    # word in a span that keeps it on one line).
+    words = re.sub(r'<span class="tok">([^<]*)</span>', r"\1", article)
+    assert "mkdir -p -- &#x27;out/$(id)&#x27; &amp;&amp; touch -- &#x27;out/$(id)&#x27;/old.o" in words
     assert "any other command, file change or MCP call in the run asks for its own" in article
     assert "looks like recursive delete (rm -r) (a hint, not a check)" in article
 
