@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from string import Template
 from typing import Any, Literal
 
-from agents import ids
+from agents import bounded_json, ids
 from agents.spec import DEFAULT_FOR_EACH_CONCURRENCY, MAX_FOR_EACH_ITEMS, StepSpec, WorkflowSpec
 
 # Steps in one run, once its loops are expanded (a forEach loop's iterations
@@ -335,9 +335,11 @@ def items_of(step: StepSpec, scope: Scope) -> list[str]:
         items = list(value)
     elif isinstance(value, str) and value.strip().startswith("["):
         try:
-            items = json.loads(value)
+            items = bounded_json.loads(value, what=f"forEach input {name!r}")
         except json.JSONDecodeError as exc:
             raise ExpansionError(f"forEach input {name!r} is not a valid JSON list: {exc.msg}") from None
+        except ValueError as exc:
+            raise ExpansionError(str(exc)) from None
         if not isinstance(items, list):
             raise ExpansionError(f"forEach input {name!r} is not a list")
     else:

@@ -41,7 +41,10 @@ _FRAME_WORDS = frozenset(
 # Words that end the naming of a workflow and start what it is run on.
 _PREPOSITIONS = frozenset("for about on regarding re to with into of in".split())
 _ARTICLES = frozenset({"the", "a", "an"})
-_POLITE_TAIL = re.compile(r"(?:[\s,]+(?:please|thanks|thank\s+you))+\s*$", re.I)
+# Dropped from the end of a value, read from the end without a regular
+# expression: the command is a user's, and the one this replaces took time
+# quadratic in a run of commas.
+_POLITE_WORDS = ("please", "thanks", "thank you")
 # A list item that stands for items the command does not name.
 _QUANTIFIERS = frozenset(
     "all every everywhere everyone each any some other others rest none several few many various both".split()
@@ -272,14 +275,50 @@ def _value_text(text: str) -> str:
     quoted = re.match(r"^([\"'“‘])(.*?)([\"'”’])", text, re.S)
     if quoted:
         return quoted.group(2)
-    text = re.sub(r"[\s,;]*(?:\band|\bwith)?\s*$", "", text, flags=re.I)
-    return _clean(text)
+    return _clean(_without_dangling_word(text))
+
+
+def _without_dangling_word(text: str) -> str:
+    """``text`` without trailing spaces, commas, semicolons and one dangling
+    "and" or "with" ("eu, and" is "eu"). Read from the end: the regular
+    expression it replaces backtracked, and took seconds on a command of
+    2,000 spaces (issue 45)."""
+    end = len(text.rstrip())
+    for word in ("and", "with"):
+        start = end - len(word)
+        if start >= 0 and text[start:end].lower() == word and not (start and _is_word_char(text[start - 1])):
+            end = start
+            break
+    while end and (text[end - 1].isspace() or text[end - 1] in ",;"):
+        end -= 1
+    return text[:end]
+
+
+def _is_word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def _without_polite_tail(text: str) -> str:
+    """``text`` (its spaces single) without "please", "thanks" or "thank you"
+    at its end, each after a space or comma ("eu, please thanks" is "eu")."""
+    cut = end = len(text.rstrip())
+    while True:
+        word = next((w for w in _POLITE_WORDS if end >= len(w) and text[end - len(w) : end].lower() == w), None)
+        if word is None:
+            break
+        before = end - len(word)
+        while before and (text[before - 1].isspace() or text[before - 1] == ","):
+            before -= 1
+        if before == end - len(word):
+            break  # glued to the word before it: not a polite word
+        cut = end = before
+    return text[:cut] if cut < len(text.rstrip()) else text
 
 
 def _clean(text: str) -> str:
     """A value as said: without the sentence's end, a "please", surrounding
     quotes or one leading article."""
-    text = _POLITE_TAIL.sub("", " ".join(text.split()))
+    text = _without_polite_tail(" ".join(text.split()))
     text = text.rstrip(".!?,;: ").strip("\"'“”‘’ ")
     first, _, rest = text.partition(" ")
     if first.lower() in _ARTICLES and rest:

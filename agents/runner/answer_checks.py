@@ -4,9 +4,9 @@ coordinator's finalize that may not end the run yet."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from agents import bounded_json
 from agents.llm.base import Completion, ToolCallRequest
 from agents.runner.turn import ToolEnv
 from agents.tools.base import Role
@@ -90,8 +90,8 @@ def _finalize_refusal(arguments: str, needs_workers: bool) -> str | None:
             "(coordinator.requireWorkers) and no worker has been spawned"
         )
     try:
-        summary = json.loads(arguments or "{}").get("summary")
-    except (json.JSONDecodeError, AttributeError):
+        summary = bounded_json.loads(arguments or "{}").get("summary")
+    except (ValueError, AttributeError):
         return None  # the registry explains malformed arguments
     if isinstance(summary, str) and not summary.strip():
         return EMPTY_FINALIZE

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agents import bounded_json
 from agents.events import EventSink
 from agents.llm.base import Completion, ToolCallRequest
 from agents.router import MessageRouter
@@ -101,12 +102,12 @@ def _tool_context(
 def _validated(tool: Tool, ctx: ToolContext, raw: str) -> dict[str, Any]:
     """The call's arguments as the registry will validate them; ValueError if they do not."""
     try:
-        data = json.loads(raw or "{}")
+        data = bounded_json.loads(raw or "{}", what="arguments")
         if not isinstance(data, dict):
             raise ValueError("not an object")
         data = {**data, **{key: ctx.injected.get(key) for key in tool.injected}}
         return tool.args_model.model_validate(data).model_dump(mode="json")
-    except (json.JSONDecodeError, ValidationError) as exc:
+    except (ValueError, ValidationError) as exc:
         raise ValueError(str(exc)) from None
 
 
@@ -115,8 +116,8 @@ def _redacted_raw(arguments: str, tool: Tool | None) -> str:
     if tool is None or not tool.injected:
         return arguments
     try:
-        data = json.loads(arguments or "{}")
-    except json.JSONDecodeError:
+        data = bounded_json.loads(arguments or "{}")
+    except ValueError:
         return arguments
     if isinstance(data, dict):
         data = {key: (INJECTED if key in tool.injected else value) for key, value in data.items()}

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agents import bounded_json
 from agents.redaction import Redactor
 from agents.tools.base import INJECTED, Role, Tool, ToolContext, ToolError
 from agents.tools.errors import FailureKind, RetryHint, example_input, failure_text
@@ -115,10 +116,13 @@ class ToolRegistry:
             return _failed(f"{why}. Available tools: [{available}]", hint, counted=not (known and known.bookkeeping))
         counted = not tool.bookkeeping
         try:
-            data = json.loads(raw_arguments or "{}")
+            data = bounded_json.loads(raw_arguments or "{}", what=f"arguments for {name}")
         except json.JSONDecodeError as exc:
             hint = RetryHint("invalid_call", "correct_call", prior_input=raw_arguments, example_input=_example(tool))
             return _failed(f"arguments for {name} are not valid JSON: {exc}", hint, counted=counted)
+        except ValueError as exc:  # too long or too deep to read: not echoed back
+            hint = RetryHint("invalid_call", "correct_call", example_input=_example(tool))
+            return _failed(str(exc), hint, counted=counted)
         if not isinstance(data, dict):
             hint = RetryHint("invalid_call", "correct_call", prior_input=data, example_input=_example(tool))
             kind = type(data).__name__

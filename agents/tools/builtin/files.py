@@ -13,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import re2
 from pydantic import BaseModel, ConfigDict, Field
 
+from agents import linear_regex
 from agents.tools.base import Role, Tool, ToolContext, ToolError
 from agents.tools.builtin.workspace import (
     quota_of,
@@ -38,6 +38,8 @@ MAX_READ_FILE_BYTES = 10 * 1024 * 1024
 MAX_GREP_FILE_BYTES = 2 * 1024 * 1024
 MAX_GREP_LINE_CHARS = 300
 MAX_GREP_PATTERN_CHARS = 1_000
+# A glob longer than this names no file (a path part is at most 255 bytes deep in 4 KB).
+MAX_GLOB_CHARS = 4_096
 # All the text one grep call reads, so that its work is bounded however wide its glob.
 MAX_GREP_TOTAL_BYTES = 64 * 1024 * 1024
 # Past this many matches glob and grep stop counting and ask for a narrower pattern.
@@ -75,7 +77,9 @@ class EditFileArgs(_Args):
 
 
 class GlobArgs(_Args):
-    pattern: str = Field(min_length=1, description="Glob relative to the workspace, e.g. 'src/**/*.py'.")
+    pattern: str = Field(
+        min_length=1, max_length=MAX_GLOB_CHARS, description="Glob relative to the workspace, e.g. 'src/**/*.py'."
+    )
     limit: int = Field(default=100, ge=1, le=500, description="Most paths to return.")
     cursor: str | None = Field(default=None, description="next_cursor from a previous call, for the next page.")
 
@@ -86,7 +90,12 @@ class GrepArgs(_Args):
         max_length=MAX_GREP_PATTERN_CHARS,
         description="Regular expression (RE2 syntax: no backreferences or lookaround) searched line by line.",
     )
-    path: str = Field(default="**/*", min_length=1, description="Glob of the files to search, e.g. '**/*.md'.")
+    path: str = Field(
+        default="**/*",
+        min_length=1,
+        max_length=MAX_GLOB_CHARS,
+        description="Glob of the files to search, e.g. '**/*.md'.",
+    )
     ignore_case: bool = Field(default=False, description="Match regardless of case.")
     limit: int = Field(default=50, ge=1, le=500, description="Most matching lines to return.")
     cursor: str | None = Field(default=None, description="next_cursor from a previous call, for the next page.")
@@ -213,13 +222,10 @@ def _grep_regex(pattern: str, ignore_case: bool) -> Any:
     """The model's pattern compiled for RE2, which matches in time linear in
     the text: Python's ``re`` backtracks, and one pattern such as ``(A|A)*B``
     held the GIL (and so every request of the process) for seconds per line."""
-    options = re2.Options()
-    options.log_errors = False  # a bad pattern is the model's error, answered to it, not a log line
-    options.case_sensitive = not ignore_case
     try:
-        return re2.compile(pattern, options)
-    except re2.error as exc:
-        reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        return linear_regex.compile(pattern, ignore_case=ignore_case)
+    except linear_regex.error as exc:
+        reason = linear_regex.reason(exc)
     try:
         re.compile(pattern)  # compiling does no matching: it only tells which error to give
     except re.error as exc:

@@ -27,10 +27,11 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents import workspace_quota
+from agents import linear_regex, workspace_quota
 from agents.sandbox import SYSTEM_PATH, Sandbox, SandboxUnavailable
 from agents.sandbox_cgroups import CallGroup, NoGroup
 from agents.tools.base import Tool, ToolContext, ToolError
@@ -51,8 +52,26 @@ QUOTA_CHECK_SECONDS = 0.5
 # Where a command word starts: the beginning, after a separator, or after a prefix such as sudo.
 _AT_COMMAND = r"(?:^|[;&|(`{]|\$\()\s*(?:(?:sudo|doas|exec|nohup|command|xargs|env|time|then|do|else)\s+(?:-\S+\s+)*)*"
 
-DESTRUCTIVE_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(pattern, re.IGNORECASE), description)
+
+class _ForkBomb:
+    """``name(){ ... name | name ... }``. Its name twice more is a
+    backreference, which RE2 cannot express: the definition is found first,
+    then its name in its body, each in linear time."""
+
+    _DEFINITION = linear_regex.compile(r"([^\s(){};|&]+)\s*\(\)\s*\{([^}]*)")
+
+    def search(self, command: str) -> Any:
+        for found in self._DEFINITION.finditer(command):
+            name = re.escape(found.group(1))
+            if linear_regex.compile(rf"{name}\s*\|\s*{name}").search(found.group(2)):
+                return found
+        return None
+
+
+# Matched with RE2, in time linear in the command: a model writes it, and
+# with Python's re `git push ` 1,100 times held the GIL 30 s (issue 45).
+DESTRUCTIVE_PATTERNS: tuple[tuple[Any, str], ...] = tuple(
+    (linear_regex.compile(pattern, ignore_case=True) if isinstance(pattern, str) else pattern, description)
     for pattern, description in (
         (r"\brm\s+(?:[^;&|]*\s)?(?:-[a-z]*r[a-z]*|--recursive)\b", "recursive delete (rm -r)"),
         (
@@ -76,7 +95,7 @@ DESTRUCTIVE_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
             _AT_COMMAND + r"(?:systemctl\s+)?(?:shutdown|reboot|halt|poweroff)\b",
             "shutting down or rebooting the machine",
         ),
-        (r"([^\s(){};|&]+)\s*\(\)\s*\{[^}]*\1\s*\|\s*\1", "fork bomb (:(){ :|:& };:)"),
+        (_ForkBomb(), "fork bomb (:(){ :|:& };:)"),
         (r"\bfind\b[^;&|]*\s-delete\b", "deleting files with find -delete"),
     )
 )

@@ -6,21 +6,29 @@ arguments are checked against the server's own JSON schema with
 ``jsonschema``; failures come out as a pydantic ValidationError whose
 locations are the fields at fault, so the registry turns them into the same
 ``invalid_call`` retry hint as any other tool's.
+
+The schema's regular expressions (``pattern``, ``patternProperties``) are
+the server's, but the strings they are matched against are a model's: they
+are matched with RE2, in linear time (agents/linear_regex.py), never with
+Python's backtracking ``re``. One RE2 cannot express (a backreference,
+lookaround) is not checked here: the server judges.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from jsonschema import Draft202012Validator, SchemaError
 from jsonschema import ValidationError as SchemaViolation
-from jsonschema.validators import validator_for
+from jsonschema.validators import extend, validator_for
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from agents import linear_regex
 from agents.tools.mcp.config import SEPARATOR, server_of
 
 __all__ = ["JsonSchemaArgs", "args_model", "model_name", "server_of"]
@@ -77,7 +85,7 @@ class JsonSchemaArgs(BaseModel):
     @classmethod
     def _schema_validator(cls) -> Any:
         if cls.__dict__.get("_validator") is None:
-            validator = validator_for(cls.input_schema, default=Draft202012Validator)
+            validator = _linear(validator_for(cls.input_schema, default=Draft202012Validator), cls.input_schema)
             try:
                 validator.check_schema(cls.input_schema)
                 cls._validator = validator(cls.input_schema)
@@ -86,6 +94,67 @@ class JsonSchemaArgs(BaseModel):
                 # check only that the arguments are an object and let the server judge.
                 cls._validator = Draft202012Validator({"type": "object"})
         return cls._validator
+
+
+def _matches(pattern: str, text: str) -> bool | None:
+    """Whether RE2 finds ``pattern`` in ``text``; None if RE2 cannot express it."""
+    try:
+        return linear_regex.compile(pattern).search(text) is not None
+    except linear_regex.error:
+        return None
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterable[SchemaViolation]:
+    if validator.is_type(instance, "string") and _matches(pattern, instance) is False:
+        yield SchemaViolation(f"{instance[:100]!r} does not match {pattern!r}")
+
+
+def _pattern_properties(
+    validator: Any, patterns: dict[str, Any], instance: Any, schema: dict[str, Any]
+) -> Iterable[SchemaViolation]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if _matches(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(
+    validator: Any, additional: Any, instance: Any, schema: dict[str, Any]
+) -> Iterable[SchemaViolation]:
+    if not validator.is_type(instance, "object"):
+        return
+    named = schema.get("properties", {})
+    patterns = schema.get("patternProperties", {})
+    # A pattern RE2 cannot express counts as matching: the server judges that key.
+    extras = sorted(
+        key for key in instance if key not in named and not any(_matches(p, key) is not False for p in patterns)
+    )
+    if validator.is_type(additional, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], additional, path=extra)
+    elif not additional and extras:
+        listed = ", ".join(repr(extra) for extra in extras)
+        yield SchemaViolation(f"Additional properties are not allowed ({listed} unexpected)")
+
+
+def _unchecked(validator: Any, value: Any, instance: Any, schema: dict[str, Any]) -> Iterable[SchemaViolation]:
+    return ()
+
+
+def _linear(validator: Any, schema: dict[str, Any]) -> Any:
+    """``validator``'s class with its regular-expression keywords matched by
+    RE2. ``unevaluatedProperties`` matches patternProperties with ``re``
+    inside jsonschema: in a schema that has any, the server judges it."""
+    keywords = {
+        "pattern": _pattern,
+        "patternProperties": _pattern_properties,
+        "additionalProperties": _additional_properties,
+    }
+    if "patternProperties" in json.dumps(schema):
+        keywords["unevaluatedProperties"] = _unchecked
+    return extend(validator, keywords)
 
 
 def args_model(title: str, input_schema: dict[str, Any]) -> type[JsonSchemaArgs]:
