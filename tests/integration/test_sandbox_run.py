@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import socket
 
@@ -186,3 +187,16 @@ def test_sandbox_report_says_what_this_host_enforces_and_how():
     assert lines[0] == "sandbox: bubblewrap"
     assert lines[1].startswith("whole-call limits: ")
     assert any(line.startswith("user namespaces inside: closed") for line in lines)
+
+
+@pytest.fixture
+def host_without_cgroups(settings):
+    settings.ZENWEB_SANDBOX = Sandbox(cgroup="off")
+
+
+def test_a_worker_on_a_host_without_cgroups_warns_once_at_start(host_without_cgroups, caplog, celery_worker):
+    started = caplog.get_records("setup")
+    warned = [r.getMessage() for r in started if r.name == "agents.sandbox" and r.levelno == logging.WARNING]
+
+    assert len(warned) == 1
+    assert "whole-call limits: none (ZENWEB_SANDBOX_CGROUP=off)" in warned[0]
