@@ -371,7 +371,7 @@ class CallGroup:
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
-            time.sleep(0.01)
+            time.sleep(0.002)
 
     def remove(self) -> None:
         """Kill what is left and remove the group's directories; one that
