@@ -190,13 +190,23 @@ def _run(argv: list[str], what: str) -> None:
 
 
 def _make(image: Path, disk_mb: int) -> None:
+    # Made under another name and renamed when whole: a crash halfway leaves
+    # no image that would fail to mount every time after.
+    partial = image.with_name(image.name + ".partial")
+    partial.unlink(missing_ok=True)
     # Sparse: the host spends only what the file system writes in it.
-    fd = os.open(image, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
         os.ftruncate(fd, disk_mb * MB)
     finally:
         os.close(fd)
-    _run(["mkfs.ext4", *MKFS_OPTIONS, "-N", str(files_for(disk_mb)), str(image)], "making the workspace's file system")
+    try:
+        mkfs = ["mkfs.ext4", *MKFS_OPTIONS, "-N", str(files_for(disk_mb)), str(partial)]
+        _run(mkfs, "making the workspace's file system")
+    except QuotaError:
+        partial.unlink(missing_ok=True)
+        raise
+    os.rename(partial, image)
 
 
 def _mount(image: Path, root: Path) -> None:
