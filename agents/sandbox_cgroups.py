@@ -353,11 +353,13 @@ class CallGroup:
             return CPU
         return ""
 
-    def pids(self) -> list[int]:
-        for path in sorted(set(self.dirs.values())):
+    def pids(self) -> set[int]:
+        """The call's processes, in any of its groups."""
+        found: set[int] = set()
+        for path in set(self.dirs.values()):
             with contextlib.suppress(OSError, ValueError):
-                return [int(pid) for pid in (path / "cgroup.procs").read_text().split()]
-        return []
+                found.update(int(pid) for pid in (path / "cgroup.procs").read_text().split())
+        return found
 
     def kill(self) -> None:
         """SIGKILL every process of the call (v1 has no cgroup.kill: again
