@@ -1,13 +1,16 @@
-"""pyproject.toml and its locks agree: `pip install .` asks for no test tool,
-each lock pins every package it installs with hashes, and each dependency
-pyproject.toml declares is locked at a version it allows (a dependency added
-to one and not compiled into the others fails here; DEVELOPERS.md, "Adding a
-dependency")."""
+"""pyproject.toml, its locks and the code agree: `pip install .` asks for no
+test tool, each lock pins every package it installs with hashes, each
+dependency pyproject.toml declares is locked at a version it allows, and
+every package the code imports is declared (a dependency added to one and not
+the others fails here; DEVELOPERS.md, "Adding a dependency")."""
 
 from __future__ import annotations
 
+import ast
 import re
+import sys
 import tomllib
+from importlib.metadata import packages_distributions
 from pathlib import Path
 
 import pytest
@@ -70,3 +73,35 @@ def test_the_dev_lock_installs_the_runtime_at_the_same_versions():
     assert {name: version for name, (version, _) in pins("runtime.txt").items()} == {
         name: dev[name][0] for name in pins("runtime.txt")
     }
+
+
+def imported_packages() -> dict[str, str]:
+    """Each top-level package zenweb's code imports that is neither the
+    standard library nor its own, and a file that imports it."""
+    own = {"agents", "runs", "zenweb"}
+    found: dict[str, str] = {}
+    for package in own:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                else:
+                    continue
+                for name in names:
+                    top = name.split(".")[0]
+                    if top not in own and top not in sys.stdlib_module_names:
+                        found.setdefault(top, str(path.relative_to(ROOT)))
+    return found
+
+
+def test_every_package_the_code_imports_is_a_declared_dependency():
+    declared = {canonical(Requirement(r).name) for r in PROJECT["dependencies"]}
+    providers = packages_distributions()
+    undeclared = {
+        module: where
+        for module, where in imported_packages().items()
+        if not {canonical(dist) for dist in providers.get(module, [])} & declared
+    }
+    assert not undeclared, f"imported but not in pyproject.toml's dependencies: {undeclared}"
