@@ -108,10 +108,15 @@ def too_many_runs(request: HttpRequest, refusal: actions.TooManyRuns) -> HttpRes
     """A start refused for the person's runs under way: the runs page with
     the refusal, as a 429 with Retry-After (as the API answers), so that a
     script posting the form sees it without reading the page."""
-    messages.error(request, str(refusal))
-    response = _list_page(request)
-    response.status_code = 429
+    response = _refused(request, str(refusal), 429)
     response["Retry-After"] = str(refusal.retry_after)
+    return response
+
+
+def _refused(request: HttpRequest, message: str, status: int) -> HttpResponse:
+    messages.error(request, message)
+    response = _list_page(request)
+    response.status_code = status
     return response
 
 
@@ -200,8 +205,11 @@ def run_start(request: HttpRequest) -> HttpResponse:
     except actions.TooManyRuns as exc:
         request.session["start_form"] = sent
         return too_many_runs(request, exc)
+    except actions.NotOffered as exc:
+        # A 409, as the API answers a request the resource's state refuses;
+        # the message names the version that is current.
+        return _refused(request, str(exc), 409)
     except actions.InputError as exc:
-        # NotOffered too: the message names the version that is current.
         return refuse(f"{workflow}: {exc}")
     return redirect("runs:detail", run_id=run.pk)
 

@@ -37,7 +37,8 @@ def test_no_older_version_of_a_destructive_workflow_starts_by_its_id(
     client.force_login(owner)
     with django_capture_on_commit_callbacks(execute=False):
         for older in versions[:-1]:
-            page = client.post("/runs/start/", {"workflow": older.pk, "inputs": "subject=x"}, follow=True)
+            page = client.post("/runs/start/", {"workflow": older.pk, "inputs": "subject=x"})
+            assert page.status_code == 409
             assert (
                 f"echo v{older.version} is not its latest version (v3) and cannot be started: "
                 f"the current version is v3 (id {versions[-1].pk})"

@@ -30,6 +30,7 @@ def database_problem() -> str | None:
     if where.get("HOST"):
         named += f" at {where['HOST']}:{where.get('PORT') or 'its default port'}"
     try:
+        _connect_past_the_pool()
         database().ensure_connection()
         executor = MigrationExecutor(database())
         unapplied = executor.migration_plan(executor.loader.graph.leaf_nodes())
@@ -38,3 +39,18 @@ def database_problem() -> str | None:
     if unapplied:
         return f"the {named} lacks {len(unapplied)} migrations: run `manage.py migrate` first"
     return None
+
+
+def _connect_past_the_pool() -> None:
+    """Open and close one connection of the web process's pool's kind
+    without the pool (zenweb/databases.py): through the pool a server that
+    cannot be reached shows only after its timeout, as "couldn't get a
+    connection", with the reason in the pool's log lines. No pool: nothing."""
+    db = database()
+    if db.vendor != "postgresql" or "pool" not in db.settings_dict.get("OPTIONS", {}):
+        return
+    import psycopg
+
+    params = {name: value for name, value in db.get_connection_params().items() if name != "cursor_factory"}
+    with db.wrap_database_errors:
+        psycopg.connect(**params).close()

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from agents import workspace_quota
 from runs import actions
 from runs.models import Command as CommandRow
-from runs.models import Run, Workflow
+from runs.models import Run
 from runs.store import sql
 from zenweb.private_files import write_private
 
@@ -87,14 +87,19 @@ class Command(BaseCommand):
     def _start_demos(self, admin, base: str) -> None:
         """Start the demo runs and the demo command, each unless it exists
         already: a restart shows the ones it started before."""
+        offered = actions.offered_workflows()
         for name in DEMO_WORKFLOWS:
             label = f"demo run of {name}"
             run = Run.objects.filter(command=label).order_by("-pk").first()
             if run is None:
-                workflow = Workflow.objects.filter(name=name).order_by("-version").first()
-                if workflow is None:
+                workflow = offered.get(name)
+                if workflow is None:  # not in the catalog, or staff retired it
                     continue
-                run = actions.do_create_run(workflow, {}, user=admin, command=label)
+                try:
+                    run = actions.do_create_run(workflow, {}, user=admin, command=label)
+                except actions.TooManyRuns as exc:
+                    self.stdout.write(f"demo run of {name}: not started ({exc})")
+                    continue
             self.stdout.write(f"demo run: {base}/runs/{run.pk}/ ({name})")
         earlier = CommandRow.objects.filter(text=DEMO_COMMAND, created_by=admin).exclude(run=None).order_by("-pk")
         command = earlier.select_related("run__workflow").first()
@@ -108,7 +113,11 @@ class Command(BaseCommand):
     def _demo_command(self, admin, base: str) -> None:
         from runs.actions.commands import do_command
 
-        command = do_command(DEMO_COMMAND, user=admin)
+        try:
+            command = do_command(DEMO_COMMAND, user=admin)
+        except actions.TooManyRuns as exc:
+            self.stdout.write(f"demo command: {DEMO_COMMAND!r} started no run: {exc}")
+            return
         if command.run_id is None:  # a catalog without `research`: the answer says why
             answer = command.result.get("error") or command.result.get("message") or command.status
             self.stdout.write(f"demo command: {DEMO_COMMAND!r} started no run: {answer}")
