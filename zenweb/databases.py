@@ -23,14 +23,15 @@ WEB_APPLICATION_NAME = "zenweb-web"
 
 def serves_http(argv: list[str] | None = None) -> bool:
     """Whether this process serves HTTP: daphne (its script or ``python -m
-    daphne``) or ``manage.py serve``."""
+    daphne``), ``manage.py serve``, or ``manage.py runserver`` (daphne's,
+    as "daphne" is an installed app)."""
     argv = sys.argv if argv is None else argv
     if not argv:
         return False
     program = Path(argv[0])
     if program.name == "daphne" or (program.name == "__main__.py" and program.parent.name == "daphne"):
         return True
-    return program.name == "manage.py" and argv[1:2] == ["serve"]
+    return program.name == "manage.py" and argv[1:2] in (["serve"], ["runserver"])
 
 
 def postgres(parsed: dict, *, web: bool, pool: int, timeout: float, prepare: bool) -> dict:

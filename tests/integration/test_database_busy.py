@@ -52,6 +52,7 @@ def test_a_page_without_a_connection_is_a_503_too(owner, monkeypatch):
         (["/venv/bin/daphne", "zenweb.asgi:application"], True),
         (["/venv/lib/python3.11/site-packages/daphne/__main__.py", "-p", "8000", "zenweb.asgi:application"], True),
         (["manage.py", "serve"], True),
+        (["manage.py", "runserver"], True),
         (["manage.py", "migrate"], False),
         (["/venv/bin/celery", "-A", "zenweb", "worker"], False),
         ([], False),
