@@ -139,9 +139,12 @@ class _Renewals:
             key = next(self._ids)
             now = time.monotonic()
             at = now + every
-            if not self._due and self.beat_is_stale():
-                # Its first lease since it was idle: say at once that it lives.
-                at = self._beat_at = now
+            every_beat = settings.ZENWEB_HEARTBEAT_SECONDS
+            if not self._due and every_beat > 0:
+                # Its first lease since it was idle: it beats from now on, at
+                # once unless it did within a heartbeat.
+                self._beat_at = max(now, self._beaten_at + every_beat)
+                at = min(at, self._beat_at)
             self._due[key] = (model, pk, owner, every, now + every)
             if at < self._wakes_at:
                 self._wakes_at = at  # the thread's next wake-up, once it has it

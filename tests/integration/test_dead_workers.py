@@ -157,3 +157,25 @@ def test_a_process_beats_while_it_holds_a_lease_and_names_itself_in_its_owner(se
     assert WorkerProcess.objects.get(name=name).machine == leases.this_machine()
     # This process is not dead to its own sweeper.
     assert sweeper.release_dead_workers() == 0
+
+
+def test_a_process_that_takes_a_lease_again_soon_after_its_last_keeps_beating(settings):
+    # Its last beat is recent when it takes the new lease: no beat at once,
+    # but the next ones come on time while it holds the lease.
+    settings.ZENWEB_HEARTBEAT_SECONDS = 1.0
+    settings.ZENWEB_LEASE_SECONDS = 0.3  # renewed every 0.1 s: the renewer sees at once that it holds none
+    owner, name = leases.worker_identity(), leases.this_process()
+    step = running_step(owner)
+    with leases.renewing(step.pk, owner):
+        wait_for_beat = time.monotonic() + 10
+        while not WorkerProcess.objects.filter(name=name).exists():
+            assert time.monotonic() < wait_for_beat, "no beat"
+            time.sleep(0.02)
+    time.sleep(0.3)
+    with leases.renewing(step.pk, owner):
+        seen = {WorkerProcess.objects.get(name=name).beat}
+        deadline = time.monotonic() + 10
+        while len(seen) < 3:
+            assert time.monotonic() < deadline, f"beats stopped: {sorted(seen)}"
+            time.sleep(0.05)
+            seen.add(WorkerProcess.objects.get(name=name).beat)
