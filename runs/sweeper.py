@@ -357,15 +357,18 @@ class Sweeper:
         # crash hands on its predecessor's leases at once) and every
         # heartbeat; the rest every ZENWEB_SWEEP_SECONDS.
         beat = settings.ZENWEB_HEARTBEAT_SECONDS
-        tick = min(beat, settings.ZENWEB_SWEEP_SECONDS) if beat > 0 else settings.ZENWEB_SWEEP_SECONDS
-        sweep_at = time.monotonic() + settings.ZENWEB_SWEEP_SECONDS
+        every = settings.ZENWEB_SWEEP_SECONDS
+        sweep_at = time.monotonic() + every
+        check_at = time.monotonic() + beat if beat > 0 else math.inf
         self.release_dead()
-        while not self._stop.wait(tick):
-            if time.monotonic() >= sweep_at - tick / 2:
-                sweep_at = time.monotonic() + settings.ZENWEB_SWEEP_SECONDS
-                self.sweep()
+        while not self._stop.wait(max(0.0, min(sweep_at, check_at) - time.monotonic())):
+            now = time.monotonic()
+            if now >= sweep_at:
+                sweep_at = now + every
+                self.sweep()  # which looks for dead workers too
             else:
                 self.release_dead()
+            check_at = now + beat if beat > 0 else math.inf
         connection.close()
 
     def release_dead(self) -> None:

@@ -179,3 +179,28 @@ def test_a_process_that_takes_a_lease_again_soon_after_its_last_keeps_beating(se
             assert time.monotonic() < deadline, f"beats stopped: {sorted(seen)}"
             time.sleep(0.05)
             seen.add(WorkerProcess.objects.get(name=name).beat)
+
+
+def test_a_sweeper_looks_for_dead_workers_as_it_starts_and_every_heartbeat_between_sweeps(settings):
+    # A worker restarted after a crash hands on its predecessor's leases at
+    # once, not after a sweep period.
+    settings.ZENWEB_SWEEP_SECONDS = 60
+    settings.ZENWEB_HEARTBEAT_SECONDS = 0.05
+    calls = []
+
+    class Recording(sweeper.Sweeper):
+        def sweep(self):
+            calls.append("sweep")
+
+        def release_dead(self):
+            calls.append("dead")
+
+    started = Recording().start()
+    try:
+        deadline = time.monotonic() + 10
+        while len(calls) < 4:
+            assert time.monotonic() < deadline, calls
+            time.sleep(0.01)
+    finally:
+        started.stop()
+    assert calls[:4] == ["dead"] * 4
