@@ -20,6 +20,8 @@ from runs.actions import do_create_run
 from runs.export import export_run
 from runs.models import Run, ToolCall
 from tests.conftest import register, wait_for_run
+from zenweb.celery import _say_how_disk_quotas_hold
+from zenweb.management.commands.serve import _disk_quota
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.sandbox]
 
@@ -200,3 +202,18 @@ def test_a_worker_on_a_host_without_cgroups_warns_once_at_start(host_without_cgr
 
     assert len(warned) == 1
     assert "whole-call limits: none (ZENWEB_SANDBOX_CGROUP=off)" in warned[0]
+
+
+def test_serve_and_a_worker_say_at_start_whether_disk_quotas_are_enforced(monkeypatch, caplog):
+    monkeypatch.setattr(workspace_quota, "_CAPABILITY", [""])
+    assert _disk_quota() == "workspace disk quotas: enforced, each workspace its own file system"
+    _say_how_disk_quotas_hold()
+    assert not caplog.records
+
+    monkeypatch.setattr(workspace_quota, "_CAPABILITY", ["the host has no loop devices (simulated)"])
+    assert _disk_quota() == (
+        "workspace disk quotas: only checked every 0.5 s, not enforced (the host has no loop devices (simulated))"
+    )
+    _say_how_disk_quotas_hold()
+    (warning,) = caplog.records
+    assert warning.levelname == "WARNING" and "the host has no loop devices (simulated)" in warning.getMessage()
