@@ -13,6 +13,8 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from runs import leases, sweeper
@@ -204,3 +206,13 @@ def test_a_sweeper_looks_for_dead_workers_as_it_starts_and_every_heartbeat_betwe
     finally:
         started.stop()
     assert calls[:4] == ["dead"] * 4
+
+
+@needs_proc
+def test_looking_for_dead_workers_costs_one_statement_when_none_died(child, settings):
+    settings.ZENWEB_HEARTBEAT_SECONDS = 3
+    beating(process_name(child.pid), machine=leases.this_machine())
+    beating("far:10@5", machine="another-boot/pid:[1]", age=1)
+    with CaptureQueriesContext(connection) as queries:
+        assert sweeper.release_dead_workers() == 0
+    assert len(queries) == 1, [q["sql"] for q in queries]
