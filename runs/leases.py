@@ -5,7 +5,11 @@ A worker claims a turn with a conditional UPDATE (the step is running, the
 turn is the next one, and nobody holds an unexpired lease), has its
 process's renewer thread renew the lease while its model thinks, and clears
 it in the transaction that records the turn. The sweeper (runs/sweeper.py)
-hands a turn whose lease expired to another worker.
+hands a turn whose lease expired to another worker, and sooner the turns
+and tool calls of a worker known dead: a lease's owner names its process
+(host, pid and start time), which beats while it holds leases; a process
+of this machine whose pid is gone, or one elsewhere silent for four beats,
+is dead (``dead_owners``).
 """
 
 from __future__ import annotations

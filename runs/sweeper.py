@@ -2,8 +2,10 @@
 (``Sweeper``) to find work that waits for a task that will not come, and
 queue it again.
 
-Every state that waits for a task has a deadline here: a turn whose lease
-expired (its worker died) goes to another worker at once (not within one
+Every state that waits for a task has a deadline here: the leases of a
+worker known dead (``release_dead_workers``, also at the sweeper's start and
+every ``ZENWEB_HEARTBEAT_SECONDS`` between sweeps) and a turn whose lease
+expired (its worker died) go to another worker at once (the latter not within one
 lease period of the database server's start, or of the sweeper reaching it
 again: ``leases_lapse``); a run still ``pending``, a coordinator wake and a
 step turn that were queued ``ZENWEB_REQUEUE_AFTER`` seconds ago and not
