@@ -294,7 +294,17 @@ def _lives(name: str) -> bool:
     if not pid.isdigit() or not started:
         return True  # cannot tell: its lease decides
     found = _stat(int(pid))
-    return found is not None and found[0] not in ("Z", "X") and found[1] == started
+    if found is None:
+        # Not in /proc: gone, unless /proc hides other users' processes
+        # (mounted with hidepid) and it runs as another user.
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True  # there, its start time unseen: its lease decides
+    return found[0] not in ("Z", "X") and found[1] == started
 
 
 def _stat(pid: int) -> tuple[str, str] | None:
