@@ -27,6 +27,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -156,6 +157,40 @@ def ensure(root: Path, quota: Quota | None) -> bool:
         os.rmdir(root / "lost+found")
         os.chmod(root, 0o700)
         return True
+
+
+def mounted_in(folder: Path) -> list[Path]:
+    """The workspaces directly under ``folder`` whose file systems this
+    host has mounted (read from /proc/self/mountinfo: no call per folder)."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return []
+    parent = str(folder.resolve())
+    found = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 5:
+            continue
+        # The mount point, a space or other such byte written as an octal escape (\040).
+        point = Path(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]))
+        if str(point.parent) == parent:
+            found.append(point)
+    return found
+
+
+def release(root: Path) -> bool:
+    """Unmount ``root``'s file system, keeping its image (``ensure`` mounts
+    it again when a tool next needs it): False while a process still holds
+    it. Never lazily: a lazy unmount would leave a holder writing past the
+    quota into the bare directory underneath."""
+    if not os.path.ismount(root):
+        return True
+    with _locked(root.parent):
+        if not os.path.ismount(root):
+            return True
+        done = subprocess.run(["umount", str(root)], capture_output=True, check=False)
+        return done.returncode == 0
 
 
 def remove(root: Path) -> None:

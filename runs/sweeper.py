@@ -12,8 +12,9 @@ step turn that were queued ``ZENWEB_REQUEUE_AFTER`` seconds ago and not
 taken (the broker lost their task) are queued again; tasks whose publish
 failed (runs/outbox.py) are sent again. It also fails runs past their
 budget or timeout and steps past their step timeout, resumes runs silent
-for ``ZENWEB_RESUME_AFTER`` seconds and marks runs that made no progress
-for ``ZENWEB_STUCK_AFTER`` seconds. Every change is a conditional UPDATE,
+for ``ZENWEB_RESUME_AFTER`` seconds, marks runs that made no progress
+for ``ZENWEB_STUCK_AFTER`` seconds and unmounts the workspaces of runs that
+ended (runs/actions/retention.py). Every change is a conditional UPDATE,
 and every task it queues does nothing if the work was not lost after all:
 many workers sweep at once without harm.
 """
@@ -39,6 +40,7 @@ from runs.actions.budgets import has_run_limits
 from runs.actions.catalog import spec_of
 from runs.actions.deadlines import do_enforce_budget, do_enforce_step_timeouts
 from runs.actions.recovery import do_resume_run
+from runs.actions.retention import release_ended_workspaces
 from runs.actions.tool_tasks import sweep_tool_calls
 from runs.models import Event, Run, Step
 from runs.store.events import DjangoEventSink
@@ -128,6 +130,7 @@ def do_sweep(reached_for: float = math.inf) -> dict[str, int]:
         **_enforce_limits(),
         "resumed": _resume_silent(now),
         "stuck": _mark_stuck(now),
+        "workspaces_released": release_ended_workspaces(now),
     }
 
 

@@ -1,6 +1,9 @@
 """Retention: deleting the runs that ended before a date, with everything
 they hold (events, messages, steps, tool calls, artifacts, claims,
-approvals) and their workspaces, a few at a time (`manage.py purge_runs`).
+approvals) and their workspaces, a few at a time (`manage.py purge_runs`);
+and, sooner, the file systems of ended runs' workspaces unmounted
+(``release_ended_workspaces``, each sweep): a host keeps mounted only the
+workspaces of runs under way.
 
 A run's events go first, a window of seqs per statement along the
 (run, seq) index: a run of 50,000 events is deleted in bounded statements,
@@ -12,8 +15,10 @@ is deleted (its link to the call is emptied, as the foreign key says).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
+from pathlib import Path
 
+from django.conf import settings
 from django.db import transaction
 
 from agents import workspace_quota
@@ -23,6 +28,10 @@ from runs.models import Event, Message, Run
 # Runs deleted in one transaction, and events in one statement.
 RUNS_AT_ONCE = 50
 EVENTS_AT_ONCE = 10_000
+# How long an ended run keeps its workspace mounted: its tool calls stopped
+# long before (within a lease period), and whoever looks at its files or
+# resumes it right after its end finds them where they were.
+RELEASE_AFTER = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -63,3 +72,21 @@ def do_purge_runs(cutoff: datetime) -> Purged:
             # Its own file system unmounted and its image deleted first (agents/workspace_quota.py).
             workspace_quota.remove(workspace_of(run_id))
         runs += len(ids)
+
+
+def release_ended_workspaces(now: datetime) -> int:
+    """Unmount the workspace file systems this host holds for runs that
+    ended RELEASE_AFTER before ``now`` (one whose file a process still holds
+    keeps it until a later sweep); how many. Their images stay: a tool of a
+    resumed run mounts its workspace again. Without this, every run that
+    ever wrote a file would keep a mount and a loop device until purge_runs,
+    and every sandbox would copy them all into its mount namespace."""
+    mounted = {}
+    for root in workspace_quota.mounted_in(Path(settings.ZENWEB_WORKSPACES)):
+        prefix, _, number = root.name.partition("-")
+        if prefix == "run" and number.isdigit():
+            mounted[int(number)] = root
+    if not mounted:
+        return 0
+    ended = ended_before(now - RELEASE_AFTER).filter(pk__in=list(mounted)).values_list("pk", flat=True)
+    return sum(workspace_quota.release(mounted[run_id]) for run_id in ended)

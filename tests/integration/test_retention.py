@@ -16,6 +16,7 @@ from agents.tools.builtin.workspace import workspace_root
 from runs.actions import do_create_run, retention
 from runs.actions.tooling import workspace_of
 from runs.models import Event, Message, Run, Step, ToolCall
+from runs.sweeper import do_sweep
 from tests.conftest import register, wait_for_run
 from tests.workspace_mounts import loops_under, mounts_under
 
@@ -79,3 +80,53 @@ def test_a_purged_workspace_with_its_own_file_system_leaves_no_mount_image_or_lo
     assert mounts_under(tmp_path) == []
     assert loops_under(tmp_path) == []
     assert not workspace_of(run.pk).exists() and not workspace_quota.image_of(root).exists()
+
+
+@pytest.mark.sandbox
+def test_a_sweep_unmounts_the_workspaces_of_ended_runs_and_a_tool_mounts_one_again(settings, tmp_path):
+    if workspace_quota.unavailable() and os.environ.get("CI") != "true":
+        pytest.skip(f"needs a mountable workspace: {workspace_quota.unavailable()}")
+    settings.ZENWEB_WORKSPACES = tmp_path / "workspaces"
+    workflow = register("relay")
+    ended, recent, running = (
+        Run.objects.create(workflow=workflow, status=status)
+        for status in (Run.Status.COMPLETED, Run.Status.CANCELLED, Run.Status.RUNNING)
+    )
+    Run.objects.filter(pk=ended.pk).update(finished=timezone.now() - timedelta(minutes=10))
+    Run.objects.filter(pk=recent.pk).update(finished=timezone.now())
+    roots = {
+        run.pk: workspace_root(str(workspace_of(run.pk)), workspace_quota.Quota(16)) for run in (ended, recent, running)
+    }
+    (roots[ended.pk] / "notes.txt").write_text("kept")
+    assert len(mounts_under(tmp_path)) == 3
+
+    assert do_sweep()["workspaces_released"] == 1
+
+    # Only the run that ended more than RELEASE_AFTER ago lets go; its image stays.
+    assert sorted(mounts_under(tmp_path)) == sorted([roots[recent.pk], roots[running.pk]])
+    assert loops_under(tmp_path) and len(loops_under(tmp_path)) == 2
+    assert workspace_quota.image_of(roots[ended.pk]).exists()
+    assert do_sweep()["workspaces_released"] == 0
+
+    # A resumed run's tool finds its files where they were.
+    again = workspace_root(str(workspace_of(ended.pk)), workspace_quota.Quota(16))
+    assert (again / "notes.txt").read_text() == "kept"
+    assert len(mounts_under(tmp_path)) == 3
+
+
+@pytest.mark.sandbox
+def test_a_workspace_still_held_by_a_process_stays_mounted_until_it_lets_go(settings, tmp_path):
+    if workspace_quota.unavailable() and os.environ.get("CI") != "true":
+        pytest.skip(f"needs a mountable workspace: {workspace_quota.unavailable()}")
+    settings.ZENWEB_WORKSPACES = tmp_path / "workspaces"
+    run = Run.objects.create(workflow=register("relay"), status=Run.Status.CANCELLED)
+    Run.objects.filter(pk=run.pk).update(finished=timezone.now() - timedelta(minutes=10))
+    root = workspace_root(str(workspace_of(run.pk)), workspace_quota.Quota(16))
+    holder = open(root / "held.txt", "w")  # noqa: SIM115 - held across the sweep on purpose
+    try:
+        assert do_sweep()["workspaces_released"] == 0
+        assert mounts_under(tmp_path) == [root]
+    finally:
+        holder.close()
+    assert do_sweep()["workspaces_released"] == 1
+    assert mounts_under(tmp_path) == []
