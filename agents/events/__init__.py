@@ -12,12 +12,19 @@ the change it records.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-from pydantic import ValidationError
+from typing import Any, Protocol, cast
 
 from agents.events.base import Concern, EventData
-from agents.events.registry import EVENT_TYPES, REGISTRY, EventType, types_concerning
+from agents.events.registry import (
+    EVENT_TYPES,
+    REGISTRY,
+    EventDataError,
+    EventType,
+    check_data,
+    dump,
+    parse,
+    types_concerning,
+)
 
 __all__ = [
     "EVENT_TYPES",
@@ -30,38 +37,35 @@ __all__ = [
     "EventType",
     "ListSink",
     "check_data",
+    "parse",
     "types_concerning",
 ]
 
 
-class EventDataError(ValueError):
-    """An event whose type is not in the registry or whose data does not
-    fit its type's model."""
-
-
-def check_data(type_: str, data: dict[str, Any]) -> None:
-    """Raise EventDataError unless ``data`` fits the model of ``type_``."""
-    model = REGISTRY.get(type_)
-    if model is None:
-        raise EventDataError(f"unknown event type {type_!r}: not in agents.events.registry.REGISTRY")
-    try:
-        # The data is stored as given: the model only checks it.
-        model.__pydantic_validator__.validate_python(data)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc']) or 'data'}: {error['msg']}" for error in exc.errors()
-        )
-        raise EventDataError(f"{type_} event data does not fit {model.__name__}: {problems}") from None
-
-
 @dataclass(frozen=True)
 class Event:
+    """One event as it is stored: its type, its step and its ``data``.
+    Made from its model with ``Event.of``; ``payload`` is that model."""
+
     type: EventType
     step_id: str = ""
     data: dict[str, Any] = field(default_factory=dict)
+    _payload: EventData | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        check_data(self.type, self.data)
+        if self._payload is None:
+            check_data(self.type, self.data)
+
+    @classmethod
+    def of(cls, payload: EventData, step_id: str = "") -> Event:
+        """The event of ``payload`` for ``step_id``. The model checked its
+        fields when it was made, so its dump is not checked again."""
+        return cls(cast(EventType, payload.type), step_id, dump(payload), payload)
+
+    @property
+    def payload(self) -> EventData:
+        """The model of this event's data."""
+        return self._payload if self._payload is not None else parse(self.type, self.data)
 
 
 class EventSink(Protocol):

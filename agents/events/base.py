@@ -16,9 +16,12 @@ Concern = Literal["graph", "new_steps", "tool_calls", "governance"]
 class EventData(BaseModel):
     """The ``data`` of one event type: exactly its keys (an unknown one is
     refused). ``type`` is not stored in ``data`` (the event row has its own
-    column): it defaults to the type's name."""
+    column): it defaults to the type's name. A field stored under another
+    name (``sender``, stored as "from") is made by its name in code and read
+    only by its stored name (``registry.parse``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    type: str
     concerns: ClassVar[frozenset[Concern]] = frozenset()
 
 

@@ -6,11 +6,18 @@ live page, the graph, the API and the export's JSON Schema read it. The
 models are in run_events.py and tool_events.py; each says which parts of a
 run's page its event changes (``concerns``), so readers pick types by what
 they draw, not by name. A new event type is a name here and a model there.
+
+An event is made from its model (``Event.of(StepEnd(status=..., output=...),
+step_id)``) and its row read back with ``parse(type, data)``: readers match
+on the model's class, never on keys of the stored ``data``.
 """
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from collections.abc import Mapping
+from typing import Any, Literal, get_args
+
+from pydantic import ValidationError
 
 from agents.events import run_events, tool_events
 from agents.events.base import Concern, EventData
@@ -72,6 +79,57 @@ def type_of(model: type[EventData]) -> str:
 
 # The registry: event type -> the model of its data.
 REGISTRY: dict[str, type[EventData]] = {type_of(model): model for model in PAYLOADS}
+
+
+class EventDataError(ValueError):
+    """An event whose type is not in the registry or whose data does not
+    fit its type's model."""
+
+
+def _model_of(type_: str) -> type[EventData]:
+    model = REGISTRY.get(type_)
+    if model is None:
+        raise EventDataError(f"unknown event type {type_!r}: not in agents.events.registry.REGISTRY")
+    return model
+
+
+def _misfit(type_: str, model: type[EventData], exc: ValidationError) -> EventDataError:
+    problems = "; ".join(
+        f"{'.'.join(str(part) for part in error['loc']) or 'data'}: {error['msg']}" for error in exc.errors()
+    )
+    return EventDataError(f"{type_} event data does not fit {model.__name__}: {problems}")
+
+
+def check_data(type_: str, data: Mapping[str, Any]) -> None:
+    """Raise EventDataError unless ``data`` fits the model of ``type_``."""
+    model = _model_of(type_)
+    try:
+        # The data is stored as given: the model only checks it.
+        model.__pydantic_validator__.validate_python(data, by_name=False)
+    except ValidationError as exc:
+        raise _misfit(type_, model, exc) from None
+
+
+def parse(type_: str, data: Mapping[str, Any]) -> EventData:
+    """The model of a stored event: its row's ``type`` and ``data``.
+
+    Raises EventDataError for a type the registry does not know or data
+    that does not fit its model (every row was checked when written, so
+    either means the row was written by something other than zenweb)."""
+    model = _model_of(type_)
+    try:
+        return model.model_validate(data, by_name=False)
+    except ValidationError as exc:
+        raise _misfit(type_, model, exc) from None
+
+
+def dump(payload: EventData) -> dict[str, Any]:
+    """The ``data`` of ``payload`` as stored: the fields it was made with,
+    under their stored names ("from"), without ``type`` (a column of its own)."""
+    return payload.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude=_TYPE)
+
+
+_TYPE = frozenset({"type"})
 
 
 def types_concerning(concern: Concern) -> frozenset[str]:

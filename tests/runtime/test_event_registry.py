@@ -65,3 +65,50 @@ def test_a_message_event_names_its_sender_from_as_stored():
             "a",
             {"reason": "unknown-step", "sender": "a", "to": "b", "msg_type": "info", "message_id": "m1"},
         )
+
+
+def test_an_event_made_from_its_model_stores_what_the_dict_form_stored():
+    from agents.events.run_events import MessageSent, StepEnd, WorkflowStart
+
+    made = Event.of(MessageSent(message_id="m1", sender="a", to="b", msg_type="info", content="hi"), "a")
+    as_dict = Event(
+        "message_sent", "a", {"message_id": "m1", "from": "a", "to": "b", "msg_type": "info", "content": "hi"}
+    )
+    assert (made.type, made.step_id, made.data) == (as_dict.type, as_dict.step_id, as_dict.data)
+
+    # Only the fields it was made with: an optional one left out is not stored as null.
+    start = Event.of(WorkflowStart(workflow="w", version=1, inputs={}, steps=["a"]))
+    assert start.data == {"workflow": "w", "version": 1, "inputs": {}, "steps": ["a"]}
+    assert Event.of(StepEnd(status="completed", output="done"), "s1").data == {"status": "completed", "output": "done"}
+
+
+def test_a_model_with_a_wrong_field_fails_where_it_is_made():
+    from pydantic import ValidationError
+
+    from agents.events.run_events import AgentIdle
+
+    with pytest.raises(ValidationError, match="cycle"):
+        AgentIdle(cycle="often")
+
+
+def test_a_stored_row_reads_back_as_its_model():
+    from agents.events import parse
+    from agents.events.run_events import MessageDropped, StepEnd
+
+    dropped = parse(
+        "message_dropped", {"reason": "unknown-step", "from": "a", "to": "b", "msg_type": "info", "message_id": "m1"}
+    )
+    assert isinstance(dropped, MessageDropped)
+    assert (dropped.sender, dropped.to, dropped.reason) == ("a", "b", "unknown-step")
+    assert Event("step_end", "s1", {"status": "failed", "output": ""}).payload == StepEnd(status="failed", output="")
+
+
+def test_a_stored_row_that_does_not_fit_its_model_is_a_clear_error():
+    from agents.events import parse
+
+    with pytest.raises(EventDataError, match="step_end event data does not fit StepEnd: output: Field required"):
+        parse("step_end", {"status": "completed"})
+    with pytest.raises(EventDataError, match="unknown event type 'step_begun'"):
+        parse("step_begun", {})
+    with pytest.raises(EventDataError, match="from: Field required"):
+        parse("agent_inbox_drain", {"message_id": "m1", "sender": "a", "msg_type": "info"})
