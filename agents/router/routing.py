@@ -7,7 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from agents.events import Event, EventSink
+from agents.events import Event, EventData, EventSink
+from agents.events.run_events import AgentInboxDrain, CoordinatorInboxMessage, MessageDropped, MessageSent
 from agents.router.mailbox_store import MailboxState, MailboxStore, MailboxStoreError
 from agents.router.messages import COORDINATOR, DropReason, MessageType, RouterMessage, SendResult
 
@@ -115,30 +116,18 @@ class MessageRouter:
             raise DoubleDrainError(f"{mailbox}: messages already drained: {', '.join(already)}")
         for message in messages:
             if mailbox == COORDINATOR:
-                self.sink.emit(
-                    Event(
-                        "coordinator_inbox_message",
-                        COORDINATOR,
-                        {
-                            "message_id": message.message_id,
-                            "from": message.sender,
-                            "msg_type": str(message.type),
-                            "content": message.content,
-                        },
-                    )
+                drained: EventData = CoordinatorInboxMessage(
+                    message_id=message.message_id,
+                    sender=message.sender,
+                    msg_type=str(message.type),
+                    content=message.content,
                 )
+                self.sink.emit(Event.of(drained, COORDINATOR))
             else:
-                self.sink.emit(
-                    Event(
-                        "agent_inbox_drain",
-                        mailbox,
-                        {
-                            "message_id": message.message_id,
-                            "from": message.sender,
-                            "msg_type": str(message.type),
-                        },
-                    )
+                drained = AgentInboxDrain(
+                    message_id=message.message_id, sender=message.sender, msg_type=str(message.type)
                 )
+                self.sink.emit(Event.of(drained, mailbox))
         return messages
 
     def close(self, mailbox: str, reason: DropReason = DropReason.TARGET_TERMINAL) -> int:
@@ -194,19 +183,14 @@ class MessageRouter:
         return SendResult("queued", message.message_id)
 
     def _emit_sent(self, message: RouterMessage) -> None:
-        self.sink.emit(
-            Event(
-                "message_sent",
-                message.sender,
-                {
-                    "message_id": message.message_id,
-                    "from": message.sender,
-                    "to": message.recipient,
-                    "msg_type": str(message.type),
-                    "content": message.content,
-                },
-            )
+        sent = MessageSent(
+            message_id=message.message_id,
+            sender=message.sender,
+            to=message.recipient,
+            msg_type=str(message.type),
+            content=message.content,
         )
+        self.sink.emit(Event.of(sent, message.sender))
 
     def _full(self, state: MailboxState) -> bool:
         return bool(self.max_mailbox_size) and state.unread >= self.max_mailbox_size
@@ -217,16 +201,11 @@ class MessageRouter:
         return SendResult("dropped", message.message_id, reason, detail)
 
     def _emit_drop(self, message: RouterMessage, reason: DropReason) -> None:
-        self.sink.emit(
-            Event(
-                "message_dropped",
-                message.sender,
-                {
-                    "reason": str(reason),
-                    "from": message.sender,
-                    "to": message.recipient,
-                    "msg_type": str(message.type),
-                    "message_id": message.message_id,
-                },
-            )
+        dropped = MessageDropped(
+            reason=str(reason),
+            sender=message.sender,
+            to=message.recipient,
+            msg_type=str(message.type),
+            message_id=message.message_id,
         )
+        self.sink.emit(Event.of(dropped, message.sender))

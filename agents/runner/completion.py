@@ -7,6 +7,8 @@ import time
 from typing import Any
 
 from agents.events import Event, EventSink
+from agents.events.run_events import AgentTurn as AgentTurnEvent
+from agents.events.tool_events import ToolCall
 from agents.llm.base import Completion, CompletionRequest
 from agents.router import MessageRouter, RouterMessage
 from agents.runner.answer_checks import (
@@ -54,18 +56,19 @@ def apply_completion(
         message["content"] = completion.content or ""
     transcript.append(message)
     usage = completion.usage
-    data: dict[str, Any] = {
-        "turn": turn.turn,
-        "agent": turn.agent_name,
-        "content": _cap(completion.content or "", PREVIEW_CHARS),
-        "tool_calls": [call.name for call in completion.tool_calls],
-        "prompt_tokens": usage.prompt_tokens if usage else None,
-        "completion_tokens": usage.completion_tokens if usage else None,
-    }
     misses = _empty_answers_in_a_row(transcript) if empty else 0
-    if empty:
-        data["empty_answer"] = misses
-    sink.emit(Event("agent_turn", turn.step_id, data))
+    # empty_answer is stored only for an empty answer.
+    empty_answer: dict[str, Any] = {"empty_answer": misses} if empty else {}
+    agent_turn = AgentTurnEvent(
+        turn=turn.turn,
+        agent=turn.agent_name,
+        content=_cap(completion.content or "", PREVIEW_CHARS),
+        tool_calls=[call.name for call in completion.tool_calls],
+        prompt_tokens=usage.prompt_tokens if usage else None,
+        completion_tokens=usage.completion_tokens if usage else None,
+        **empty_answer,
+    )
+    sink.emit(Event.of(agent_turn, turn.step_id))
     result = TurnResult(
         status="continue" if completion.tool_calls else "completed",
         transcript=transcript,
@@ -92,19 +95,14 @@ def apply_completion(
         ctx = _tool_context(turn, env, call.id, router, sink, occurrence)
         meta = ctx.meta
         raw_arguments = _redacted_raw(call.arguments, registry.get(call.name))
-        sink.emit(
-            Event(
-                "tool_call",
-                turn.step_id,
-                {
-                    "phase": "start",
-                    "tool_call_id": call.id,
-                    "name": call.name,
-                    "arguments": _cap(raw_arguments, PREVIEW_CHARS),
-                    "meta": meta.as_data(),
-                },
-            )
+        start = ToolCall(
+            phase="start",
+            tool_call_id=call.id,
+            name=call.name,
+            arguments=_cap(raw_arguments, PREVIEW_CHARS),
+            meta=meta.as_data(),
         )
+        sink.emit(Event.of(start, turn.step_id))
         started = time.monotonic()
         refusal = over_cap
         if refusal is None and call.name == FINALIZE and turn.role == "coordinator":
@@ -119,14 +117,8 @@ def apply_completion(
         if call.name == SPAWN_WORKER and outcome.ok:
             workers += 1
         duration_ms = int((time.monotonic() - started) * 1000)
-        end: dict[str, Any] = {
-            "phase": "end",
-            "tool_call_id": call.id,
-            "name": call.name,
-            "ok": outcome.ok,
-            "result": _cap(outcome.text, PREVIEW_CHARS),
-            "duration_ms": duration_ms,
-        }
+        # Only what applies is stored: a call that ran has no "pending".
+        end: dict[str, Any] = {}
         if outcome.error_kind:
             end["error_kind"] = outcome.error_kind
         if outcome.bounds is not None:
@@ -144,7 +136,16 @@ def apply_completion(
             if outcome.approval_id:
                 end["approval_id"] = outcome.approval_id
             result.status = "waiting"
-        sink.emit(Event("tool_call", turn.step_id, end))
+        ended = ToolCall(
+            phase="end",
+            tool_call_id=call.id,
+            name=call.name,
+            ok=outcome.ok,
+            result=_cap(outcome.text, PREVIEW_CHARS),
+            duration_ms=duration_ms,
+            **end,
+        )
+        sink.emit(Event.of(ended, turn.step_id))
         transcript.append({"role": "tool", "tool_call_id": call.id, "content": outcome.text})
         result.tool_calls.append(ToolCallRecord(meta, call.name, raw_arguments, outcome, duration_ms))
         if ctx.finalized:

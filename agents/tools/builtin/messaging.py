@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from agents.events import Event
+from agents.events.run_events import CoordinatorMessage, CoordinatorNarration, CoordinatorSynthesis
 from agents.router import COORDINATOR, DropReason
 from agents.tools.base import Tool, ToolContext
 
@@ -47,18 +48,13 @@ def _send_message(ctx: ToolContext, args: SendMessageArgs) -> str:
 def _forward(ctx: ToolContext, args: ForwardArgs) -> str:
     result = ctx.router.forward(args.target_step_id, args.text, args.kind)
     if result.status == "queued":
-        ctx.sink.emit(
-            Event(
-                "coordinator_message",
-                "coordinator",
-                {"to": args.target_step_id, "message_id": result.message_id, "text": args.text},
-            )
-        )
+        forwarded = CoordinatorMessage(to=args.target_step_id, message_id=result.message_id, text=args.text)
+        ctx.sink.emit(Event.of(forwarded, COORDINATOR))
     return result.text
 
 
 def _narrate(ctx: ToolContext, args: NarrateArgs) -> str:
-    ctx.sink.emit(Event("coordinator_narration", "coordinator", {"text": args.text}))
+    ctx.sink.emit(Event.of(CoordinatorNarration(text=args.text), COORDINATOR))
     return "narrated"
 
 
@@ -67,7 +63,7 @@ def _finalize(ctx: ToolContext, args: FinalizeArgs) -> str:
     ctx.finalized.append(args.summary)
     # Whatever steps send from now on has no one to read it.
     ctx.router.close(COORDINATOR, DropReason.MAILBOX_CLOSED_BY_FINALIZE)
-    ctx.sink.emit(Event("coordinator_synthesis", "coordinator", {"summary": args.summary}))
+    ctx.sink.emit(Event.of(CoordinatorSynthesis(summary=args.summary), COORDINATOR))
     return "finalized"
 
 
