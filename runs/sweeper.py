@@ -35,6 +35,7 @@ from django.utils import timezone
 from redis.exceptions import RedisError
 
 from agents.events import Event as RuntimeEvent
+from agents.events.run_events import LeaseExpired, RunStuck
 from runs import leases, outbox, queue
 from runs.actions.budgets import has_run_limits
 from runs.actions.catalog import spec_of
@@ -149,9 +150,8 @@ def _expire_leases(now, owners: Q | None = None) -> int:
             same = Q(lease_owner=step.lease_owner, lease_expires=step.lease_expires)
             if not Step.objects.filter(same, pk=step.pk).update(lease_owner="", lease_expires=None, turn_queued=now):
                 continue
-            DjangoEventSink(step.run_id).emit(
-                RuntimeEvent("lease_expired", step.step_id, {"owner": step.lease_owner, "turn": step.turns + 1})
-            )
+            expired_event = LeaseExpired(owner=step.lease_owner, turn=step.turns + 1)
+            DjangoEventSink(step.run_id).emit(RuntimeEvent.of(expired_event, step.step_id))
             queue.send_after_commit(queue.RUN_STEP_TURN, step.pk, step.turns + 1)
             expired += 1
     return expired
@@ -329,7 +329,7 @@ def _mark_stuck(now) -> int:
         with transaction.atomic():
             lock_run(run.pk)
             if Run.objects.filter(pk=run.pk, stuck_reason="").update(stuck_reason=reason):
-                DjangoEventSink(run.pk).emit(RuntimeEvent("run_stuck", "", {"reason": reason}))
+                DjangoEventSink(run.pk).emit(RuntimeEvent.of(RunStuck(reason=reason)))
                 stuck += 1
     # A stuck run that moved again (someone pressed Resume, a worker came back).
     for run in Run.objects.exclude(stuck_reason="").filter(status=Run.Status.RUNNING):

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from agents.events import EventSink
+from agents.events.tool_events import ApprovalRequested
 from agents.llm.scripted import placeholders, render_call
 from agents.spec import WorkflowSpec
 from agents.tools.builtin.shell import destructive_reason
@@ -58,20 +59,16 @@ def request_approval(
         required_approvals=policy.approvers,
         expires_at=timezone.now() + timedelta(seconds=policy.expires_after) if policy.expires_after else None,
     )
-    (sink or DjangoEventSink(run.pk)).emit(
-        RuntimeEvent(
-            "approval_requested",
-            step_id,
-            {
-                "approval_id": approval.pk,
-                "kind": kind,
-                "what": what,
-                "why": why,
-                "arguments": arguments,
-                **({"actions": actions} if actions else {}),
-            },
-        )
+    # "actions" is stored only when there are some.
+    requested = ApprovalRequested(
+        approval_id=approval.pk,
+        kind=kind,
+        what=what,
+        why=why,
+        arguments=arguments,
+        **({"actions": actions} if actions else {}),
     )
+    (sink or DjangoEventSink(run.pk)).emit(RuntimeEvent.of(requested, step_id))
     return approval
 
 

@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from agents.core import gates
 from agents.events import Event as RuntimeEvent
+from agents.events.tool_events import ApprovalDecided
 from agents.tools.errors import RetryHint, failure_text
 from runs.actions.approval_requests import arguments_hash
 from runs.actions.catalog import workflow_spec
@@ -77,20 +78,15 @@ def do_decide(approval_id: int, user, decision: str, reason: str, seen_hash: str
             approval=approval, user=user, decision=decision, reason=reason, arguments_hash=approval.arguments_hash
         )
         approvals = approval.decisions.filter(decision="approve").count()
-        DjangoEventSink(run_id).emit(
-            RuntimeEvent(
-                "approval_decided",
-                approval.step_id,
-                {
-                    "approval_id": approval.pk,
-                    "by": user.get_username(),
-                    "decision": decision,
-                    "reason": reason,
-                    "approvals": approvals,
-                    "required": approval.required_approvals,
-                },
-            )
+        decided = ApprovalDecided(
+            approval_id=approval.pk,
+            by=user.get_username(),
+            decision=decision,
+            reason=reason,
+            approvals=approvals,
+            required=approval.required_approvals,
         )
+        DjangoEventSink(run_id).emit(RuntimeEvent.of(decided, approval.step_id))
         if decision == "reject":
             close_approval(approval, Approval.Status.REJECTED, f"rejected by {user.get_username()}: {reason}")
         else:

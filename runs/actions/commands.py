@@ -17,6 +17,7 @@ import logging
 from django.db import transaction
 
 from agents.events import Event as RuntimeEvent
+from agents.events.run_events import CatalogCompacted
 from agents.handler import (
     CatalogEntry,
     CoordinatorResult,
@@ -92,7 +93,7 @@ def _start(command: Command, workflow: Workflow, args: dict, plan: SelectionPlan
         run = do_create_run(workflow, args, user=user, command=command.text, mode=mode)
         if plan.compacted:
             # The run keeps the record: a command row has no event log.
-            DjangoEventSink(run.pk).emit(RuntimeEvent("catalog_compacted", "", plan.event_data()))
+            DjangoEventSink(run.pk).emit(RuntimeEvent.of(CatalogCompacted(**plan.event_data())))
         command.run = run
         result = _pending_result(command, run)
         command.result = result.model_dump(mode="json", by_alias=True)

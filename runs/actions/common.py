@@ -13,6 +13,7 @@ from django.utils import timezone
 from agents import expansion, ids
 from agents.events import Event as RuntimeEvent
 from agents.events import EventSink
+from agents.events.run_events import ResumeStarted
 from agents.llm import Provider, build_provider
 from agents.router import DropReason, MailboxStore, MessageRouter, Rejection, Resolver, RouterMessage
 from agents.runner import TurnResult
@@ -136,11 +137,8 @@ class Resumer:
         already = step.resuming
         Step.objects.filter(pk=step.pk).update(resuming=True, resumes=F("resumes") + (0 if already else 1))
         if not already:
-            sink.emit(
-                RuntimeEvent(
-                    "resume_started", step.step_id, {"message_id": message.message_id, "resume": step.resumes + 1}
-                )
-            )
+            started = ResumeStarted(message_id=message.message_id, resume=step.resumes + 1)
+            sink.emit(RuntimeEvent.of(started, step.step_id))
             queue.send_after_commit(queue.RESUME_STEP, step.pk)
         return None
 

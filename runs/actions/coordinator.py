@@ -16,6 +16,13 @@ from django.utils import timezone
 from agents import coordinator_prompts as prompts
 from agents.core import machine
 from agents.events import Event as RuntimeEvent
+from agents.events.run_events import (
+    AgentIdle,
+    AgentWake,
+    CoordinatorOverBudget,
+    CoordinatorSynthesis,
+    MaxWakeCyclesWarning,
+)
 from agents.llm import CompletionRequest, ProviderError, tokens
 from agents.router import COORDINATOR, DoubleDrainError, DropReason, RouterMessage
 from agents.runner import AgentTurn, apply_completion, build_request
@@ -124,10 +131,10 @@ def _coordinator_rounds(coordinator: Step, reason: str, inbox: list[RouterMessag
     sink = DjangoEventSink(run.pk)
     # Counted here: only the wake that holds coordinator_busy changes the coordinator's turns.
     cycle = coordinator.turns + 1
-    woke = [RuntimeEvent("agent_wake", COORDINATOR, {"reason": reason, "cycle": cycle, "messages": len(inbox)})]
+    woke = [RuntimeEvent.of(AgentWake(reason=reason, cycle=cycle, messages=len(inbox)), COORDINATOR)]
     cap = Limits.of(run).coordinator_wake_cycles
     if cycle == warning_cycle(cap):
-        woke.append(RuntimeEvent("max_wake_cycles_warning", COORDINATOR, {"cycle": cycle, "max": cap}))
+        woke.append(RuntimeEvent.of(MaxWakeCyclesWarning(cycle=cycle, max=cap), COORDINATOR))
     broadcast(run.pk, sql.count_wake(run.pk, coordinator.pk, cycle, woke, timezone.now()))
     coordinator.turns = cycle
     view = prompts.RunView(
@@ -212,7 +219,7 @@ def _coordinator_rounds(coordinator: Step, reason: str, inbox: list[RouterMessag
                 # calling finalize has still given the run's result (an empty
                 # answer never gets here: it got a hint or failed the run).
                 summary = result.output.strip()[:MAX_MESSAGE_CHARS]
-                uow.sink.emit(RuntimeEvent("coordinator_synthesis", COORDINATOR, {"summary": summary}))
+                uow.sink.emit(RuntimeEvent.of(CoordinatorSynthesis(summary=summary), COORDINATOR))
             # finalize is the coordinator's last word: the model is not asked
             # again to read its "finalized" (a request nobody needs, and tokens).
             last = result.status != "failed" and (result.status == "completed" or result.finalized is not None)
@@ -247,7 +254,7 @@ def _coordinator_rounds(coordinator: Step, reason: str, inbox: list[RouterMessag
 def _idle(coordinator: Step) -> RuntimeEvent:
     """The end of a wake: with its last round's writes, or on its own after
     MAX_COORDINATOR_ROUNDS."""
-    return RuntimeEvent("agent_idle", COORDINATOR, {"cycle": coordinator.turns})
+    return RuntimeEvent.of(AgentIdle(cycle=coordinator.turns), COORDINATOR)
 
 
 def _owes_workers(turn: AgentTurn) -> bool:
@@ -287,7 +294,7 @@ def _record_over_budget(
     if compact is not None:
         data["compact_tokens"] = prompt_tokens(compact)
     with transaction.atomic():
-        sink.emit(RuntimeEvent("coordinator_over_budget", COORDINATOR, data))
+        sink.emit(RuntimeEvent.of(CoordinatorOverBudget.model_validate(data), COORDINATOR))
     return compact or request
 
 

@@ -15,6 +15,8 @@ from django.utils import timezone
 
 from agents.core import gates, machine
 from agents.events import Event as RuntimeEvent
+from agents.events.run_events import Error, WorkflowEnd
+from agents.events.tool_events import ApprovalLapsed
 from agents.router import COORDINATOR, DropReason
 from agents.tools.errors import RetryHint, failure_text
 from runs import queue
@@ -70,7 +72,7 @@ def do_fail_run(run_id: int, error: str) -> None:
         run = _locked(run_id)
         if run.is_terminal:
             return
-        DjangoEventSink(run.pk).emit(RuntimeEvent("error", "", {"error": error}))
+        DjangoEventSink(run.pk).emit(RuntimeEvent.of(Error(error=error)))
         _stop_unfinished_steps(run, DropReason.TARGET_TERMINAL)
         run.status = Run.Status.FAILED
         run.error = error
@@ -154,9 +156,7 @@ def _end_run(run: Run, read: _Read = _UNREAD) -> None:
     if left.approvals:
         # Work that ended needs no decision any more; its lapses come before the end.
         lapse_pending(run.pk, f"the run ended {run.status}")
-    DjangoEventSink(run.pk).emit(
-        RuntimeEvent("workflow_end", "", {"status": run.status, "result": run.result, "error": run.error})
-    )
+    DjangoEventSink(run.pk).emit(RuntimeEvent.of(WorkflowEnd(status=run.status, result=run.result, error=run.error)))
     if left.children:
         cancel_children_after_commit(run)
     if left.command:
@@ -211,7 +211,7 @@ def settle_approval(approval: Approval, status: str, reason: str, decisions: tup
     approval.save(update_fields=["status", "reason", "decided_at"])
     if status == Approval.Status.LAPSED:
         DjangoEventSink(approval.run_id).emit(
-            RuntimeEvent("approval_lapsed", approval.step_id, {"approval_id": approval.pk, "reason": reason})
+            RuntimeEvent.of(ApprovalLapsed(approval_id=approval.pk, reason=reason), approval.step_id)
         )
     for decision in decisions:
         if isinstance(decision, gates.StartRun):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -12,6 +13,7 @@ from django.utils import timezone
 
 from agents import expansion
 from agents.events import Event as RuntimeEvent
+from agents.events.run_events import WorkflowStart
 from agents.handler import mode_refusal
 from runs import queue
 from runs.actions.approval_requests import request_workflow_approval
@@ -116,24 +118,19 @@ def do_start_run(run_id: int, worker: str | None = None) -> Eager | None:
             transaction.on_commit(lambda: do_fail_run(run_id, error))
             return None
         steps = create_steps(run, runtime, first=True)
-        DjangoEventSink(run.pk).emit(
-            RuntimeEvent(
-                "workflow_start",
-                "",
-                {
-                    "workflow": spec.name,
-                    "version": run.workflow.version,
-                    "inputs": run.inputs,
-                    "steps": [step.runtime_id for step in runtime],
-                    **_parent_of(run),
-                },
-            )
+        started = WorkflowStart(
+            workflow=spec.name,
+            version=run.workflow.version,
+            inputs=run.inputs,
+            steps=[step.runtime_id for step in runtime],
+            **_parent_of(run),
         )
+        DjangoEventSink(run.pk).emit(RuntimeEvent.of(started))
         rows = [step_row(step) for step in steps if step.kind != Step.Kind.COORDINATOR]
         return schedule_start(run.pk, spec, rows, worker)
 
 
-def _parent_of(run: Run) -> dict[str, object]:
+def _parent_of(run: Run) -> dict[str, Any]:
     call = run.parent_tool_call
     if call is None:
         return {}

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from agents.events import Event as RuntimeEvent
+from agents.events.run_events import ProviderRetry as ProviderRetryEvent
 from agents.llm import PartialOutput, ProviderRetry
 from runs import partials
 from runs.store.events import DjangoEventSink
@@ -19,9 +20,9 @@ def do_record_provider_retry(run_id: int, step_id: str, retry: ProviderRetry) ->
     """Store one retry of a model call of ``step_id``: the status (None for
     a timeout or connection error), what the endpoint said (the provider
     redacted its key), which attempt failed and how long until the next."""
-    data = {"status": retry.status, "message": retry.message[:1000], "attempt": retry.attempt, "wait": retry.wait}
+    data = ProviderRetryEvent(status=retry.status, message=retry.message[:1000], attempt=retry.attempt, wait=retry.wait)
     with transaction.atomic():
-        DjangoEventSink(run_id).emit(RuntimeEvent("provider_retry", step_id, data))
+        DjangoEventSink(run_id).emit(RuntimeEvent.of(data, step_id))
 
 
 @dataclass

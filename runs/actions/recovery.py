@@ -14,6 +14,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
+from agents.events.run_events import RunResumed
 from runs import queue
 from runs.actions.common import dispatch_after_commit
 from runs.actions.tool_tasks import queued_calls
@@ -50,7 +51,7 @@ def do_resume_run(run_id: int, reason: str) -> list[str]:
         # caught and rolled back).
         Run.objects.filter(pk=run_id).update(coordinator_busy=False, wake_queued=None)
         request_coordinator_wake(run_id)
-        DjangoEventSink(run_id).emit(RuntimeEvent("run_resumed", "", {"reason": reason, "steps": nudged}))
+        DjangoEventSink(run_id).emit(RuntimeEvent.of(RunResumed(reason=reason, steps=nudged)))
     return nudged
 
 

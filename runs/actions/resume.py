@@ -7,6 +7,7 @@ from django.db import transaction
 from django.db.models import F
 
 from agents.events import Event as RuntimeEvent
+from agents.events.run_events import ResumeCompleted, ResumeFailed
 from agents.llm import ProviderError
 from agents.router import DropReason, MessageType
 from agents.runner import (
@@ -61,8 +62,8 @@ def do_resume_turn(step_pk: int) -> None:
         )
         save_turn(step, result)
         reply = router.send(step.step_id, result.output or "(no answer)", MessageType.RESUME_REPLY)
-        data = {"reply": result.output[:2000], "message_id": reply.message_id}
-        sink.emit(RuntimeEvent("resume_completed", step.step_id, data))
+        completed = ResumeCompleted(reply=result.output[:2000], message_id=reply.message_id)
+        sink.emit(RuntimeEvent.of(completed, step.step_id))
         Step.objects.filter(pk=step.pk).update(resuming=False)
         # Messages forwarded while this resume ran have no turn to read them.
         router.drop_unread(step.step_id, DropReason.TARGET_TERMINAL)
@@ -76,6 +77,6 @@ def do_fail_resume(step_pk: int, error: str) -> None:
         step = Step.objects.get(pk=step_pk)
         if not Step.objects.filter(pk=step.pk, resuming=True).update(resuming=False):
             return
-        DjangoEventSink(step.run_id).emit(RuntimeEvent("resume_failed", step.step_id, {"error": error}))
+        DjangoEventSink(step.run_id).emit(RuntimeEvent.of(ResumeFailed(error=error), step.step_id))
         router_for(step.run_id).drop_unread(step.step_id, DropReason.TARGET_TERMINAL)
         schedule_after_commit(step.run_id)

@@ -22,6 +22,7 @@ from agents import expansion
 from agents.core import machine
 from agents.core.ready import past_cap
 from agents.events import Event as RuntimeEvent
+from agents.events.run_events import StepStart
 from agents.spec import WorkflowSpec
 from runs import queue
 from runs.actions.catalog import spec_of
@@ -350,4 +351,4 @@ def eager_successor(rows: list[StepRow], start: machine.StartSteps | None) -> St
 
 
 def _step_start(step) -> RuntimeEvent:
-    return RuntimeEvent("step_start", step.step_id, {"agent": step.agent})
+    return RuntimeEvent.of(StepStart(agent=step.agent), step.step_id)

@@ -15,6 +15,15 @@ from django.utils import timezone
 from agents import repeat_loops
 from agents.core import machine
 from agents.events import Event as RuntimeEvent
+from agents.events.run_events import (
+    Error,
+    LoopEnd,
+    LoopIteration,
+    LoopJudge,
+    LoopJudged,
+    StepCancelled,
+    StepSkipped,
+)
 from agents.llm import ProviderError
 from agents.llm.base import CompletionRequest
 from agents.router import DropReason, MessageType, RouterMessage
@@ -71,18 +80,13 @@ def decide(run: Run, loop: Step, iteration: int, verdict: bool | None = None) ->
     elif decision.action == "fail":
         _end_loop(run, loop, Step.Status.FAILED, decision.reason)
     elif decision.action == "judge":
-        sink.emit(RuntimeEvent("loop_judge", loop.step_id, {"iteration": iteration, "agent": decision.agent}))
+        sink.emit(RuntimeEvent.of(LoopJudge(iteration=iteration, agent=decision.agent), loop.step_id))
         queue.send_after_commit(queue.JUDGE_LOOP, loop.pk, iteration)
     else:
         create_steps(run, decision.steps)
         schedule_after_commit(run.pk)
-        sink.emit(
-            RuntimeEvent(
-                "loop_iteration",
-                loop.step_id,
-                {"iteration": iteration + 1, "steps": [s.runtime_id for s in decision.steps]},
-            )
-        )
+        next_iteration = LoopIteration(iteration=iteration + 1, steps=[s.runtime_id for s in decision.steps])
+        sink.emit(RuntimeEvent.of(next_iteration, loop.step_id))
 
 
 def do_judge_loop(loop_pk: int, iteration: int) -> None:
@@ -119,11 +123,8 @@ def do_judge_loop(loop_pk: int, iteration: int) -> None:
         loop = Step.objects.select_for_update().get(pk=loop_pk)
         if loop.is_terminal:
             return
-        DjangoEventSink(run.pk).emit(
-            RuntimeEvent(
-                "loop_judged", loop.step_id, {"iteration": iteration, "done": verdict, "answer": answer[:2000]}
-            )
-        )
+        judged = LoopJudged(iteration=iteration, done=verdict, answer=answer[:2000])
+        DjangoEventSink(run.pk).emit(RuntimeEvent.of(judged, loop.step_id))
         decide(run, loop, iteration, verdict)
 
 
@@ -135,7 +136,7 @@ def _end_loop(run: Run, loop: Step, status: str, reason: str, *, output: str = "
     loop.output = output
     loop.error = "" if status == Step.Status.COMPLETED else reason
     loop.save(update_fields=["status", "finished", "output", "error"])
-    DjangoEventSink(run.pk).emit(RuntimeEvent("loop_end", loop.step_id, {"status": status, "reason": reason}))
+    DjangoEventSink(run.pk).emit(RuntimeEvent.of(LoopEnd(status=status, reason=reason), loop.step_id))
     if status != Step.Status.COMPLETED:
         apply_failure_policy(loop, f"loop {loop.step_id} failed")
     # A loop inside another repeat-until loop ends that loop's iteration too.
@@ -163,7 +164,7 @@ def do_fail_step(step_pk: int, error: str) -> bool:
         step.error = error
         step.finished = timezone.now()
         step.save(update_fields=["status", "error", "finished"])
-        DjangoEventSink(step.run_id).emit(RuntimeEvent("error", step.step_id, {"error": error}))
+        DjangoEventSink(step.run_id).emit(RuntimeEvent.of(Error(error=error), step.step_id))
         _step_stopped(step, f"step {step.step_id} failed")
         router_for(step.run_id).close(step.step_id)
         apply_failure_policy(step, f"dependency {step.step_id} failed")
@@ -200,9 +201,8 @@ def cancel_step(step: Step, inbox: list[RouterMessage]) -> None:
         router = router_for(step.run_id)
         router.drain(step.step_id, only=inbox)
         cancel = next(m for m in inbox if m.type == MessageType.CANCEL)
-        DjangoEventSink(step.run_id).emit(
-            RuntimeEvent("step_cancelled", step.step_id, {"message_id": cancel.message_id, "reason": cancel.content})
-        )
+        cancelled = StepCancelled(message_id=cancel.message_id, reason=cancel.content)
+        DjangoEventSink(step.run_id).emit(RuntimeEvent.of(cancelled, step.step_id))
         step.status = Step.Status.CANCELLED
         _step_stopped(step, f"step {step.step_id} was cancelled: {cancel.content}")
         router.close(step.step_id)
@@ -243,7 +243,7 @@ def apply_failure_policy(stopped: Step, reason: str) -> None:
         step.status = stop.status
         step.finished = timezone.now()
         step.save(update_fields=["status", "finished"])
-        sink.emit(RuntimeEvent("step_skipped", step.step_id, {"reason": reason, "status": stop.status}))
+        sink.emit(RuntimeEvent.of(StepSkipped(reason=reason, status=stop.status), step.step_id))
         if was_running:  # only a running step can wait for a decision or a child
             _step_stopped(step, f"step {step.step_id} was {stop.status}: {reason}")
         if step.kind == Step.Kind.STEP:

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from agents.events import ListSink
+from agents.events.run_events import AgentWake, MaxWakeCyclesWarning, StepEnd
 from agents.llm import ProviderError
 from agents.router import DoubleDrainError, DropReason, MessageRouter, MessageType
 from agents.runner import (
@@ -344,16 +345,15 @@ def _wakes_for_late_messages(step: Step, run: Run, pending: int, sink, router) -
         return False
     cycle = step.wake_cycles + 1
     Step.objects.filter(pk=step.pk).update(wake_cycles=cycle, held_since=held_since, turn_queued=now)
-    sink.emit(RuntimeEvent("agent_wake", step.step_id, {"reason": "messages", "cycle": cycle, "messages": pending}))
+    sink.emit(RuntimeEvent.of(AgentWake(reason="messages", cycle=cycle, messages=pending), step.step_id))
     if cycle == warning_cycle(limits.step_wake_cycles):
-        sink.emit(
-            RuntimeEvent("max_wake_cycles_warning", step.step_id, {"cycle": cycle, "max": limits.step_wake_cycles})
-        )
+        warning = MaxWakeCyclesWarning(cycle=cycle, max=limits.step_wake_cycles)
+        sink.emit(RuntimeEvent.of(warning, step.step_id))
     return True
 
 
 def _step_end(step: Step, output: str) -> RuntimeEvent:
-    return RuntimeEvent("step_end", step.step_id, {"status": Step.Status.COMPLETED, "output": output[:2000]})
+    return RuntimeEvent.of(StepEnd(status=Step.Status.COMPLETED, output=output[:2000]), step.step_id)
 
 
 def _completed_by_last_turn(step: Step, output: str, uow: UnitOfWork, state: tuple) -> None:

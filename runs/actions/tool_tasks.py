@@ -34,6 +34,8 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
+from agents.events.run_events import LeaseExpired
+from agents.events.tool_events import ToolStarted
 from agents.spec import WorkflowSpec
 from agents.tools import Tool
 from agents.tools.errors import FailureKind, RetryHint, failure_text
@@ -142,8 +144,8 @@ def _claim(call_pk: int, owner: str) -> ToolCall | None:
         ):
             return None
         call.refresh_from_db(fields=["status", "attempts", "lease_owner", "lease_expires", "started"])
-        data = {"tool_call_id": call.tool_call_id, "name": call.name, "attempt": call.attempts, "worker": owner}
-        DjangoEventSink(call.run_id).emit(RuntimeEvent("tool_started", call.step.step_id, data))
+        started = ToolStarted(tool_call_id=call.tool_call_id, name=call.name, attempt=call.attempts, worker=owner)
+        DjangoEventSink(call.run_id).emit(RuntimeEvent.of(started, call.step.step_id))
     return call
 
 
@@ -278,18 +280,18 @@ def sweep_tool_calls(now: datetime, owners: Q | None = None) -> int:
             # Neither renewed nor taken since it was read.
             same = Q(lease_owner=call.lease_owner, lease_expires=call.lease_expires)
             held = Q(same, pk=call.pk, status=ToolCall.Status.RUNNING)
-            data = {"tool_call_id": call.tool_call_id, "name": call.name, "owner": call.lease_owner}
+            expired_event = LeaseExpired(tool_call_id=call.tool_call_id, name=call.name, owner=call.lease_owner)
             if call.attempts < MAX_ATTEMPTS:
                 if not ToolCall.objects.filter(held).update(
                     status=ToolCall.Status.QUEUED, lease_owner="", lease_expires=None
                 ):
                     continue
-                DjangoEventSink(call.run_id).emit(RuntimeEvent("lease_expired", call.step.step_id, data))
+                DjangoEventSink(call.run_id).emit(RuntimeEvent.of(expired_event, call.step.step_id))
                 dispatch_after_commit([call.pk])
             else:
                 if not ToolCall.objects.filter(held).update(lease_owner="", lease_expires=None):
                     continue
-                DjangoEventSink(call.run_id).emit(RuntimeEvent("lease_expired", call.step.step_id, data))
+                DjangoEventSink(call.run_id).emit(RuntimeEvent.of(expired_event, call.step.step_id))
                 message = f"{call.name} was lost with its worker {call.attempts} times; it is not tried again"
                 _deliver_failure(call, message, "unavailable")
             swept += 1

@@ -16,6 +16,8 @@ from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from agents.events import EventSink
+from agents.events.run_events import WorkerSpawned
+from agents.events.tool_events import ChildRunLinked, ClaimRecorded
 from agents.handler import ttl_seconds
 from agents.router import COORDINATOR
 from agents.runner import ToolEnv
@@ -230,13 +232,8 @@ class DjangoToolHost:
             ttl=ttl,
             expires_at=timezone.now() + ttl_delta(ttl) if ttl else None,
         )
-        self.sink.emit(
-            RuntimeEvent(
-                "claim_recorded",
-                ctx.step_id,
-                {"claim_id": row.pk, "claim": row.claim[:500], "confidence": row.confidence, "url": row.url[:500]},
-            )
-        )
+        recorded = ClaimRecorded(claim_id=row.pk, claim=row.claim[:500], confidence=row.confidence, url=row.url[:500])
+        self.sink.emit(RuntimeEvent.of(recorded, ctx.step_id))
         return str(row.pk)
 
     def request_approval(self, ctx: ToolContext, tool: str, arguments: dict[str, Any]) -> str:
@@ -317,20 +314,15 @@ class DjangoToolHost:
             tools=list(request.tools),
             writes=list(request.writes),
         )
-        self.sink.emit(
-            RuntimeEvent(
-                "worker_spawned",
-                step_id,
-                {
-                    "agent": agent,
-                    "task": request.task[:2000],
-                    "tools": request.tools,
-                    "depends_on": request.depends_on,
-                    "writes": request.writes,
-                    "tool_call_id": ctx.meta.tool_call_id,
-                },
-            )
+        spawned = WorkerSpawned(
+            agent=agent,
+            task=request.task[:2000],
+            tools=request.tools,
+            depends_on=request.depends_on,
+            writes=request.writes,
+            tool_call_id=ctx.meta.tool_call_id,
         )
+        self.sink.emit(RuntimeEvent.of(spawned, step_id))
         return step_id
 
     def start_child_run(self, ctx: ToolContext, workflow: str, inputs: dict[str, Any]) -> str:
@@ -366,18 +358,10 @@ class DjangoToolHost:
             status=Run.Status.AWAITING_APPROVAL if spec.destructive else Run.Status.PENDING,
         )
         # The ToolCall row is written with the turn, after this; save_turn links it.
-        self.sink.emit(
-            RuntimeEvent(
-                "child_run_linked",
-                ctx.step_id,
-                {
-                    "run_id": child.pk,
-                    "agent_id": workflow,
-                    "parent_run_id": parent.pk,
-                    "parent_tool_call_id": ctx.meta.tool_call_id,
-                },
-            )
+        linked = ChildRunLinked(
+            run_id=child.pk, agent_id=workflow, parent_run_id=parent.pk, parent_tool_call_id=ctx.meta.tool_call_id
         )
+        self.sink.emit(RuntimeEvent.of(linked, ctx.step_id))
         if spec.destructive:
             request_workflow_approval(child)
         else:
