@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections import Counter
 from urllib.parse import parse_qs
@@ -73,6 +74,9 @@ class RunConsumer(AsyncWebsocketConsumer):
             self.last_seq = max(0, int(query.get("after", ["0"])[0]))
         except ValueError:
             self.last_seq = 0
+        # The run page asks to be told when the replay is done, to say how
+        # many events it caught up after a reconnect (static/js/live.js).
+        self.say_caught_up = query.get("caught_up") == ["1"]
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         self.sender = asyncio.create_task(self._send_updates())
@@ -116,6 +120,8 @@ class RunConsumer(AsyncWebsocketConsumer):
         """The one task that sends: the replay, then a pass on each wake-up
         (a notification) or each poll interval without one."""
         await self.catch_up(until_empty=True)
+        if self.say_caught_up:
+            await self.send(text_data=json.dumps({"caught_up": self.last_seq}))
         # A page that opens mid-answer shows the text so far at once.
         for payload in await self._partials_now():
             await self.send(text_data=partials.frame(payload))

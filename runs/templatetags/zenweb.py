@@ -1,6 +1,6 @@
 """Template helpers for the dashboard. Everything returned here is plain text
-the template escapes, except ``event_rows``, which escapes every value
-itself (``format_html``), so agent and model text can never become markup."""
+the template escapes (the event rows, which escape every value themselves,
+are in ``event_rows.py``), so agent and model text can never become markup."""
 
 from __future__ import annotations
 
@@ -9,16 +9,12 @@ import json
 from django import template
 from django.conf import settings
 from django.utils import timezone
-from django.utils.html import format_html
-from django.utils.safestring import SafeString, mark_safe
 
 from agents import workspace_quota
-from agents.hidden_characters import hidden_in
 from agents.tools.mcp.config import server_of
 from runs.actions.catalog import workflow_spec
 from runs.actions.tooling import mcp_servers_of
 from runs.models import Step
-from runs.templatetags.reveal import FLAG, reveal_text
 
 register = template.Library()
 
@@ -159,42 +155,6 @@ def duration(run) -> str:
         return f"{minutes} min {seconds} s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes} min"
-
-
-EVENT_ROW = (
-    # data-type and data-step: the page filters live events by them (static/js/live.js).
-    '<details class="event type-{type}" id="event-{seq}" data-seq="{seq}" data-type="{type}" data-step="{step}">\n'
-    '  <summary><span class="seq">{seq}</span><time datetime="{iso}">{clock}</time>'
-    '<span class="etype">{type}</span><span class="estep">{step}</span><span class="ewhat">{what}</span>{flag}'
-    "</summary>\n"
-    "  <pre>{data}</pre>\n</details>\n"
-)
-
-
-@register.simple_tag
-def event_rows(events) -> SafeString:
-    """The event stream's rows. Written out here rather than in a template
-    loop: a run page draws 200 of them and every live update some more, and
-    this is several times faster. Every value goes through format_html; a
-    model's text through ``reveal_text`` too, which shows hidden characters
-    (a bidi override in a command) escaped, and the row is flagged."""
-    rows = []
-    for event in events:
-        created = timezone.localtime(event.created) if timezone.is_aware(event.created) else event.created
-        rows.append(
-            format_html(
-                EVENT_ROW,
-                type=event.type,
-                seq=event.seq,
-                iso=created.isoformat(),
-                clock=created.strftime("%H:%M:%S.%f")[:12],
-                step=event.step_id,
-                what=reveal_text(event_summary(event)),
-                flag=mark_safe(FLAG) if hidden_in(event.data) else "",  # noqa: S308 - constant markup
-                data=reveal_text(pretty_json(event.data)),
-            )
-        )
-    return mark_safe("".join(rows))  # noqa: S308 - each row was built by format_html
 
 
 @register.filter

@@ -12,6 +12,7 @@ from django.core.paginator import Paginator
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.utils.dateparse import parse_date
@@ -24,7 +25,7 @@ from runs.actions.tooling import catalog_registry, mcp_server_statuses
 from runs.graph import graph_context
 from runs.models import Run, Step, Workflow
 from runs.views.access import run_for_user
-from runs.views.events import event_filter_context
+from runs.views.events import EventFilter, event_filter_context, newest_page
 
 # The newest events render with the page; older ones load on demand.
 EVENTS_ON_PAGE = 200
@@ -146,22 +147,34 @@ def _list_page(request: HttpRequest) -> HttpResponse:
 @require_safe
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = run_for_user(request, run_id)
-    # Seqs are gapless, so the newest events are the last EVENTS_ON_PAGE
-    # numbers: a range PostgreSQL reads from the (run, seq) index even when
-    # its statistics still think the run is small (it sorted all 50,000
-    # events of a freshly written run for a LIMIT otherwise).
-    newest = run.events.filter(seq__gt=run.last_event_seq - EVENTS_ON_PAGE)
-    events = list(newest.order_by("-seq")[:EVENTS_ON_PAGE])[::-1]
+    chosen = EventFilter.of(request.GET)
+    if chosen:
+        # The filters kept in the address (static/js/live.js): the newest matching page.
+        events, older_url = newest_page(run, chosen)
+        hidden = 0  # not counted: the count would read every matching event
+        last_seq = max(run.last_event_seq, events[-1].seq if events else 0)
+    else:
+        # Seqs are gapless, so the newest events are the last EVENTS_ON_PAGE
+        # numbers: a range PostgreSQL reads from the (run, seq) index even when
+        # its statistics still think the run is small (it sorted all 50,000
+        # events of a freshly written run for a LIMIT otherwise).
+        newest = run.events.filter(seq__gt=run.last_event_seq - EVENTS_ON_PAGE)
+        events = list(newest.order_by("-seq")[:EVENTS_ON_PAGE])[::-1]
+        last_seq = events[-1].seq if events else 0
+        hidden = max(0, run.last_event_seq - len(events))
+        older_url = f"{reverse('runs:events', args=[run.pk])}?before={events[0].seq}" if hidden and events else ""
     context = (
         live.run_context(run)
         | live.tool_calls_context(run)
         | live.governance_context(run)
-        | event_filter_context(run)
+        | event_filter_context(run, chosen)
         | {
             "events": events,
-            "last_seq": events[-1].seq if events else 0,
-            "graph_seq": events[-1].seq if events else 0,
-            "hidden_events": max(0, run.last_event_seq - len(events)),
+            # The websocket's cursor: the run's last event, shown or filtered out.
+            "last_seq": last_seq,
+            "graph_seq": last_seq,
+            "older_url": older_url,
+            "hidden_events": hidden,
         }
     )
     return render(request, "runs/detail.html", context)

@@ -1,33 +1,176 @@
-// Reconnects resume from the last event on the page, not the one the page
-// was rendered with: the server then sends exactly what is missing.
+// The run page's connection, shown in its header (#connection): live,
+// reconnecting (attempt N, next try in X s) or offline. This code, not the
+// htmx ws extension, decides when to reconnect: at once on the browser's
+// "online" event, else with a backoff from 0.5 s to 1.5 s (a restarted
+// server is seen within a couple of seconds). A reconnect resumes from the
+// last event on the page, not the one it was rendered with: the server sends
+// exactly what is missing, then {"caught_up": seq}, and the header says how
+// many events came in meanwhile.
 (function () {
   if (!window.htmx) return;
-  htmx.createWebSocket = function (url) {
+  var FIRST_DELAY = 500, MAX_DELAY = 1500;
+  // Closes after which trying again cannot help (runs/consumers.py, zenweb/websockets.py).
+  var FINAL = { 4403: "not allowed to watch this run", 4404: "no such live page", 4429: "too many live pages open" };
+  var state = { name: "connecting", attempt: 0, timer: null, nextAt: 0, tick: null, seqAtDrop: null,
+                current: null, wrapper: null, leaving: false, caughtUp: null };
+  window.zenwebConnection = state;
+
+  function seq() {
     var marker = document.getElementById("last-seq");
-    var seq = marker ? marker.dataset.seq : "0";
-    var socket = new WebSocket(url.replace(/([?&])after=\d*/, "$1after=" + seq));
+    return marker ? Number(marker.dataset.seq) : 0;
+  }
+
+  function show(name, text) {
+    state.name = name;
+    var live = document.getElementById("run-live");
+    if (live) live.dataset.connection = name;
+    var el = document.getElementById("connection");
+    if (!el) return;
+    el.dataset.state = name;
+    el.textContent = text;
+  }
+
+  function showReconnecting() {
+    clearInterval(state.tick);
+    function draw() {
+      var left = Math.max(0, state.nextAt - Date.now()) / 1000;
+      show("reconnecting", "reconnecting (attempt " + state.attempt + ", next try in " + left.toFixed(1) + " s)");
+    }
+    draw();
+    state.tick = setInterval(draw, 200);
+  }
+
+  // The delay before attempt n (1, 2, ...): htmx.config.wsReconnectDelay if
+  // a page or test set a function there, else this backoff with jitter.
+  htmx.config.wsReconnectDelay = function (n) {
+    var base = Math.min(MAX_DELAY, FIRST_DELAY * Math.pow(2, Math.max(0, n - 1)));
+    return base * (0.75 + Math.random() * 0.25);
+  };
+
+  function connectNow() {
+    clearTimeout(state.timer);
+    state.timer = null;
+    if (!state.wrapper || state.leaving) return;
+    if (state.current && state.current.readyState === WebSocket.CONNECTING) return;
+    state.wrapper.reconnect();
+  }
+
+  function scheduleRetry() {
+    clearTimeout(state.timer);
+    if (!navigator.onLine) {
+      clearInterval(state.tick);
+      show("offline", "offline: no network; reconnecting when it returns");
+      return;
+    }
+    state.attempt += 1;
+    var delay = htmx.config.wsReconnectDelay(state.attempt);
+    state.nextAt = Date.now() + delay;
+    state.timer = setTimeout(connectNow, delay);
+    showReconnecting();
+  }
+
+  function closed(socket, e) {
+    if (socket !== state.current || state.leaving) return;  // a socket already replaced
+    if (state.seqAtDrop === null) state.seqAtDrop = seq();
+    if (FINAL[e.code]) {
+      clearInterval(state.tick);
+      show("offline", "offline: " + (e.reason || FINAL[e.code]) + "; reload to try again");
+      return;
+    }
+    scheduleRetry();
+  }
+
+  htmx.createWebSocket = function (url) {
+    var socket = new WebSocket(url.replace(/([?&])after=\d*/, "$1after=" + seq()));
     socket.binaryType = htmx.config.wsBinaryType;
-    retryAfterTryAgain(socket);
+    state.current = socket;
+    // The extension's own handlers: its onclose is given a normal close
+    // (1000), so that it never schedules a reconnect of its own beside this
+    // one; its onerror is not called, as it would log the bare Event
+    // ("[object Event]") on every failed attempt: the header says it instead.
+    var onclose = null, onerror = null;
+    function forward(e) {
+      if (onclose) onclose.call(socket, new CloseEvent("close", { code: 1000, reason: e.reason, wasClean: e.wasClean }));
+    }
+    Object.defineProperty(socket, "onclose", { get: function () { return forward; }, set: function (fn) { onclose = fn; } });
+    Object.defineProperty(socket, "onerror", { get: function () { return onerror; }, set: function (fn) { onerror = fn; } });
+    socket.addEventListener("close", function (e) {
+      forward(e);
+      closed(socket, e);
+    });
     return socket;
   };
 
-  // The server closes with 4503 when Redis or the database failed under it
-  // (daphne sends no 1011/1012/1013). The extension reconnects only after
-  // 1006, 1011, 1012 and 1013: its onclose handler sees 4503 as 1012
-  // (service restart), and so tries again, with its backoff.
-  var TRY_AGAIN = 4503;
-  function retryAfterTryAgain(socket) {
-    var handler = null;
-    Object.defineProperty(socket, "onclose", {
-      get: function () { return handler; },
-      set: function (fn) { handler = fn; },
-    });
-    socket.addEventListener("close", function (e) {
-      if (!handler) return;
-      if (e.code !== TRY_AGAIN) return handler.call(socket, e);
-      handler.call(socket, new CloseEvent("close", { code: 1012, reason: e.reason, wasClean: e.wasClean }));
-    });
+  document.addEventListener("htmx:wsOpen", function (e) {
+    state.wrapper = e.detail.socketWrapper;
+    clearInterval(state.tick);
+    clearTimeout(state.timer);
+    state.timer = null;
+    state.caughtUp = state.seqAtDrop;  // the next {"caught_up"} frame reports from here
+    show("live", state.seqAtDrop === null ? "live" : "live, catching up…");
+  });
+  document.addEventListener("htmx:wsClose", function (e) {
+    state.wrapper = e.detail.socketWrapper;
+  });
+  document.addEventListener("htmx:wsBeforeMessage", function (e) {
+    var message = e.detail.message;
+    if (typeof message !== "string" || message.indexOf('{"caught_up"') !== 0) return;
+    e.preventDefault();
+    if (state.caughtUp === null) return;  // the first connection: nothing was missed
+    var missed = Math.max(0, seq() - state.caughtUp);
+    state.caughtUp = null;
+    state.seqAtDrop = null;
+    state.attempt = 0;
+    show("live", "live, caught up " + missed + " event" + (missed === 1 ? "" : "s"));
+  });
+
+  window.addEventListener("online", function () {
+    if (state.name === "live" || state.name === "connecting") return;
+    state.nextAt = Date.now();
+    connectNow();
+  });
+  window.addEventListener("offline", function () {
+    if (state.name !== "live") return;
+    // The socket may take a while to notice; the header says it at once.
+    show("offline", "offline: no network; reconnecting when it returns");
+  });
+  window.addEventListener("pagehide", function () { state.leaving = true; });
+})();
+
+// An action (Cancel, Resume, an approval...) whose request failed says so,
+// instead of failing silently: the server away, the network down, or a
+// refusal. The message stays until dismissed or the next action.
+(function () {
+  function label(elt) {
+    var button = elt.matches("form") ? elt.querySelector("button") : elt;
+    return ((button && button.textContent) || "the action").trim();
   }
+  function notice(text) {
+    var box = document.getElementById("action-notices");
+    if (!box) {
+      box = document.createElement("div");
+      box.id = "action-notices";
+      box.setAttribute("role", "alert");
+      document.body.append(box);
+    }
+    var item = document.createElement("p");
+    item.className = "action-failed";
+    item.textContent = text + " ";
+    var close = document.createElement("button");
+    close.type = "button";
+    close.className = "link";
+    close.textContent = "dismiss";
+    close.addEventListener("click", function () { item.remove(); });
+    item.append(close);
+    box.replaceChildren(item);
+  }
+  document.addEventListener("htmx:sendError", function (e) {
+    notice("“" + label(e.detail.elt) + "” failed: the server could not be reached (offline). Nothing was done; try again once the page says live.");
+  });
+  document.addEventListener("htmx:responseError", function (e) {
+    var xhr = e.detail.xhr;
+    notice("“" + label(e.detail.elt) + "” failed: the server answered " + xhr.status + " " + (xhr.statusText || "") + ".");
+  });
 })();
 
 // A big run's live updates mark its routing graph stale instead of sending
@@ -58,28 +201,129 @@ window.zenwebGraphStale = function (graph) {
   });
 })();
 
-// A live update appends every new event to #event-list; while the event
-// filter is applied, only the matching ones stay. The cursor (#last-seq)
-// comes in its own swap, so a dropped event is not taken for a missing one.
-document.addEventListener("htmx:oobBeforeSwap", function (e) {
-  var list = e.detail.target;
-  var form = document.getElementById("event-filters");
-  if (!list || list.id !== "event-list" || !form) return;
-  var types = Array.from(form.elements.type.selectedOptions, function (o) { return o.value; });
-  var step = form.elements.step.value;
-  if (!types.length && !step) return;
-  var rows = e.detail.fragment.querySelectorAll("details.event");
-  var kept = 0;
-  rows.forEach(function (row) {
-    if ((types.length && types.indexOf(row.dataset.type) < 0) || (step && row.dataset.step !== step)) {
-      row.remove();
-    } else {
-      kept += 1;
+// The event filters (chips: groups, severities, steps) are kept in the
+// page's address, so a reload or a shared link shows the same events. A step
+// picked from the list becomes a chip. A live update appends every new event
+// to #event-list; while a filter is on, only the matching ones stay. The
+// cursor (#last-seq) comes in its own swap, so a dropped event is not taken
+// for a missing one.
+(function () {
+  function chosen(form) {
+    var data = new FormData(form);
+    return {
+      group: data.getAll("group"), severity: data.getAll("severity"),
+      step: data.getAll("step").filter(Boolean), type: data.getAll("type"),
+    };
+  }
+  function matches(row, c) {
+    return (!c.group.length || c.group.indexOf(row.dataset.group) >= 0)
+      && (!c.severity.length || c.severity.indexOf(row.dataset.severity) >= 0)
+      && (!c.step.length || c.step.indexOf(row.dataset.step) >= 0)
+      && (!c.type.length || c.type.indexOf(row.dataset.type) >= 0);
+  }
+  window.zenwebEventFilter = { chosen: chosen, matches: matches };
+
+  document.addEventListener("change", function (e) {
+    var form = e.target.closest && e.target.closest("#event-filters");
+    if (!form) return;
+    if (e.target.matches("select.step-pick") && e.target.value) {
+      var step = e.target.value;
+      var exists = Array.from(form.querySelectorAll("input[name=step]")).some(function (i) { return i.value === step; });
+      if (!exists) {
+        var chip = document.createElement("label");
+        chip.className = "chip chip-step";
+        var box = document.createElement("input");
+        box.type = "checkbox"; box.name = "step"; box.value = step; box.checked = true;
+        var text = document.createElement("span");
+        text.textContent = step;
+        chip.append(box, text);
+        e.target.before(chip);
+      }
+      e.target.value = "";
+    } else if (e.target.matches(".chip-step input") && !e.target.checked) {
+      e.target.closest(".chip").remove();
+    }
+    var query = new URLSearchParams();
+    var c = chosen(form);
+    ["step", "group", "severity", "type"].forEach(function (name) {
+      c[name].forEach(function (value) { query.append(name, value); });
+    });
+    var search = query.toString();
+    history.replaceState(history.state, "", location.pathname + (search ? "?" + search : "") + location.hash);
+  });
+
+  document.addEventListener("htmx:oobBeforeSwap", function (e) {
+    var list = e.detail.target;
+    var form = document.getElementById("event-filters");
+    if (!list || list.id !== "event-list") return;
+    var rows = e.detail.fragment.querySelectorAll("details.event");
+    var c = form ? chosen(form) : null;
+    var kept = 0;
+    rows.forEach(function (row) {
+      if (c && !matches(row, c)) row.remove();
+      else kept += 1;
+    });
+    list.dataset.arriving = kept;
+    var none = list.querySelector(".no-events");
+    if (kept && none) none.remove();
+  });
+})();
+
+// The event list follows the newest event while it is scrolled to its end
+// (and opens there: a run opens at its latest events). Scrolled up, it stays
+// where the person reads, and a button counts the events that arrived below
+// and jumps back to them.
+(function () {
+  var SLACK = 40;  // px from the end that still count as "at the end"
+  var following = true, unseen = 0;
+
+  function list() { return document.getElementById("event-list"); }
+  function atEnd(el) { return el.scrollHeight - el.scrollTop - el.clientHeight <= SLACK; }
+  function button() { return document.getElementById("new-events"); }
+  function toEnd() {
+    var el = list();
+    if (!el) return;
+    el.scrollTop = el.scrollHeight;
+    following = true;
+    unseen = 0;
+    if (button()) button().hidden = true;
+  }
+  window.zenwebFollow = { isFollowing: function () { return following; }, toEnd: toEnd };
+
+  function start() {
+    var el = list();
+    if (!el || !button()) return;  // only the run page follows
+    toEnd();
+    el.addEventListener("scroll", function () {
+      following = atEnd(el);
+      if (following) {
+        unseen = 0;
+        button().hidden = true;
+      }
+    }, { passive: true });
+    button().addEventListener("click", toEnd);
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+
+  document.addEventListener("htmx:oobAfterSwap", function (e) {
+    var el = e.detail.target;
+    if (!el || el.id !== "event-list" || !button()) return;
+    var arrived = Number(el.dataset.arriving || 0);
+    if (following) {
+      el.scrollTop = el.scrollHeight;
+    } else if (arrived) {
+      unseen += arrived;
+      button().textContent = unseen + " new event" + (unseen === 1 ? "" : "s") + " ↓";
+      button().hidden = false;
     }
   });
-  var none = list.querySelector(".no-events");
-  if (kept && none) none.remove();
-});
+  // A new choice of filters: its newest events, at the end.
+  document.addEventListener("htmx:afterSwap", function (e) {
+    if (e.detail.target && e.detail.target.id === "event-list" && e.detail.requestConfig
+        && e.detail.requestConfig.elt && e.detail.requestConfig.elt.id === "event-filters") toEnd();
+  });
+})();
 
 // A live update redraws what it touched (a step's rows, the tool calls):
 // what a person opened there (a tool call's result, a step's output or

@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agents.events import EVENT_TYPES
+from agents.events.groups import GROUPS, SEVERITIES
 from runs.models import Event, Run, Step
 from tests.conftest import register
 
@@ -150,22 +150,55 @@ def test_it_shows_the_data_of_each_event_escaped(client, owner):
     for page in (get(client, run), get(client, run, HTMX)):
         assert "<script>window.__pwned" not in page
         assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in page
-        details = re.search(r'<details class="event type-coordinator_narration".*?</details>', page, re.S).group(0)
-        assert "<pre>{\n  &quot;text&quot;: &quot;&lt;script&gt;" in details
+        details = re.search(r'<details class="event type-coordinator_narration .*?</details>', page, re.S).group(0)
+        assert '<pre class="event-data">{\n  &quot;text&quot;: &quot;&lt;script&gt;' in details
+        # The whole text, on expand, escaped too.
+        assert "<dd>&lt;script&gt;window.__pwned=1&lt;/script&gt;</dd>" in details
 
 
-def test_its_filter_form_offers_every_event_type_and_the_runs_steps(client, owner, run):
+def test_its_filter_chips_offer_every_group_and_severity_and_the_runs_steps(client, owner, run):
     client.force_login(owner)
 
-    page = get(client, run, type="tool_call", step="second")
+    page = get(client, run, group="tools", severity="error", step="second")
 
     form = re.search(r'<form id="event-filters".*?</form>', page, re.S).group(0)
     assert f'hx-get="/runs/{run.pk}/events/" hx-target="#event-list"' in form
-    for event_type in EVENT_TYPES:
-        assert f'<option value="{event_type}"' in form
-    assert '<option value="tool_call" selected>' in form
-    assert '<option value="second" selected>' in form
-    assert '<option value="first" >' in form
+    for group in GROUPS:
+        assert f'name="group" value="{group}"' in form
+    for severity in SEVERITIES:
+        assert f'name="severity" value="{severity}"' in form
+    assert 'name="group" value="tools" checked>' in form
+    assert 'name="group" value="messages">' in form
+    assert 'name="severity" value="error" checked>' in form
+    assert 'name="step" value="second" checked>' in form
+    assert '<option value="first">first</option>' in form
+
+
+def test_it_filters_by_group_and_severity(client, owner):
+    run = make_run(owner, 0)
+    rows = [
+        ("message_sent", {"from": "a", "to": "coordinator", "msg_type": "status", "content": "hi", "message_id": "m1"}),
+        ("step_end", {"status": "failed", "output": ""}),
+        ("step_end", {"status": "completed", "output": "done"}),
+        ("message_dropped", {"from": "a", "to": "b", "msg_type": "x", "reason": "no route", "message_id": "m2"}),
+        ("tool_result", {"tool_call_id": "c1", "result": "boom", "status": "failed", "ok": False}),
+        ("tool_result", {"tool_call_id": "c2", "result": "ok", "status": "ok", "ok": True}),
+    ]
+    for seq, (type_, data) in enumerate(rows, start=1):
+        Event.objects.create(run=run, seq=seq, type=type_, data=data, step_id="a")
+    client.force_login(owner)
+
+    assert seqs(get(client, run, HTMX, severity="error")) == [2, 5]
+    assert seqs(get(client, run, HTMX, severity="warning")) == [4]
+    assert seqs(get(client, run, HTMX, severity="info")) == [1, 3, 6]
+    assert seqs(get(client, run, HTMX, group="messages")) == [1, 4]
+    assert seqs(get(client, run, HTMX, group=["tools", "lifecycle"], severity="error")) == [2, 5]
+    # The run page itself opens with the filters of its address.
+    page = client.get(f"/runs/{run.pk}/", {"severity": "error"}).content.decode()
+    assert seqs(page) == [2, 5]
+    assert 'name="severity" value="error" checked>' in page
+    # Each row carries what the page filters live events by.
+    assert 'data-seq="5" data-type="tool_result" data-step="a" data-group="tools" data-severity="error"' in page
 
 
 def test_it_is_404_for_a_run_the_user_may_not_see(client, owner, teammate, run):

@@ -108,7 +108,7 @@ def test_the_run_page_shows_hidden_characters_escaped_and_flagged(client, owner,
     transcript = client.get(f"/runs/{run.pk}/steps/{step.pk}/transcript/").content.decode()
 
     assert not any(char in html for char in RAW)
-    requested = re.search(r'<details class="event type-approval_requested".*?</details>', html, re.S)[0]
+    requested = re.search(r'<details class="event type-approval_requested .*?</details>', html, re.S)[0]
     assert FLAG in requested and OVERRIDE in requested
     call_row = re.search(r'<tr id="call-\d+".*?</tr>', html, re.S)[0]
     assert FLAG in call_row and "\\u202e" in call_row  # stored as JSON escapes

@@ -24,7 +24,7 @@ def test_it_renders_the_events_and_steps_of_a_finished_run(celery_worker, client
     assert page.count('class="event type-') == run.events.count()
     assert 'data-status="completed"' in page
     assert "second says: second got: the subject is tides" in page
-    assert f'ws-connect="/ws/runs/{run.pk}/?after={run.last_event_seq}"' in page
+    assert f'ws-connect="/ws/runs/{run.pk}/?after={run.last_event_seq}&amp;caught_up=1"' in page
 
 
 def test_it_shows_why_a_run_failed(celery_worker, client, owner):
