@@ -40,6 +40,7 @@ run: setup
 test: $(VENV)/.dev sql-edge
 	$(PY) -m ruff check .
 	$(VENV)/bin/lint-imports
+	$(PY) -m mypy
 	bash scripts/test.sh
 
 # Figures, not tests: prints a table against the targets and writes
@@ -56,10 +57,12 @@ services: $(VENV)/.dev
 	$(PY) manage.py load_catalog
 	HOST=$(HOST) PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/honcho start --port $(PORT) web worker
 
+# mypy checks agents/, runs/ and zenweb/ as pyproject.toml's [tool.mypy] says.
 lint: $(VENV)/.dev sql-edge
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
+	$(PY) -m mypy
 
 # Raw SQL and the question of which database run only in runs/store/sql/
 # (STYLE.md rule 15); the drivers' imports are import-linter's to check.

@@ -52,7 +52,7 @@ class Part(NamedTuple):
 
     id: str
     kind: PartKind
-    index: int | None = None
+    index: int | None = None  # type: ignore[assignment]  # shadows tuple.index, which no caller uses
 
 
 def repeat_id(loop_id: str, n: int, inner: str) -> str:

@@ -236,12 +236,12 @@ class Sandbox:
         size = ["--size", str(self.limits.disk_mb * MB)] if self.limits.disk_mb > 0 else []
         line += ["--perms", "1777", *size, "--tmpfs", "/tmp"]
         binds = [("--ro-bind", Path(p)) for p in readonly] + ([("--bind", writable)] if writable else [])
-        for flag, path in binds:
+        for flag, bound in binds:
             # Directories bubblewrap makes on the way are root's and 0700 otherwise.
-            for parent in reversed(path.parents):
+            for parent in reversed(bound.parents):
                 if str(parent) not in ("/", "/tmp"):
                     line += ["--perms", "0755", "--dir", str(parent)]
-            line += [flag, str(path), str(path)]
+            line += [flag, str(bound), str(bound)]
         if cwd is not None:
             line += ["--chdir", str(cwd)]
         line.append("--")

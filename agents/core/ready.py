@@ -86,7 +86,7 @@ def _within_loop_caps(steps: Sequence[S], state: Callable[[str], str], candidate
     for step in candidates:
         if room <= 0:
             break
-        keys = keys_of.get(step.runtime_id, ())
+        keys = keys_of.get(step.runtime_id, [])
         caps = dict(step.limits)
         if any(key not in active and active_in[group] >= caps[group] for key, group in zip(keys, caps, strict=True)):
             continue
@@ -105,7 +105,7 @@ def iteration_keys(step: Schedulable) -> list[str]:
     return _keys(step.runtime_id, step.limits)
 
 
-def past_cap(runtime_id: str, limits: Sequence[Sequence]) -> bool:
+def past_cap(runtime_id: str, limits: Sequence[tuple[str, int]]) -> bool:
     """Whether step ``runtime_id`` (its forEach ``limits``) is in an
     iteration numbered at or past its loop's cap, ``deploy[5]`` under a cap
     of 5: that loop has more iterations than its cap, which holds some back
@@ -114,7 +114,7 @@ def past_cap(runtime_id: str, limits: Sequence[Sequence]) -> bool:
     return any(int(key[key.rindex("[") + 1 : -1]) >= cap for key, (_, cap) in zip(keys, limits, strict=True))
 
 
-def _keys(runtime_id: str, limits: Sequence[Sequence]) -> list[str]:
+def _keys(runtime_id: str, limits: Sequence[tuple[str, int]]) -> list[str]:
     keys = []
     for group, _cap in limits:
         rest = runtime_id[len(group) :]

@@ -56,7 +56,9 @@ def decide(selection: CoordinatorSelection, entries: list[CatalogEntry], mode: s
         catalog.setdefault(entry.name, entry)
     name = selection.workflow_selected
     known = name if name in catalog else None
-    base = {"command_received": selection.command_received, "workflow_selected": known}
+
+    def result_of(**fields: Any) -> CoordinatorResult:
+        return CoordinatorResult(command_received=selection.command_received, workflow_selected=known, **fields)
 
     if selection.status != "selected":
         options = [o for o in selection.clarification_options if o.would_select in catalog]
@@ -71,8 +73,7 @@ def decide(selection: CoordinatorSelection, entries: list[CatalogEntry], mode: s
         error = selection.error
         if selection.status == "blocked" and not error:
             error = "Workflow not allowed in current mode"
-        result = CoordinatorResult(
-            **base,
+        result = result_of(
             workflow_args=selection.workflow_args,
             status=selection.status,
             missing=selection.missing,
@@ -84,11 +85,11 @@ def decide(selection: CoordinatorSelection, entries: list[CatalogEntry], mode: s
 
     assert name is not None  # a "selected" selection always names one
     if known is None:
-        return Decision(entry=None, result=CoordinatorResult(**base, status="error", error=f"Unknown workflow: {name}"))
+        return Decision(entry=None, result=result_of(status="error", error=f"Unknown workflow: {name}"))
     entry = catalog[name]
     error = mode_refusal(entry.name, entry.mode, mode)
     if error:
-        return Decision(entry=None, result=CoordinatorResult(**base, status="blocked", error=error))
+        return Decision(entry=None, result=result_of(status="blocked", error=error))
 
     args: dict[str, Any] = {}
     missing: list[str] = []
@@ -107,11 +108,11 @@ def decide(selection: CoordinatorSelection, entries: list[CatalogEntry], mode: s
                 args[input_name] = _coerce(value, spec.type)
         except ValueError:
             error = f"Invalid parameter {input_name}: expected {spec.type}, got {_short(repr(value))}"
-            result = CoordinatorResult(**base, workflow_args=selection.workflow_args, status="error", error=error)
+            result = result_of(workflow_args=selection.workflow_args, status="error", error=error)
             return Decision(entry=None, result=result)
     if missing:
-        result = CoordinatorResult(
-            **base, workflow_args=args, status="needs_more_info", missing=missing, message=_need_message(missing)
+        result = result_of(
+            workflow_args=args, status="needs_more_info", missing=missing, message=_need_message(missing)
         )
         return Decision(entry=None, result=result)
     return Decision(entry=entry, args=args, requires_approval=entry.destructive)

@@ -53,7 +53,7 @@ class CoordinatorSelection(_Shape):
     def _null_means_empty(cls, data: Any) -> Any:
         # Models write "missing": null as often as they leave it out.
         if isinstance(data, dict):
-            empty = {"workflow_args": {}, "missing": [], "clarification_options": []}
+            empty: dict[str, Any] = {"workflow_args": {}, "missing": [], "clarification_options": []}
             data = {k: (empty[k] if k in empty and v is None else v) for k, v in data.items()}
         return data
 

@@ -199,7 +199,9 @@ CACHED_TEXT_CHARS = 8192
 
 @lru_cache(maxsize=512)
 def _cached_count(name: str, text: str) -> int:
-    return len(get_encoding(name).encode_ordinary(text))
+    encoding = get_encoding(name)
+    assert encoding is not None  # count_text calls this only once the encoding has loaded
+    return len(encoding.encode_ordinary(text))
 
 
 def count_messages(messages: Iterable[Mapping[str, Any]], model: str | None = None) -> int:

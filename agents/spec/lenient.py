@@ -16,7 +16,7 @@ def _lenient(data: dict[str, Any]) -> SimpleNamespace:
     for ``WorkflowSpec._problems``. Parts that field validation already
     reported are marked ``broken`` and not checked again."""
 
-    raw_agents = data.get("agents") if isinstance(data.get("agents"), dict) else {}
+    raw_agents = _mapping(data.get("agents"))
     agents = {
         name: SimpleNamespace(
             tools=_strings(agent.get("tools") if isinstance(agent, dict) else None),
@@ -26,14 +26,14 @@ def _lenient(data: dict[str, Any]) -> SimpleNamespace:
         for name, agent in raw_agents.items()
         if isinstance(name, str)  # another key's problem is field validation's to report
     }
-    raw_inputs = data.get("inputs") if isinstance(data.get("inputs"), dict) else {}
+    raw_inputs = _mapping(data.get("inputs"))
     inputs = {
         name: SimpleNamespace(type=_input_type(declared), required=False, default=None)
         for name, declared in raw_inputs.items()
         if isinstance(name, str)
     }
     mcp = _strings(data.get("mcp"))
-    raw_options = data.get("options") if isinstance(data.get("options"), dict) else {}
+    raw_options = _mapping(data.get("options"))
     timeouts = raw_options.get("toolTimeouts")
     options = SimpleNamespace(
         tool_timeouts=[t for t in timeouts if isinstance(t, str)] if isinstance(timeouts, dict) else []
@@ -41,6 +41,10 @@ def _lenient(data: dict[str, Any]) -> SimpleNamespace:
     return SimpleNamespace(
         steps=_lenient_steps(data.get("steps")), agents=agents, inputs=inputs, mcp=mcp, options=options
     )
+
+
+def _mapping(value: object) -> dict[Any, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _lenient_script(raw_script: object) -> list[SimpleNamespace]:

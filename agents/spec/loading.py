@@ -117,6 +117,7 @@ def _parse(text: str, source: str, context: _IncludeContext) -> WorkflowSpec:
         for name, agent in sub.agents.items():
             spec.agents.setdefault(name, agent)
         path = _step_at(spec, loc).include
+        assert path is not None  # ``included`` holds only steps that include a file
         governance += [((*loc, "include"), message) for message in _gates_lost(spec, sub, path)]
     problems = [
         SpecProblem(source, line_for(lines, loc), _dotted(loc), message)

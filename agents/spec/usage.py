@@ -71,7 +71,9 @@ def tool_use_problems(workflow: Any, known_tools: KnownTools | None) -> Iterator
     options = getattr(workflow, "options", None)
     listed_anywhere = {tool for agent in workflow.agents.values() for tool in agent.tools}
     timeouts = getattr(options, "tool_timeouts", None) or {}
-    named = [(("options", "toolTimeouts", tool), tool, "timeout") for tool in timeouts]
+    named: list[tuple[tuple[str | int, ...], Any, str]] = [
+        (("options", "toolTimeouts", tool), tool, "timeout") for tool in timeouts
+    ]
     named += [(("approvals", i), tool, "approval") for i, tool in enumerate(getattr(workflow, "approvals", None) or [])]
     for at, tool, what in named:
         if tool in listed_anywhere:

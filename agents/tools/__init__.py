@@ -8,7 +8,8 @@ from agents.tools.builtin.research import RESEARCH_TOOLS
 from agents.tools.builtin.shell import SHELL_TOOLS
 from agents.tools.registry import ToolOutcome, ToolRegistry
 from agents.tools.results import Artifact, Bounds, ToolResult
-from agents.tools.spawn import SPAWN_WORKER, WorkerRequest
+from agents.tools.spawn import SPAWN_WORKER
+from agents.tools.worker_request import WorkerRequest
 
 
 def default_registry() -> ToolRegistry:

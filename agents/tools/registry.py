@@ -14,7 +14,7 @@ import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
@@ -158,7 +158,8 @@ class ToolRegistry:
             # attempt whose worker died): the stored result, not a second run.
             done = ctx.journal.get(idempotency_key(ctx, tool.name, args.model_dump(mode="json")))
             if done is not None:
-                return done
+                # ToolJournal sits in base.py, below this module, so it cannot name ToolOutcome.
+                return cast(ToolOutcome, done)
         if tool.name in ctx.gated or not _shown(ctx, tool, _visible(data, tool)):
             # Nothing runs yet: a person decides on exactly these arguments.
             try:

@@ -15,10 +15,11 @@ import os
 import shutil
 import threading
 from collections import deque
+from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, TextIO, TypeVar
 
 import anyio
 import httpx2
@@ -27,7 +28,14 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import StreamableHTTPError, streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, CallToolResult, Implementation
+from mcp_types import (
+    CONNECTION_CLOSED,
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    CallToolResult,
+    Implementation,
+    PaginatedRequestParams,
+)
 from mcp_types import Tool as RemoteTool
 
 from agents.sandbox import SYSTEM_PATH, Sandbox, SandboxUnavailable
@@ -35,6 +43,7 @@ from agents.sandbox_cgroups import CallGroup, NoGroup
 from agents.tools.mcp.config import McpServerConfig, address_refusal
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 CLIENT_INFO = Implementation(name="zenweb", version="1")
 # How much of a stdio server's stderr is kept to explain why it stopped.
@@ -98,7 +107,8 @@ class McpConnection:
         if config.command is not None:
             # The server's own cgroup for as long as it lives: its memory and
             # processes together, never CPU seconds (it serves many calls).
-            group = self._stack.enter_context(self.sandbox.call_group(cpu=False))
+            group = self.sandbox.call_group(cpu=False)
+            self._stack.enter_context(group)
             argv, env = sandboxed_command(config, self.sandbox, group)
             params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=config.cwd)
             errlog = self._stderr_pipe()
@@ -141,7 +151,7 @@ class McpConnection:
             cursor = None
             with anyio.fail_after(self.config.timeout):
                 for _ in range(100):  # a server that pages forever cannot hang us
-                    page = await session.list_tools(params={"cursor": cursor} if cursor else None)
+                    page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
                     tools.extend(page.tools)
                     cursor = page.next_cursor
                     if not cursor:
@@ -176,7 +186,7 @@ class McpConnection:
             raise McpTransportError("not connected")
         return self._session
 
-    def _run(self, fn: Any) -> Any:
+    def _run(self, fn: Callable[[], Awaitable[T]]) -> T:
         assert self._portal is not None
         try:
             return self._portal.call(fn)
@@ -191,7 +201,7 @@ class McpConnection:
                 raise McpTransportError(self._why(exc)) from None
             raise
 
-    def _stderr_pipe(self) -> IO[str]:
+    def _stderr_pipe(self) -> TextIO:
         read_fd, write_fd = os.pipe()
         reader = os.fdopen(read_fd, encoding="utf-8", errors="replace")
         lines = self._stderr

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from jsonschema import Draft202012Validator, SchemaError
@@ -61,7 +61,7 @@ class JsonSchemaArgs(BaseModel):
     _validator: ClassVar[Any] = None
 
     @classmethod
-    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> JsonSchemaArgs:  # type: ignore[override]
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> JsonSchemaArgs:
         errors = sorted(cls._schema_validator().iter_errors(obj), key=lambda e: list(e.absolute_path))
         if errors:
             details = [
@@ -76,7 +76,7 @@ class JsonSchemaArgs(BaseModel):
         return cls.model_construct(**obj)
 
     @classmethod
-    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
         schema = {key: value for key, value in cls.input_schema.items() if key != "$schema"}
         schema.setdefault("type", "object")
         schema.setdefault("properties", {})
@@ -154,7 +154,7 @@ def _linear(validator: Any, schema: dict[str, Any]) -> Any:
     }
     if "patternProperties" in json.dumps(schema):
         keywords["unevaluatedProperties"] = _unchecked
-    return extend(validator, keywords)
+    return extend(validator, keywords)  # type: ignore[no-untyped-call]  # untyped in its stubs
 
 
 def args_model(title: str, input_schema: dict[str, Any]) -> type[JsonSchemaArgs]:
@@ -165,11 +165,11 @@ def args_model(title: str, input_schema: dict[str, Any]) -> type[JsonSchemaArgs]
 
 def _location(err: SchemaViolation) -> tuple[int | str, ...]:
     path = tuple(err.absolute_path)
-    if err.validator == "required" and isinstance(err.instance, dict):
+    if err.validator == "required" and isinstance(err.instance, dict) and isinstance(err.validator_value, list):
         missing = [name for name in err.validator_value if name not in err.instance]
         return (*path, missing[0]) if missing else path
     if err.validator == "additionalProperties" and isinstance(err.instance, dict):
-        allowed = set((err.schema or {}).get("properties", {}))
+        allowed = set(err.schema.get("properties", {}) if isinstance(err.schema, Mapping) else ())
         extra = sorted(name for name in err.instance if name not in allowed)
         return (*path, extra[0]) if extra else path
     return path

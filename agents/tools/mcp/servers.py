@@ -44,6 +44,7 @@ from pydantic import ValidationError
 
 from agents.sandbox import Sandbox
 from agents.tools.base import Role, Tool, ToolContext, ToolError
+from agents.tools.errors import FailureKind, RecoveryAction
 from agents.tools.mcp.client import McpCallTimeout, McpConnection, McpStartError, McpTransportError
 from agents.tools.mcp.config import McpServerConfig
 from agents.tools.mcp.schema import JsonSchemaArgs, args_model, model_name, server_of
@@ -132,8 +133,8 @@ class McpServer:
                 ) from None
             except MCPError as exc:
                 # The server answered with a JSON-RPC error: it refuses this call.
-                kind = "invalid_call" if exc.code == INVALID_PARAMS else "domain_rejection"
-                action = "correct_call" if exc.code == INVALID_PARAMS else "replan"
+                kind: FailureKind = "invalid_call" if exc.code == INVALID_PARAMS else "domain_rejection"
+                action: RecoveryAction = "correct_call" if exc.code == INVALID_PARAMS else "replan"
                 message = self.config.redact(exc.message)
                 raise ToolError(f"MCP server {self.name!r}: {message}", kind=kind, action=action) from None
             except McpTransportError as exc:
@@ -274,9 +275,9 @@ def tools_for_names(
     pool = pool or POOL
     wanted: dict[str, list[str]] = {}
     for name in dict.fromkeys(requested):
-        server = server_of(name)
-        if server in servers:
-            wanted.setdefault(server, []).append(name)
+        server_name = server_of(name)
+        if server_name is not None and server_name in servers:
+            wanted.setdefault(server_name, []).append(name)
     found: list[McpTool] = []
     for server_name, names in wanted.items():
         server = pool.server(servers[server_name])
