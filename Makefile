@@ -65,7 +65,8 @@ lint: $(VENV)/.dev sql-edge
 	$(PY) -m mypy
 
 # Raw SQL and the question of which database run only in runs/store/sql/
-# (STYLE.md rule 15); the drivers' imports are import-linter's to check.
+# (dialect differences stay at the edge: docs/architecture.md, "Layers");
+# the drivers' imports are import-linter's to check.
 sql-edge:
 	@if grep -rnE '\.vendor\b|\.execute(many)?\(' --include='*.py' runs zenweb agents | grep -v -e '^runs/store/sql/' -e '/migrations/'; then \
 		echo 'raw SQL or a database vendor check outside runs/store/sql/ (above)'; exit 1; fi

@@ -178,8 +178,8 @@ def calibration(statements: int, repeats: int) -> dict[str, list[float]]:
     zenweb): what this machine's PostgreSQL does from one process, to read
     the routing figures against.
 
-    - ``inserts``: single-row autocommit INSERTs per second, the figure
-      shared/REFERENCE.md gives for its machine (about 10,000/s);
+    - ``inserts``: single-row autocommit INSERTs per second, the usual
+      yardstick of what a PostgreSQL server writes;
     - ``transactions``: per second, the least a routing transaction does:
       BEGIN, a row's lock (SELECT ... FOR UPDATE), one UPDATE of it, COMMIT.
       Routing one message per transaction cannot go faster than this."""
@@ -248,7 +248,7 @@ def measure(ctx: Context) -> list[Result]:
                 "postgresql",
                 "rows/s",
                 rates["inserts"],
-                note="plain psycopg, one process; shared/REFERENCE.md's machine: about 10,000/s",
+                note="plain psycopg, one process",
             ),
             Result(
                 "router",

@@ -1,4 +1,4 @@
-"""The workflow handler (seed 004): a command in plain words becomes one workflow run.
+"""The workflow handler (docs/commands-and-approvals.md): a command in plain words becomes one workflow run.
 
 The Executor says what it wants ("Run research workflow for laptops under $1000");
 the handler shows a model the workflow catalog and asks for a COORDINATOR_SELECTION
@@ -10,7 +10,7 @@ appends to the Executor's notes with ``CoordinatorResult.to_markdown``.
 The model only proposes: a workflow it invents, a code-mode workflow in chat mode,
 or arguments of the wrong type never start a run.
 
-The package follows that flow: ``shapes`` (the seed's selection, result and
+The package follows that flow: ``shapes`` (the selection, result and
 claims), ``catalog`` (what the model is told of each workflow), ``selection``
 (the request and the reading of its answer), ``decision`` (the checks and the
 result). Import from ``agents.handler``: these are its public names.

@@ -49,7 +49,7 @@ class Decision:
 
 
 def decide(selection: CoordinatorSelection, entries: list[CatalogEntry], mode: str) -> Decision:
-    """Check a selection against the catalog, the mode and the workflow's inputs (seed §6, §10)."""
+    """Check a selection against the catalog, the mode and the workflow's inputs."""
     _check_mode(mode)
     catalog: dict[str, CatalogEntry] = {}
     for entry in entries:
@@ -119,7 +119,7 @@ def decide(selection: CoordinatorSelection, entries: list[CatalogEntry], mode: s
 
 
 def error_for_run(status: str, error: str) -> str:
-    """The error a finished, failed run reports to the Executor (seed §10.1)."""
+    """The error a finished, failed run reports to the Executor."""
     text = (error or "").strip()
     lowered = text.lower()
     if "timeout" in lowered or "timed out" in lowered:
@@ -130,7 +130,7 @@ def error_for_run(status: str, error: str) -> str:
 
 
 def claims_problem(claims: list[Claim]) -> str | None:
-    """Why these claims cannot be reported as they are (seed §7.5), or None."""
+    """Why these claims cannot be reported as they are (one without a url or a source_ref), or None."""
     if any(claim.lacks_source() for claim in claims):
         return MISSING_SOURCES
     return None

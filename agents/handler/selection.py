@@ -16,7 +16,7 @@ from agents.llm import tokens
 from agents.llm.base import CompletionRequest
 
 AGENT = "workflow_handler"
-# The REFLEX role of the seed: selection is classification, not writing.
+# Selection is classification, not writing: a low temperature.
 TEMPERATURE = 0.4
 DEFAULT_BUDGET_TOKENS = 2500
 

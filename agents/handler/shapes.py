@@ -1,4 +1,4 @@
-"""The seed's shapes: a COORDINATOR_SELECTION (what the model proposes), a
+"""The handler's shapes: a COORDINATOR_SELECTION (what the model proposes), a
 COORDINATOR_RESULT (what the Executor is told) and the claims it carries."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class _Shape(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
 
     def to_data(self) -> dict[str, Any]:
-        """JSON-ready data with ``_type`` spelled as in the seed."""
+        """JSON-ready data, with ``_type`` (its alias) naming the shape."""
         return self.model_dump(mode="json", by_alias=True)
 
 
@@ -85,7 +85,7 @@ class Claim(_Shape):
         return value
 
     def lacks_source(self) -> bool:
-        """True when the claim cannot be traced: no url or no source_ref (seed §7.5)."""
+        """True when the claim cannot be traced: no url or no source_ref."""
         return not self.url or not self.source_ref
 
     def expires_at(self, now: datetime) -> datetime | None:
@@ -132,7 +132,7 @@ class CoordinatorResult(_Shape):
     clarification_options: list[ClarificationOption] = Field(default_factory=list)
 
     def to_markdown(self, iteration: int) -> str:
-        """The "Executor Iteration" section of seed §8, with a claims table."""
+        """The "Executor Iteration" section appended to the Executor's notes, with a claims table."""
         lines = [
             f"### Executor Iteration {iteration}",
             "**Action:** COMMAND",

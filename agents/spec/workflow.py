@@ -135,7 +135,7 @@ class WorkflowSpec(_Spec):
     options: WorkflowOptions = Field(default_factory=WorkflowOptions)
     coordinator: CoordinatorPolicy = Field(default_factory=CoordinatorPolicy)
     tool: ToolExposure | None = None
-    # The catalog entry (seed 004): what a command must say to select this
+    # The catalog entry (docs/commands-and-approvals.md): what a command must say to select this
     # workflow, what it returns, how to tell it worked, the mode it needs,
     # and which work waits for a person's approval.
     triggers: list[str] = Field(default_factory=list)

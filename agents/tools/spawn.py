@@ -1,4 +1,4 @@
-"""spawn_worker: the coordinator splits work into fresh worker steps (seed 002).
+"""spawn_worker: the coordinator splits work into fresh worker steps.
 
 A worker starts with a clean context: its task text and the outputs of the
 steps it depends on, nothing of the coordinator's conversation. Independent

@@ -41,7 +41,7 @@ class Tokens:
 @dataclass
 class TokenTotals:
     """A run's tokens, in all and by role. ``coordination_overhead`` is the
-    coordinator's share of the total in percent (seed 002: 10-15% is typical)."""
+    coordinator's share of the total in percent."""
 
     coordinator: Tokens = field(default_factory=Tokens)
     steps: Tokens = field(default_factory=Tokens)

@@ -69,5 +69,5 @@ def finish_command(run: Run) -> None:
     command.save(update_fields=["result", "status"])
 
 
-# The seed's text for a destructive workflow waiting on a person.
+# What a destructive workflow waiting on a person reports (docs/commands-and-approvals.md).
 NEEDS_APPROVAL = "Destructive operation requires explicit user approval"

@@ -1,5 +1,5 @@
 """Commands: free text -> the coordinator's workflow selection -> a run, and
-the COORDINATOR_RESULT that answers it (seed 004; the answer of a run
+the COORDINATOR_RESULT that answers it (docs/commands-and-approvals.md; the answer of a run
 as it stands: runs/actions/command_results.py).
 
 The coordinator (the workflow handler) sees the catalog and the command and

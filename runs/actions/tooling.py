@@ -328,7 +328,7 @@ class DjangoToolHost:
     def start_child_run(self, ctx: ToolContext, workflow: str, inputs: dict[str, Any]) -> str:
         parent = Run.objects.select_related("created_by").get(pk=self.run_id)
         if parent.parent_tool_call_id is not None:
-            # One level, as workers get no tool to spawn more (seeds/002): a
+            # One level, as workers get no tool to spawn more: a
             # workflow that calls itself, or two that call each other, would
             # start runs without end.
             raise ToolError(

@@ -434,5 +434,5 @@ def problems(exc: ValidationError) -> list[dict[str, str]]:
 
 
 def dump(model: BaseModel, **options: Any) -> dict[str, Any]:
-    # by_alias keeps the seed's "_type" on COORDINATOR_RESULTs.
+    # by_alias keeps the "_type" alias on COORDINATOR_RESULTs.
     return model.model_dump(mode="json", by_alias=True, **options)

@@ -134,7 +134,7 @@ class Artifact(models.Model):
 
 
 class Claim(models.Model):
-    """A statement a run produced, with the source that backs it (seed 004)."""
+    """A statement a run produced, with the source that backs it."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="claims")
     step_id = models.CharField(max_length=200, blank=True)

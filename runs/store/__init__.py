@@ -1,1 +1,1 @@
-"""The one store the core's decisions are applied through (DESIGN.md, Rooms)."""
+"""The one store the core's decisions are applied through (docs/architecture.md, "Layers")."""

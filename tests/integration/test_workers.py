@@ -1,4 +1,4 @@
-"""spawn_worker: the coordinator adds worker steps to a running run (seed 002)."""
+"""spawn_worker: the coordinator adds worker steps to a running run."""
 
 from __future__ import annotations
 

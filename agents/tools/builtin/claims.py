@@ -1,6 +1,6 @@
 """record_claim: an agent states a claim and the source that backs it.
 
-Claims are what a run tells people it found (seed 004). url and source_ref
+Claims are what a run tells people it found. url and source_ref
 may be left out here, so a model is not stopped mid-turn, but a run whose
 claims lack either is reported ``blocked`` with ``requires_retry``.
 """

@@ -1,6 +1,6 @@
 """Every raw SQL statement of the store, each named, and the only place
-that asks which database it runs on (STYLE.md rule 15: dialect differences
-at the edge).
+that asks which database it runs on (dialect differences stay at the edge:
+docs/architecture.md, "Layers").
 
 Plain SQL where the ORM cannot say it (UPDATE ... RETURNING, a CTE that
 locks the run first, JSON documents turned into rows, a pipelined
