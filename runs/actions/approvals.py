@@ -32,7 +32,7 @@ from django.utils import timezone
 
 from agents.core import gates
 from agents.events import Event as RuntimeEvent
-from agents.events.tool_events import ApprovalDecided
+from agents.events.tool_events import ApprovalDecided, ToolResult
 from agents.tools.errors import RetryHint, failure_text
 from runs.actions.approval_requests import arguments_hash
 from runs.actions.catalog import workflow_spec
@@ -158,7 +158,7 @@ def do_execute_approved_call(approval_id: int) -> None:
                 ),
                 status=ToolCall.Status.BLOCKED,
                 error_kind="domain_rejection",
-                event="tool_result",
+                event=ToolResult,
                 event_data={"approval_id": approval.pk, "status": "approved", "ok": False},
             )
             return
@@ -176,6 +176,6 @@ def do_execute_approved_call(approval_id: int) -> None:
             status=ToolCall.Status.DONE if outcome.ok else ToolCall.Status.FAILED,
             error_kind=outcome.error_kind or "",
             omitted=outcome.omitted,
-            event="tool_result",
+            event=ToolResult,
             event_data={"approval_id": approval.pk, "status": "approved", "ok": outcome.ok},
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import transaction
 
+from agents.events.tool_events import ChildRunResult
 from agents.tools.errors import RetryHint, failure_text
 from agents.tools.results import ToolResult
 from runs.actions.pending import deliver_result
@@ -43,7 +44,7 @@ def do_deliver_child_result(child_id: int) -> None:
             status=status,
             error_kind=error_kind,
             omitted=omitted,
-            event="child_run_result",
+            event=ChildRunResult,
             event_data={"run_id": child.pk, "status": child.status},
         )
 

@@ -16,7 +16,7 @@ from django.utils import timezone
 from agents.core import gates, machine
 from agents.events import Event as RuntimeEvent
 from agents.events.run_events import Error, WorkflowEnd
-from agents.events.tool_events import ApprovalLapsed
+from agents.events.tool_events import ApprovalLapsed, ToolResult
 from agents.router import COORDINATOR, DropReason
 from agents.tools.errors import RetryHint, failure_text
 from runs import queue
@@ -234,6 +234,6 @@ def settle_approval(approval: Approval, status: str, reason: str, decisions: tup
                 text,
                 status=ToolCall.Status.BLOCKED,
                 error_kind="domain_rejection",
-                event="tool_result",
+                event=ToolResult,
                 event_data={"approval_id": approval.pk, "status": status},
             )

@@ -10,6 +10,7 @@ from typing import Any
 from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
+from agents.events.tool_events import ChildRunResult, ToolResult
 from runs import queue
 from runs.models import Run, Step, ToolCall
 from runs.store.events import DjangoEventSink
@@ -20,7 +21,7 @@ def deliver_result(
     text: str,
     *,
     status: str,
-    event: str,
+    event: type[ToolResult | ChildRunResult],
     event_data: dict[str, Any],
     error_kind: str = "",
     omitted: bool = False,
@@ -47,9 +48,8 @@ def deliver_result(
         # Marked queued with the transcript (Step.turn_queued): the sweeper queues it again if its task is lost.
         step.turn_queued = timezone.now()
     step.save(update_fields=["transcript", "turn_queued"] if next_turn else ["transcript"])
-    DjangoEventSink(call.run_id).emit(
-        RuntimeEvent(event, step.step_id, {"tool_call_id": call.tool_call_id, **event_data, "result": text[:2000]})
-    )
+    delivered = event(tool_call_id=call.tool_call_id, result=text[:2000], **event_data)
+    DjangoEventSink(call.run_id).emit(RuntimeEvent.of(delivered, step.step_id))
     if next_turn:
         turn = step.turns + 1
         queue.send_after_commit(queue.RUN_STEP_TURN, step.pk, turn)

@@ -35,7 +35,7 @@ from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from agents.events.run_events import LeaseExpired
-from agents.events.tool_events import ToolStarted
+from agents.events.tool_events import ToolResult, ToolStarted
 from agents.spec import WorkflowSpec
 from agents.tools import Tool
 from agents.tools.errors import FailureKind, RetryHint, failure_text
@@ -176,7 +176,7 @@ def _finish(call: ToolCall, owner: str, outcome: ToolOutcome, status: str, durat
             status=status,
             error_kind=outcome.error_kind or "",
             omitted=outcome.omitted,
-            event="tool_result",
+            event=ToolResult,
             event_data=data,
         )
 
@@ -315,7 +315,7 @@ def stop_unfinished_calls(run_id: int, why: str, *, cancelled: bool = False) -> 
             text,
             status=status,
             error_kind="unavailable",
-            event="tool_result",
+            event=ToolResult,
             event_data={"name": call.name, "status": status, "ok": False, "error_kind": "unavailable"},
         )
     ToolExecution.objects.filter(step__run_id=run_id, status=ToolExecution.Status.RUNNING).update(
@@ -339,7 +339,7 @@ def _deliver_failure(call: ToolCall, message: str, kind: FailureKind) -> None:
         failure_text(message, RetryHint(kind, "replan")),
         status=ToolCall.Status.FAILED,
         error_kind=kind,
-        event="tool_result",
+        event=ToolResult,
         event_data={"name": call.name, "status": ToolCall.Status.FAILED, "ok": False},
     )
 
