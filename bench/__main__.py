@@ -24,7 +24,7 @@ MEASUREMENTS = ("router", "dashboard", "orchestration", "chain", "tool_calls", "
 TARGETS = {
     "router": {
         "in memory": ">= 100,000 routed messages/s",
-        "postgresql": "reported; no target (#26)",
+        "postgresql": "reported; no target (read against the calibration rows)",
     },
     "dashboard": {"run page, event page, runs list": "< 150 ms server time each"},
     "orchestration": {"per-step overhead, zenweb / bare Celery": "<= 2x"},

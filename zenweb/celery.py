@@ -64,7 +64,7 @@ def _check_the_sandbox(**kwargs) -> None:
 def _freeze_startup_objects(**kwargs) -> None:
     # Django, Celery and zenweb's modules are loaded by now and live as long
     # as the process: out of the collector's reach, a full collection scans
-    # only what tasks made (it took 80 ms a time, every few hundred turns).
+    # only what tasks made (each scan of everything costs 80 ms, every few hundred turns).
     gc.freeze()
 
 

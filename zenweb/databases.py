@@ -3,8 +3,8 @@ served, one lasting connection per worker thread elsewhere.
 
 Under ASGI each request's sync code runs in a thread of its own, so a
 connection kept per thread (CONN_MAX_AGE) is left behind by every request
-that ran at the same time as another: 50 concurrent requests left 48 open,
-and bursts took the server to "too many clients". Django says persistent
+that runs at the same time as another: 50 concurrent requests leave 48
+open, and bursts take the server to "too many clients". Django says persistent
 connections should be disabled under ASGI; the web process borrows from
 psycopg's pool instead (at most ``pool`` connections, a request past them
 waits ``timeout`` seconds, then gets a 503: zenweb/overload.py). A Celery

@@ -40,8 +40,8 @@ FailurePolicy = Literal["cascade", "skip-dependents", "abort"]
 class StepState(NamedTuple):
     """A step or a repeat-until loop of a run (never its coordinator). A
     named tuple: a run's state is built from every step row after each step
-    ends (a 500-step run: 500 of these), and a frozen dataclass took three
-    times as long to make."""
+    ends (a 500-step run: 500 of these), and a named tuple is made in about
+    a third of a frozen dataclass's time."""
 
     runtime_id: str
     status: str = "pending"

@@ -80,7 +80,7 @@ def _within_loop_caps(steps: Sequence[S], state: Callable[[str], str], candidate
         if any(state(r) != "pending" for r in runtime_ids) and not all(state(r) in TERMINAL for r in runtime_ids)
     }
     # Active iterations per forEach loop, kept as iterations start: counting
-    # them anew for every candidate made a 500-step fan-out quadratic.
+    # them anew for every candidate would make a fan-out quadratic in its steps.
     active_in = Counter(_group_of(key) for key in active)
     chosen: list[S] = []
     for step in candidates:

@@ -42,8 +42,8 @@ _FRAME_WORDS = frozenset(
 _PREPOSITIONS = frozenset("for about on regarding re to with into of in".split())
 _ARTICLES = frozenset({"the", "a", "an"})
 # Dropped from the end of a value, read from the end without a regular
-# expression: the command is a user's, and the one this replaces took time
-# quadratic in a run of commas.
+# expression: the command is a user's, and a backtracking expression takes
+# time quadratic in a run of commas.
 _POLITE_WORDS = ("please", "thanks", "thank you")
 # A list item that stands for items the command does not name.
 _QUANTIFIERS = frozenset(
@@ -280,9 +280,9 @@ def _value_text(text: str) -> str:
 
 def _without_dangling_word(text: str) -> str:
     """``text`` without trailing spaces, commas, semicolons and one dangling
-    "and" or "with" ("eu, and" is "eu"). Read from the end: the regular
-    expression it replaces backtracked, and took seconds on a command of
-    2,000 spaces (issue 45)."""
+    "and" or "with" ("eu, and" is "eu"). Read from the end: a regular
+    expression for it backtracks, and takes seconds on a command of 2,000
+    spaces."""
     end = len(text.rstrip())
     for word in ("and", "with"):
         start = end - len(word)

@@ -168,8 +168,8 @@ def _load_encoding(name: str) -> tiktoken.Encoding | None:
 
 def preload(models: Iterable[str | None] = ()) -> None:
     """Load the encodings of ``models`` and the default one now: in a
-    process about to fork workers, so that they share one copy (each took
-    0.1 s and 40 MB on its first turn)."""
+    process about to fork workers, so that they share one copy (each costs
+    0.1 s and 40 MB to load)."""
     for name in {DEFAULT_ENCODING, *(encoding_name(model) for model in models)}:
         get_encoding(name)
 

@@ -304,7 +304,7 @@ def _tool_policy_breach(step: Step, options: WorkflowOptions, result: TurnResult
     A turn asking for more calls than are left, with some left, ran none of
     them and got an error per call saying so (agents.runner): the model may
     ask for fewer. With none left there is nothing to ask for: the step
-    fails, as it did when it passed the cap."""
+    fails, as one past the cap does."""
     if result.call_cap_exhausted:
         return f"step {step.step_id} asked for more than {options.max_tool_calls} tool calls (maxToolCalls)"
     # Bookkeeping calls (messaging) do not count against the caps.

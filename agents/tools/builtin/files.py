@@ -221,7 +221,7 @@ def _glob(ctx: ToolContext, args: GlobArgs) -> ToolResult:
 def _grep_regex(pattern: str, ignore_case: bool) -> Any:
     """The model's pattern compiled for RE2, which matches in time linear in
     the text: Python's ``re`` backtracks, and one pattern such as ``(A|A)*B``
-    held the GIL (and so every request of the process) for seconds per line."""
+    holds the GIL (and so every request of the process) for seconds per line."""
     try:
         return linear_regex.compile(pattern, ignore_case=ignore_case)
     except linear_regex.error as exc:

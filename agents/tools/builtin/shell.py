@@ -69,7 +69,7 @@ class _ForkBomb:
 
 
 # Matched with RE2, in time linear in the command: a model writes it, and
-# with Python's re `git push ` 1,100 times held the GIL 30 s (issue 45).
+# with Python's re `git push ` 1,100 times holds the GIL 30 s.
 DESTRUCTIVE_PATTERNS: tuple[tuple[Any, str], ...] = tuple(
     (linear_regex.compile(pattern, ignore_case=True) if isinstance(pattern, str) else pattern, description)
     for pattern, description in (
@@ -236,8 +236,8 @@ def _pump(
 # namespace, without the sandbox the command's process group).
 # Parent-death signals cannot do this alone: bubblewrap's namespace init sets
 # its --die-with-parent only once the sandbox is set up, and a worker killed
-# before that left the whole namespace running (about 1 call in 3 when
-# killed within 40 ms of the start on a loaded machine).
+# before that would leave the whole namespace running (about 1 call in 3
+# when killed within 40 ms of the start on a loaded machine).
 _WATCH = r"""
 everything=$1; shift
 exec 3<&0 </dev/null

@@ -74,7 +74,7 @@ def insert_events_from(counter: str, rows: str = EVENT_ROWS, count: str = "%(eve
     """An INSERT of events numbered after ``counter``.last_event_seq (a CTE
     that added their ``count`` to the run's counter and returned it), from
     ``rows`` (by default one JSON document that jsonb_to_recordset turns
-    into rows: PostgreSQL: psycopg dumped a typed array per column about
+    into rows: PostgreSQL: psycopg dumps a typed array per column about
     four times slower); parameters: ``events_params``."""
     fields = [f.name for f in Event._meta.concrete_fields if not f.primary_key and f.name != "seq"]
     if fields != list(_EVENT_COLUMNS):

@@ -3,7 +3,7 @@ run with its header's figures, the step rows the events touched.
 
 Every dashboard of a running run gets an update per commit of the run, and
 one process renders them all, one at a time: built by the ORM these reads
-took 10 of a 5-event update's 13 ms, most of it building the queries. Here
+take 10 of a 5-event update's 13 ms, most of it building the queries. Here
 each statement is written once, prepared on the connection, and its rows
 become model instances converted as the ORM converts them (rows.py).
 """

@@ -64,7 +64,7 @@ def in_one_round_trip(statements: list[tuple[str, dict | list]]) -> list[list[tu
     is held while this process binds and sends the rest, longer if it loses
     the CPU meanwhile (pg_stat_activity shows the holder in ClientRead).
     Sent as one message of client-bound statements (psycopg's ClientCursor),
-    the server would plan them every time: a chain's step measured slower.
+    the server would plan them every time, which makes a chain's step slower.
 
     Outside any transaction.atomic() block only: it begins and commits its
     own transaction."""

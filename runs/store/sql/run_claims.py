@@ -55,7 +55,7 @@ def start_run(run_id: int, now: datetime) -> Run | None:
 
 class WakeStep(NamedTuple):
     """What a coordinator wake reads of each step (its prompts, all_done):
-    rows, not model instances, which for a 500-step run took 4-6 ms more a
+    rows, not model instances, which for a 500-step run cost 4-6 ms more a
     wake to build, and now and then a full garbage collection."""
 
     step_id: str

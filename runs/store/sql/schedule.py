@@ -74,7 +74,7 @@ def schedule_state_of(status, busy, has_mail, may_start, has_unfinished, workflo
 
 @functools.cache
 def _schedule_state_sql() -> str:
-    # Plain SQL: the ORM took ten times longer to build this than
+    # Plain SQL: the ORM takes ten times longer to build this than
     # PostgreSQL to run it, after every step of a run.
     return (
         f"SELECT r.status, r.coordinator_busy, {schedule_flags('r.id')}, "

@@ -34,8 +34,8 @@ def step_for_turn(step_pk: int):
     stored spec) and the run's creator, as ``select_related`` would load
     them, or None; annotated, as ``annotate()`` would, with ``unread``: how
     many messages its mailbox holds unread (a turn with none skips reading
-    them). One query, built once: the ORM took longer to build this join
-    than PostgreSQL took to run it, on every step turn."""
+    them). One query, built once: the ORM takes longer to build this join
+    than PostgreSQL takes to run it, on every step turn."""
 
     vendor = database().vendor
     parts = [(model, names) for model, names, _ in step_for_turn_parts(vendor)]

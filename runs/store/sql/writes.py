@@ -133,8 +133,8 @@ def insert_many(objs: list) -> None:
     so every default is filled in) in one statement, and set their primary
     keys, as bulk_create does. On PostgreSQL the rows travel as one JSON
     document that jsonb_populate_recordset turns into rows: bulk_create
-    took about 0.1 ms a row to prepare and bind its thirty-odd parameters
-    (60 ms for a 500-step fan-out, before its first step could start)."""
+    spends about 0.1 ms a row preparing and binding its thirty-odd
+    parameters (60 ms for a 500-step fan-out, before its first step can start)."""
     if not objs:
         return
     if database().vendor != "postgresql":
