@@ -14,6 +14,24 @@ from dataclasses import dataclass, field
 
 from django.db.models import Max
 
+from agents.events import parse
+from agents.events.run_events import (
+    AgentIdle,
+    AgentWake,
+    Error,
+    LoopEnd,
+    LoopIteration,
+    MessageDropped,
+    MessageSent,
+    StepCancelled,
+    StepEnd,
+    StepSkipped,
+    StepStart,
+    WorkerSpawned,
+    WorkflowEnd,
+    WorkflowStart,
+)
+from agents.events.tool_events import ApprovalRequested
 from agents.router import COORDINATOR
 from runs.actions.containers import repeat_loop_of
 from runs.graph import graph_of
@@ -88,46 +106,44 @@ class ReplayState:
 
     def apply(self, event: Event) -> None:
         """Move the state past one event."""
-        data = event.data or {}
-        match event.type:
-            case "workflow_start":
+        match parse(event.type, event.data):
+            case WorkflowStart(steps=steps):
                 self.run_status = Run.Status.RUNNING
                 self.coordinator_status = Step.Status.RUNNING
-                for step_id in data.get("steps") or []:
+                for step_id in steps:
                     self._add(step_id)
-            case "worker_spawned":
-                self._add(event.step_id).agent = data.get("agent", "")
-            case "loop_iteration":
-                for step_id in data.get("steps") or []:
+            case WorkerSpawned(agent=agent):
+                self._add(event.step_id).agent = agent
+            case LoopIteration(steps=steps):
+                for step_id in steps:
                     self._add(step_id)
-            case "step_start":
+            case StepStart(agent=agent):
                 step = self._add(event.step_id)
                 step.status = Step.Status.RUNNING
-                step.agent = data.get("agent") or step.agent
-            case "step_end" | "step_skipped" | "loop_end":
-                default = Step.Status.SKIPPED if event.type == "step_skipped" else Step.Status.COMPLETED
-                self._add(event.step_id).status = data.get("status") or default
-            case "step_cancelled":
+                step.agent = agent or step.agent
+            case StepEnd(status=status) | LoopEnd(status=status):
+                self._add(event.step_id).status = status or Step.Status.COMPLETED
+            case StepSkipped(status=status):
+                self._add(event.step_id).status = status or Step.Status.SKIPPED
+            case StepCancelled():
                 self._add(event.step_id).status = Step.Status.CANCELLED
-            case "error" if event.step_id and event.step_id != COORDINATOR:
+            case Error() if event.step_id and event.step_id != COORDINATOR:
                 self._add(event.step_id).status = Step.Status.FAILED
-            case "agent_wake" | "agent_idle" if event.step_id == COORDINATOR:
-                self.coordinator_working = event.type == "agent_wake"
-            case "message_sent":
-                sender, recipient = str(data.get("from", "")), str(data.get("to", ""))
+            case AgentWake() | AgentIdle() as woke_or_idle if event.step_id == COORDINATOR:
+                self.coordinator_working = isinstance(woke_or_idle, AgentWake)
+            case MessageSent(sender=sender, to=recipient, message_id=message_id):
                 self.traffic[(sender, recipient, "")] += 1
-                self._sent[str(data.get("message_id", ""))] = (sender, recipient)
-            case "message_dropped":
-                sender, recipient = str(data.get("from", "")), str(data.get("to", ""))
+                self._sent[message_id] = (sender, recipient)
+            case MessageDropped(sender=sender, to=recipient, message_id=message_id, reason=reason):
                 # A message that was stored and is dropped later (its mailbox
                 # closed unread) is one Message row: no longer delivered.
-                if self._sent.pop(str(data.get("message_id", "")), None):
+                if self._sent.pop(message_id, None):
                     self.traffic[(sender, recipient, "")] -= 1
-                self.traffic[(sender, recipient, str(data.get("reason", "")))] += 1
-            case "approval_requested" if data.get("kind") == "workflow" and self.run_status == Run.Status.PENDING:
+                self.traffic[(sender, recipient, reason)] += 1
+            case ApprovalRequested(kind="workflow") if self.run_status == Run.Status.PENDING:
                 self.run_status = Run.Status.AWAITING_APPROVAL
-            case "workflow_end":
-                self.run_status = data.get("status") or Run.Status.COMPLETED
+            case WorkflowEnd(status=status):
+                self.run_status = status or Run.Status.COMPLETED
                 self.coordinator_status = COORDINATOR_END.get(self.run_status, Step.Status.COMPLETED)
                 self.coordinator_working = False
                 # Ending a run cancels its unfinished steps without an event each.

@@ -102,13 +102,16 @@ def test_it_replays_drops_to_the_nowhere_node(celery_worker):
 
 def test_it_moves_a_stored_message_dropped_later_from_delivered_to_dropped():
     state = ReplayState(run_id=0)
-    sent = {"from": "coordinator", "to": "slow", "msg_type": "info", "message_id": "msg-fwd-1"}
-    state.apply(Event(seq=1, type="workflow_start", data={"steps": ["slow"]}))
-    state.apply(Event(seq=2, type="message_sent", step_id="coordinator", data=sent))
+    # Rows as zenweb stores them: replay reads each through its type's model.
+    message = {"from": "coordinator", "to": "slow", "msg_type": "info", "message_id": "msg-fwd-1"}
+    start = {"workflow": "w", "version": 1, "inputs": {}, "steps": ["slow"]}
+    state.apply(Event(seq=1, type="workflow_start", data=start))
+    state.apply(Event(seq=2, type="message_sent", step_id="coordinator", data=message | {"content": "hurry"}))
     assert state.traffic[("coordinator", "slow", "")] == 1
 
-    state.apply(Event(seq=3, type="message_dropped", step_id="coordinator", data=sent | {"reason": "target-terminal"}))
-    state.apply(Event(seq=4, type="workflow_end", data={"status": "cancelled"}))
+    dropped = message | {"reason": "target-terminal"}
+    state.apply(Event(seq=3, type="message_dropped", step_id="coordinator", data=dropped))
+    state.apply(Event(seq=4, type="workflow_end", data={"status": "cancelled", "result": None, "error": ""}))
 
     assert +state.traffic == {("coordinator", "slow", "target-terminal"): 1}
     assert state.statuses == {"coordinator": "cancelled", "slow": "cancelled"}
