@@ -1,6 +1,7 @@
 """A run page in chromium, served by a real daphne (on the test database and
 a redis-server of the test's own), while daphne's database connections are
-killed mid-run: the page reconnects and shows every event, once."""
+killed mid-run: the page shows every event, once (reconnecting where a
+read failed)."""
 
 from __future__ import annotations
 
@@ -101,8 +102,13 @@ def test_pages_reconnect_and_show_every_event_when_daphnes_database_connection_i
         rows = event_rows(page)
         assert_gapless(rows)
         assert rows[-1]["type"] == "workflow_end" and rows[-1]["seq"] == last
-        # The socket whose database read failed was closed (4503) and the page opened another.
-        assert page.evaluate("window.__zenwebSockets.length") >= 2, log.read_text()[-3000:]
+        # A socket whose database read failed was closed (4503) and the page
+        # opened another; daphne's pool checks each connection it hands out,
+        # so a connection killed while it idled is replaced before any read
+        # fails, and then no socket closes. Either way: one open socket more
+        # than the server closed.
+        closed = log.read_text().count("WSDISCONNECT /ws/runs/")
+        assert page.evaluate("window.__zenwebSockets.length") == 1 + closed, log.read_text()[-3000:]
         assert "invalid close code" not in log.read_text()
     finally:
         context.close()
