@@ -16,7 +16,9 @@ from django.db.models import Count, F, Prefetch
 from django.template.loader import render_to_string
 
 from agents import ids
-from agents.events import types_concerning
+from agents.events import parse, types_concerning
+from agents.events.registry import type_of
+from agents.events.run_events import CoordinatorMessage, MessageDropped, MessageSent
 from runs.actions.budgets import TokenTotals, totals_from, totals_of
 from runs.actions.command_results import coordinator_result
 from runs.graph import GRAPH_EVENTS, routing_graph
@@ -70,6 +72,11 @@ def _count_unread(run: Run, steps: list[Step]) -> None:
 STEP_LIST_EVENTS = types_concerning("new_steps")
 
 
+# Events that name a recipient (``to``): read as models only these, the
+# rest of a live update needs no more than the row's type and step.
+ADDRESSED = frozenset(type_of(model) for model in (MessageSent, MessageDropped, CoordinatorMessage))
+
+
 def changed_steps(events: list[Event]) -> set[str] | None:
     """The steps whose rows ``events`` may have changed (a message changes
     its recipient's inbox count too), or None if the whole list must be
@@ -79,9 +86,10 @@ def changed_steps(events: list[Event]) -> set[str] | None:
         if not event.step_id or event.type in STEP_LIST_EVENTS:
             return None
         changed.add(event.step_id)
-        to = event.data.get("to") if isinstance(event.data, dict) else None
-        if isinstance(to, str):
-            changed.add(to)
+        if event.type in ADDRESSED:
+            match parse(event.type, event.data):
+                case MessageSent(to=to) | MessageDropped(to=to) | CoordinatorMessage(to=to):
+                    changed.add(to)
     return changed
 
 
