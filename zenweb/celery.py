@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+from typing import TYPE_CHECKING
 
 from celery import Celery
 from celery.signals import (
@@ -15,6 +16,9 @@ from celery.signals import (
     worker_ready,
     worker_shutdown,
 )
+
+if TYPE_CHECKING:
+    from runs.sweeper import Sweeper
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "zenweb.settings")
 
@@ -69,7 +73,7 @@ def _freeze_startup_objects(**kwargs) -> None:
 
 
 # Every worker sweeps for lost work (see runs/sweeper.py).
-_sweepers: dict[int, object] = {}
+_sweepers: dict[int, Sweeper] = {}
 
 
 @worker_ready.connect

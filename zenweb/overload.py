@@ -32,6 +32,7 @@ def server_error(request: HttpRequest, template_name: str = "500.html") -> HttpR
     if exc is None or not connection_lost(exc):
         return django_server_error(request, template_name)
     log.warning("%s %s: 503, %s", request.method, request.path, first_line(exc))
+    response: HttpResponse
     if request.path.startswith("/api/"):
         response = JsonResponse({"error": BUSY}, status=503)
     else:

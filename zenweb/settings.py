@@ -12,6 +12,7 @@ import os
 import secrets
 from datetime import timedelta
 from pathlib import Path
+from typing import Literal
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -132,7 +133,7 @@ if DATABASE_URL:
     _web = serves_http()
     DATABASES = {
         "default": postgres(
-            dj_database_url.parse(DATABASE_URL),
+            dict(dj_database_url.parse(DATABASE_URL)),
             web=_web,
             # `serve` without Redis runs the embedded worker's threads in the
             # web process too: each holds a connection while it works.
@@ -278,9 +279,10 @@ def _sandbox():
 
     from agents.sandbox import UID_BASE, UID_COUNT, Limits, Sandbox
 
-    mode = env_str("ZENWEB_SANDBOX", "on").strip().lower()
-    if mode not in ("on", "off"):
-        raise ImproperlyConfigured(f"ZENWEB_SANDBOX={mode!r}: use on (the default) or off")
+    given = env_str("ZENWEB_SANDBOX", "on").strip().lower()
+    if given not in ("on", "off"):
+        raise ImproperlyConfigured(f"ZENWEB_SANDBOX={given!r}: use on (the default) or off")
+    mode: Literal["on", "off"] = "on" if given == "on" else "off"
     # As root each run's commands run as uid base + run id mod count (docs/sandbox.md).
     uid_base = env_int("ZENWEB_SANDBOX_UID_BASE", UID_BASE)
     uid_count = env_int("ZENWEB_SANDBOX_UID_COUNT", UID_COUNT)

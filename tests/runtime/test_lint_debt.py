@@ -55,10 +55,6 @@ MYPY_IGNORED = {
     "runs.views.events",
     "runs.views.replay",
     "runs.views.runs",
-    "zenweb.celery",
-    "zenweb.management.commands.serve",
-    "zenweb.overload",
-    "zenweb.settings",
 }
 
 LONG_FUNCTIONS = {

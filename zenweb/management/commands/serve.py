@@ -106,6 +106,7 @@ class Command(BaseCommand):
         if command is None:
             self._demo_command(admin, base)
         else:
+            assert command.run is not None  # picked among commands that started a run
             self.stdout.write(
                 f"demo command: {DEMO_COMMAND!r} started {base}/runs/{command.run_id}/ ({command.run.workflow.name})"
             )
@@ -119,9 +120,11 @@ class Command(BaseCommand):
             self.stdout.write(f"demo command: {DEMO_COMMAND!r} started no run: {exc}")
             return
         if command.run_id is None:  # a catalog without `research`: the answer says why
-            answer = command.result.get("error") or command.result.get("message") or command.status
+            result = command.result or {}
+            answer = result.get("error") or result.get("message") or command.status
             self.stdout.write(f"demo command: {DEMO_COMMAND!r} started no run: {answer}")
             return
+        assert command.run is not None
         self.stdout.write(
             f"demo command: {DEMO_COMMAND!r} started {base}/runs/{command.run_id}/ ({command.run.workflow.name})"
         )
