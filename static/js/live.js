@@ -132,6 +132,7 @@
   window.addEventListener("offline", function () {
     if (state.name !== "live") return;
     // The socket may take a while to notice; the header says it at once.
+    if (state.seqAtDrop === null) state.seqAtDrop = seq();
     show("offline", "offline: no network; reconnecting when it returns");
   });
   window.addEventListener("pagehide", function () { state.leaving = true; });
