@@ -40,7 +40,7 @@ from runs.graph_shapes import Graph, Spoke
 from runs.models import Event, Run, Step
 
 # How the coordinator ends, by the run's final status (as runs.actions.ending ends it).
-COORDINATOR_END = {
+COORDINATOR_END: dict[str, str] = {
     Run.Status.BLOCKED: Step.Status.CANCELLED,
     Run.Status.COMPLETED: Step.Status.COMPLETED,
     Run.Status.PARTIAL: Step.Status.COMPLETED,

@@ -15,108 +15,12 @@ from agents.tools.mcp.config import server_of
 from runs.actions.catalog import workflow_spec
 from runs.actions.tooling import mcp_servers_of
 from runs.models import Step
+from runs.templatetags.event_summary import event_summary
 
 register = template.Library()
 
-SUMMARY_CHARS = 240
-
-
-def _short(text: object) -> str:
-    text = " ".join(str(text or "").split())
-    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
-
-
-@register.filter
-def event_summary(event) -> str:
-    """One line saying what an event means, for the event stream."""
-    data = event.data or {}
-    match event.type:
-        case "message_sent":
-            return _short(f"{data.get('from')} → {data.get('to')} ({data.get('msg_type')}): {data.get('content', '')}")
-        case "message_dropped":
-            return _short(f"{data.get('from')} → {data.get('to')} dropped: {data.get('reason')}")
-        case "coordinator_inbox_message":
-            return _short(f"from {data.get('from')}: {data.get('content', '')}")
-        case "agent_inbox_drain":
-            return _short(f"{data.get('message_id')} from {data.get('from')}")
-        case "coordinator_message":
-            return _short(f"→ {data.get('to')}: {data.get('text', '')}")
-        case "coordinator_narration":
-            return _short(data.get("text", ""))
-        case "coordinator_synthesis":
-            return _short(data.get("summary", ""))
-        case "tool_call":
-            if data.get("phase") == "start":
-                return _short(f"{data.get('name')}({data.get('arguments', '')})")
-            return _short(f"{data.get('name')} → {data.get('result', '')}")
-        case "agent_turn":
-            calls = ", ".join(data.get("tool_calls") or [])
-            return _short(f"turn {data.get('turn')}: " + (f"calls {calls}" if calls else data.get("content", "")))
-        case "step_end":
-            return _short(data.get("output", ""))
-        case "error":
-            return _short(data.get("error", ""))
-        case "step_skipped":
-            return _short(f"{data.get('status', 'skipped')}: {data.get('reason', '')}")
-        case "workflow_start":
-            return _short(f"{data.get('workflow')} v{data.get('version')}")
-        case "workflow_end":
-            return _short(data.get("status", ""))
-        case "agent_wake":
-            return _short(f"cycle {data.get('cycle')}: {data.get('reason')}")
-        case "max_wake_cycles_warning":
-            return _short(f"wake cycle {data.get('cycle')} of at most {data.get('max')}")
-        case "step_cancelled":
-            return _short(f"cancelled by {data.get('message_id')}: {data.get('reason', '')}")
-        case "resume_started":
-            return _short(f"resume {data.get('resume')} for {data.get('message_id')}")
-        case "resume_completed":
-            return _short(data.get("reply", ""))
-        case "resume_failed":
-            return _short(data.get("error", ""))
-        case "loop_iteration":
-            return _short(f"iteration {data.get('iteration')}: {', '.join(data.get('steps') or [])}")
-        case "loop_judge":
-            return _short(f"asking {data.get('agent')} about iteration {data.get('iteration')}")
-        case "loop_judged":
-            verdict = "done" if data.get("done") else "not done"
-            return _short(f"iteration {data.get('iteration')} {verdict}: {data.get('answer', '')}")
-        case "loop_end":
-            return _short(f"{data.get('status')}: {data.get('reason', '')}")
-        case "provider_retry":
-            status = data.get("status")
-            what = f"HTTP {status}" if status is not None else "no answer"
-            return _short(
-                f"{what}, attempt {data.get('attempt')}, retrying in {data.get('wait')}s: {data.get('message', '')}"
-            )
-        case "catalog_compacted":
-            return _short(
-                f"catalog sent compact: {data.get('full_tokens')} tokens in full, {data.get('compact_tokens')}"
-                f" compact, budget {data.get('budget_tokens')}"
-            )
-        case "tool_started":
-            return _short(f"{data.get('name')} attempt {data.get('attempt')} on {data.get('worker')}")
-        case "tool_result":
-            outcome = "ok" if data.get("ok") else data.get("error_kind") or data.get("status")
-            return _short(f"{data.get('name')}: {outcome} in {data.get('duration_ms')} ms")
-        case "claim_recorded":
-            return _short(f"{data.get('claim')} ({data.get('url') or 'no url'})")
-        case "approval_requested":
-            return _short(f"{data.get('what')}: {data.get('why')}")
-        case "approval_decided":
-            return _short(f"{data.get('decision')} by {data.get('by')}: {data.get('reason', '')}")
-        case "approval_lapsed" | "run_stuck" | "run_resumed":
-            return _short(data.get("reason", ""))
-        case "lease_expired":
-            what = data.get("name") or f"turn {data.get('turn')}"
-            return _short(f"{what}: the lease of {data.get('owner')} ran out")
-        case "coordinator_over_budget":
-            sent = f", sent {data.get('compact_tokens')} compact" if data.get("compacted") else ""
-            return _short(
-                f"{data.get('reason')} prompt {data.get('prompt_tokens')} tokens,"
-                f" budget {data.get('budget_tokens')}{sent}"
-            )
-    return ""
+# The event stream's one-line summaries (runs/templatetags/event_summary.py).
+register.filter("event_summary", event_summary)
 
 
 @register.filter

@@ -248,12 +248,41 @@ def test_dashboards_on_the_same_cursor_share_one_rendering_of_an_update(owner):
 @pytest.mark.parametrize(
     ("type_", "data", "says"),
     [
-        ("tool_started", {"name": "search", "attempt": 2, "worker": "w1:7:MainThread"}, "search attempt 2 on w1"),
-        ("tool_result", {"name": "search", "ok": False, "error_kind": "timeout", "duration_ms": 30}, "search: timeout"),
-        ("claim_recorded", {"claim": "Aster Swift 14 @ $849", "url": "https://shop.example.net/p"}, "Aster Swift 14"),
-        ("approval_requested", {"what": "run_shell rm -rf build", "why": "destructive"}, "run_shell rm -rf build"),
-        ("approval_decided", {"decision": "approve", "by": "approver", "reason": "ok"}, "approve by approver"),
-        ("approval_lapsed", {"reason": "step s1 failed"}, "step s1 failed"),
+        # Rows as zenweb stores them: each is read through its type's model.
+        (
+            "tool_started",
+            {"tool_call_id": "c1", "name": "search", "attempt": 2, "worker": "w1:7:MainThread"},
+            "search attempt 2 on w1",
+        ),
+        (
+            "tool_result",
+            {
+                "tool_call_id": "c1",
+                "result": "timed out",
+                "status": "failed",
+                "name": "search",
+                "ok": False,
+                "error_kind": "timeout",
+                "duration_ms": 30,
+            },
+            "search: timeout",
+        ),
+        (
+            "claim_recorded",
+            {"claim_id": 1, "claim": "Aster Swift 14 @ $849", "confidence": 0.9, "url": "https://shop.example.net/p"},
+            "Aster Swift 14",
+        ),
+        (
+            "approval_requested",
+            {"approval_id": 1, "kind": "tool", "what": "run_shell rm -rf build", "why": "destructive", "arguments": {}},
+            "run_shell rm -rf build",
+        ),
+        (
+            "approval_decided",
+            {"approval_id": 1, "decision": "approve", "by": "approver", "reason": "ok", "approvals": 1, "required": 1},
+            "approve by approver",
+        ),
+        ("approval_lapsed", {"approval_id": 1, "reason": "step s1 failed"}, "step s1 failed"),
         ("lease_expired", {"owner": "w1", "turn": 3}, "turn 3: the lease of w1 ran out"),
         ("run_stuck", {"reason": "no progress for 600 s"}, "no progress"),
     ],
@@ -263,3 +292,12 @@ def test_the_stream_says_what_each_governance_and_task_event_means(type_, data, 
     from runs.templatetags.zenweb import event_summary
 
     assert says in event_summary(Event(type=type_, step_id="s1", data=data))
+
+
+def test_a_row_that_does_not_fit_its_model_says_so_in_the_stream():
+    from runs.models import Event
+    from runs.templatetags.zenweb import event_summary
+
+    said = event_summary(Event(type="step_end", step_id="s1", data={"status": "completed"}))
+
+    assert said == "step_end event data does not fit StepEnd: output: Field required"

@@ -72,7 +72,6 @@ LONG_FUNCTIONS = {
     "runs/api/views.py:run_detail",
     "runs/store/sql/turns.py:write_last_turn",
     "runs/templatetags/artifacts.py:_timeseries",
-    "runs/templatetags/zenweb.py:event_summary",
     "bench/__main__.py:main",
     "bench/chain.py:_rows",
     "bench/dashboard.py:_events_of_run",
