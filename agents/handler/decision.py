@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,27 +62,7 @@ def decide(selection: CoordinatorSelection, entries: list[CatalogEntry], mode: s
         return CoordinatorResult(command_received=selection.command_received, workflow_selected=known, **fields)
 
     if selection.status != "selected":
-        options = [o for o in selection.clarification_options if o.would_select in catalog]
-        if not options and selection.status == "needs_clarification":
-            options = [
-                ClarificationOption(interpretation=e.description or e.name, would_select=e.name)
-                for e in list(catalog.values())[:MAX_CLARIFICATION_OPTIONS]
-            ]
-        message = selection.message
-        if selection.status == "needs_more_info" and not message:
-            message = _need_message(selection.missing)
-        error = selection.error
-        if selection.status == "blocked" and not error:
-            error = "Workflow not allowed in current mode"
-        result = result_of(
-            workflow_args=selection.workflow_args,
-            status=selection.status,
-            missing=selection.missing,
-            message=message,
-            error=error,
-            clarification_options=options,
-        )
-        return Decision(entry=None, result=result)
+        return Decision(entry=None, result=_unselected(selection, catalog, result_of))
 
     assert name is not None  # a "selected" selection always names one
     if known is None:
@@ -90,7 +71,42 @@ def decide(selection: CoordinatorSelection, entries: list[CatalogEntry], mode: s
     error = mode_refusal(entry.name, entry.mode, mode)
     if error:
         return Decision(entry=None, result=result_of(status="blocked", error=error))
+    return _with_inputs(selection, entry, result_of)
 
+
+def _unselected(
+    selection: CoordinatorSelection, catalog: dict[str, CatalogEntry], result_of: Callable[..., CoordinatorResult]
+) -> CoordinatorResult:
+    """What a selection that chose no workflow reports: clarification options
+    only among workflows that exist (the catalog's first ones when the model
+    offered none), and a message or error where it left them out."""
+    options = [o for o in selection.clarification_options if o.would_select in catalog]
+    if not options and selection.status == "needs_clarification":
+        options = [
+            ClarificationOption(interpretation=e.description or e.name, would_select=e.name)
+            for e in list(catalog.values())[:MAX_CLARIFICATION_OPTIONS]
+        ]
+    message = selection.message
+    if selection.status == "needs_more_info" and not message:
+        message = _need_message(selection.missing)
+    error = selection.error
+    if selection.status == "blocked" and not error:
+        error = "Workflow not allowed in current mode"
+    return result_of(
+        workflow_args=selection.workflow_args,
+        status=selection.status,
+        missing=selection.missing,
+        message=message,
+        error=error,
+        clarification_options=options,
+    )
+
+
+def _with_inputs(
+    selection: CoordinatorSelection, entry: CatalogEntry, result_of: Callable[..., CoordinatorResult]
+) -> Decision:
+    """A run of ``entry`` with the selection's arguments typed and the
+    defaults filled in, or the result saying which input is wrong or missing."""
     args: dict[str, Any] = {}
     missing: list[str] = []
     for input_name, spec in entry.inputs.items():

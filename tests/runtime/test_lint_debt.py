@@ -58,7 +58,6 @@ MYPY_IGNORED = {
 }
 
 LONG_FUNCTIONS = {
-    "agents/handler/decision.py:decide",
     "agents/runner/completion.py:apply_completion",
     "agents/sandbox.py:Sandbox.command",
     "agents/spec/loading.py:_resolve_includes",
