@@ -74,7 +74,8 @@ PAYLOADS: tuple[type[EventData], ...] = (*run_events.PAYLOADS, *tool_events.PAYL
 
 def type_of(model: type[EventData]) -> str:
     """The event type ``model`` is the payload of (its ``type`` default)."""
-    return model.model_fields["type"].default
+    default: str = model.model_fields["type"].default
+    return default
 
 
 # The registry: event type -> the model of its data.
@@ -129,7 +130,7 @@ def dump(payload: EventData) -> dict[str, Any]:
     return payload.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude=_TYPE)
 
 
-_TYPE = frozenset({"type"})
+_TYPE: set[str] = {"type"}
 
 
 def types_concerning(concern: Concern) -> frozenset[str]:
