@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
+from datetime import datetime
 
 from django.db import connection
 
@@ -17,7 +19,7 @@ from runs.store.sql.runs import bump_counter
 from runs.store.sql.writes import insert
 
 
-def insert_events(run_id: int, events: list[tuple[RuntimeEvent, object]]) -> list[int]:
+def insert_events(run_id: int, events: Sequence[tuple[RuntimeEvent, datetime]]) -> list[int]:
     """Number ``events`` (each with its creation time) with the run's next
     seqs and store them, in order; return their seqs."""
     if connection.vendor != "postgresql":
@@ -36,14 +38,14 @@ def insert_events(run_id: int, events: list[tuple[RuntimeEvent, object]]) -> lis
     return seqs
 
 
-def _event_rows(run_id: int, events: list[tuple[RuntimeEvent, object]]) -> list[dict]:
+def _event_rows(run_id: int, events: Sequence[tuple[RuntimeEvent, datetime]]) -> list[dict]:
     return [
         {"run": run_id, "type": event.type, "step_id": event.step_id, "data": event.data, "created": created}
         for event, created in events
     ]
 
 
-def events_params(run_id: int, events: list[tuple[RuntimeEvent, object]]) -> dict:
+def events_params(run_id: int, events: Sequence[tuple[RuntimeEvent, datetime]]) -> dict:
     """The parameters of ``insert_events_from``: the run, how many events,
     and ``events`` (each with its creation time) as one JSON document, in
     order (PostgreSQL)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import functools
 import time
+from collections.abc import Mapping, Sequence
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
@@ -50,7 +51,7 @@ def _prepared_cursor_class():
     return PreparedCursor
 
 
-def in_one_round_trip(statements: list[tuple[str, dict | list]]) -> list[list[tuple]]:
+def in_one_round_trip(statements: Sequence[tuple[str, Mapping | Sequence]]) -> list[list[tuple]]:
     """Run ``statements`` (SQL, parameters) as one transaction in one round
     trip, in PostgreSQL's pipeline mode (psycopg's public ``pipeline()``):
     no statement waits for the one before it to come back, and the commit
@@ -78,7 +79,7 @@ def in_one_round_trip(statements: list[tuple[str, dict | list]]) -> list[list[tu
     return _pipelined(db, statements)
 
 
-def in_order(statements: list[tuple[str, dict | list]]) -> list[list[tuple]]:
+def in_order(statements: Sequence[tuple[str, Mapping | Sequence]]) -> list[list[tuple]]:
     """Run ``statements`` (SQL, parameters) one after another inside the
     caller's transaction, and return each one's rows, in order: on
     PostgreSQL in one round trip (a pipeline, as in_one_round_trip, which
@@ -98,7 +99,7 @@ def in_order(statements: list[tuple[str, dict | list]]) -> list[list[tuple]]:
     return _pipelined(db, statements)
 
 
-def _pipelined(db, statements: list[tuple[str, dict | list]]) -> list[list[tuple]]:
+def _pipelined(db, statements: Sequence[tuple[str, Mapping | Sequence]]) -> list[list[tuple]]:
     db.ensure_connection()
     db.validate_thread_sharing()
     cursor_class = _prepared_cursor_class()
@@ -241,7 +242,7 @@ def instance(model, names: list[str], values):
     return model.from_db(db.alias, names, converted)
 
 
-def instances(parts: list, row) -> tuple[list, int]:
+def instances(parts: Sequence, row) -> tuple[list, int]:
     """The instances of ``parts`` ((model, attnames, ...) each) that one
     joined row holds, in order, and where the row's other columns start.
     A part whose primary key is None (a LEFT JOIN that found nothing) is None."""

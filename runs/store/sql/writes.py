@@ -9,6 +9,7 @@ callers write their WHERE clauses with ``%s``."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 from runs.store.sql.pg_text import json_text
 from runs.store.sql.rows import (
@@ -63,7 +64,7 @@ def update_returning(
     returning: list[str],
     also: tuple[str, list] | None = None,
     *,
-    then_insert: list = (),
+    then_insert: Sequence = (),
 ) -> tuple:
     """One UPDATE of row ``pk``: set ``values``, add ``increments`` (field ->
     amount), and return the ``returning`` fields as they are after it. The
@@ -145,7 +146,7 @@ def insert_many(objs: list) -> None:
         _set_ids(objs, [pk for (pk,) in cursor.fetchall()])
 
 
-def _insert_many_statement(objs: list) -> tuple[str, dict]:
+def _insert_many_statement(objs: Sequence) -> tuple[str, dict]:
     """PostgreSQL's statement for ``insert_many``, and its parameters."""
     model = type(objs[0])
     fields = insert_fields(model)
@@ -153,7 +154,7 @@ def _insert_many_statement(objs: list) -> tuple[str, dict]:
     return _insert_many_sql(model), {"rows": json_text(rows)}
 
 
-def _set_ids(objs: list, ids: list[int]) -> None:
+def _set_ids(objs: Sequence, ids: list[int]) -> None:
     alias = database().alias
     for obj, pk in zip(objs, ids, strict=True):
         obj.pk = pk
