@@ -76,6 +76,6 @@ def _for_each_inputs(steps: list[Any]) -> Iterator[str]:
             yield from _for_each_inputs(step.loop.steps)
 
 
-def _check_mode(mode: str) -> None:
+def check_mode(mode: str) -> None:
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}: expected chat or code")

@@ -10,14 +10,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.handler.catalog import CatalogEntry, _check_mode, mode_refusal
+from agents.handler.catalog import CatalogEntry, check_mode, mode_refusal
 from agents.handler.shapes import (
     Claim,
     ClarificationOption,
     CoordinatorResult,
     CoordinatorSelection,
-    _need_message,
-    _short,
+    need_message,
+    shortened,
 )
 
 MAX_CLARIFICATION_OPTIONS = 5
@@ -51,7 +51,7 @@ class Decision:
 
 def decide(selection: CoordinatorSelection, entries: list[CatalogEntry], mode: str) -> Decision:
     """Check a selection against the catalog, the mode and the workflow's inputs."""
-    _check_mode(mode)
+    check_mode(mode)
     catalog: dict[str, CatalogEntry] = {}
     for entry in entries:
         catalog.setdefault(entry.name, entry)
@@ -88,7 +88,7 @@ def _unselected(
         ]
     message = selection.message
     if selection.status == "needs_more_info" and not message:
-        message = _need_message(selection.missing)
+        message = need_message(selection.missing)
     error = selection.error
     if selection.status == "blocked" and not error:
         error = "Workflow not allowed in current mode"
@@ -123,13 +123,11 @@ def _with_inputs(
             else:
                 args[input_name] = _coerce(value, spec.type)
         except ValueError:
-            error = f"Invalid parameter {input_name}: expected {spec.type}, got {_short(repr(value))}"
+            error = f"Invalid parameter {input_name}: expected {spec.type}, got {shortened(repr(value))}"
             result = result_of(workflow_args=selection.workflow_args, status="error", error=error)
             return Decision(entry=None, result=result)
     if missing:
-        result = result_of(
-            workflow_args=args, status="needs_more_info", missing=missing, message=_need_message(missing)
-        )
+        result = result_of(workflow_args=args, status="needs_more_info", missing=missing, message=need_message(missing))
         return Decision(entry=None, result=result)
     return Decision(entry=entry, args=args, requires_approval=entry.destructive)
 

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agents import bounded_json
-from agents.handler.catalog import CatalogEntry, _check_mode
+from agents.handler.catalog import CatalogEntry, check_mode
 from agents.handler.shapes import CoordinatorSelection, SelectionError
 from agents.llm import tokens
 from agents.llm.base import CompletionRequest
@@ -92,7 +92,7 @@ def plan_selection(
     catalog (no descriptions, no outputs) is sent instead. A compact prompt
     may still be over budget: every workflow stays selectable.
     """
-    _check_mode(mode)
+    check_mode(mode)
     system = _SYSTEM.format(mode=mode)
     full_catalog = _catalog_json(entries, compact=False)
     messages = _selection_messages(system, _user_message(command, mode, full_catalog))

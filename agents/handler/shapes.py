@@ -158,7 +158,7 @@ class CoordinatorResult(_Shape):
         if free_text is not None:
             return f'{self.workflow_selected} → "{_one_line(free_text)}"'
         if args:
-            summary = ", ".join(f"{k}={_short(json.dumps(v, ensure_ascii=False))}" for k, v in args.items())
+            summary = ", ".join(f"{k}={shortened(json.dumps(v, ensure_ascii=False))}" for k, v in args.items())
             return f"{self.workflow_selected} → {_one_line(summary)}"
         return self.workflow_selected
 
@@ -172,7 +172,7 @@ class CoordinatorResult(_Shape):
             text = f"BLOCKED - {_one_line(self.error or 'not allowed')}"
             return text + " (requires approval)" if self.requires_approval else text
         if self.status == "needs_more_info":
-            message = self.message or _need_message(self.missing) or "more information needed"
+            message = self.message or need_message(self.missing) or "more information needed"
             return f"NEEDS_MORE_INFO - {_one_line(message)}"
         options = "; ".join(f"{o.interpretation} ({o.would_select})" for o in self.clarification_options)
         return f"NEEDS_CLARIFICATION - {_one_line(options or self.message or 'no options')}"
@@ -187,7 +187,7 @@ def ttl_seconds(ttl: str) -> int:
     return int(match.group(1)) * _TTL_UNITS[match.group(2).lower()]
 
 
-def _need_message(missing: list[str]) -> str:
+def need_message(missing: list[str]) -> str:
     return f"Need {', '.join(missing)} to continue" if missing else ""
 
 
@@ -207,5 +207,5 @@ def _cell(text: str) -> str:
     return _one_line(text).replace("|", "\\|")
 
 
-def _short(text: str, limit: int = 80) -> str:
+def shortened(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -43,7 +43,7 @@ def empty_answer_hint(role: Role, retry: int, cap: int) -> str:
     )
 
 
-def _empty_answers_in_a_row(transcript: list[dict[str, Any]]) -> int:
+def empty_answers_in_a_row(transcript: list[dict[str, Any]]) -> int:
     """How many of the last assistant messages were empty, counting back to
     the last one that said or called something."""
     count = 0
@@ -56,7 +56,7 @@ def _empty_answers_in_a_row(transcript: list[dict[str, Any]]) -> int:
     return count
 
 
-def _over_call_cap(calls: list[ToolCallRequest], registry: ToolRegistry, env: ToolEnv) -> str | None:
+def over_call_cap(calls: list[ToolCallRequest], registry: ToolRegistry, env: ToolEnv) -> str | None:
     """Why none of this turn's calls may run: it asks for more calls than a
     turn may make (MAX_CALLS_PER_TURN), or more counted calls than the step
     has left under maxToolCalls. All or none, so that the model decides
@@ -81,7 +81,7 @@ def _over_call_cap(calls: list[ToolCallRequest], registry: ToolRegistry, env: To
     )
 
 
-def _finalize_refusal(arguments: str, needs_workers: bool) -> str | None:
+def finalize_refusal(arguments: str, needs_workers: bool) -> str | None:
     """Why a coordinator's finalize does not end the run: no worker yet
     (coordinator.requireWorkers), or an empty summary (EMPTY_FINALIZE)."""
     if needs_workers:
@@ -103,7 +103,7 @@ def cap_exhausted(env: ToolEnv) -> bool:
     return env.tool_call_cap is not None and env.tool_calls_made >= env.tool_call_cap
 
 
-def _refused(reason: str, over_cap: bool, env: ToolEnv) -> ToolOutcome:
+def refused_call(reason: str, over_cap: bool, env: ToolEnv) -> ToolOutcome:
     if over_cap:
         exhausted = cap_exhausted(env)
         hint = RetryHint("domain_rejection", "finish" if exhausted else "replan")

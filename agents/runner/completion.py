@@ -16,16 +16,16 @@ from agents.runner.answer_checks import (
     EMPTY_FINALIZE,
     FINALIZE,
     SPAWN_WORKER,
-    _empty_answers_in_a_row,
-    _finalize_refusal,
-    _over_call_cap,
-    _refused,
     cap_exhausted,
     empty_answer_hint,
+    empty_answers_in_a_row,
+    finalize_refusal,
     is_empty,
+    over_call_cap,
+    refused_call,
 )
-from agents.runner.prompts import PREVIEW_CHARS, _cap
-from agents.runner.tool_calls import _redacted_raw, _tool_context, _with_occurrence
+from agents.runner.prompts import PREVIEW_CHARS, capped
+from agents.runner.tool_calls import redacted_raw, tool_context, with_occurrence
 from agents.runner.turn import AgentTurn, ToolCallRecord, ToolEnv, TurnResult
 from agents.tools.base import Tool
 from agents.tools.registry import ToolRegistry
@@ -56,13 +56,13 @@ def apply_completion(
         message["content"] = completion.content or ""
     transcript.append(message)
     usage = completion.usage
-    misses = _empty_answers_in_a_row(transcript) if empty else 0
+    misses = empty_answers_in_a_row(transcript) if empty else 0
     # empty_answer is stored only for an empty answer.
     empty_answer: dict[str, Any] = {"empty_answer": misses} if empty else {}
     agent_turn = AgentTurnEvent(
         turn=turn.turn,
         agent=turn.agent_name,
-        content=_cap(completion.content or "", PREVIEW_CHARS),
+        content=capped(completion.content or "", PREVIEW_CHARS),
         tool_calls=[call.name for call in completion.tool_calls],
         prompt_tokens=usage.prompt_tokens if usage else None,
         completion_tokens=usage.completion_tokens if usage else None,
@@ -86,32 +86,32 @@ def apply_completion(
             transcript.append({"role": "user", "content": empty_answer_hint(turn.role, misses, cap)})
         return result
     env = turn.env or ToolEnv()
-    over_cap = _over_call_cap(completion.tool_calls, registry, env)
+    over_cap = over_call_cap(completion.tool_calls, registry, env)
     if over_cap is not None:
         result.over_call_cap = True
         result.call_cap_exhausted = cap_exhausted(env)
     workers = env.workers
-    for call, occurrence in _with_occurrence(completion.tool_calls):
-        ctx = _tool_context(turn, env, call.id, router, sink, occurrence)
+    for call, occurrence in with_occurrence(completion.tool_calls):
+        ctx = tool_context(turn, env, call.id, router, sink, occurrence)
         meta = ctx.meta
-        raw_arguments = _redacted_raw(call.arguments, registry.get(call.name))
+        raw_arguments = redacted_raw(call.arguments, registry.get(call.name))
         start = ToolCall(
             phase="start",
             tool_call_id=call.id,
             name=call.name,
-            arguments=_cap(raw_arguments, PREVIEW_CHARS),
+            arguments=capped(raw_arguments, PREVIEW_CHARS),
             meta=meta.as_data(),
         )
         sink.emit(Event.of(start, turn.step_id))
         started = time.monotonic()
         refusal = over_cap
         if refusal is None and call.name == FINALIZE and turn.role == "coordinator":
-            refusal = _finalize_refusal(call.arguments, env.require_workers and not workers)
+            refusal = finalize_refusal(call.arguments, env.require_workers and not workers)
             if refusal == EMPTY_FINALIZE:
                 result.error = EMPTY_FINALIZE
         if refusal is not None:
             # Not run: each call of the turn gets its own error, keyed by its id.
-            outcome = _refused(refusal, over_cap is not None, env)
+            outcome = refused_call(refusal, over_cap is not None, env)
         else:
             outcome = registry.call(ctx, call.name, call.arguments, tools)
         if call.name == SPAWN_WORKER and outcome.ok:
@@ -141,7 +141,7 @@ def apply_completion(
             tool_call_id=call.id,
             name=call.name,
             ok=outcome.ok,
-            result=_cap(outcome.text, PREVIEW_CHARS),
+            result=capped(outcome.text, PREVIEW_CHARS),
             duration_ms=duration_ms,
             **end,
         )

@@ -23,8 +23,8 @@ def step_prompt(instructions: str, dependency_outputs: dict[str, str]) -> str:
     the rest."""
     parts = [instructions.strip() or "Do your part of the workflow."]
     for step_id, output in dependency_outputs.items():
-        parts.append(f"## Output of step {step_id}\n{_cap(output, MAX_DEPENDENCY_CHARS)}")
-    return _cap("\n\n".join(parts), MAX_PROMPT_CHARS)
+        parts.append(f"## Output of step {step_id}\n{capped(output, MAX_DEPENDENCY_CHARS)}")
+    return capped("\n\n".join(parts), MAX_PROMPT_CHARS)
 
 
 def step_system_prompt(step_id: str, agent: AgentSpec) -> str:
@@ -74,7 +74,7 @@ def new_step_transcript(step_id: str, agent: AgentSpec, prompt: str) -> list[dic
     ]
 
 
-def _cap(text: str, limit: int) -> str:
+def capped(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return text[: limit - len(TRUNCATION_MARKER)] + TRUNCATION_MARKER

@@ -12,7 +12,7 @@ from agents import bounded_json
 from agents.events import EventSink
 from agents.llm.base import Completion, ToolCallRequest
 from agents.router import MessageRouter
-from agents.runner.answer_checks import _over_call_cap
+from agents.runner.answer_checks import over_call_cap
 from agents.runner.turn import AgentTurn, JournalWriter, ToolEnv
 from agents.tools.base import INJECTED, Tool, ToolCallMeta, ToolContext
 from agents.tools.registry import ToolRegistry, idempotency_key
@@ -35,14 +35,14 @@ def run_side_effects(
     ran = 0
     if env.defer:
         return ran  # they run as tasks, each journaled there
-    if _over_call_cap(completion.tool_calls, registry, env) is not None:
+    if over_call_cap(completion.tool_calls, registry, env) is not None:
         return ran  # the turn asks for more calls than the step has left: none runs
-    for call, occurrence in _with_occurrence(completion.tool_calls):
+    for call, occurrence in with_occurrence(completion.tool_calls):
         tool = registry.get(call.name)
         if tool is None or not tool.side_effects or tool.name in env.gated or tool not in tools:
             continue
         # Messages and events belong to the turn's transaction: these tools use neither.
-        ctx = _tool_context(turn, env, call.id, None, None, occurrence)  # type: ignore[arg-type]
+        ctx = tool_context(turn, env, call.id, None, None, occurrence)  # type: ignore[arg-type]
         try:
             key = idempotency_key(ctx, tool.name, _validated(tool, ctx, call.arguments))
         except ValueError:
@@ -57,7 +57,7 @@ def run_side_effects(
     return ran
 
 
-def _with_occurrence(calls: list[ToolCallRequest]) -> list[tuple[ToolCallRequest, int]]:
+def with_occurrence(calls: list[ToolCallRequest]) -> list[tuple[ToolCallRequest, int]]:
     seen: dict[tuple[str, str], int] = {}
     numbered = []
     for call in calls:
@@ -67,7 +67,7 @@ def _with_occurrence(calls: list[ToolCallRequest]) -> list[tuple[ToolCallRequest
     return numbered
 
 
-def _tool_context(
+def tool_context(
     turn: AgentTurn, env: ToolEnv, call_id: str, router: MessageRouter, sink: EventSink, occurrence: int
 ) -> ToolContext:
     return ToolContext(
@@ -111,7 +111,7 @@ def _validated(tool: Tool, ctx: ToolContext, raw: str) -> dict[str, Any]:
         raise ValueError(str(exc)) from None
 
 
-def _redacted_raw(arguments: str, tool: Tool | None) -> str:
+def redacted_raw(arguments: str, tool: Tool | None) -> str:
     """The raw arguments for an event, with any injected field masked."""
     if tool is None or not tool.injected:
         return arguments

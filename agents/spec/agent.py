@@ -6,17 +6,17 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from agents.spec.fields import Provider, _Spec
+from agents.spec.fields import Provider, SpecModel
 
 
-class ScriptCall(_Spec):
+class ScriptCall(SpecModel):
     """A tool call the scripted provider makes."""
 
     tool: str = Field(min_length=1)
     args: dict[str, Any] = Field(default_factory=dict)
 
 
-class ScriptTurn(_Spec):
+class ScriptTurn(SpecModel):
     """One model turn of the scripted provider: exactly one of say, calls, fail."""
 
     say: str | None = None
@@ -33,7 +33,7 @@ class ScriptTurn(_Spec):
         return self
 
 
-class AgentSpec(_Spec):
+class AgentSpec(SpecModel):
     """An agent: which model it runs on, what it is told and which tools it has."""
 
     provider: Provider | None = None

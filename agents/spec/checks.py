@@ -9,21 +9,21 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any, Literal
 
-from agents.spec.errors import _dotted
+from agents.spec.errors import dotted
 from agents.spec.fields import MAX_ITERATIONS, MAX_NESTING, MAX_STEPS
 from agents.spec.usage import KnownTools, did_you_mean, mcp_tool_known
 from agents.spec.yaml_locations import Location
 from agents.tools.mcp.config import server_of
 
 
-def _reference_problems(workflow: Any, known_tools: KnownTools | None) -> Iterator[tuple[Location, str]]:
+def reference_problems(workflow: Any, known_tools: KnownTools | None) -> Iterator[tuple[Location, str]]:
     """References between steps, agents, inputs, containers and tools: what
     the runtime relies on, checked for stored versions too."""
     yield from _steps_problems(workflow.steps, ("steps",), workflow, depth=0)
     coordinator = workflow.agents.get("coordinator")
     if not workflow.steps and "spawn_worker" not in (coordinator.tools if coordinator else []):
         yield ("steps",), "a workflow needs at least one step, unless its coordinator agent plans with spawn_worker"
-    total = _count_steps(workflow.steps)
+    total = count_steps(workflow.steps)
     if total > MAX_STEPS and len(workflow.steps) <= MAX_STEPS:
         yield (
             ("steps",),
@@ -69,16 +69,16 @@ def _unknown_tool(tool: str, known: str, declared: Collection[str], known_tools:
     return f"unknown tool {tool!r}; known tools: {known}"
 
 
-def _count_steps(steps: Iterable[Any]) -> int:
+def count_steps(steps: Iterable[Any]) -> int:
     """Steps that run an agent: a loop's inner steps once, included workflows in full."""
     total = 0
     for step in steps:
         if getattr(step, "broken", False):
             total += 1
         elif step.loop is not None:
-            total += _count_steps(getattr(step.loop, "steps", []))
+            total += count_steps(getattr(step.loop, "steps", []))
         elif step.include is not None:
-            total += _count_steps(step.included.steps) if step.included is not None else 0
+            total += count_steps(step.included.steps) if step.included is not None else 0
         else:
             total += 1
     return total
@@ -92,7 +92,7 @@ def _steps_problems(steps: Sequence[Any], at: Location, workflow: Any, depth: in
             yield (*at, i, "id"), "step id 'coordinator' is reserved for the run's coordinator"
         if step.id in first_index:
             first = first_index[step.id]
-            message = f"duplicate step id {step.id!r} (first used by {_dotted(at)}[{first}])"
+            message = f"duplicate step id {step.id!r} (first used by {dotted(at)}[{first}])"
             yield (*at, i, "id"), message
         else:
             first_index[step.id] = i

@@ -39,7 +39,7 @@ class WorkflowValidationError(ValueError):
         return type(self), (self.problems,)
 
 
-def _dotted(loc: Sequence[str | int]) -> str:
+def dotted(loc: Sequence[str | int]) -> str:
     """``("steps", 2, "dependsOn", 0)`` -> ``steps[2].dependsOn[0]``."""
     text = ""
     for part in loc:
@@ -50,5 +50,5 @@ def _dotted(loc: Sequence[str | int]) -> str:
     return text
 
 
-def _count(n: int, noun: str) -> str:
+def plural(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -25,7 +25,7 @@ MAX_TOOL_TIMEOUT = 3600.0
 DEFAULT_FOR_EACH_CONCURRENCY = 5
 # Hints for empty answers before the step fails (options.maxEmptyAnswerRetries).
 DEFAULT_EMPTY_ANSWER_RETRIES = 2
-_PATTERN_HINTS = {
+PATTERN_HINTS = {
     STEP_ID_PATTERN: "use lowercase letters, digits, '_' and '-', starting with a letter, at most 64 characters",
     INPUT_NAME_PATTERN: "use lowercase letters, digits and '_', starting with a letter, at most 64 characters",
 }
@@ -66,9 +66,9 @@ Seconds = Annotated[float, BeforeValidator(duration_seconds)]
 
 # Set by parse_workflow, which runs the cross-field checks itself so that each
 # problem gets its own line; other callers of model_validate get them as one error.
-_DEFER_CHECKS = "zenweb.spec.defer_checks"
+DEFER_CHECKS = "zenweb.spec.defer_checks"
 
 
-class _Spec(BaseModel):
+class SpecModel(BaseModel):
     # Infinity is no timeout, budget or count a run can keep (nor JSON can store).
     model_config = ConfigDict(extra="forbid", populate_by_name=True, alias_generator=to_camel, allow_inf_nan=False)

@@ -7,12 +7,12 @@ from typing import Any, Literal
 from pydantic import model_validator
 
 from agents.inputs import workspace_path
-from agents.spec.fields import _Spec
+from agents.spec.fields import SpecModel
 
 # ``path``: a place inside the run's workspace (agents.inputs.workspace_path).
 InputType = Literal["string", "integer", "number", "boolean", "path"]
 
-_INPUT_TYPES: dict[str, type | tuple[type, ...]] = {
+INPUT_TYPES: dict[str, type | tuple[type, ...]] = {
     "string": str,
     "integer": int,
     "number": (int, float),
@@ -21,7 +21,7 @@ _INPUT_TYPES: dict[str, type | tuple[type, ...]] = {
 }
 
 
-class InputSpec(_Spec):
+class InputSpec(SpecModel):
     """A value the person starting a run provides, substituted as ``$name``."""
 
     type: InputType = "string"
@@ -34,7 +34,7 @@ class InputSpec(_Spec):
         default = self.default
         # bool is an int in Python, but not an integer or a number in a form.
         wrong_bool = isinstance(default, bool) != (self.type == "boolean")
-        if default is not None and (wrong_bool or not isinstance(default, _INPUT_TYPES[self.type])):
+        if default is not None and (wrong_bool or not isinstance(default, INPUT_TYPES[self.type])):
             raise ValueError(f"default {default!r} is not of type {self.type}")
         if default is not None and self.type == "path":
             try:

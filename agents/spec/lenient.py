@@ -6,12 +6,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from agents.spec.inputs import _INPUT_TYPES
+from agents.spec.inputs import INPUT_TYPES
 
 _BROKEN = object()
 
 
-def _lenient(data: dict[str, Any]) -> SimpleNamespace:
+def lenient(data: dict[str, Any]) -> SimpleNamespace:
     """The well-typed parts of raw workflow data, shaped like a WorkflowSpec
     for ``WorkflowSpec._problems``. Parts that field validation already
     reported are marked ``broken`` and not checked again."""
@@ -103,4 +103,4 @@ def _strings(value: object) -> list[str]:
 def _input_type(declared: object) -> str | None:
     kind = declared.get("type", "string") if isinstance(declared, dict) else None
     # Any YAML value may stand here: a list or a mapping cannot be looked up.
-    return kind if isinstance(kind, str) and kind in _INPUT_TYPES else None
+    return kind if isinstance(kind, str) and kind in INPUT_TYPES else None

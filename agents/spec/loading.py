@@ -14,9 +14,9 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from agents.spec.checks import include_path_problem
-from agents.spec.errors import SpecProblem, WorkflowValidationError, _count, _dotted
-from agents.spec.fields import _DEFER_CHECKS, _PATTERN_HINTS, MAX_INCLUDE_DEPTH
-from agents.spec.lenient import _lenient
+from agents.spec.errors import SpecProblem, WorkflowValidationError, dotted, plural
+from agents.spec.fields import DEFER_CHECKS, MAX_INCLUDE_DEPTH, PATTERN_HINTS
+from agents.spec.lenient import lenient
 from agents.spec.usage import KnownTools, did_you_mean
 from agents.spec.workflow import StepSpec, WorkflowSpec
 from agents.spec.yaml_locations import Location, line_for, parse_with_locations
@@ -97,15 +97,15 @@ def _parse(text: str, source: str, context: _IncludeContext) -> WorkflowSpec:
     known_tools = context.known_tools
     outer = context.root_inputs or frozenset()
     try:
-        spec = WorkflowSpec.model_validate(data, context={_DEFER_CHECKS: True})
+        spec = WorkflowSpec.model_validate(data, context={DEFER_CHECKS: True})
     except ValidationError as exc:
         field_problems = [_from_pydantic(error, source, lines) for error in exc.errors(include_url=False)]
         # Still check references between the parts that did parse, so one run
         # of the validator reports every problem, not only the first kind.
         reported = {(p.line, p.field) for p in field_problems}
         cross = [
-            SpecProblem(source, line_for(lines, loc), _dotted(loc), message)
-            for loc, message in WorkflowSpec._problems(_lenient(data), known_tools, outer)  # type: ignore[arg-type]
+            SpecProblem(source, line_for(lines, loc), dotted(loc), message)
+            for loc, message in WorkflowSpec._problems(lenient(data), known_tools, outer)  # type: ignore[arg-type]
         ]
         raise WorkflowValidationError(
             field_problems + [p for p in cross if (p.line, p.field) not in reported] + include_problems
@@ -120,7 +120,7 @@ def _parse(text: str, source: str, context: _IncludeContext) -> WorkflowSpec:
         assert path is not None  # ``included`` holds only steps that include a file
         governance += [((*loc, "include"), message) for message in _gates_lost(spec, sub, path)]
     problems = [
-        SpecProblem(source, line_for(lines, loc), _dotted(loc), message)
+        SpecProblem(source, line_for(lines, loc), dotted(loc), message)
         for loc, message in [*spec._problems(known_tools, outer), *governance]
     ]
     if problems or include_problems:
@@ -163,7 +163,7 @@ def _resolve_includes(
 
         def report(message: str, loc: Location = loc) -> None:
             where = (*loc, "include")
-            problems.append(SpecProblem(source, line_for(lines, where), _dotted(where), message))
+            problems.append(SpecProblem(source, line_for(lines, where), dotted(where), message))
 
         if context.folder is None or context.root is None or context.source_folder is None:
             report(f"cannot include {path!r}: the workflow was not read from a file, so it has no folder")
@@ -204,7 +204,7 @@ def _resolve_includes(
         try:
             found[loc] = _parse(text, sub_source, sub_context)
         except WorkflowValidationError as exc:
-            count = _count(len(exc.problems), "problem")
+            count = plural(len(exc.problems), "problem")
             report(f"the included workflow {path} is invalid ({count}, listed under {sub_source})")
             problems.extend(exc.problems)
     return found, problems
@@ -284,9 +284,9 @@ def _from_pydantic(error: ErrorDetails, source: str, lines: Mapping[Location, in
         message = f"unknown field {loc[-1]!r}{_allowed_fields(loc)}"
     elif kind == "value_error":
         message = str(ctx["error"])
-    elif kind == "string_pattern_mismatch" and ctx["pattern"] in _PATTERN_HINTS:
-        message = f"invalid name {error['input']!r}: {_PATTERN_HINTS[ctx['pattern']]}"
-    return SpecProblem(source, line_for(lines, loc), _dotted(loc), message)
+    elif kind == "string_pattern_mismatch" and ctx["pattern"] in PATTERN_HINTS:
+        message = f"invalid name {error['input']!r}: {PATTERN_HINTS[ctx['pattern']]}"
+    return SpecProblem(source, line_for(lines, loc), dotted(loc), message)
 
 
 def _allowed_fields(loc: Sequence[str | int]) -> str:

@@ -16,11 +16,11 @@ from agents.spec.fields import (
     Name,
     OnStepFailure,
     Seconds,
-    _Spec,
+    SpecModel,
 )
 
 
-class Budget(_Spec):
+class Budget(SpecModel):
     """What a whole run may spend; past any of these it ends failed, naming
     the budget. Time spent waiting for a person's approval does not count."""
 
@@ -34,7 +34,7 @@ class Budget(_Spec):
     )
 
 
-class SandboxOptions(_Spec):
+class SandboxOptions(SpecModel):
     """Limits of this workflow's tool processes (run_shell), each at most
     the operator's maximum (ZENWEB_SANDBOX_MAX_*): a larger value is lowered
     to it, and an unset one is the maximum. ``network`` is granted only where
@@ -48,7 +48,7 @@ class SandboxOptions(_Spec):
     network: bool = False
 
 
-class WorkflowOptions(_Spec):
+class WorkflowOptions(SpecModel):
     """Run-wide limits. Timeouts are in seconds; None means no limit."""
 
     max_concurrency: int = Field(default=5, ge=1)
@@ -87,7 +87,7 @@ class WorkflowOptions(_Spec):
     sandbox: SandboxOptions = Field(default_factory=SandboxOptions)
 
 
-class CoordinatorPolicy(_Spec):
+class CoordinatorPolicy(SpecModel):
     """What the run's coordinator must do. ``requireWorkers``: it plans the
     work with spawn_worker, and a finalize before any worker was spawned is
     refused with a hint (the model gets another turn)."""
@@ -95,7 +95,7 @@ class CoordinatorPolicy(_Spec):
     require_workers: bool = False
 
 
-class ToolExposure(_Spec):
+class ToolExposure(SpecModel):
     """Offer this workflow to other workflows' agents as a tool (agent-as-tool):
     calling it starts a child run whose result is the tool's result. The
     tool's arguments are the workflow's inputs."""
@@ -104,7 +104,7 @@ class ToolExposure(_Spec):
     description: str = Field(default="", max_length=MAX_DESCRIPTION)
 
 
-class ApprovalPolicy(_Spec):
+class ApprovalPolicy(SpecModel):
     """Who must approve destructive work, and for how long a request stands.
     With ``approvers: 2`` two different people must approve, and nobody
     approves their own request."""

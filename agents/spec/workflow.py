@@ -10,10 +10,10 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from agents.spec.agent import AgentSpec
-from agents.spec.checks import _count_steps, _reference_problems
-from agents.spec.errors import _count, _dotted
+from agents.spec.checks import count_steps, reference_problems
+from agents.spec.errors import dotted, plural
 from agents.spec.fields import (
-    _DEFER_CHECKS,
+    DEFER_CHECKS,
     MAX_DESCRIPTION,
     MAX_FOR_EACH_ITEMS,
     MAX_ITERATIONS,
@@ -21,7 +21,7 @@ from agents.spec.fields import (
     InputName,
     Mode,
     Name,
-    _Spec,
+    SpecModel,
 )
 from agents.spec.inputs import InputSpec
 from agents.spec.options import ApprovalPolicy, CoordinatorPolicy, ToolExposure, WorkflowOptions
@@ -36,7 +36,7 @@ from agents.spec.yaml_locations import Location
 from agents.tools.mcp.config import ServerName
 
 
-class LoopSpec(_Spec):
+class LoopSpec(SpecModel):
     """A container that runs its inner ``steps`` once per iteration.
 
     Repeat-until (no ``forEach``): iteration N runs as ``<id>.N.<inner>``, one
@@ -77,7 +77,7 @@ class LoopSpec(_Spec):
         return "repeat" if self.for_each is None else "forEach"
 
 
-class StepSpec(_Spec):
+class StepSpec(SpecModel):
     """A plain step runs one agent once its dependencies have finished.
 
     A container step has exactly one of ``loop`` and ``include`` instead of an
@@ -101,7 +101,7 @@ class StepSpec(_Spec):
     @field_validator("included", mode="before")
     @classmethod
     def _included_comes_from_the_loader(cls, value: Any, info: ValidationInfo) -> Any:
-        if value is not None and (info.context or {}).get(_DEFER_CHECKS):
+        if value is not None and (info.context or {}).get(DEFER_CHECKS):
             raise ValueError("unknown field 'included': the loader fills it in from include")
         return value
 
@@ -119,7 +119,7 @@ class StepSpec(_Spec):
         return self.kind != "step"
 
 
-class WorkflowSpec(_Spec):
+class WorkflowSpec(SpecModel):
     """A validated workflow. Build one with ``parse_workflow`` or ``load_workflow``.
 
     ``steps`` may be empty when the coordinator plans the work itself (its
@@ -156,7 +156,7 @@ class WorkflowSpec(_Spec):
     def _mcp_names_only(cls, value: Any, info: ValidationInfo) -> Any:
         if not isinstance(value, dict):
             return value
-        if (info.context or {}).get(_DEFER_CHECKS):
+        if (info.context or {}).get(DEFER_CHECKS):
             raise ValueError(_mcp_config_refusal(value))
         # A version stored when workflows could configure servers: only the
         # names are kept, so its tools come from the operator's servers.
@@ -164,10 +164,10 @@ class WorkflowSpec(_Spec):
 
     @model_validator(mode="after")
     def _check_references(self, info: ValidationInfo) -> WorkflowSpec:
-        if not (info.context or {}).get(_DEFER_CHECKS):
+        if not (info.context or {}).get(DEFER_CHECKS):
             # Stored versions come back this way: they were checked in full when
             # registered, and a rule added since must not make one unreadable.
-            problems = [f"{_dotted(loc)}: {msg}" for loc, msg in _reference_problems(self, None)]
+            problems = [f"{dotted(loc)}: {msg}" for loc, msg in reference_problems(self, None)]
             if problems:
                 raise ValueError("; ".join(problems))
         return self
@@ -221,10 +221,10 @@ class WorkflowSpec(_Spec):
         and included workflows in full; containers are counted by kind.
         """
         kinds = Counter(_container_kinds(self.steps))
-        steps = _count_steps(self.steps)
-        parts = [_count(steps, "step") if steps else "steps planned by the coordinator"]
-        parts += [_count(kinds[kind], noun) for kind, noun in _CONTAINER_NOUNS.items() if kinds[kind]]
-        parts.append(_count(len(self.agents), "agent"))
+        steps = count_steps(self.steps)
+        parts = [plural(steps, "step") if steps else "steps planned by the coordinator"]
+        parts += [plural(kinds[kind], noun) for kind, noun in _CONTAINER_NOUNS.items() if kinds[kind]]
+        parts.append(plural(len(self.agents), "agent"))
         return f"{self.name} v{self.version}: {', '.join(parts)}"
 
     def to_data(self) -> dict[str, Any]:
@@ -239,8 +239,8 @@ class WorkflowSpec(_Spec):
         (a tool its agent's role cannot call, a script calling a tool its agent
         lacks, a timeout for no tool, an unknown ``$name``). ``outer_inputs``
         are the root workflow's inputs when this one is included (the runner
-        substitutes them too). ``self`` may be a lenient stand-in (``_lenient``)."""
-        yield from _reference_problems(self, known_tools)
+        substitutes them too). ``self`` may be a lenient stand-in (``agents.spec.lenient.lenient``)."""
+        yield from reference_problems(self, known_tools)
         yield from tool_use_problems(self, known_tools)
         policy = getattr(self, "coordinator", None)  # a lenient stand-in has none
         coordinator = self.agents.get("coordinator")

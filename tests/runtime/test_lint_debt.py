@@ -160,3 +160,18 @@ def test_no_function_is_longer_than_60_lines_but_those_listed():
     found = _long_functions()
     assert not found - LONG_FUNCTIONS, f"over {MAX_FUNCTION_LINES} lines (split them): {sorted(found - LONG_FUNCTIONS)}"
     assert not LONG_FUNCTIONS - found, f"short enough now, take them off: {sorted(LONG_FUNCTIONS - found)}"
+
+
+def test_no_module_imports_another_modules_private_names():
+    found = []
+    for top in ("agents", "runs", "zenweb"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in (
+                    "agents",
+                    "runs",
+                    "zenweb",
+                ):
+                    private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+                    found += [f"{path.relative_to(ROOT)}: {node.module}.{name}" for name in private]
+    assert not found, "a name another module uses is public (no leading underscore):\n" + "\n".join(found)
