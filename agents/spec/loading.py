@@ -182,16 +182,9 @@ def _resolve_includes(
             report(f"includes nest at most {MAX_INCLUDE_DEPTH} deep: {names}")
             continue
         sub_source = str(context.source_folder / path)
-        try:
-            text = target.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            report(f"included file not found: {path}")
-            continue
-        except UnicodeDecodeError:
-            report(f"the included file {path} is not UTF-8 text")
-            continue
-        except OSError as exc:
-            report(f"cannot read the included file {path}: {exc.strerror or exc}")
+        text, unreadable = _read_included(target, path)
+        if unreadable:
+            report(unreadable)
             continue
         sub_context = _IncludeContext(
             root=context.root,
@@ -208,6 +201,18 @@ def _resolve_includes(
             report(f"the included workflow {path} is invalid ({count}, listed under {sub_source})")
             problems.extend(exc.problems)
     return found, problems
+
+
+def _read_included(target: Path, path: str) -> tuple[str, str]:
+    """The text of the file ``path`` names, or "" and why it cannot be read."""
+    try:
+        return target.read_text(encoding="utf-8"), ""
+    except FileNotFoundError:
+        return "", f"included file not found: {path}"
+    except UnicodeDecodeError:
+        return "", f"the included file {path} is not UTF-8 text"
+    except OSError as exc:
+        return "", f"cannot read the included file {path}: {exc.strerror or exc}"
 
 
 def _raw_input_names(data: dict[str, Any]) -> frozenset[str]:

@@ -56,7 +56,6 @@ MYPY_IGNORED = {
 LONG_FUNCTIONS = {
     "agents/runner/completion.py:apply_completion",
     "agents/sandbox.py:Sandbox.command",
-    "agents/spec/loading.py:_resolve_includes",
     "agents/tools/builtin/shell.py:_run_shell",
     "agents/tools/registry.py:ToolRegistry._call",
     "runs/actions/coordinator.py:_coordinator_rounds",
