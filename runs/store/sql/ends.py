@@ -47,7 +47,7 @@ def end_steps(run_id: int) -> list[EndStep]:
     """Run ``run_id``'s steps, in order, as its end reads them."""
     with plain_cursor() as cursor:
         cursor.execute(_end_steps_sql(), {"run": run_id})
-        return [EndStep(*row[:4], bool(row[4]), row[5]) for row in cursor.fetchall()]  # SQLite's booleans: 0, 1
+        return [EndStep._make((*row[:4], bool(row[4]), row[5])) for row in cursor.fetchall()]  # SQLite's booleans: 0, 1
 
 
 def end_run(run_id: int, end: RunEnd) -> LeftOpen:

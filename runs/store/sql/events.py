@@ -12,6 +12,7 @@ from agents.events import Event as RuntimeEvent
 from runs.models import Event, Run
 from runs.store.sql.pg_text import json_text
 from runs.store.sql.rows import (
+    column_of,
     plain_cursor,
     table,
 )
@@ -82,8 +83,8 @@ def insert_events_from(counter: str, rows: str = EVENT_ROWS, count: str = "%(eve
     if fields != list(_EVENT_COLUMNS):
         raise RuntimeError(f"runs/store/sql/events.py writes events as {list(_EVENT_COLUMNS)}; the model has {fields}")
     quote = connection.ops.quote_name
-    columns = ", ".join(quote(Event._meta.get_field(name).column) for name in _EVENT_COLUMNS)
-    seq = quote(Event._meta.get_field("seq").column)
+    columns = ", ".join(quote(column_of(Event, name)) for name in _EVENT_COLUMNS)
+    seq = quote(column_of(Event, "seq"))
     return (
         f"INSERT INTO {table(Event)} ({columns}, {seq}) "
         f"SELECT {', '.join(_EVENT_COLUMNS.values())}, {counter}.last_event_seq - {count} + e.n "

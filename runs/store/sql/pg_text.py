@@ -58,7 +58,7 @@ def _json_without_nul(base: type[Dumper]) -> type[Dumper]:
     return type(base.__name__, (base,), {"dump": dump})
 
 
-_DUMPERS = [(str, _str_without_nul(base)) for base in _STR_DUMPERS]
+_DUMPERS: list[tuple[type, type[Dumper]]] = [(str, _str_without_nul(base)) for base in _STR_DUMPERS]
 _DUMPERS += [(wrapper, _json_without_nul(base)) for wrapper, base in _JSON_DUMPERS]
 
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.models import Field, Model
 
 
 def database():
@@ -135,6 +136,20 @@ LEASE_ONLY_COMMIT = "set_config('synchronous_commit', 'off', true) IS NOT NULL"
 def first(rows: list[tuple]) -> tuple | None:
     """The one row of ``rows`` (a statement's that returns at most one), or None."""
     return rows[0] if rows else None
+
+
+def column_of(model: type[Model], name: str) -> str:
+    """The column (unquoted) of ``model``'s field ``name``."""
+    field = concrete_field(model, name)
+    assert field.column is not None  # a concrete field has one
+    return field.column
+
+
+def concrete_field(model: type[Model], name: str) -> Field:
+    """``model``'s field ``name``, one with a column (not a relation's reverse side)."""
+    field = model._meta.get_field(name)
+    assert isinstance(field, Field), f"{model.__name__}.{name} has no column"
+    return field
 
 
 def table(model) -> str:

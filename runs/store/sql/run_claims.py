@@ -94,10 +94,10 @@ def claim_wake(run_id: int) -> WakeRead | None:
         )
         return read_wake(run_id) if claimed else None
     params = {"run": run_id, "running": Run.Status.RUNNING, "coordinator": COORDINATOR}
-    claimed, steps, inbox = in_one_round_trip([(_claim_wake_sql(), params), *_wake_reads(run_id)])
-    if not claimed:
+    claimed_rows, steps, inbox = in_one_round_trip([(_claim_wake_sql(), params), *_wake_reads(run_id)])
+    if not claimed_rows:
         return None
-    wake = _wake_read(claimed[0], steps, inbox)
+    wake = _wake_read(claimed_rows[0], steps, inbox)
     wake.coordinator.run.coordinator_busy, wake.coordinator.run.wake_queued = True, None  # as the UPDATE left them
     return wake
 
@@ -126,7 +126,7 @@ def _wake_reads(run_id: int) -> list[tuple[str, dict]]:
 
 def _wake_read(coordinator_row: tuple, step_rows: list[tuple], inbox_rows: list[tuple]) -> WakeRead:
     parts = [(model, names) for model, names, _ in step_for_turn_parts(database().vendor)]
-    steps = [WakeStep(*row[:-1], resuming=bool(row[-1])) for row in step_rows]  # SQLite's booleans are 0 and 1
+    steps = [WakeStep._make((*row[:-1], bool(row[-1]))) for row in step_rows]  # SQLite's booleans are 0 and 1
     return WakeRead(step_with_run(parts, coordinator_row), steps, router_messages(inbox_rows))
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from datetime import datetime
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from django.conf import settings
 from django.db import transaction
@@ -16,6 +16,7 @@ from runs.store.sql.events import EVENT_ROWS, events_params, insert_events, inse
 from runs.store.sql.mailboxes import unread_count_of, unread_from
 from runs.store.sql.rows import (
     LEASE_ONLY_COMMIT,
+    column_of,
     database,
     db_value,
     instances,
@@ -24,6 +25,9 @@ from runs.store.sql.rows import (
     table,
 )
 from runs.store.sql.writes import update
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractUser
 
 # Big and not needed for a turn: the parsed spec is cached per version.
 WORKFLOW_TEXT = ("spec", "yaml_text")
@@ -153,7 +157,7 @@ def _claim_step_for_turn_sql(vendor: str, *, lease_only: bool) -> str:
 @functools.cache
 def step_for_turn_parts(vendor: str) -> tuple:
     """(model, attnames, SELECT list) of the step, its run, workflow and creator."""
-    user_model = Run._meta.get_field("created_by").related_model
+    user_model = cast("type[AbstractUser]", Run._meta.get_field("created_by").related_model)
     # Of the creator, a turn needs the username (injected into tool calls).
     kept = (user_model._meta.pk.name, user_model.USERNAME_FIELD)
     user_rest = tuple(f.name for f in user_model._meta.concrete_fields if f.name not in kept)
@@ -201,9 +205,7 @@ def start_pending_steps(pks: list[int], now) -> set[int]:
 @functools.cache
 def _start_pending_steps_sql(size: int) -> str:
     quote = database().ops.quote_name
-    status, started, queued = (
-        quote(Step._meta.get_field(name).column) for name in ("status", "started", "turn_queued")
-    )
+    status, started, queued = (quote(column_of(Step, name)) for name in ("status", "started", "turn_queued"))
     return (
         f"UPDATE {table(Step)} SET {status} = %s, {started} = %s, {queued} = %s "
         f"WHERE id IN ({', '.join(['%s'] * size)}) AND {status} = %s RETURNING id"
@@ -250,7 +252,7 @@ def _start_steps_sql() -> str:
     numbered after it."""
     quote = database().ops.quote_name
     status, started, queued, step_id = (
-        quote(Step._meta.get_field(name).column) for name in ("status", "started", "turn_queued", "step_id")
+        quote(column_of(Step, name)) for name in ("status", "started", "turn_queued", "step_id")
     )
     return (
         f"WITH started AS (UPDATE {table(Step)} SET {status} = %(running)s, {started} = %(now)s, "
@@ -260,7 +262,7 @@ def _start_steps_sql() -> str:
         f"bumped AS (UPDATE {table(Run)} SET last_event_seq = last_event_seq + (SELECT count(*) FROM kept) "
         "WHERE id = %(run)s AND EXISTS (SELECT 1 FROM kept) RETURNING last_event_seq), "
         f"inserted AS ({insert_events_from('bumped', 'kept e', '(SELECT count(*) FROM kept)')}) "
-        f"SELECT (SELECT array_agg(id) FROM started), (SELECT max({quote(Event._meta.get_field('seq').column)}) "
+        f"SELECT (SELECT array_agg(id) FROM started), (SELECT max({quote(column_of(Event, 'seq'))}) "
         "FROM inserted)"
     )
 
@@ -300,7 +302,7 @@ def start_and_claim_step(run_id: int, successor: Successor) -> tuple[Step, int] 
                 if started
                 else None
             )
-        return None if step is None else (step, last_seq)
+        return None if step is None or last_seq is None else (step, last_seq)
     with plain_cursor() as cursor:
         cursor.execute(*start_and_claim_statement(run_id, successor))
         return started_and_claimed(cursor.fetchone())
@@ -388,7 +390,7 @@ def _start_and_claim_sql(vendor: str, after_write: bool = False) -> str:
     and the step read back with its run, workflow, creator and unread
     count, as the claim reads them. ``after_write``: see start_and_claim_statement."""
     columns, joins = step_for_turn_columns(vendor)
-    seq = database().ops.quote_name(Event._meta.get_field("seq").column)
+    seq = database().ops.quote_name(column_of(Event, "seq"))
     after = (
         f"AND EXISTS(SELECT 1 FROM {table(Step)} f WHERE f.id = %(after_step)s AND f.finished = %(after_finished)s) "
         if after_write

@@ -17,7 +17,7 @@ from runs.models import Run, Step, Workflow
 from runs.store.sql.events import events_params, insert_events_from
 from runs.store.sql.mailboxes import unread_count_of, unread_from
 from runs.store.sql.pg_text import json_text
-from runs.store.sql.rows import first, in_one_round_trip, in_order, plain_cursor, table
+from runs.store.sql.rows import column_of, concrete_field, first, in_one_round_trip, in_order, plain_cursor, table
 from runs.store.sql.runs import lock_run_sql
 from runs.store.sql.schedule import (
     ScheduleState,
@@ -145,13 +145,13 @@ def save_turn(step: Step, transcript: list, tokens: tuple[int, int], completed: 
 
 def _completed_params(completed: dict) -> dict:
     return {
-        f"completed_{name}": Step._meta.get_field(name).get_db_prep_save(value, connection)
+        f"completed_{name}": concrete_field(Step, name).get_db_prep_save(value, connection)
         for name, value in completed.items()
     }
 
 
 def _completed_column(name: str) -> str:
-    return connection.ops.quote_name(Step._meta.get_field(name).column)
+    return connection.ops.quote_name(column_of(Step, name))
 
 
 @functools.cache

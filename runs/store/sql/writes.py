@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
+from django.db.models import Model
+
 from runs.store.sql.pg_text import json_text
 from runs.store.sql.rows import (
     database,
@@ -148,7 +150,7 @@ def insert_many(objs: list) -> None:
 
 def _insert_many_statement(objs: Sequence) -> tuple[str, dict]:
     """PostgreSQL's statement for ``insert_many``, and its parameters."""
-    model = type(objs[0])
+    model: type[Model] = type(objs[0])
     fields = insert_fields(model)
     rows = [{field.column: json_value(field, getattr(obj, field.attname)) for field in fields} for obj in objs]
     return _insert_many_sql(model), {"rows": json_text(rows)}
