@@ -4,7 +4,8 @@ import secrets
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 from django.urls import reverse
 from django.utils.html import format_html
 
@@ -81,26 +82,26 @@ class ReadOnlyInline(admin.TabularInline):
 
 class StepInline(ReadOnlyInline):
     model = Step
-    fields = ["step_id", "kind", "agent", "status", "turns", "error"]
-    readonly_fields = fields
+    readonly_fields = ("step_id", "kind", "agent", "status", "turns", "error")
+    fields = readonly_fields
 
 
 class ToolCallInline(ReadOnlyInline):
     model = ToolCall
-    fields = ["step", "name", "tool_call_id", "ok", "duration_ms", "result"]
-    readonly_fields = fields
+    readonly_fields = ("step", "name", "tool_call_id", "ok", "duration_ms", "result")
+    fields = readonly_fields
 
 
 class ApprovalInline(ReadOnlyInline):
     model = Approval
-    fields = ["kind", "what", "status", "requested_by", "created", "decided_at", "reason"]
-    readonly_fields = fields
+    readonly_fields = ("kind", "what", "status", "requested_by", "created", "decided_at", "reason")
+    fields = readonly_fields
 
 
 class ClaimInline(ReadOnlyInline):
     model = Claim
-    fields = ["claim", "confidence", "url", "source_ref", "expires_at"]
-    readonly_fields = fields
+    readonly_fields = ("claim", "confidence", "url", "source_ref", "expires_at")
+    fields = readonly_fields
 
 
 class StuckFilter(admin.SimpleListFilter):
@@ -154,7 +155,7 @@ class RunAdmin(WrittenByZenweb, admin.ModelAdmin):
         )
 
     @admin.action(description="Export selected runs as JSON", permissions=["view"])
-    def export_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> HttpResponse:
+    def export_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> HttpResponseBase:
         runs = queryset.select_related("workflow", "created_by").order_by("pk")
         # One run's parts read at a time, as the file is written.
         return json_attachment({"runs": (export_parts(run) for run in runs)}, "runs.json")
@@ -203,8 +204,8 @@ class MessageAdmin(WrittenByZenweb, admin.ModelAdmin):
 
 class DecisionInline(admin.TabularInline):
     model = ApprovalDecision
-    fields = ["user", "decision", "reason", "arguments_hash", "created"]
-    readonly_fields = fields
+    readonly_fields = ("user", "decision", "reason", "arguments_hash", "created")
+    fields = readonly_fields
     extra = 0
     can_delete = False
 

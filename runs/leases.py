@@ -158,7 +158,7 @@ class _Renewals:
     def after_fork(self) -> None:
         # A forked worker child has none of the parent's threads, and a lock
         # some thread held at the fork would stay held: start afresh.
-        self.__init__()
+        type(self).__init__(self)
 
     def remove(self, key: int) -> None:
         with self._cond:
@@ -218,7 +218,7 @@ class _Renewals:
             by_model[model] = by_model.get(model, Q()) | Q(pk=pk, lease_owner=owner)
         for model, which in by_model.items():
             try:
-                model.objects.filter(which).update(lease_expires=expires)
+                model._default_manager.filter(which).update(lease_expires=expires)
             except Exception as exc:  # noqa: BLE001 - a failed renewal only risks a duplicate attempt
                 if connection_lost(exc):
                     name = model._meta.model_name

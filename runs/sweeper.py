@@ -332,9 +332,9 @@ def _mark_stuck(now) -> int:
                 DjangoEventSink(run.pk).emit(RuntimeEvent.of(RunStuck(reason=reason)))
                 stuck += 1
     # A stuck run that moved again (someone pressed Resume, a worker came back).
-    for run in Run.objects.exclude(stuck_reason="").filter(status=Run.Status.RUNNING):
-        if Event.objects.filter(run=run, created__gt=limit).exclude(type__in=BOOKKEEPING_EVENTS).exists():
-            Run.objects.filter(pk=run.pk).update(stuck_reason="")
+    for moved in Run.objects.exclude(stuck_reason="").filter(status=Run.Status.RUNNING):
+        if Event.objects.filter(run=moved, created__gt=limit).exclude(type__in=BOOKKEEPING_EVENTS).exists():
+            Run.objects.filter(pk=moved.pk).update(stuck_reason="")
     return stuck
 
 
