@@ -207,6 +207,15 @@ class Sandbox:
         limited = [*_prlimit(self.limits, group), "--", *argv]
         if not self.enabled:
             return group.wrap(limited)
+        line = [*self._namespaces(env), *self._file_system(writable, readonly)]
+        if cwd is not None:
+            line += ["--chdir", str(cwd)]
+        line += ["--", *self._as_run_user()]
+        return group.wrap([*line, *limited])
+
+    def _namespaces(self, env: Mapping[str, str]) -> list[str]:
+        """bubblewrap with the namespaces the command gets, and the variables
+        of this process's environment that are not in ``env`` unset."""
         line = [
             self.bwrap,
             "--die-with-parent",
@@ -223,6 +232,12 @@ class Sandbox:
             line.append("--unshare-net")
         for name in sorted(set(os.environ) - set(env)):
             line += ["--unsetenv", name]
+        return line
+
+    def _file_system(self, writable: Path | None, readonly: Iterable[Path]) -> list[str]:
+        """bubblewrap's mounts: the system read-only, a /tmp in memory,
+        ``readonly`` and ``writable`` bound with the directories above them."""
+        line: list[str] = []
         for path in SYSTEM_DIRS:
             if os.path.islink(path):
                 line += ["--symlink", os.readlink(path), path]
@@ -242,28 +257,31 @@ class Sandbox:
                 if str(parent) not in ("/", "/tmp"):
                     line += ["--perms", "0755", "--dir", str(parent)]
             line += [flag, str(bound), str(bound)]
-        if cwd is not None:
-            line += ["--chdir", str(cwd)]
-        line.append("--")
-        if os.geteuid() == 0:
-            # Root would ignore the process-count limit and could undo the rest.
-            line += [
-                "setpriv",
-                f"--reuid={self.uid}",
-                f"--regid={self.uid}",
-                "--clear-groups",
-                "--inh-caps=-all",
-                "--bounding-set=-all",
-                "--no-new-privs",
-                "--",
-            ]
-            if _userns_open():
-                # Root's bubblewrap above cannot close them (a user namespace
-                # it made would map the command to root): a second one, as
-                # the run's uid, makes the user namespace no other can be made in.
-                line += [self.bwrap, "--unshare-user", "--disable-userns"]
-                line += ["--uid", str(SHOWN_UID), "--gid", str(SHOWN_UID), "--dev-bind", "/", "/", "--"]
-        return group.wrap([*line, *limited])
+        return line
+
+    def _as_run_user(self) -> list[str]:
+        """What runs the command as the run's uid inside the sandbox, when
+        this process is root: nothing otherwise."""
+        if os.geteuid() != 0:
+            return []
+        # Root would ignore the process-count limit and could undo the rest.
+        line = [
+            "setpriv",
+            f"--reuid={self.uid}",
+            f"--regid={self.uid}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+            "--",
+        ]
+        if _userns_open():
+            # Root's bubblewrap above cannot close them (a user namespace
+            # it made would map the command to root): a second one, as
+            # the run's uid, makes the user namespace no other can be made in.
+            line += [self.bwrap, "--unshare-user", "--disable-userns"]
+            line += ["--uid", str(SHOWN_UID), "--gid", str(SHOWN_UID), "--dev-bind", "/", "/", "--"]
+        return line
 
     def prepare(self, workspace: Path) -> None:
         """Give the workspace to the uid commands run as (root only): what
