@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from agents import bounded_json
 from agents.redaction import Redactor
@@ -115,42 +115,16 @@ class ToolRegistry:
             hint = RetryHint("invalid_call", "replan", question=f"Which of these tools fits: {available}?")
             return _failed(f"{why}. Available tools: [{available}]", hint, counted=not (known and known.bookkeeping))
         counted = not tool.bookkeeping
-        try:
-            data = bounded_json.loads(raw_arguments or "{}", what=f"arguments for {name}")
-        except json.JSONDecodeError as exc:
-            hint = RetryHint("invalid_call", "correct_call", prior_input=raw_arguments, example_input=_example(tool))
-            return _failed(f"arguments for {name} are not valid JSON: {exc}", hint, counted=counted)
-        except ValueError as exc:  # too long or too deep to read: not echoed back
-            hint = RetryHint("invalid_call", "correct_call", example_input=_example(tool))
-            return _failed(str(exc), hint, counted=counted)
-        if not isinstance(data, dict):
-            hint = RetryHint("invalid_call", "correct_call", prior_input=data, example_input=_example(tool))
-            kind = type(data).__name__
-            return _failed(
-                f"invalid arguments for {name}: (root): Input should be an object, not {kind}", hint, counted=counted
-            )
+        data = _parsed(tool, raw_arguments, counted)
+        if isinstance(data, ToolOutcome):
+            return data
         spoofed = sorted(set(data) & set(tool.injected))
         # Interceptors: injected fields come from the context, whatever the model sent.
         data = {**data, **{key: ctx.injected.get(key) for key in tool.injected}}
         shown = _redact(data, tool)
-        try:
-            args = tool.args_model.model_validate(data)
-        except ValidationError as exc:
-            errors = [e for e in exc.errors() if not (e["loc"] and e["loc"][0] in tool.injected)]
-            if not errors:
-                # Only injected fields failed: the host did not supply them; not the model's fault.
-                missing = ", ".join(tool.injected)
-                hint = RetryHint("unavailable", "finish")
-                return _failed(f"{name} cannot run here: {missing} not available", hint, shown, counted=counted)
-            problems = "; ".join(f"{_dotted(err['loc'])}: {err['msg']}" for err in errors)
-            hint = RetryHint(
-                "invalid_call",
-                "correct_call",
-                fields=sorted({_dotted(err["loc"]) for err in errors if err["loc"]}),
-                prior_input=_visible(data, tool),
-                example_input=_example(tool),
-            )
-            return _failed(f"invalid arguments for {name}: {problems}", hint, shown, counted=counted)
+        args = _validated(tool, data, shown, counted)
+        if isinstance(args, ToolOutcome):
+            return args
         if spoofed:
             log.info("tool %s: ignored model-supplied injected fields %s", name, spoofed)
         if tool.side_effects and ctx.journal is not None:
@@ -174,6 +148,12 @@ class ToolRegistry:
             # Checked and allowed: the host runs it as its own task.
             text = f"queued: {tool.name} runs as a task; its result replaces this text"
             return ToolOutcome(text, ok=True, arguments=shown, pending=True, queued=True, counted=counted)
+        return self._run(tool, ctx, args, data, shown, counted)
+
+    def _run(
+        self, tool: Tool, ctx: ToolContext, args: BaseModel, data: dict[str, Any], shown: dict[str, Any], counted: bool
+    ) -> ToolOutcome:
+        """Run the checked call; a ToolError or a tool's crash is a failed outcome."""
         try:
             with ctx.isolated(held=tool.held):
                 returned = tool.run(ctx, args)
@@ -183,10 +163,10 @@ class ToolRegistry:
             )
             return _failed(str(exc), hint, shown, counted=counted)
         except Exception as exc:  # noqa: BLE001 - a broken tool must not kill the step
-            log.exception("tool %s raised", name)
+            log.exception("tool %s raised", tool.name)
             hint = RetryHint("internal", "replan", prior_input=_visible(data, tool))
             return _failed(
-                f"{name} failed unexpectedly: {type(exc).__name__}: {str(exc)[:500]}", hint, shown, counted=counted
+                f"{tool.name} failed unexpectedly: {type(exc).__name__}: {str(exc)[:500]}", hint, shown, counted=counted
             )
         return self._success(tool, returned, shown, counted)
 
@@ -273,6 +253,50 @@ def _visible(data: dict[str, Any], tool: Tool) -> dict[str, Any]:
 
 def _example(tool: Tool) -> dict[str, Any]:
     return {key: value for key, value in example_input(tool.args_model).items() if key not in tool.injected}
+
+
+def _parsed(tool: Tool, raw_arguments: str, counted: bool) -> dict[str, Any] | ToolOutcome:
+    """The model's arguments read as a JSON object, or the failed outcome saying why not."""
+    name = tool.name
+    try:
+        data = bounded_json.loads(raw_arguments or "{}", what=f"arguments for {name}")
+    except json.JSONDecodeError as exc:
+        hint = RetryHint("invalid_call", "correct_call", prior_input=raw_arguments, example_input=_example(tool))
+        return _failed(f"arguments for {name} are not valid JSON: {exc}", hint, counted=counted)
+    except ValueError as exc:  # too long or too deep to read: not echoed back
+        hint = RetryHint("invalid_call", "correct_call", example_input=_example(tool))
+        return _failed(str(exc), hint, counted=counted)
+    if not isinstance(data, dict):
+        hint = RetryHint("invalid_call", "correct_call", prior_input=data, example_input=_example(tool))
+        kind = type(data).__name__
+        return _failed(
+            f"invalid arguments for {name}: (root): Input should be an object, not {kind}", hint, counted=counted
+        )
+    return data
+
+
+def _validated(tool: Tool, data: dict[str, Any], shown: dict[str, Any], counted: bool) -> BaseModel | ToolOutcome:
+    """``data`` (injected fields filled in) as the tool's argument model, or
+    the failed outcome naming the fields at fault."""
+    name = tool.name
+    try:
+        return tool.args_model.model_validate(data)
+    except ValidationError as exc:
+        errors = [e for e in exc.errors() if not (e["loc"] and e["loc"][0] in tool.injected)]
+        if not errors:
+            # Only injected fields failed: the host did not supply them; not the model's fault.
+            missing = ", ".join(tool.injected)
+            hint = RetryHint("unavailable", "finish")
+            return _failed(f"{name} cannot run here: {missing} not available", hint, shown, counted=counted)
+        problems = "; ".join(f"{_dotted(err['loc'])}: {err['msg']}" for err in errors)
+        hint = RetryHint(
+            "invalid_call",
+            "correct_call",
+            fields=sorted({_dotted(err["loc"]) for err in errors if err["loc"]}),
+            prior_input=_visible(data, tool),
+            example_input=_example(tool),
+        )
+        return _failed(f"invalid arguments for {name}: {problems}", hint, shown, counted=counted)
 
 
 def _dotted(loc: tuple[Any, ...]) -> str:
