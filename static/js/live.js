@@ -34,7 +34,8 @@
     clearInterval(state.tick);
     function draw() {
       var left = Math.max(0, state.nextAt - Date.now()) / 1000;
-      show("reconnecting", "reconnecting (attempt " + state.attempt + ", next try in " + left.toFixed(1) + " s)");
+      var when = left > 0 ? "next try in " + left.toFixed(1) + " s" : "trying now";
+      show("reconnecting", "reconnecting (attempt " + state.attempt + ", " + when + ")");
     }
     draw();
     state.tick = setInterval(draw, 200);

@@ -215,6 +215,7 @@ def test_filter_chips_narrow_the_list_live_and_survive_a_reload(open_page, serve
 
     with page.expect_response(lambda r: "/events/" in r.url):
         page.click("#event-filters label.chip:has(input[name=severity][value=error])")
+    expect(page.locator("#event-list details.event")).to_have_count(3)
     errors = page.locator("#event-list details.event").evaluate_all("els => els.map(e => e.dataset.severity)")
     assert errors == ["error"] * 3
     assert parse_qs(urlsplit(page.url).query) == {"severity": ["error"]}
@@ -228,6 +229,7 @@ def test_filter_chips_narrow_the_list_live_and_survive_a_reload(open_page, serve
     with page.expect_response(lambda r: "/events/" in r.url):
         page.select_option("#event-filters select.step-pick", "second")
     expect(page.locator("#event-filters .chip-step input[value=second]")).to_be_checked()
+    expect(page.locator("#event-list details.event")).to_have_count(3)
     assert parse_qs(urlsplit(page.url).query) == {"step": ["second"], "severity": ["error"]}
 
     # Live events the filters let through are added; the others are not.
@@ -312,9 +314,11 @@ def test_the_header_says_reconnecting_then_live_with_every_event_caught_up_once(
     expect(connection).to_contain_text("caught up", timeout=5_000)
     rows = event_rows(page)
     assert_gapless(rows)
-    last = rows[-1]["seq"]
-    assert last >= 27
-    expect(connection).to_have_text(f"live, caught up {last - 20} events")
+    assert rows[-1]["seq"] >= 27
+    # The 7 written while it was away, and whatever the restarted server's
+    # recovery added to the run before the page came back.
+    caught_up = int(connection.inner_text().removeprefix("live, caught up ").removesuffix(" events"))
+    assert 7 <= caught_up <= rows[-1]["seq"] - 20, connection.inner_text()
     assert not [line for line in console if "[object Event]" in line], console
 
 
@@ -333,7 +337,8 @@ def test_an_action_pressed_while_the_server_is_away_says_it_failed(open_page, se
     finally:
         server.start()
     expect(page.locator("#connection")).to_have_attribute("data-state", "live", timeout=5_000)
-    assert page.locator("#run-status").get_attribute("data-status") == "running"
+    # Nothing was cancelled (the restarted server may have taken the run's steps up again).
+    assert page.locator("#run-status").get_attribute("data-status") != "cancelled"
 
 
 def test_the_header_says_offline_without_network_and_reconnects_when_it_returns(open_page, server):
