@@ -32,7 +32,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agents import linear_regex, workspace_quota
-from agents.sandbox import SYSTEM_PATH, Sandbox, SandboxUnavailable
+from agents.sandbox import SYSTEM_PATH, Limits, Sandbox, SandboxUnavailable
 from agents.sandbox_cgroups import CallGroup, NoGroup
 from agents.tools.base import Tool, ToolContext, ToolError
 from agents.tools.builtin.workspace import quota_of, workspace_root
@@ -285,19 +285,7 @@ def _whole_call(sandbox: Sandbox) -> Iterator[CallGroup | NoGroup]:
 
 
 def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
-    reason = destructive_reason(args.command)
-    if reason and not ctx.destructive_approved:
-        raise ToolError(
-            f"refused: the command looks like {reason}, and this run is not approved for destructive work. "
-            "Find a non-destructive way, or report that a person must approve it.",
-            kind="domain_rejection",
-            action="replan",
-        )
-    sandbox = ctx.sandbox or Sandbox()
-    try:
-        sandbox.require()
-    except SandboxUnavailable as exc:
-        raise ToolError(f"refused: run_shell cannot run here, {exc}", kind="unavailable", action="finish") from None
+    sandbox = _sandbox_for(ctx, args.command)
     limit = quota_of(ctx)
     root = workspace_root(args.workspace, limit)
     sandbox.prepare(root)
@@ -342,42 +330,74 @@ def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
     if trimmed:
         stopped = "quota"  # past the quota when it timed out or was cancelled: that is what it must hear
     if stopped:
-        tail = output.text()[-2_000:]
-        if stopped == "cancelled":
-            raise ToolError(
-                f"stopped: the step ended while the command ran; it was killed. Last output:\n{tail or '(none)'}",
-                kind="unavailable",
-                action="finish",
-            )
-        if stopped == "memory":
-            raise ToolError(
-                f"stopped: the command's processes together needed more than its memory limit of "
-                f"{sandbox.limits.memory_mb} MB; the whole call was killed. Use less memory at once (fewer "
-                f"processes, smaller inputs). Last output:\n{tail or '(none)'}",
-                kind="domain_rejection",
-                action="replan",
-            )
-        if stopped == "cpu":
-            raise ToolError(
-                f"stopped: the command used {used:.1f} CPU-seconds, its limit of {sandbox.limits.cpu_seconds} "
-                f"counted over all its processes; the whole call was killed. Last output:\n{tail or '(none)'}",
-                kind="domain_rejection",
-                action="replan",
-            )
-        if stopped == "quota":
-            raise ToolError(
-                f"stopped: the workspace grew past its disk quota of {limit.disk_mb} MB; the command was "
-                f"killed.{trimmed} Delete files you do not need. Last output:\n{tail or '(none)'}",
-                kind="domain_rejection",
-                action="replan",
-            )
+        raise _stopped(stopped, output.text()[-2_000:], sandbox.limits, limit.disk_mb, used, trimmed, args.timeout)
+    full = workspace_quota.full_now(root, limit)
+    note = f"\nnote: {full}: the file system refused writes past it." if full else ""
+    return f"{_exit_status(proc.returncode)}{note}\n{output.text() or '(no output)'}"
+
+
+def _sandbox_for(ctx: ToolContext, command: str) -> Sandbox:
+    """The sandbox ``command`` runs in; a ToolError if it may not run (a
+    destructive command in a run not approved for one) or cannot run here."""
+    reason = destructive_reason(command)
+    if reason and not ctx.destructive_approved:
         raise ToolError(
-            f"timed out after {args.timeout}s; the command was stopped. Last output:\n{tail or '(none)'}",
-            kind="timeout",
-            action="correct_call" if args.timeout < MAX_TIMEOUT else "replan",
-            fields=["timeout"] if args.timeout < MAX_TIMEOUT else [],
+            f"refused: the command looks like {reason}, and this run is not approved for destructive work. "
+            "Find a non-destructive way, or report that a person must approve it.",
+            kind="domain_rejection",
+            action="replan",
         )
-    code = proc.returncode
+    sandbox = ctx.sandbox or Sandbox()
+    try:
+        sandbox.require()
+    except SandboxUnavailable as exc:
+        raise ToolError(f"refused: run_shell cannot run here, {exc}", kind="unavailable", action="finish") from None
+    return sandbox
+
+
+def _stopped(
+    stopped: str, tail: str, limits: Limits, disk_mb: int, used: float, trimmed: str, timeout: float
+) -> ToolError:
+    """What the model is told of a command stopped before it ended: why
+    (``stopped``, as ``_pump`` says it), the limit it hit, its last output."""
+    last = f"Last output:\n{tail or '(none)'}"
+    if stopped == "cancelled":
+        return ToolError(
+            f"stopped: the step ended while the command ran; it was killed. {last}",
+            kind="unavailable",
+            action="finish",
+        )
+    if stopped == "memory":
+        return ToolError(
+            f"stopped: the command's processes together needed more than its memory limit of "
+            f"{limits.memory_mb} MB; the whole call was killed. Use less memory at once (fewer "
+            f"processes, smaller inputs). {last}",
+            kind="domain_rejection",
+            action="replan",
+        )
+    if stopped == "cpu":
+        return ToolError(
+            f"stopped: the command used {used:.1f} CPU-seconds, its limit of {limits.cpu_seconds} "
+            f"counted over all its processes; the whole call was killed. {last}",
+            kind="domain_rejection",
+            action="replan",
+        )
+    if stopped == "quota":
+        return ToolError(
+            f"stopped: the workspace grew past its disk quota of {disk_mb} MB; the command was "
+            f"killed.{trimmed} Delete files you do not need. {last}",
+            kind="domain_rejection",
+            action="replan",
+        )
+    return ToolError(
+        f"timed out after {timeout}s; the command was stopped. {last}",
+        kind="timeout",
+        action="correct_call" if timeout < MAX_TIMEOUT else "replan",
+        fields=["timeout"] if timeout < MAX_TIMEOUT else [],
+    )
+
+
+def _exit_status(code: int) -> str:
     status = f"exit code: {code}"
     if code < 0:
         status += f" (killed by signal {-code})"
@@ -385,9 +405,7 @@ def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
         # bash and bwrap report a command killed by signal N as 128 + N;
         # SIGKILL and SIGXCPU are how the CPU-time limit stops one.
         status += f" (killed by signal {code - 128}; a sandbox limit, CPU time or memory, may have stopped it)"
-    full = workspace_quota.full_now(root, limit)
-    note = f"\nnote: {full}: the file system refused writes past it." if full else ""
-    return f"{status}{note}\n{output.text() or '(no output)'}"
+    return status
 
 
 RUN_SHELL = Tool(
