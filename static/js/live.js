@@ -268,6 +268,30 @@ window.zenwebGraphStale = function (graph) {
     list.dataset.arriving = kept;
     var none = list.querySelector(".no-events");
     if (kept && none) none.remove();
+    if (pending) rows.forEach(function (row) { if (row.parentNode) pending.push(row.cloneNode(true)); });
+  });
+
+  // A new choice of filters replaces the list with a page the server read
+  // when asked: live events that came in while it was on its way are added
+  // to it again, so none goes missing.
+  var pending = null;
+  function fromFilters(e) {
+    var elt = e.detail.requestConfig ? e.detail.requestConfig.elt : e.detail.elt;
+    return !!elt && elt.id === "event-filters";
+  }
+  document.addEventListener("htmx:beforeRequest", function (e) { if (fromFilters(e)) pending = []; });
+  document.addEventListener("htmx:afterRequest", function (e) {
+    if (fromFilters(e) && !e.detail.successful) pending = null;
+  });
+  document.addEventListener("htmx:afterSwap", function (e) {
+    if (!fromFilters(e) || !pending || !e.detail.target || e.detail.target.id !== "event-list") return;
+    var list = e.detail.target;
+    var shown = list.querySelectorAll("details.event");
+    var newest = shown.length ? Number(shown[shown.length - 1].dataset.seq) : 0;
+    pending.forEach(function (row) {
+      if (Number(row.dataset.seq) > newest && !document.getElementById(row.id)) list.append(row);
+    });
+    pending = null;
   });
 })();
 

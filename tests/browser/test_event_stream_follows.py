@@ -132,8 +132,8 @@ def write_events(server: Server, run: int, count: int, kinds=("note",), pause: f
     server.shell(WRITE_EVENTS.format(run=run, count=count, kinds=list(kinds), pause=pause, long=LONG_TEXT))
 
 
-def write_events_meanwhile(server: Server, run: int, count: int, pause: float) -> subprocess.Popen:
-    code = WRITE_EVENTS.format(run=run, count=count, kinds=["note"], pause=pause, long=LONG_TEXT)
+def write_events_meanwhile(server: Server, run: int, count: int, pause: float, kinds=("note",)) -> subprocess.Popen:
+    code = WRITE_EVENTS.format(run=run, count=count, kinds=list(kinds), pause=pause, long=LONG_TEXT)
     return subprocess.Popen([sys.executable, "manage.py", "shell", "-v0", "-c", code], cwd=ROOT, env=server.env)
 
 
@@ -238,6 +238,34 @@ def test_filter_chips_narrow_the_list_live_and_survive_a_reload(open_page, serve
     rows = event_rows(page)
     assert [row["type"] for row in rows] == ["error"] * 4 and rows[-1]["seq"] == 12, rows
     assert page.locator("#last-seq").get_attribute("data-seq") == "12"
+
+
+def test_live_events_that_arrive_while_a_filter_loads_are_kept(open_page, server):
+    run = new_run(server)
+    write_events(server, run, 3, kinds=("note", "error"))
+    page = open_page()
+    log_in(page, server, next_path=f"/runs/{run}/")
+    expect(page.locator("#connection")).to_have_attribute("data-state", "live")
+    # The filtered page is read at once but reaches the page only seconds
+    # later, while events are written and arrive live.
+    held = 4.0
+
+    def late(route):
+        response = route.fetch()
+        time.sleep(held)
+        route.fulfill(response=response)
+
+    page.route("**/events/?*", late)
+    writer = write_events_meanwhile(server, run, 4, pause=0.3, kinds=("note", "error"))
+    try:
+        with page.expect_response(lambda r: "/events/" in r.url, timeout=15_000):
+            page.click("#event-filters label.chip:has(input[name=severity][value=error])")
+    finally:
+        writer.wait(timeout=30)
+    wait_for_seq(page, 14)
+
+    rows = event_rows(page)
+    assert [row["seq"] for row in rows] == [2, 4, 6, 8, 10, 12, 14], rows
 
 
 # -- layout ---------------------------------------------------------------------------------
