@@ -25,6 +25,7 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
 import redis
@@ -378,27 +379,24 @@ class Sweeper:
 
     def release_dead(self) -> None:
         """release_dead_workers; a failure is the next sweep's to see."""
-        if settings.ZENWEB_HEARTBEAT_SECONDS <= 0:
-            return
-        try:
-            close_old_connections()
-            release_dead_workers(time.monotonic() - self._reached_since)
-        except Exception as exc:  # noqa: BLE001 - keep looking; the next round may succeed
-            if not connection_lost(exc):
-                log.exception("looking for dead workers failed")
-                return
-            self._reached_since = time.monotonic()
-            log.warning("dead workers: the database cannot be reached (%s)", first_line(exc))
+        if settings.ZENWEB_HEARTBEAT_SECONDS > 0:
+            self._attempt("looking for dead workers", release_dead_workers, then="looking again")
 
     def sweep(self) -> None:
-        """One sweep; a lost connection restarts the time it has reached the database."""
+        """One sweep (do_sweep)."""
+        self._attempt("lease sweep", do_sweep, then="sweeping again")
+
+    def _attempt(self, what: str, work: Callable[[float], object], *, then: str) -> None:
+        """``work``, given how long this sweeper has reached the database; a
+        lost connection restarts that time and is one line, not a traceback
+        per round (expected while the database is away): the next round
+        tries again."""
         try:
             close_old_connections()
-            do_sweep(time.monotonic() - self._reached_since)
+            work(time.monotonic() - self._reached_since)
         except Exception as exc:  # noqa: BLE001 - keep sweeping; the next round may succeed
             if not connection_lost(exc):
-                log.exception("lease sweep failed")
+                log.exception("%s failed", what)
                 return
-            # Expected while the database is away: a line, not a traceback per sweep.
             self._reached_since = time.monotonic()
-            log.warning("lease sweep: the database cannot be reached (%s); sweeping again", first_line(exc))
+            log.warning("%s: the database cannot be reached (%s); %s", what, first_line(exc), then)

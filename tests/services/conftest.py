@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 from django.db import connection
 
+from tests.browser.harness import free_port, port_open
 from tests.services.throwaway_postgres import own_postgres  # noqa: F401 - a fixture: a PostgreSQL of the test's own
 from tests.services.throwaway_redis import own_redis  # noqa: F401 - a fixture: a redis-server of the test's own
 
@@ -104,3 +109,28 @@ def worker_process(tmp_path):
 def two_workers(tmp_path):
     with workers(tmp_path, "routing-a", "routing-b") as logs:
         yield logs
+
+
+@contextlib.contextmanager
+def daphne(log: Path, **env: str) -> Iterator[str]:
+    """A daphne serving zenweb on a free port, with ``env`` over this
+    process's environment and its output in ``log``; its base URL, once it
+    accepts connections. Stopped on the way out."""
+    port = free_port()
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "zenweb.asgi:application"],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while not port_open(port):
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

@@ -5,9 +5,6 @@ read failed)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 
 import pytest
@@ -18,7 +15,8 @@ from runs.actions import do_create_run
 from runs.models import Run
 from tests.browser.harness import SOCKET_SPY, assert_gapless, browser, event_rows, free_port, port_open  # noqa: F401
 from tests.conftest import register, wait_for_run
-from tests.services.conftest import ROOT, workers
+from tests.services import conftest as services
+from tests.services.conftest import workers
 from tests.services.test_faults import terminate_other_connections
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
@@ -36,33 +34,15 @@ def queries_beside_playwright():
 
 @pytest.fixture
 def daphne(own_redis, tmp_path):
-    port = free_port()
     db = connection.settings_dict
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-        "REDIS_URL": own_redis.url,
-        "ZENWEB_LIVE_POLL_SECONDS": "30",  # only the notifications and the reconnect may bring events
-        "PYTHONUNBUFFERED": "1",
-    }
     log = tmp_path / "daphne.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "zenweb.asgi:application"],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + 30
-        while not port_open(port):
-            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}", log
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    with services.daphne(
+        log,
+        DATABASE_URL=f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        REDIS_URL=own_redis.url,
+        ZENWEB_LIVE_POLL_SECONDS="30",  # only the notifications and the reconnect may bring events
+    ) as base:
+        yield base, log
 
 
 def test_pages_reconnect_and_show_every_event_when_daphnes_database_connection_is_killed(

@@ -6,25 +6,15 @@ once it is back."""
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 
 import pytest
 
-from tests.services.conftest import ROOT
+from tests.services import conftest as services
 
 pytestmark = pytest.mark.services
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def probe(base: str, path: str) -> tuple[int, dict]:
@@ -49,29 +39,9 @@ def until(base: str, path: str, status: int) -> dict:
 
 @pytest.fixture
 def daphne(own_postgres, own_redis, tmp_path):
-    port = free_port()
-    env = {**os.environ, "DATABASE_URL": own_postgres.url, "REDIS_URL": own_redis.url, "PYTHONUNBUFFERED": "1"}
     log = tmp_path / "daphne.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "zenweb.asgi:application"],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}", log
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    with services.daphne(log, DATABASE_URL=own_postgres.url, REDIS_URL=own_redis.url) as base:
+        yield base, log
 
 
 def test_readyz_fails_while_the_database_or_redis_is_down_and_healthz_holds(daphne, own_postgres, own_redis):
