@@ -171,7 +171,7 @@ def _detect_v2(mount: _Mount, parent_path: str) -> Report:
         # that holds processes, as the server's own does.
         for group in [*(g for g in reversed(parent.parents) if g.is_relative_to(mount.point)), parent]:
             _enable(group, wanted)
-        enabled = set((parent / "cgroup.subtree_control").read_text().split())
+        enabled = _subtree_control(parent)
     except OSError as exc:
         why = exc.strerror or str(exc)
         if exc.errno == errno.EBUSY:
@@ -183,8 +183,14 @@ def _detect_v2(mount: _Mount, parent_path: str) -> Report:
     return _probed(Report(2, dirs, _missing(dirs, "not enabled in cgroup v2")))
 
 
+def _subtree_control(group: Path) -> set[str]:
+    """The controllers ``group`` hands down (the kernel lists them bare,
+    "memory pids"; what was written to it reads "+memory +pids")."""
+    return {name.lstrip("+") for name in (group / "cgroup.subtree_control").read_text().split()}
+
+
 def _enable(group: Path, controllers: list[str]) -> None:
-    have = set((group / "cgroup.subtree_control").read_text().split())
+    have = _subtree_control(group)
     if set(controllers) - have:
         (group / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in controllers if c not in have))
 
