@@ -55,12 +55,12 @@ def build_graph(hub: Spoke, spokes: Sequence[Spoke], traffic: Traffic) -> Graph:
     size = 2 * centre
 
     nodes = [Node(hub.id, hub.id, hub.agent, hub.status, hub.kind, centre, centre, scale.hub_r, hub.working)]
-    for (group, spoke), (ring, angle) in zip(slots, places, strict=True):
-        if spoke is not None:
+    for (group, member), (ring, angle) in zip(slots, places, strict=True):
+        if member is not None:
             x, y = _polar(centre, radii[ring], angle)
-            label = _truncate(spoke.id, scale.label_chars)
-            node = Node(spoke.id, label, spoke.agent, spoke.status, spoke.kind, x, y, scale.node_r)
-            nodes.append(replace(node, working=spoke.working, group=group))
+            label = _truncate(member.id, scale.label_chars)
+            node = Node(member.id, label, member.agent, member.status, member.kind, x, y, scale.node_r)
+            nodes.append(replace(node, working=member.working, group=group))
     edges, nowhere, to_self = _edges(traffic, {node.id for node in nodes})
     if nowhere:
         corner = size - scale.node_r - 6

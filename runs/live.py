@@ -254,7 +254,7 @@ def _render_update(run_id: int, after: int) -> tuple[str, int]:
         context |= tool_calls_context(run) | {"tool_calls_changed": True}
     if any(event.type in GOVERNANCE_EVENTS for event in events):
         context |= governance_context(run) | {"governance_changed": True}
-    html = render_to_string("runs/partials/live_update.html", context)
+    html: str = render_to_string("runs/partials/live_update.html", context)
     if redraw_graph:
         html += render_to_string("runs/partials/routing_graph.html", context)
     elif graph_stale:

@@ -160,6 +160,9 @@ class Step(models.Model):
     writes = models.JSONField(default=list, blank=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
+    # Not a column: how many messages wait in the step's mailbox, set on the
+    # rows the step list shows (runs/live.py, runs/store/sql/live.py).
+    unread: int
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "step_id"], name="step_run_step_id")]
