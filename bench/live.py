@@ -86,6 +86,7 @@ def write(run_id: int, events: int, rate: float) -> dict[str, Any]:
     from django.db import transaction
 
     from agents.events import Event
+    from agents.events.run_events import AgentTurn
     from runs.store.sql import lock_run
     from runs.store.unit_of_work import UnitOfWork
 
@@ -105,8 +106,15 @@ def write(run_id: int, events: int, rate: float) -> dict[str, Any]:
             # Registered first, so it runs first after commit: before the broadcasts.
             transaction.on_commit(lambda size=size: committed.extend([time.time()] * size))
             for n in range(size):
-                turn = {"turn": written + n + 1, "agent": "talker", "content": "progress", "tool_calls": []}
-                uow.sink.emit(Event("agent_turn", "talk", turn | {"prompt_tokens": None, "completion_tokens": None}))
+                turn = AgentTurn(
+                    turn=written + n + 1,
+                    agent="talker",
+                    content="progress",
+                    tool_calls=[],
+                    prompt_tokens=None,
+                    completion_tokens=None,
+                )
+                uow.sink.emit(Event.of(turn, "talk"))
         written += size
     elapsed = time.monotonic() - start
     return {"committed": committed, "write_rate": events / elapsed}

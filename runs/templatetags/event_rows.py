@@ -11,10 +11,12 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from agents.events import REGISTRY, EventData, EventDataError
 from agents.events.groups import GROUP_OF, severity_of
 from agents.hidden_characters import hidden_in
+from runs.templatetags.event_summary import read_row, summary_of
 from runs.templatetags.reveal import FLAG, reveal_text
-from runs.templatetags.zenweb import event_summary, pretty_json
+from runs.templatetags.zenweb import pretty_json
 
 register = template.Library()
 
@@ -29,7 +31,8 @@ EVENT_ROW = (
     '  <div class="event-body">{full}<pre class="event-data">{data}</pre></div>\n</details>\n'
 )
 
-# The fields whose text the one-line summary cuts short: shown whole on expand.
+# The fields whose text the one-line summary cuts short: shown whole on
+# expand, in this order, where the event's model has them.
 TEXT_FIELDS = (
     "content",
     "text",
@@ -48,10 +51,17 @@ TEXT_FIELDS = (
 )
 
 
-def _full_text(data: object) -> SafeString:
-    if not isinstance(data, dict):
+# Model class -> its fields among TEXT_FIELDS.
+FULL_TEXT: dict[type[EventData], tuple[str, ...]] = {
+    model: tuple(name for name in TEXT_FIELDS if name in model.model_fields) for model in REGISTRY.values()
+}
+
+
+def _full_text(payload: EventData | EventDataError) -> SafeString:
+    if isinstance(payload, EventDataError):
         return mark_safe("")  # noqa: S308 - empty
-    fields = [(name, reveal_text(data[name])) for name in TEXT_FIELDS if isinstance(data.get(name), str) and data[name]]
+    texts = [(name, getattr(payload, name)) for name in FULL_TEXT[type(payload)]]
+    fields = [(name, reveal_text(text)) for name, text in texts if isinstance(text, str) and text]
     if not fields:
         return mark_safe("")  # noqa: S308 - empty
     return format_html('<dl class="event-full">{}</dl>', format_html_join("", "<dt>{}</dt><dd>{}</dd>", fields))
@@ -64,6 +74,7 @@ def event_rows(events) -> SafeString:
     this is several times faster."""
     rows = []
     for event in events:
+        payload = read_row(event)
         created = timezone.localtime(event.created) if timezone.is_aware(event.created) else event.created
         rows.append(
             format_html(
@@ -75,9 +86,9 @@ def event_rows(events) -> SafeString:
                 step=event.step_id,
                 group=GROUP_OF.get(event.type, "lifecycle"),
                 severity=severity_of(event.type, event.data),
-                what=reveal_text(event_summary(event)),
+                what=reveal_text(summary_of(payload)),
                 flag=mark_safe(FLAG) if hidden_in(event.data) else "",  # noqa: S308 - constant markup
-                full=_full_text(event.data),
+                full=_full_text(payload),
                 data=reveal_text(pretty_json(event.data)),
             )
         )

@@ -90,13 +90,25 @@ SAYS: dict[type[EventData], Callable[[Any], str]] = {
 }
 
 
-def event_summary(event: Any) -> str:
-    """One line saying what ``event`` (a stored row: ``type`` and ``data``)
-    means. A row whose data does not fit its type's model says so, rather
-    than breaking the page it is on."""
+def read_row(event: Any) -> EventData | EventDataError:
+    """The model of ``event`` (a stored row: ``type`` and ``data``), or the
+    error saying why its data does not fit its type's model."""
     try:
-        payload = parse(event.type, event.data or {})
+        return parse(event.type, event.data or {})
     except EventDataError as exc:
-        return _short(str(exc))
+        return exc
+
+
+def summary_of(payload: EventData | EventDataError) -> str:
+    """One line saying what an event read with ``read_row`` means. A row
+    whose data does not fit its type's model says so, rather than breaking
+    the page it is on."""
+    if isinstance(payload, EventDataError):
+        return _short(str(payload))
     says = SAYS.get(type(payload))
     return _short(says(payload)) if says else ""
+
+
+def event_summary(event: Any) -> str:
+    """One line saying what ``event`` (a stored row) means."""
+    return summary_of(read_row(event))
