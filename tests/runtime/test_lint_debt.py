@@ -41,7 +41,6 @@ MYPY_IGNORED = {
 }
 
 LONG_FUNCTIONS = {
-    "agents/runner/completion.py:apply_completion",
     "runs/actions/coordinator.py:_coordinator_rounds",
     "runs/actions/scheduling.py:schedule",
     "runs/actions/steps.py:_take_turn",
