@@ -48,7 +48,6 @@ LONG_FUNCTIONS = {
     "runs/actions/tooling.py:DjangoToolHost.spawn_worker",
     "runs/api/views.py:run_detail",
     "runs/store/sql/turns.py:write_last_turn",
-    "runs/templatetags/artifacts.py:_timeseries",
     "bench/__main__.py:main",
     "bench/chain.py:_rows",
     "bench/dashboard.py:_events_of_run",
