@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from agents.spec.fields import Provider, SpecModel
+from agents.spec.fields import MAX_DESCRIPTION, Provider, SpecModel
 
 
 class ScriptCall(SpecModel):
@@ -34,8 +34,11 @@ class ScriptTurn(SpecModel):
 
 
 class AgentSpec(SpecModel):
-    """An agent: which model it runs on, what it is told and which tools it has."""
+    """An agent: what it is for, which model it runs on, what it is told and
+    which tools it has."""
 
+    # What the agent is for (zenflow's agent description).
+    description: str = Field(default="", max_length=MAX_DESCRIPTION)
     provider: Provider | None = None
     model: str | None = None
     system: str = ""

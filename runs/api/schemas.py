@@ -28,6 +28,7 @@ name: hello
 description: Say hello.
 agents:
   greeter:
+    description: greeter agent
     script:
       - say: hello
 steps:

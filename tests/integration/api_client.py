@@ -21,6 +21,7 @@ inputs:
     required: true
 agents:
   echoer:
+    description: echoer agent
     script:
       - say: "echo: $subject"
 steps:

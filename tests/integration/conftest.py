@@ -16,7 +16,7 @@ from runs.models import Run, Step
 TWO_STEPS = """\
 name: store-sql
 agents:
-  worker: {provider: scripted}
+  worker: {description: worker agent, provider: scripted}
 steps:
   - {id: s1, agent: worker}
   - {id: s2, agent: worker}

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.django_db
 BROKEN = """\
 name: broken
 agents:
-  a: {system: hi}
+  a: {description: a agent, system: hi}
 steps:
   - id: one
     agent: ghost

@@ -47,7 +47,10 @@ def test_it_does_not_count_time_waiting_for_approval(owner):
 
 def test_it_names_the_wall_time_budget(owner, tmp_path):
     path = tmp_path / "slow.yaml"
-    path.write_text("name: slow\noptions: {budget: {wallTime: 60}}\nagents: {a: {}}\nsteps: [{id: s, agent: a}]\n")
+    path.write_text(
+        "name: slow\noptions: {budget: {wallTime: 60}}\n"
+        "agents: {a: {description: a agent}}\nsteps: [{id: s, agent: a}]\n"
+    )
     from runs.actions import do_register_workflow
 
     workflow, _ = do_register_workflow(path.read_text(), str(path))

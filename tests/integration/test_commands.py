@@ -54,7 +54,7 @@ def test_it_reports_every_problem_with_file_line_and_field(data_dir, tmp_path):
     path.write_text(
         "name: bad\n"
         "agents:\n"
-        "  a: {system: hi}\n"
+        "  a: {description: a agent, system: hi}\n"
         "steps:\n"
         "  - id: one\n"
         "    agent: ghost\n"
@@ -94,7 +94,7 @@ def test_it_exits_non_zero_when_the_run_fails(data_dir):
 def test_it_never_starts_a_run_from_an_invalid_file(data_dir, tmp_path):
     path = tmp_path / "cycle.yaml"
     path.write_text(
-        "name: cycle\nagents: {a: {}}\nsteps:\n"
+        "name: cycle\nagents: {a: {description: a agent}}\nsteps:\n"
         "  - {id: x, agent: a, dependsOn: [y]}\n"
         "  - {id: y, agent: a, dependsOn: [x]}\n"
     )
@@ -132,7 +132,7 @@ def test_it_exports_the_tool_schemas(data_dir, tmp_path):
 
 def test_it_registers_a_workflow_file_as_the_next_version(data_dir, tmp_path):
     path = tmp_path / "mine.yaml"
-    path.write_text("name: mine\nagents: {a: {}}\nsteps:\n  - {id: s, agent: a}\n")
+    path.write_text("name: mine\nagents: {a: {description: a agent}}\nsteps:\n  - {id: s, agent: a}\n")
 
     first = manage(data_dir, "register_workflow", str(path))
     path.write_text(path.read_text() + "description: second\n")
@@ -144,7 +144,9 @@ def test_it_registers_a_workflow_file_as_the_next_version(data_dir, tmp_path):
 
 def test_it_refuses_to_register_an_invalid_workflow_listing_every_problem(data_dir, tmp_path):
     path = tmp_path / "broken.yaml"
-    path.write_text("name: broken\nmode: sideways\nagents: {a: {}}\nsteps:\n  - {id: s, agent: ghost}\n")
+    path.write_text(
+        "name: broken\nmode: sideways\nagents: {a: {description: a agent}}\nsteps:\n  - {id: s, agent: ghost}\n"
+    )
 
     result = manage(data_dir, "register_workflow", str(path))
 

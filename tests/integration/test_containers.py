@@ -177,7 +177,7 @@ def test_it_shows_namespaced_steps_on_the_run_page(celery_worker, client, owner)
 
 def test_it_runs_a_for_each_loop_over_its_own_list(celery_worker):
     text = (
-        "name: own_list\nagents:\n  shipper: {script: [{say: 'shipped $item'}]}\nsteps:\n"
+        "name: own_list\nagents:\n  shipper: {description: shipper agent, script: [{say: 'shipped $item'}]}\nsteps:\n"
         "  - id: deploy\n    loop:\n      forEach: [eu, us]\n      steps: [{id: ship, agent: shipper}]\n"
     )
     workflow, _ = actions.do_register_workflow(text, "own_list.yaml")

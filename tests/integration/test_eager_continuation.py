@@ -26,6 +26,7 @@ CHAIN = """\
 name: eager-chain
 agents:
   worker:
+    description: worker agent
     provider: scripted
     script: [{say: done}]
 steps:

@@ -12,7 +12,10 @@ from runs.models import Run, Step
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-WORKFLOW = "name: finish\nagents:\n  worker: {provider: scripted}\nsteps:\n  - {id: only, agent: worker}\n"
+WORKFLOW = (
+    "name: finish\nagents:\n  worker: {description: worker agent, provider: scripted}\n"
+    "steps:\n  - {id: only, agent: worker}\n"
+)
 
 
 def _run_with(statuses: list[str]) -> Run:

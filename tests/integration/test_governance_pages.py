@@ -132,7 +132,8 @@ def test_it_lists_every_problem_of_a_workflow_pasted_for_registration(client, st
     client.force_login(staff)
 
     html = client.post(
-        "/catalog/register/", {"yaml": "name: Bad Name\nagents: {a: {}}\nsteps:\n  - {id: s, agent: nobody}\n"}
+        "/catalog/register/",
+        {"yaml": "name: Bad Name\nagents: {a: {description: a agent}}\nsteps:\n  - {id: s, agent: nobody}\n"},
     ).content.decode()
 
     assert "line 1" in html and "line 4" in html
@@ -142,7 +143,7 @@ def test_it_lists_every_problem_of_a_workflow_pasted_for_registration(client, st
 
 def test_it_registers_a_pasted_workflow_as_a_new_version(client, staff):
     client.force_login(staff)
-    text = "name: pasted\nagents: {a: {}}\nsteps:\n  - {id: s, agent: a}\n"
+    text = "name: pasted\nagents: {a: {description: a agent}}\nsteps:\n  - {id: s, agent: a}\n"
 
     client.post("/catalog/register/", {"yaml": text})
     client.post("/catalog/register/", {"yaml": text + "description: changed\n"})
@@ -153,7 +154,7 @@ def test_it_registers_a_pasted_workflow_as_a_new_version(client, staff):
 def test_it_refuses_the_register_page_to_someone_not_staff_with_a_page_that_says_so(client, owner):
     client.force_login(owner)
 
-    text = "name: pasted\nagents: {a: {}}\nsteps:\n  - {id: s, agent: a}\n"
+    text = "name: pasted\nagents: {a: {description: a agent}}\nsteps:\n  - {id: s, agent: a}\n"
     page = client.get("/catalog/register/")
     posted = client.post("/catalog/register/", {"yaml": text})
 

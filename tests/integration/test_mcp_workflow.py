@@ -126,7 +126,9 @@ def test_a_run_gets_the_tools_of_the_mcp_servers_its_workflow_names_and_no_other
         name: McpServerConfig(name=name, command="/nonexistent/mcp-server") for name in ("everything", "tracker")
     }
     spec = parse_workflow(
-        "name: scoped\nmcp: [everything]\nagents: {worker: {}}\nsteps: [{id: one, agent: worker}]\n", "scoped.yaml"
+        "name: scoped\nmcp: [everything]\n"
+        "agents: {worker: {description: worker agent}}\nsteps: [{id: one, agent: worker}]\n",
+        "scoped.yaml",
     )
 
     _, granted = tools_for(spec, "step", ["everything__echo", "tracker__create_issue"])

@@ -35,6 +35,7 @@ options:
   maxConcurrency: {items}
 agents:
   worker:
+    description: worker agent
     script: [{{say: "done $item", delay: {delay}}}]
 steps:
   - id: each

@@ -17,6 +17,7 @@ COORDINATOR_TOOL_ON_A_STEP = """\
 name: misrouted
 agents:
   writer:
+    description: writer agent
     tools: [narrate]
 steps:
   - {id: one, agent: writer}
@@ -26,8 +27,10 @@ OFFERED_TOOL = """\
 name: delegated
 agents:
   coordinator:
+    description: coordinator agent
     tools: [summarize_topic]
   caller:
+    description: caller agent
     tools: [summarize_topic]
 steps:
   - {id: one, agent: caller}
@@ -39,7 +42,7 @@ def test_it_refuses_a_coordinator_tool_on_an_agent_that_runs_steps():
         do_register_workflow(COORDINATOR_TOOL_ON_A_STEP, "misrouted.yaml")
 
     assert [str(p) for p in caught.value.problems] == [
-        "misrouted.yaml:4: agents.writer.tools[0]: tool 'narrate' is only available to the coordinator "
+        "misrouted.yaml:5: agents.writer.tools[0]: tool 'narrate' is only available to the coordinator "
         "(the agent named 'coordinator'), and agent 'writer' runs steps"
     ]
 
@@ -56,7 +59,7 @@ def test_a_workflow_offered_as_a_tool_is_for_steps_only():
         )
 
     assert [str(p) for p in caught.value.problems] == [
-        "delegated.yaml:4: agents.coordinator.tools[0]: tool 'summarize_topic' is only available to steps, "
+        "delegated.yaml:5: agents.coordinator.tools[0]: tool 'summarize_topic' is only available to steps, "
         "and agent 'coordinator' is the run's coordinator; list it on an agent that runs steps"
     ]
     assert [p.field for p in batch.value.problems] == ["agents.coordinator.tools[0]"]
@@ -69,6 +72,7 @@ tool:
   name: {tool}
 agents:
   worker:
+    description: worker agent
     script: [{{say: done}}]
 steps:
   - {{id: one, agent: worker}}

@@ -32,6 +32,7 @@ WORKFLOW = """\
 name: finish-together
 agents:
   worker:
+    description: worker agent
     provider: scripted
     script: [{say: done}]
 steps:

@@ -150,6 +150,7 @@ name: slow-steps
 options: {stepTimeout: 0.5}
 agents:
   worker:
+    description: worker agent
     script:
       - {say: "too late", delay: 2.5}
 steps:

@@ -38,7 +38,7 @@ def tokens(prompt: int, completion: int) -> dict[str, int]:
 def flow_yaml(name: str, description: str = "", options: str = "") -> str:
     return (
         f"name: {name}\ndescription: {description!r}\ntriggers: [{name} please]\n{options}"
-        "agents: {a: {}}\nsteps: [{id: s, agent: a}]\n"
+        "agents: {a: {description: a agent}}\nsteps: [{id: s, agent: a}]\n"
     )
 
 

@@ -141,7 +141,11 @@ def test_it_refuses_a_path_input_that_is_not_a_place_in_the_workspace(value, why
 def test_it_refuses_a_path_default_outside_the_workspace_with_its_line():
     from agents.spec import WorkflowValidationError, parse_workflow
 
-    text = "name: w\ninputs:\n  target: {type: path, default: ../other}\nagents: {a: {}}\nsteps: [{id: s, agent: a}]\n"
+    text = (
+        "name: w\ninputs:\n  target: {type: path, default: ../other}\n"
+        "agents: {a: {description: a agent}}\n"
+        "steps: [{id: s, agent: a}]\n"
+    )
 
     with pytest.raises(WorkflowValidationError) as caught:
         parse_workflow(text, "w.yaml")

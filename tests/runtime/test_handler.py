@@ -65,7 +65,7 @@ inputs:
   path: {type: string, required: true}
 """
 WORKFLOW_TAIL = """\
-agents: {a: {}}
+agents: {a: {description: a agent}}
 steps: [{id: s, agent: a}]
 """
 

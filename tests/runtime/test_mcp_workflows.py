@@ -14,6 +14,7 @@ name: uses-mcp
 mcp: [everything]
 agents:
   caller:
+    description: caller agent
     tools: [everything__echo]
 steps:
   - id: call

@@ -30,17 +30,20 @@ inputs:
   query: {type: string, required: true}
 agents:
   researcher:
+    description: researcher agent
     tools: [send_message]
     script:
       - calls: [{tool: send_message, args: {text: "for write: focus on $query"}}]
       - say: "notes on $query"
   writer:
+    description: writer agent
     script:
       - say: "a draft about $query, unlike $unknown"
   flaky:
+    description: flaky agent
     script:
       - fail: "the model for $query is down"
-  plain: {}
+  plain: {description: plain agent}
 steps:
   - {id: research, agent: researcher, instructions: Research $query}
   - {id: write, agent: writer, dependsOn: [research]}

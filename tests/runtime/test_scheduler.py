@@ -157,7 +157,7 @@ def test_it_passes_container_dependencies_to_the_first_inner_steps(tmp_path):
             """\
             name: flow
             inputs: {regions: {default: "eu,us"}}
-            agents: {a1: {}}
+            agents: {a1: {description: a1 agent}}
             steps:
               - {id: first, agent: a1}
               - id: staging
@@ -290,12 +290,12 @@ def test_it_refuses_next_iteration_for_something_that_is_not_a_repeat_loop():
 
 def test_it_continues_a_loop_inside_an_include(tmp_path):
     (tmp_path / "sub.yaml").write_text(
-        "name: sub\ninputs: {who: {}}\nagents: {a1: {}}\nsteps:\n"
+        "name: sub\ninputs: {who: {}}\nagents: {a1: {description: a1 agent}}\nsteps:\n"
         "  - id: polish\n    loop:\n      maxIterations: 3\n      until: OK\n"
         "      steps: [{id: draft, agent: a1, instructions: 'for $who'}]\n"
     )
     (tmp_path / "flow.yaml").write_text(
-        "name: flow\nagents: {a1: {}}\nsteps:\n  - {id: start, agent: a1}\n"
+        "name: flow\nagents: {a1: {description: a1 agent}}\nsteps:\n  - {id: start, agent: a1}\n"
         "  - {id: inc, include: sub.yaml, with: {who: me}, dependsOn: [start]}\n"
     )
     spec = load_workflow(tmp_path / "flow.yaml")
@@ -314,7 +314,7 @@ def test_it_lists_container_ids_for_the_router():
             """\
             name: flow
             inputs: {items: {}}
-            agents: {a1: {}}
+            agents: {a1: {description: a1 agent}}
             steps:
               - id: outer
                 loop:
@@ -345,7 +345,10 @@ def test_a_step_past_its_loops_cap_is_told_by_its_iteration_number():
 def test_it_lists_the_kinds_of_loop_a_workflow_has():
     assert scheduler.loop_kinds(fixture("foreach")) == {"forEach"}
     assert scheduler.loop_kinds(fixture("loop")) == {"repeat"}
-    assert scheduler.loop_kinds(parse_workflow("name: w\nsteps: [{id: a, agent: x}]\nagents: {x: {}}")) == set()
+    assert (
+        scheduler.loop_kinds(parse_workflow("name: w\nsteps: [{id: a, agent: x}]\nagents: {x: {description: x agent}}"))
+        == set()
+    )
 
 
 def test_it_starts_ready_steps_within_the_for_each_cap():
@@ -429,7 +432,9 @@ def test_it_refuses_runtime_ids_longer_than_the_store_takes():
         steps = f"  - id: c{level}{'y' * 62}\n    loop:\n      forEach: items\n      steps:\n" + textwrap.indent(
             steps, "      "
         )
-    spec = parse_workflow(f"name: flow\ninputs: {{items: {{}}}}\nagents: {{a1: {{}}}}\nsteps:\n{steps}")
+    spec = parse_workflow(
+        f"name: flow\ninputs: {{items: {{}}}}\nagents: {{a1: {{description: a1 agent}}}}\nsteps:\n{steps}"
+    )
 
     with pytest.raises(ExpansionError, match="longer than 200 characters"):
         expand(spec, {"items": "a"})

@@ -75,6 +75,7 @@ def test_it_rejects_a_script_turn_with_both_say_and_calls(tmp_path):
         name: flow
         agents:
           a1:
+            description: a1 agent
             script:
               - say: hello
                 calls: [{tool: send_message}]
@@ -84,7 +85,7 @@ def test_it_rejects_a_script_turn_with_both_say_and_calls(tmp_path):
     )
 
     assert problems(path) == [
-        (f"{path}:5: agents.a1.script[0]: a script turn needs exactly one of say, calls, fail (found say and calls)")
+        (f"{path}:6: agents.a1.script[0]: a script turn needs exactly one of say, calls, fail (found say and calls)")
     ]
 
 
@@ -95,6 +96,7 @@ def test_it_rejects_an_unknown_tool_when_the_known_tools_are_given(tmp_path):
         name: flow
         agents:
           a1:
+            description: a1 agent
             tools:
               - send_message
               - search_web
@@ -105,7 +107,7 @@ def test_it_rejects_an_unknown_tool_when_the_known_tools_are_given(tmp_path):
 
     assert problems(path) == []
     assert problems(path, known_tools={"send_message", "narrate"}) == [
-        (f"{path}:6: agents.a1.tools[1]: unknown tool 'search_web'; known tools: narrate, send_message")
+        (f"{path}:7: agents.a1.tools[1]: unknown tool 'search_web'; known tools: narrate, send_message")
     ]
 
 
@@ -116,7 +118,7 @@ def test_it_reports_every_field_error_at_once_sorted_by_line(tmp_path):
         name: flow
         version: 0
         agents:
-          a1: {temperature: 3}
+          a1: {description: a1 agent, temperature: 3}
         steps:
           - {id: one, agent: a1}
         options:
@@ -141,7 +143,10 @@ def test_it_rejects_a_tool_timeout_out_of_range_naming_the_tool(tmp_path):
 
 def test_it_locates_an_input_type_that_is_not_a_name(tmp_path):
     path = tmp_path / "typed.yaml"
-    path.write_text("name: typed\ninputs:\n  name:\n    type: []\nagents: {a1: {}}\nsteps: [{id: s, agent: a1}]\n")
+    path.write_text(
+        "name: typed\ninputs:\n  name:\n    type: []\n"
+        "agents: {a1: {description: a1 agent}}\nsteps: [{id: s, agent: a1}]\n"
+    )
 
     assert problems(path) == [
         f"{path}:4: inputs.name.type: Input should be 'string', 'integer', 'number', 'boolean' or 'path'"
@@ -154,7 +159,7 @@ def test_it_refuses_numbers_no_run_or_database_can_keep(tmp_path):
         """\
         name: flow
         version: 99999999999999999999999
-        agents: {a1: {}}
+        agents: {a1: {description: a1 agent}}
         steps:
           - {id: s, agent: a1}
         options: {timeout: .inf, stepTimeout: 1e400, budget: {wallTime: .nan}}
@@ -185,7 +190,7 @@ def test_it_takes_timeouts_in_seconds_or_as_durations_and_says_what_it_could_not
             "  - {id: one, agent: a1}\n"
             "options: {timeout: 1h30m, stepTimeout: '90', toolTimeouts: {glob: 500ms}}\n"
             "approval: {expiresAfter: 2h}\n",
-            agents="agents: {a1: {tools: [glob]}}",
+            agents="agents: {a1: {description: a1 agent, tools: [glob]}}",
         ),
         "good.yaml",
     )

@@ -24,7 +24,9 @@ def test_it_loads_an_include_and_merges_its_agents():
 
 def test_it_rejects_an_include_that_leaves_the_folder(tmp_path):
     (tmp_path / "flows").mkdir()
-    write(tmp_path, "name: outside\nagents: {a1: {}}\nsteps:\n  - {id: one, agent: a1}\n", "x.yaml")
+    write(
+        tmp_path, "name: outside\nagents: {a1: {description: a1 agent}}\nsteps:\n  - {id: one, agent: a1}\n", "x.yaml"
+    )
     path = write(
         tmp_path,
         container_workflow(
@@ -48,7 +50,9 @@ def test_it_rejects_an_include_that_leaves_the_folder(tmp_path):
 
 def test_it_rejects_an_include_through_a_link_out_of_the_folder(tmp_path):
     (tmp_path / "flows").mkdir()
-    write(tmp_path, "name: outside\nagents: {a1: {}}\nsteps:\n  - {id: one, agent: a1}\n", "x.yaml")
+    write(
+        tmp_path, "name: outside\nagents: {a1: {description: a1 agent}}\nsteps:\n  - {id: one, agent: a1}\n", "x.yaml"
+    )
     (tmp_path / "flows" / "link.yaml").symlink_to(tmp_path / "x.yaml")
     path = write(tmp_path, container_workflow("- {id: linked, include: link.yaml}\n"), "flows/flow.yaml")
 
@@ -87,7 +91,11 @@ def test_it_limits_includes_to_five_levels(tmp_path):
 
 def test_it_reports_problems_of_an_included_file_under_its_own_path(tmp_path):
     (tmp_path / "sub").mkdir()
-    write(tmp_path, "name: sub\nagents: {b1: {}}\nsteps:\n  - {id: one, agent: nobody}\n", "sub/bad.yaml")
+    write(
+        tmp_path,
+        "name: sub\nagents: {b1: {description: b1 agent}}\nsteps:\n  - {id: one, agent: nobody}\n",
+        "sub/bad.yaml",
+    )
     path = write(tmp_path, container_workflow("- {id: staging, include: sub/bad.yaml}\n"))
 
     assert problems(path) == [
@@ -118,8 +126,14 @@ def test_it_checks_the_inputs_given_to_an_include(tmp_path):
 
 
 def test_it_rejects_an_included_agent_that_clashes(tmp_path):
-    write(tmp_path, "name: sub\nagents: {a1: {system: other}}\nsteps:\n  - {id: one, agent: a1}\n", "sub.yaml")
-    write(tmp_path, "name: same\nagents: {a1: {}}\nsteps:\n  - {id: one, agent: a1}\n", "same.yaml")
+    write(
+        tmp_path,
+        "name: sub\nagents: {a1: {description: a1 agent, system: other}}\nsteps:\n  - {id: one, agent: a1}\n",
+        "sub.yaml",
+    )
+    write(
+        tmp_path, "name: same\nagents: {a1: {description: a1 agent}}\nsteps:\n  - {id: one, agent: a1}\n", "same.yaml"
+    )
     path = write(
         tmp_path,
         container_workflow("- {id: clash, include: sub.yaml}\n- {id: shared, include: same.yaml}\n"),
@@ -164,7 +178,7 @@ def test_it_refuses_included_in_the_file(tmp_path):
         tmp_path,
         container_workflow("- id: staging\n  include: sub.yaml\n  included: {name: x}\n"),
     )
-    write(tmp_path, "name: sub\nagents: {a1: {}}\nsteps:\n  - {id: one, agent: a1}\n", "sub.yaml")
+    write(tmp_path, "name: sub\nagents: {a1: {description: a1 agent}}\nsteps:\n  - {id: one, agent: a1}\n", "sub.yaml")
 
     assert problems(path) == [
         f"{path}:6: steps[0].included: unknown field 'included': the loader fills it in from include"
@@ -191,13 +205,15 @@ def test_it_refuses_an_include_whose_approval_gate_the_including_workflow_would_
     write(
         tmp_path,
         "name: wipe\ndestructive: true\napprovals: [run_shell]\napproval: {approvers: 2}\n"
-        "agents: {janitor: {tools: [run_shell]}}\nsteps:\n  - {id: clean, agent: janitor}\n",
+        "agents: {janitor: {description: janitor agent, tools: [run_shell]}}\n"
+        "steps:\n  - {id: clean, agent: janitor}\n",
         "wipe.yaml",
     )
     plain = write(tmp_path, container_workflow("- {id: inner, include: wipe.yaml}\n"), "plain.yaml")
     gated = write(
         tmp_path,
-        "name: gated\ndestructive: true\napprovals: [run_shell]\napproval: {approvers: 2}\nagents: {a1: {}}\n"
+        "name: gated\ndestructive: true\napprovals: [run_shell]\napproval: {approvers: 2}\n"
+        "agents: {a1: {description: a1 agent}}\n"
         "steps:\n  - {id: inner, include: wipe.yaml}\n",
         "gated.yaml",
     )

@@ -17,20 +17,24 @@ inputs:
   query: {type: string, required: true, description: What to research}
 agents:
   researcher:
+    description: researcher agent
     provider: scripted
     tools: [send_message]
     script:
       - calls: [{tool: send_message, args: {text: "for writer: focus on $query"}}]
       - say: "notes on $query"
   writer:
+    description: writer agent
     system: You write short drafts.
     temperature: 0.2
     script:
       - {say: "draft", delay: 0.5}
   critic:
+    description: critic agent
     script:
       - fail: simulated provider failure
   editor:
+    description: editor agent
     model: gpt-4o-mini
 steps:
   - id: research

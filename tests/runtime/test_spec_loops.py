@@ -198,7 +198,7 @@ def test_it_rejects_a_step_with_both_loop_and_include(tmp_path):
             """
         ),
     )
-    write(tmp_path, "name: sub\nagents: {a1: {}}\nsteps:\n  - {id: one, agent: a1}\n", "sub.yaml")
+    write(tmp_path, "name: sub\nagents: {a1: {description: a1 agent}}\nsteps:\n  - {id: one, agent: a1}\n", "sub.yaml")
 
     assert problems(path) == [f"{path}:5: steps[0].include: a step has either loop or include, not both"]
 

@@ -17,7 +17,7 @@ def test_it_rejects_a_placeholder_that_is_neither_an_input_nor_a_variable(tmp_pa
         name: flow
         inputs:
           topic: {type: string}
-        agents: {a1: {}}
+        agents: {a1: {description: a1 agent}}
         steps:
           - id: one
             agent: a1
@@ -35,7 +35,7 @@ def test_dollars_that_are_not_placeholders_are_left_alone(tmp_path):
         name: flow
         inputs:
           topic: {type: string}
-        agents: {a1: {}}
+        agents: {a1: {description: a1 agent}}
         steps:
           - id: one
             agent: a1
@@ -54,14 +54,15 @@ def test_it_rejects_an_unknown_placeholder_in_the_coordinator_s_system_prompt(tm
           topic: {type: string}
         agents:
           coordinator:
+            description: coordinator agent
             system: Coordinate research on $topik ($$5 budget, $HOME as is).
-          a1: {}
+          a1: {description: a1 agent}
         steps:
           - {id: one, agent: a1, instructions: Research $topic.}
         """
 
     assert problems(tmp_path, text) == [
-        "6: agents.coordinator.system: '$topik' is not an input of this workflow (did you mean '$topic'?); "
+        "7: agents.coordinator.system: '$topik' is not an input of this workflow (did you mean '$topic'?); "
         "the coordinator's system prompt is rendered with the run's inputs only: it may use $topic "
         "(write $$ for a literal $)"
     ]
@@ -74,7 +75,7 @@ def test_loop_variables_are_placeholders_only_inside_their_loop(tmp_path):
         name: flow
         inputs:
           regions: {type: string}
-        agents: {a1: {}}
+        agents: {a1: {description: a1 agent}}
         steps:
           - id: each
             loop:
@@ -104,7 +105,7 @@ def test_an_included_workflow_may_use_its_own_inputs_and_the_root_workflows(tmp_
             name: stage
             inputs:
               target: {type: string, required: true}
-            agents: {builder: {}}
+            agents: {builder: {description: builder agent}}
             steps:
               - {id: build, agent: builder, instructions: "Build $target in $region, not $zone."}
             """
@@ -114,7 +115,7 @@ def test_an_included_workflow_may_use_its_own_inputs_and_the_root_workflows(tmp_
         name: flow
         inputs:
           region: {type: string, default: eu}
-        agents: {builder: {}}
+        agents: {builder: {description: builder agent}}
         steps:
           - {id: staging, include: sub/stage.yaml, with: {target: "$region-1"}}
         """
@@ -136,6 +137,7 @@ def test_it_reports_these_problems_with_the_field_errors_of_the_same_file(tmp_pa
         version: 0
         agents:
           a1:
+            description: a1 agent
             tools: [spawn_worker]
             script:
               - calls:
@@ -149,7 +151,7 @@ def test_it_reports_these_problems_with_the_field_errors_of_the_same_file(tmp_pa
 
     assert problems(tmp_path, text, ROLES) == [
         "2: version: Input should be greater than or equal to 1",
-        "5: agents.a1.tools[0]: tool 'spawn_worker' is only available to the coordinator "
+        "6: agents.a1.tools[0]: tool 'spawn_worker' is only available to the coordinator "
         "(the agent named 'coordinator'), and agent 'a1' runs steps",
         "8: agents.a1.script[0].calls[0].tool: Input should be a valid string",
         "9: agents.a1.script[0].calls[1].tool: script turn 1 calls 'search', which agent 'a1' does not list "
@@ -162,7 +164,7 @@ def test_it_reports_these_problems_with_the_field_errors_of_the_same_file(tmp_pa
 
 
 def test_a_stored_version_still_loads_when_a_newer_rule_would_refuse_it():
-    spec = parse_workflow("name: flow\nagents: {a1: {}}\nsteps:\n  - {id: one, agent: a1}\n")
+    spec = parse_workflow("name: flow\nagents: {a1: {description: a1 agent}}\nsteps:\n  - {id: one, agent: a1}\n")
     data = spec.to_data()
     data["steps"][0]["instructions"] = "About $topic."
     data["options"]["toolTimeouts"] = {"search": 5}

@@ -14,7 +14,7 @@ def test_it_rejects_an_unknown_agent_listing_the_defined_ones(tmp_path):
         tmp_path,
         workflow(
             "  - id: one\n    agent: ghost\n",
-            agents="agents: {zed: {}, amy: {}}",
+            agents="agents: {zed: {description: zed agent}, amy: {description: amy agent}}",
         ),
     )
 
@@ -111,7 +111,7 @@ def test_it_reports_every_problem_at_once_sorted_by_line(tmp_path):
         """\
         name: flow
         agents:
-          a1: {}
+          a1: {description: a1 agent}
         steps:
           - id: one
             agent: a1
@@ -132,7 +132,7 @@ def test_it_reports_every_problem_at_once_sorted_by_line(tmp_path):
 
 def test_it_reserves_the_coordinator_step_id(tmp_path):
     path = tmp_path / "reserved.yaml"
-    path.write_text("name: reserved\nagents: {a: {}}\nsteps:\n  - id: coordinator\n    agent: a\n")
+    path.write_text("name: reserved\nagents: {a: {description: a agent}}\nsteps:\n  - id: coordinator\n    agent: a\n")
 
     problems = validate_workflow(path)
 
@@ -142,9 +142,15 @@ def test_it_reserves_the_coordinator_step_id(tmp_path):
 
 
 def test_it_requires_steps_unless_the_coordinator_plans_them(tmp_path):
-    empty = write(tmp_path, "name: flow\nagents: {a1: {}}\nsteps: []\n")
+    empty = write(tmp_path, "name: flow\nagents: {a1: {description: a1 agent}}\nsteps: []\n")
     planned = tmp_path / "planned.yaml"
-    planned.write_text("name: flow\nagents: {coordinator: {tools: [spawn_worker]}, worker: {}}\nsteps: []\n")
+    planned.write_text(
+        "name: flow\n"
+        "agents:\n"
+        "  coordinator: {description: coordinator agent, tools: [spawn_worker]}\n"
+        "  worker: {description: worker agent}\n"
+        "steps: []\n"
+    )
 
     assert problems(empty) == [
         f"{empty}:3: steps: a workflow needs at least one step, unless its coordinator agent plans with spawn_worker"
@@ -155,11 +161,13 @@ def test_it_requires_steps_unless_the_coordinator_plans_them(tmp_path):
 def test_a_workflow_can_require_its_coordinator_to_plan_workers(tmp_path):
     planned = write(
         tmp_path,
-        "name: flow\ncoordinator: {requireWorkers: true}\nagents: {coordinator: {tools: [spawn_worker]}}\nsteps: []\n",
+        "name: flow\ncoordinator: {requireWorkers: true}\n"
+        "agents: {coordinator: {description: coordinator agent, tools: [spawn_worker]}}\nsteps: []\n",
     )
     unable = tmp_path / "unable.yaml"
     unable.write_text(
-        "name: flow\ncoordinator: {requireWorkers: true}\nagents: {a1: {}}\nsteps: [{id: one, agent: a1}]\n"
+        "name: flow\ncoordinator: {requireWorkers: true}\n"
+        "agents: {a1: {description: a1 agent}}\nsteps: [{id: one, agent: a1}]\n"
     )
 
     assert load_workflow(planned).coordinator.require_workers
@@ -168,7 +176,7 @@ def test_a_workflow_can_require_its_coordinator_to_plan_workers(tmp_path):
         "in its tools"
     ]
     assert not parse_workflow(
-        "name: flow\nagents: {a1: {}}\nsteps: [{id: one, agent: a1}]\n"
+        "name: flow\nagents: {a1: {description: a1 agent}}\nsteps: [{id: one, agent: a1}]\n"
     ).coordinator.require_workers
 
 

@@ -14,6 +14,7 @@ def test_it_rejects_a_coordinator_tool_on_an_agent_that_runs_steps(tmp_path):
         name: flow
         agents:
           writer:
+            description: writer agent
             tools:
               - read_file
               - finalize
@@ -22,7 +23,7 @@ def test_it_rejects_a_coordinator_tool_on_an_agent_that_runs_steps(tmp_path):
         """
 
     assert problems(tmp_path, text, ROLES) == [
-        "6: agents.writer.tools[1]: tool 'finalize' is only available to the coordinator "
+        "7: agents.writer.tools[1]: tool 'finalize' is only available to the coordinator "
         "(the agent named 'coordinator'), and agent 'writer' runs steps"
     ]
 
@@ -33,15 +34,16 @@ def test_it_rejects_a_step_tool_on_the_coordinator(tmp_path):
         mcp: [docs]
         agents:
           coordinator:
+            description: coordinator agent
             tools: [spawn_worker, run_shell, docs__delete, docs__lookup]
-          worker: {}
+          worker: {description: worker agent}
         steps: []
         """
 
     assert problems(tmp_path, text, ROLES) == [
-        "5: agents.coordinator.tools[1]: tool 'run_shell' is only available to steps, and agent 'coordinator' "
+        "6: agents.coordinator.tools[1]: tool 'run_shell' is only available to steps, and agent 'coordinator' "
         "is the run's coordinator; list it on an agent that runs steps",
-        "5: agents.coordinator.tools[2]: tool 'docs__delete' is only available to steps, and agent 'coordinator' "
+        "6: agents.coordinator.tools[2]: tool 'docs__delete' is only available to steps, and agent 'coordinator' "
         "is the run's coordinator; list it on an agent that runs steps",
     ]
 
@@ -53,6 +55,7 @@ def test_it_rejects_a_tool_of_an_mcp_server_the_workflow_does_not_name(tmp_path)
         name: flow
         agents:
           worker:
+            description: worker agent
             tools: [docs__lookup, docs__delete]
         approvals: [docs__delete]
         steps:
@@ -60,11 +63,11 @@ def test_it_rejects_a_tool_of_an_mcp_server_the_workflow_does_not_name(tmp_path)
         """
 
     assert problems(tmp_path, text, ROLES) == [
-        "4: agents.worker.tools[0]: 'docs__lookup' is a tool of MCP server 'docs', which this workflow does not "
+        "5: agents.worker.tools[0]: 'docs__lookup' is a tool of MCP server 'docs', which this workflow does not "
         "name: add it to mcp:",
-        "4: agents.worker.tools[1]: 'docs__delete' is a tool of MCP server 'docs', which this workflow does not "
+        "5: agents.worker.tools[1]: 'docs__delete' is a tool of MCP server 'docs', which this workflow does not "
         "name: add it to mcp:",
-        "5: approvals[0]: 'docs__delete' is a tool of MCP server 'docs', which this workflow does not name: "
+        "6: approvals[0]: 'docs__delete' is a tool of MCP server 'docs', which this workflow does not name: "
         "add it to mcp:",
     ]
 
@@ -74,16 +77,16 @@ def test_workers_run_as_steps_and_a_coordinator_that_runs_a_step_may_list_step_t
     workers = """\
         name: flow
         agents:
-          coordinator: {tools: [spawn_worker, narrate]}
-          worker: {tools: [run_shell, send_message]}
-          spare: {tools: [read_file]}
+          coordinator: {description: coordinator agent, tools: [spawn_worker, narrate]}
+          worker: {description: worker agent, tools: [run_shell, send_message]}
+          spare: {description: spare agent, tools: [read_file]}
         steps: []
         """
     # A step named after the coordinator's agent runs it as a step.
     both = """\
         name: flow
         agents:
-          coordinator: {tools: [run_shell, narrate]}
+          coordinator: {description: coordinator agent, tools: [run_shell, narrate]}
         steps:
           - {id: one, agent: coordinator}
         """
@@ -96,7 +99,7 @@ def test_it_checks_roles_only_when_it_is_given_them(tmp_path):
     text = """\
         name: flow
         agents:
-          writer: {tools: [finalize]}
+          writer: {description: writer agent, tools: [finalize]}
         steps:
           - {id: one, agent: writer}
         """
@@ -110,8 +113,8 @@ def test_the_tools_of_a_server_the_workflow_names_are_checked_against_the_config
         name: flow
         mcp: [docs]
         agents:
-          coordinator: {tools: [docs__delete]}
-          a1: {}
+          coordinator: {description: coordinator agent, tools: [docs__delete]}
+          a1: {description: a1 agent}
         steps:
           - {id: one, agent: a1}
         """
@@ -129,6 +132,7 @@ def test_it_rejects_a_script_call_of_a_tool_the_agent_does_not_list_at_the_call(
         name: flow
         agents:
           x:
+            description: x agent
             tools: [read_file]
             script:
               - calls: [{tool: read_file, args: {path: notes.md}}]
@@ -141,7 +145,7 @@ def test_it_rejects_a_script_call_of_a_tool_the_agent_does_not_list_at_the_call(
         """
 
     assert problems(tmp_path, text) == [
-        "9: agents.x.script[1].calls[1].tool: script turn 2 calls 'search', which agent 'x' does not list "
+        "10: agents.x.script[1].calls[1].tool: script turn 2 calls 'search', which agent 'x' does not list "
         "in tools (its tools: read_file; every step also has send_message)"
     ]
 
@@ -151,16 +155,17 @@ def test_the_coordinators_script_may_call_its_own_tools_without_listing_them(tmp
         name: flow
         agents:
           coordinator:
+            description: coordinator agent
             script:
               - calls: [{tool: narrate, args: {text: hi}}, {tool: finalize, args: {summary: ok}}]
               - calls: [{tool: spawn_worker, args: {task: more}}]
-          a1: {}
+          a1: {description: a1 agent}
         steps:
           - {id: one, agent: a1}
         """
 
     assert problems(tmp_path, text) == [
-        "6: agents.coordinator.script[1].calls[0].tool: script turn 2 calls 'spawn_worker', which agent "
+        "7: agents.coordinator.script[1].calls[0].tool: script turn 2 calls 'spawn_worker', which agent "
         "'coordinator' does not list in tools (its tools: none; the coordinator also has finalize, "
         "forward_to_agent, narrate)"
     ]
@@ -171,10 +176,12 @@ def test_a_worker_may_call_tools_the_coordinator_gives_it_but_a_step_may_not(tmp
         name: flow
         agents:
           coordinator:
+            description: coordinator agent
             tools: [spawn_worker]
             script:
               - calls: [{tool: spawn_worker, args: {task: look, agent: researcher, tools: [search]}}]
           researcher:
+            description: researcher agent
             script:
               - calls: [{tool: search, args: {query: laptops}}]
         steps: []
@@ -184,7 +191,7 @@ def test_a_worker_may_call_tools_the_coordinator_gives_it_but_a_step_may_not(tmp
 
     assert problems(tmp_path, planned) == []
     assert problems(tmp_path, also_a_step) == [
-        "9: agents.researcher.script[0].calls[0].tool: script turn 1 calls 'search', which agent 'researcher' "
+        "11: agents.researcher.script[0].calls[0].tool: script turn 1 calls 'search', which agent 'researcher' "
         "does not list in tools (its tools: none; every step also has send_message)"
     ]
 
@@ -194,6 +201,7 @@ def test_the_script_of_an_agent_on_a_real_model_is_not_checked(tmp_path):
         name: flow
         agents:
           x:
+            description: x agent
             provider: openai
             script:
               - calls: [{tool: search, args: {query: laptops}}]
@@ -212,7 +220,7 @@ def test_it_rejects_a_tool_timeout_for_a_tool_no_agent_lists(tmp_path):
     text = """\
         name: flow
         agents:
-          a1: {tools: [run_shell, read_file]}
+          a1: {description: a1 agent, tools: [run_shell, read_file]}
         steps:
           - {id: one, agent: a1}
         options:
@@ -232,7 +240,7 @@ def test_it_rejects_an_approval_for_a_tool_no_agent_lists(tmp_path):
         name: flow
         approvals: [run_shell, search]
         agents:
-          a1: {tools: [run_shell, read_file]}
+          a1: {description: a1 agent, tools: [run_shell, read_file]}
         steps:
           - {id: one, agent: a1}
         """
@@ -247,8 +255,8 @@ def test_with_spawn_worker_a_tool_timeout_may_name_any_tool_a_worker_could_be_gi
     text = """\
         name: flow
         agents:
-          coordinator: {tools: [spawn_worker]}
-          worker: {}
+          coordinator: {description: coordinator agent, tools: [spawn_worker]}
+          worker: {description: worker agent}
         steps: []
         options:
           toolTimeouts: {run_shell: 60, run_shel: 30}

@@ -17,7 +17,7 @@ def test_it_reports_malformed_yaml_with_its_line(tmp_path):
         """\
         name: flow
         agents:
-          a1: {}
+          a1: {description: a1 agent}
         steps:
           - id: one
             agent: [a1

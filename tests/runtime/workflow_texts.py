@@ -22,7 +22,7 @@ def problems(path, known_tools=None):
     return [str(problem) for problem in validate_workflow(path, known_tools)]
 
 
-def workflow(steps, agents="agents: {a1: {}}"):
+def workflow(steps, agents="agents: {a1: {description: a1 agent}}"):
     """A minimal workflow around the given ``steps:`` block (lines 3 onwards)."""
     return f"name: flow\n{agents}\nsteps:\n{textwrap.dedent(steps)}"
 
@@ -30,4 +30,5 @@ def workflow(steps, agents="agents: {a1: {}}"):
 def container_workflow(steps, inputs=""):
     """A workflow with agents a1 and judge around the given ``steps:`` block
     (lines 4 onwards, or later with ``inputs``)."""
-    return f"name: flow\nagents: {{a1: {{}}, judge: {{}}}}\n{inputs}steps:\n{textwrap.dedent(steps)}"
+    agents = "agents: {a1: {description: a1 agent}, judge: {description: judge agent}}\n"
+    return f"name: flow\n{agents}{inputs}steps:\n{textwrap.dedent(steps)}"

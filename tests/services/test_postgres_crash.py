@@ -52,11 +52,13 @@ CHAIN = """\
 name: postgres_crash_chain
 agents:
   worker:
+    description: worker agent
     tools: [run_shell]
     script:
       - calls: [{tool: run_shell, args: {command: "sleep 1 && echo $step >> steps.log"}}]
       - say: "done"
   thinker:
+    description: thinker agent
     tools: [run_shell]
     script:
       - calls: [{tool: run_shell, args: {command: "sleep 1 && echo $step >> steps.log"}}]
@@ -74,6 +76,7 @@ ONE_COMMAND = """\
 name: postgres_outage_command
 agents:
   worker:
+    description: worker agent
     tools: [run_shell]
     script:
       - calls: [{tool: run_shell, args: {command: "sleep 1 && echo $step >> steps.log"}}]
