@@ -18,11 +18,12 @@ from django.template.loader import render_to_string
 from agents import ids
 from agents.events import parse, types_concerning
 from agents.events.registry import type_of
-from agents.events.run_events import CoordinatorMessage, MessageDropped, MessageSent
+from agents.events.run_events import CoordinatorMessage, MessageDropped, MessageSent, WorkflowEnd
+from agents.events.tool_events import ApprovalDecided, ApprovalLapsed, ApprovalRequested
 from runs.actions.budgets import TokenTotals, totals_from, totals_of
 from runs.actions.command_results import coordinator_result
 from runs.graph import GRAPH_EVENTS, routing_graph
-from runs.models import Approval, Command, Event, Message, Run, Step, ToolCall
+from runs.models import Command, Event, Message, Run, Step, ToolCall
 from runs.store.sql import live as live_reads
 
 BATCH = 500
@@ -117,15 +118,20 @@ def tool_calls_context(run: Run) -> dict:
     return {"tool_calls": list(calls), "tool_calls_total": run.tool_calls.count()}
 
 
-# Events after which the approvals, claims and coordinator result are drawn again.
+# Events after which the claims and coordinator result are drawn again.
 GOVERNANCE_EVENTS = types_concerning("governance")
+# Events after which each page fetches its approvals card again: it is drawn
+# for the person who looks (who may decide), which a live update, the same
+# for everyone, cannot be (runs/views/run_approvals.py).
+APPROVAL_EVENTS = frozenset(
+    type_of(model) for model in (ApprovalRequested, ApprovalDecided, ApprovalLapsed, WorkflowEnd)
+)
 
 
 def governance_context(run: Run) -> dict:
-    """What people decide and read: pending approvals, claims, the result."""
+    """What people read: the claims and the coordinator's result."""
     has_command = Command.objects.filter(run=run).exists()
     return {
-        "pending_approvals": list(run.approvals.filter(status=Approval.Status.PENDING)),
         "claims": list(run.claims.all()),
         "coordinator_result": coordinator_result(run) if has_command or run.is_terminal else None,
     }
@@ -255,6 +261,8 @@ def _render_update(run_id: int, after: int) -> tuple[str, int]:
     if any(event.type in GOVERNANCE_EVENTS for event in events):
         context |= governance_context(run) | {"governance_changed": True}
     html: str = render_to_string("runs/partials/live_update.html", context)
+    if any(event.type in APPROVAL_EVENTS for event in events):
+        html += render_to_string("runs/partials/approvals_changed.html", context)
     if redraw_graph:
         html += render_to_string("runs/partials/routing_graph.html", context)
     elif graph_stale:

@@ -97,6 +97,27 @@ def do_decide(approval_id: int, user, decision: str, reason: str, seen_hash: str
     return approval
 
 
+def decision_refusal(user, approval: Approval) -> str:
+    """Why ``user`` may not decide ``approval`` now, by the rules ``do_decide``
+    applies; "" if they may. For pages, which offer Approve and Reject only to
+    those who may: the requester is refused both on their own request (unless
+    the operator allows self-approval there), though ``do_decide`` would take
+    their rejection, since they can cancel their run instead. Reads
+    ``approval.decisions`` (prefetched by the caller, for a list)."""
+    if not user.has_perm(PERMISSION):
+        return "deciding approvals needs the approve permission"
+    if approval.status != Approval.Status.PENDING:
+        return f"approval {approval.pk} is already {approval.status}"
+    if any(decision.user_id == user.pk for decision in approval.decisions.all()):
+        return "you already decided on this approval"
+    if approval.requested_by_id == user.pk:
+        try:
+            _refuse_self_approval(approval)
+        except ApprovalError as exc:
+            return str(exc)
+    return ""
+
+
 def _refuse_self_approval(approval: Approval) -> None:
     """The person who started the run approves its request only where the
     operator allows it (ZENWEB_ALLOW_SELF_APPROVAL, for single-person

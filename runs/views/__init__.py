@@ -9,6 +9,7 @@ from runs.views.control import run_resume
 from runs.views.events import run_events
 from runs.views.export import export_events_schema, run_export
 from runs.views.replay import run_replay
+from runs.views.run_approvals import run_approval_decide, run_approvals
 from runs.views.runs import catalog, run_cancel, run_detail, run_graph, run_list, run_start, step_transcript
 
 __all__ = [
@@ -19,6 +20,8 @@ __all__ = [
     "command_create",
     "command_detail",
     "export_events_schema",
+    "run_approval_decide",
+    "run_approvals",
     "run_cancel",
     "run_detail",
     "run_events",

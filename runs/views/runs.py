@@ -26,6 +26,7 @@ from runs.graph import graph_context
 from runs.models import Run, Step, Workflow
 from runs.views.access import run_for_user
 from runs.views.events import EventFilter, event_filter_context, newest_page
+from runs.views.run_approvals import approvals_context
 
 # The newest events render with the page; older ones load on demand.
 EVENTS_ON_PAGE = 200
@@ -167,6 +168,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         live.run_context(run)
         | live.tool_calls_context(run)
         | live.governance_context(run)
+        | approvals_context(run, request.user)
         | event_filter_context(run, chosen)
         | {
             "events": events,

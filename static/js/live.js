@@ -461,3 +461,34 @@ document.addEventListener("htmx:oobBeforeSwap", function (e) {
     settle(message);
   });
 })();
+
+// The run's approvals card is drawn for the person looking (who may decide
+// what), so a live update does not carry it: it marks it changed
+// (#approvals-changed) and the card fetches itself again. A reason being
+// typed into one of its forms is kept across that redraw.
+(function () {
+  var typed = {};
+  document.addEventListener("htmx:oobAfterSwap", function (e) {
+    if (!e.target || e.target.id !== "approvals-changed") return;
+    var card = document.getElementById("run-approvals");
+    if (card) htmx.trigger(card, "approvals-changed");
+  });
+  document.addEventListener("htmx:beforeSwap", function (e) {
+    if (!e.detail.target || e.detail.target.id !== "run-approvals") return;
+    typed = {};
+    e.detail.target.querySelectorAll("form.decide[data-approval]").forEach(function (form) {
+      var reason = form.elements.reason;
+      // A form that was sent is not typed into any more: its decision is in the answer.
+      if (reason && reason.value && !(e.detail.requestConfig && form === e.detail.requestConfig.elt)) typed[form.dataset.approval] = reason.value;
+    });
+  });
+  document.addEventListener("htmx:afterSettle", function (e) {
+    var card = document.getElementById("run-approvals");
+    if (!card || e.detail.elt !== card) return;
+    card.querySelectorAll("form.decide[data-approval]").forEach(function (form) {
+      var kept = typed[form.dataset.approval];
+      if (kept && form.elements.reason && !form.elements.reason.value) form.elements.reason.value = kept;
+    });
+    typed = {};
+  });
+})();

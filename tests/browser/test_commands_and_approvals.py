@@ -67,7 +67,7 @@ def test_it_runs_a_destructive_command_only_after_an_approver_approves(open_page
     send_command(asker, server, "Run cleanup workspace workflow")
     asker.wait_for_url(re.compile(r".*/runs/\d+/$"))
     assert status(asker) == "awaiting_approval"
-    assert "Waiting for approval" in asker.locator("#run-governance").inner_text()
+    assert "Waiting for approval" in asker.locator("#run-approvals").inner_text()
     run_path = asker.url.removeprefix(server.base_url)
 
     approver = open_page()
