@@ -36,20 +36,7 @@ TARGETS = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default=",".join(MEASUREMENTS), help="comma-separated: " + ", ".join(MEASUREMENTS))
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement (default 3)")
-    parser.add_argument(
-        "--budget", type=float, default=60.0, help="seconds of timed runs before a slow measurement stops repeating"
-    )
-    parser.add_argument("--keep", action="store_true", help="keep the temp dir (databases, worker logs)")
-    parser.add_argument("--out", default=str(ROOT / "bench-results"))
-    args = parser.parse_args(argv)
-    chosen = [name.strip() for name in args.only.split(",") if name.strip()]
-    unknown = sorted(set(chosen) - set(MEASUREMENTS))
-    if unknown:
-        parser.error(f"unknown measurement(s): {', '.join(unknown)}")
-
+    args, chosen = _arguments(argv)
     started = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="zenweb-bench-"))
     ctx = Context(
@@ -65,19 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     results: list[Result] = []
     try:
         for name in chosen:
-            print(f"-- {name} ...", flush=True)
-            began = time.monotonic()
-            module = importlib.import_module(f"bench.{name}")
-            try:
-                rows = module.measure(ctx)
-            except Exception as exc:
-                traceback.print_exc()
-                lines = str(exc).strip().splitlines() or [""]
-                gist = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
-                rows = [Result(name, name, "-", "", skipped=f"failed: {type(exc).__name__}: {gist}")]
-            results += rows
-            ctx.settle()
-            print(f"   {name} took {time.monotonic() - began:.0f} s", flush=True)
+            results += _measure(name, ctx)
     finally:
         ctx.cleanup()
         if args.keep:
@@ -87,10 +62,6 @@ def main(argv: list[str] | None = None) -> int:
 
     print()
     print(table(results))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    path = out / f"bench-{stamp}.json"
     report = {
         "machine": info,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -100,11 +71,55 @@ def main(argv: list[str] | None = None) -> int:
         "results": [row.as_data() for row in results],
         "targets": TARGETS,
     }
-    path.write_text(json.dumps(report, indent=2) + "\n")
+    path = _write(report, Path(args.out))
     print(
         f"\nwrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} ({report['duration_s']:.0f} s in all)"
     )
     return 0
+
+
+def _arguments(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    """The command line read, and the measurements it chose (in its order)."""
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default=",".join(MEASUREMENTS), help="comma-separated: " + ", ".join(MEASUREMENTS))
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement (default 3)")
+    parser.add_argument(
+        "--budget", type=float, default=60.0, help="seconds of timed runs before a slow measurement stops repeating"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the temp dir (databases, worker logs)")
+    parser.add_argument("--out", default=str(ROOT / "bench-results"))
+    args = parser.parse_args(argv)
+    chosen = [name.strip() for name in args.only.split(",") if name.strip()]
+    unknown = sorted(set(chosen) - set(MEASUREMENTS))
+    if unknown:
+        parser.error(f"unknown measurement(s): {', '.join(unknown)}")
+    return args, chosen
+
+
+def _measure(name: str, ctx: Context) -> list[Result]:
+    """The rows of measurement ``name``; one that raises gives a row saying
+    so (with its traceback printed), and the others still run."""
+    print(f"-- {name} ...", flush=True)
+    began = time.monotonic()
+    module = importlib.import_module(f"bench.{name}")
+    try:
+        rows: list[Result] = module.measure(ctx)
+    except Exception as exc:
+        traceback.print_exc()
+        lines = str(exc).strip().splitlines() or [""]
+        gist = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
+        rows = [Result(name, name, "-", "", skipped=f"failed: {type(exc).__name__}: {gist}")]
+    ctx.settle()
+    print(f"   {name} took {time.monotonic() - began:.0f} s", flush=True)
+    return rows
+
+
+def _write(report: dict, out: Path) -> Path:
+    """Save ``report`` as bench-<timestamp>.json in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"bench-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    return path
 
 
 def _figure(value: float | None, unit: str) -> str:

@@ -127,11 +127,12 @@ def drive_pairs(
 
 
 def _rows(layout: str, walls: dict[str, list[float]], note: str, ctx: Context) -> list[Result]:
+    return _whole_chain_rows(layout, walls, note, ctx) + _past_the_start_rows(layout, walls)
+
+
+def _whole_chain_rows(layout: str, walls: dict[str, list[float]], note: str, ctx: Context) -> list[Result]:
+    """A chain of LENGTH: zenweb's and bare Celery's time per step, and their ratio."""
     zenweb, bare = walls["zenweb"], walls["bare"]
-    added = LONG - LENGTH
-    # Per step past the LENGTH-th, each pair's own (the machine's speed swings between pairs).
-    zenweb_more = [(long - short) * 1000 / added for short, long in zip(zenweb, walls["zenweb_long"], strict=True)]
-    bare_more = [(long - short) * 1000 / added for short, long in zip(bare, walls["bare_long"], strict=True)]
     wanted = max(ctx.repeats, MIN_PAIRS)
     timed = f"; {len(zenweb)} of {wanted} pairs timed (--budget {ctx.budget:.0f} s)" if len(zenweb) < wanted else ""
     return [
@@ -164,6 +165,19 @@ def _rows(layout: str, walls: dict[str, list[float]], note: str, ctx: Context) -
             note=f"{LENGTH} steps each depending on the one before; "
             "each zenweb run over the bare Celery chain just before it",
         ),
+    ]
+
+
+def _past_the_start_rows(layout: str, walls: dict[str, list[float]]) -> list[Result]:
+    """Each step past the LENGTH-th (the LONG chain's wall less the LENGTH
+    chain's): a step's cost without the run's start and finish."""
+    added = LONG - LENGTH
+    # Each pair's own (the machine's speed swings between pairs).
+    zenweb_more = [
+        (long - short) * 1000 / added for short, long in zip(walls["zenweb"], walls["zenweb_long"], strict=True)
+    ]
+    bare_more = [(long - short) * 1000 / added for short, long in zip(walls["bare"], walls["bare_long"], strict=True)]
+    return [
         Result(
             "chain",
             f"chain: each step past the {LENGTH}th, zenweb",

@@ -14,6 +14,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from agents.events import Event, run_events
+from agents.events.tool_events import ToolCall as ToolCallEvent
 from bench.common import Context, Result, Target, run_child, skipped
 
 EVENTS = 50_000
@@ -42,70 +44,61 @@ PROSE = (
 )
 
 
-def _events_of_run(events: int) -> tuple[list[tuple[str, str, dict]], int]:
+def _events_of_run(events: int) -> tuple[list[Event], int]:
     """What a chatty run leaves: each step's turns send a message that the
-    coordinator forwards to the next step. Returns (type, step, data) rows
-    and the number of send_message calls."""
-    rows: list[tuple[str, str, dict]] = [("workflow_start", "", {"workflow": "bench-dashboard", "steps": STEPS})]
-    rows += [("step_start", step, {"agent": "worker"}) for step in STEPS]
-    tail = [("step_end", step, {"status": "completed", "output": f"{step}: {PROSE}"}) for step in STEPS]
-    tail.append(("workflow_end", "", {"status": "completed", "result": PROSE, "error": ""}))
+    coordinator forwards to the next step. Returns the events, each made
+    from its model, and the number of send_message calls."""
+    rows = [Event.of(run_events.WorkflowStart(workflow="bench-dashboard", version=1, inputs={}, steps=STEPS))]
+    rows += [Event.of(run_events.StepStart(agent="worker"), step) for step in STEPS]
+    tail = [Event.of(run_events.StepEnd(status="completed", output=f"{step}: {PROSE}"), step) for step in STEPS]
+    tail.append(Event.of(run_events.WorkflowEnd(status="completed", result=PROSE, error="")))
     block = 7
     calls = 0
     while len(rows) + block + len(tail) <= events:
-        step = STEPS[calls % len(STEPS)]
-        target = STEPS[(calls + 1) % len(STEPS)]
         calls += 1
-        send, forward = f"msg-send-{2 * calls - 1}", f"msg-fwd-{2 * calls}"
-        call_id = f"call-worker-{calls}-1"
-        text = f"for {target}: {PROSE}"
-        rows += [
-            (
-                "agent_turn",
-                step,
-                {"turn": calls, "agent": "worker", "content": "", "tool_calls": ["send_message"]},
-            ),
-            (
-                "tool_call",
-                step,
-                {
-                    "phase": "start",
-                    "tool_call_id": call_id,
-                    "name": "send_message",
-                    "arguments": f'{{"text": "{text}"}}',
-                    "meta": {"run_id": "1", "session_id": step, "turn_id": f"{step}-{calls}", "tool_call_id": call_id},
-                },
-            ),
-            (
-                "message_sent",
-                step,
-                {"message_id": send, "from": step, "to": "coordinator", "msg_type": "info", "content": text},
-            ),
-            (
-                "tool_call",
-                step,
-                {
-                    "phase": "end",
-                    "tool_call_id": call_id,
-                    "name": "send_message",
-                    "ok": True,
-                    "result": f"queued: {send}",
-                },
-            ),
-            (
-                "coordinator_inbox_message",
-                "coordinator",
-                {"message_id": send, "from": step, "msg_type": "info", "content": text},
-            ),
-            (
-                "message_sent",
-                "coordinator",
-                {"message_id": forward, "from": "coordinator", "to": target, "msg_type": "info", "content": PROSE},
-            ),
-            ("agent_inbox_drain", target, {"message_id": forward, "from": "coordinator", "msg_type": "info"}),
-        ]
-    rows += [("coordinator_narration", "coordinator", {"text": PROSE})] * (events - len(rows) - len(tail))
+        rows += _message_passed_on(calls)
+    rows += [Event.of(run_events.CoordinatorNarration(text=PROSE), "coordinator")] * (events - len(rows) - len(tail))
     return rows + tail, calls
+
+
+def _message_passed_on(call: int) -> list[Event]:
+    """The events of send_message call number ``call`` (from 1): a step's
+    turn sends a message to the coordinator, which forwards it to the next
+    step, which drains it."""
+    step, target = STEPS[(call - 1) % len(STEPS)], STEPS[call % len(STEPS)]
+    send, forward = f"msg-send-{2 * call - 1}", f"msg-fwd-{2 * call}"
+    call_id = f"call-worker-{call}-1"
+    text = f"for {target}: {PROSE}"
+    meta: dict[str, str | None] = {
+        "run_id": "1",
+        "session_id": step,
+        "turn_id": f"{step}-{call}",
+        "tool_call_id": call_id,
+    }
+    turn = run_events.AgentTurn(
+        turn=call, agent="worker", content="", tool_calls=["send_message"], prompt_tokens=None, completion_tokens=None
+    )
+    start = ToolCallEvent(
+        phase="start", tool_call_id=call_id, name="send_message", arguments=f'{{"text": "{text}"}}', meta=meta
+    )
+    end = ToolCallEvent(phase="end", tool_call_id=call_id, name="send_message", ok=True, result=f"queued: {send}")
+    return [
+        Event.of(turn, step),
+        Event.of(start, step),
+        Event.of(
+            run_events.MessageSent(message_id=send, sender=step, to="coordinator", msg_type="info", content=text), step
+        ),
+        Event.of(end, step),
+        Event.of(
+            run_events.CoordinatorInboxMessage(message_id=send, sender=step, msg_type="info", content=text),
+            "coordinator",
+        ),
+        Event.of(
+            run_events.MessageSent(message_id=forward, sender="coordinator", to=target, msg_type="info", content=PROSE),
+            "coordinator",
+        ),
+        Event.of(run_events.AgentInboxDrain(message_id=forward, sender="coordinator", msg_type="info"), target),
+    ]
 
 
 def seed(events: int, runs: int) -> dict[str, Any]:
@@ -114,7 +107,6 @@ def seed(events: int, runs: int) -> dict[str, Any]:
     from django.utils import timezone
 
     from runs.actions import do_register_workflow
-    from runs.models import Event, Message, Run, Step, ToolCall
 
     started = time.monotonic()
     user = get_user_model().objects.create_user("bench-dashboard")
@@ -122,116 +114,112 @@ def seed(events: int, runs: int) -> dict[str, Any]:
     now = timezone.now()
     rows, calls = _events_of_run(events)
     with transaction.atomic():
-        big = Run.objects.create(
-            workflow=workflow,
-            created_by=user,
-            status=Run.Status.COMPLETED,
+        big = _seed_chatty_run(workflow, user, rows, calls, now)
+    with transaction.atomic():
+        _seed_other_runs(workflow, user, runs - 1, now)
+    return {"user_id": user.pk, "run_id": big.pk, "events": len(rows), "seed_s": time.monotonic() - started}
+
+
+def _seed_chatty_run(workflow: Any, user: Any, rows: list[Event], calls: int, now: Any) -> Any:
+    """The run of eight steps with the events ``rows``, their messages and
+    their tool calls."""
+    from runs.models import Event as StoredEvent
+    from runs.models import Run, Step, ToolCall
+
+    big = Run.objects.create(
+        workflow=workflow,
+        created_by=user,
+        status=Run.Status.COMPLETED,
+        started=now,
+        finished=now,
+        result=PROSE,
+        command="bench: a chatty run",
+        last_event_seq=len(rows),
+        last_message_no=2 * calls,
+    )
+    coordinator = {"step_id": "coordinator", "kind": Step.Kind.COORDINATOR, "agent": "coordinator"}
+    Step.objects.create(run=big, status=Step.Status.COMPLETED, turns=calls, **coordinator)
+    steps = Step.objects.bulk_create(
+        Step(
+            run=big,
+            step_id=step,
+            agent="worker",
+            position=n,
+            status=Step.Status.COMPLETED,
+            output=f"{step}: {PROSE}",
+            turns=calls // len(STEPS),
+            prompt_tokens=120_000,
+            completion_tokens=9_000,
             started=now,
             finished=now,
-            result=PROSE,
-            command="bench: a chatty run",
-            last_event_seq=len(rows),
-            last_message_no=2 * calls,
         )
-        Step.objects.create(
+        for n, step in enumerate(STEPS)
+    )
+    by_id = {step.step_id: step for step in steps}
+    stored = (
+        StoredEvent(run=big, seq=seq, type=event.type, step_id=event.step_id, data=event.data)
+        for seq, event in enumerate(rows, 1)
+    )
+    StoredEvent.objects.bulk_create(stored, batch_size=5_000)
+    _seed_messages(big, calls, now)
+    tool_calls = (
+        ToolCall(
             run=big,
-            step_id="coordinator",
-            kind=Step.Kind.COORDINATOR,
-            agent="coordinator",
-            status=Step.Status.COMPLETED,
-            turns=calls,
+            step=by_id[STEPS[(n - 1) % len(STEPS)]],
+            tool_call_id=f"call-worker-{n}-1",
+            name="send_message",
+            arguments='{"text": "..."}',
+            result=f"queued: msg-send-{2 * n - 1}",
+            counted=False,
         )
-        steps = Step.objects.bulk_create(
-            Step(
-                run=big,
-                step_id=step,
-                agent="worker",
-                position=n,
-                status=Step.Status.COMPLETED,
-                output=f"{step}: {PROSE}",
-                turns=calls // len(STEPS),
-                prompt_tokens=120_000,
-                completion_tokens=9_000,
+        for n in range(1, calls + 1)
+    )
+    ToolCall.objects.bulk_create(tool_calls, batch_size=5_000)
+    return big
+
+
+def _seed_messages(big: Any, calls: int, now: Any) -> None:
+    """Each send_message call's message to the coordinator and its forward, drained."""
+    from runs.models import Message
+
+    messages = []
+    for n in range(1, calls + 1):
+        step, target = STEPS[(n - 1) % len(STEPS)], STEPS[n % len(STEPS)]
+        sent = {"message_id": f"msg-send-{2 * n - 1}", "sender": step, "recipient": "coordinator"}
+        messages.append(Message(run=big, type="info", content=f"for {target}: {PROSE}", drained=now, **sent))
+        forward = {"message_id": f"msg-fwd-{2 * n}", "sender": "coordinator", "recipient": target}
+        messages.append(Message(run=big, type="info", content=PROSE, drained=now, **forward))
+    Message.objects.bulk_create(messages, batch_size=5_000)
+
+
+def _seed_other_runs(workflow: Any, user: Any, runs: int, now: Any) -> None:
+    """``runs`` finished runs of three steps each, for the runs list."""
+    from runs.models import Run, Step
+
+    statuses = [Run.Status.COMPLETED, Run.Status.COMPLETED, Run.Status.PARTIAL, Run.Status.FAILED, Run.Status.CANCELLED]
+    others = Run.objects.bulk_create(
+        (
+            Run(
+                workflow=workflow,
+                created_by=user,
+                status=statuses[n % len(statuses)],
+                command=f"bench run {n}",
+                result=PROSE,
                 started=now,
                 finished=now,
             )
-            for n, step in enumerate(STEPS)
-        )
-        by_id = {step.step_id: step for step in steps}
-        Event.objects.bulk_create(
-            (
-                Event(run=big, seq=seq, type=type_, step_id=step, data=data)
-                for seq, (type_, step, data) in enumerate(rows, 1)
-            ),
-            batch_size=5_000,
-        )
-        messages = []
-        for n in range(1, calls + 1):
-            step, target = STEPS[(n - 1) % len(STEPS)], STEPS[n % len(STEPS)]
-            messages.append(
-                Message(
-                    run=big,
-                    message_id=f"msg-send-{2 * n - 1}",
-                    sender=step,
-                    recipient="coordinator",
-                    type="info",
-                    content=f"for {target}: {PROSE}",
-                    drained=now,
-                )
-            )
-            messages.append(
-                Message(
-                    run=big,
-                    message_id=f"msg-fwd-{2 * n}",
-                    sender="coordinator",
-                    recipient=target,
-                    type="info",
-                    content=PROSE,
-                    drained=now,
-                )
-            )
-        Message.objects.bulk_create(messages, batch_size=5_000)
-        ToolCall.objects.bulk_create(
-            (
-                ToolCall(
-                    run=big,
-                    step=by_id[STEPS[(n - 1) % len(STEPS)]],
-                    tool_call_id=f"call-worker-{n}-1",
-                    name="send_message",
-                    arguments='{"text": "..."}',
-                    result=f"queued: msg-send-{2 * n - 1}",
-                    counted=False,
-                )
-                for n in range(1, calls + 1)
-            ),
-            batch_size=5_000,
-        )
-    statuses = [Run.Status.COMPLETED, Run.Status.COMPLETED, Run.Status.PARTIAL, Run.Status.FAILED, Run.Status.CANCELLED]
-    with transaction.atomic():
-        others = Run.objects.bulk_create(
-            (
-                Run(
-                    workflow=workflow,
-                    created_by=user,
-                    status=statuses[n % len(statuses)],
-                    command=f"bench run {n}",
-                    result=PROSE,
-                    started=now,
-                    finished=now,
-                )
-                for n in range(runs - 1)
-            ),
-            batch_size=5_000,
-        )
-        Step.objects.bulk_create(
-            (
-                Step(run=run, step_id=step, agent="worker", position=n, status=Step.Status.COMPLETED)
-                for run in others
-                for n, step in enumerate(STEPS[:3])
-            ),
-            batch_size=5_000,
-        )
-    return {"user_id": user.pk, "run_id": big.pk, "events": len(rows), "seed_s": time.monotonic() - started}
+            for n in range(runs)
+        ),
+        batch_size=5_000,
+    )
+    Step.objects.bulk_create(
+        (
+            Step(run=run, step_id=step, agent="worker", position=n, status=Step.Status.COMPLETED)
+            for run in others
+            for n, step in enumerate(STEPS[:3])
+        ),
+        batch_size=5_000,
+    )
 
 
 def pages(events: int, runs: int, requests: int) -> dict[str, Any]:
