@@ -281,17 +281,19 @@ def daphne(env: dict[str, str], log_path):
             process.wait()
 
 
+THROUGHPUT = f"live: events/s to each of {CLIENTS} clients (burst of {BURST_EVENTS:,})"
+P50 = f"live: latency p50, {CLIENTS} clients, writer paced at {PACED_RATE}/s"
+P99 = f"live: latency p99, {CLIENTS} clients, writer paced at {PACED_RATE}/s"
+MISSING = f"live: events missing at {CLIENTS} clients, all rounds"
+SETUP = f"1 daphne process, 1 writer process ({BATCH} events per transaction, held as in a turn)"
+
+
 def measure(ctx: Context) -> list[Result]:
-    throughput = f"live: events/s to each of {CLIENTS} clients (burst of {BURST_EVENTS:,})"
-    p50 = f"live: latency p50, {CLIENTS} clients, writer paced at {PACED_RATE}/s"
-    p99 = f"live: latency p99, {CLIENTS} clients, writer paced at {PACED_RATE}/s"
-    missing = f"live: events missing at {CLIENTS} clients, all rounds"
-    names = [(throughput, "events/s", True), (p50, "ms", False), (p99, "ms", False), (missing, "events", False)]
+    names = [(THROUGHPUT, "events/s", True), (P50, "ms", False), (P99, "ms", False), (MISSING, "events", False)]
     problem = ctx.redis_problem and f"needs Redis for channels_redis ({ctx.redis_problem})"
     if problem:
         return [skipped("live", name, "redis", unit, problem, higher_is_better=hib) for name, unit, hib in names]
     backend, label = ctx.with_redis()
-
     seed = run_child("bench.live", "prepare", backend.env)
     rounds_burst, rounds_paced = [], []
     (ctx.tmp / "live").mkdir(exist_ok=True)
@@ -301,53 +303,25 @@ def measure(ctx: Context) -> list[Result]:
             rounds_paced.append(
                 asyncio.run(_one_round(port, backend.env, seed, PACED_RATE * PACED_SECONDS, PACED_RATE))
             )
-    incomplete = [r for r in rounds_burst + rounds_paced if not r["complete"]]
-    flat_out = statistics.median(r["write_rate"] for r in rounds_burst)
-    paced = statistics.median(r["write_rate"] for r in rounds_paced)
-    delivered = [r["rate"] for r in rounds_burst if r["complete"]]
-    setup = f"1 daphne process, 1 writer process ({BATCH} events per transaction, held as in a turn)"
-    burst_note = f"{setup}; the writer wrote {flat_out:,.0f} events/s"
-    if delivered and statistics.median(delivered) >= 0.9 * flat_out:
-        burst_note += ": delivery kept pace, the writer is the limit"
-    paced_note = f"{setup}; asked for {PACED_RATE}/s, wrote {paced:,.0f}/s"
-    if paced < 0.9 * PACED_RATE:
-        paced_note += " (the writer could not keep up: it shares the 2 cores with daphne)"
-    slowest = [r["worst"] for r in rounds_paced if r["worst"] is not None]
-    if slowest:
-        paced_note += f"; slowest delivery {max(slowest):,.0f} ms"
-    if incomplete:
-        worst = min(incomplete, key=lambda r: r["received"] / r["expected"])
-        short = f"; {len(incomplete)} round(s) incomplete, worst {worst['received']:,} of {worst['expected']:,}"
-        burst_note += short
-        paced_note += short
+    burst_note, paced_note = _notes(rounds_burst, rounds_paced)
     trouble = log_trouble(ctx.tmp / "live")
     if trouble:
         burst_note += f"; DISTURBED: {trouble}"
         paced_note += f"; DISTURBED: {trouble}"
     return [
-        Result("live", throughput, label, "events/s", delivered, target=TARGET_RATE, note=burst_note),
         Result(
             "live",
-            p50,
+            THROUGHPUT,
             label,
-            "ms",
-            [r["p50"] for r in rounds_paced if r["p50"] is not None],
-            higher_is_better=False,
-            note=paced_note,
+            "events/s",
+            [r["rate"] for r in rounds_burst if r["complete"]],
+            target=TARGET_RATE,
+            note=burst_note,
         ),
+        *_latency_rows(label, rounds_paced, paced_note),
         Result(
             "live",
-            p99,
-            label,
-            "ms",
-            [r["p99"] for r in rounds_paced if r["p99"] is not None],
-            higher_is_better=False,
-            target=TARGET_P99,
-            note=paced_note,
-        ),
-        Result(
-            "live",
-            missing,
+            MISSING,
             label,
             "events",
             [sum(r["expected"] - r["received"] for r in rounds_burst + rounds_paced)],
@@ -355,4 +329,38 @@ def measure(ctx: Context) -> list[Result]:
             target=TARGET_MISSING,
             note=f"{len(rounds_burst + rounds_paced)} rounds, {CLIENTS} clients each",
         ),
+    ]
+
+
+def _notes(rounds_burst: list[dict[str, Any]], rounds_paced: list[dict[str, Any]]) -> tuple[str, str]:
+    """What the burst's and the paced rounds' rows say beside their figures:
+    how fast the writer wrote, whether it or delivery was the limit, the
+    slowest delivery, and rounds in which a client missed events."""
+    flat_out = statistics.median(r["write_rate"] for r in rounds_burst)
+    paced = statistics.median(r["write_rate"] for r in rounds_paced)
+    delivered = [r["rate"] for r in rounds_burst if r["complete"]]
+    burst_note = f"{SETUP}; the writer wrote {flat_out:,.0f} events/s"
+    if delivered and statistics.median(delivered) >= 0.9 * flat_out:
+        burst_note += ": delivery kept pace, the writer is the limit"
+    paced_note = f"{SETUP}; asked for {PACED_RATE}/s, wrote {paced:,.0f}/s"
+    if paced < 0.9 * PACED_RATE:
+        paced_note += " (the writer could not keep up: it shares the 2 cores with daphne)"
+    slowest = [r["worst"] for r in rounds_paced if r["worst"] is not None]
+    if slowest:
+        paced_note += f"; slowest delivery {max(slowest):,.0f} ms"
+    incomplete = [r for r in rounds_burst + rounds_paced if not r["complete"]]
+    if incomplete:
+        worst = min(incomplete, key=lambda r: r["received"] / r["expected"])
+        short = f"; {len(incomplete)} round(s) incomplete, worst {worst['received']:,} of {worst['expected']:,}"
+        burst_note += short
+        paced_note += short
+    return burst_note, paced_note
+
+
+def _latency_rows(label: str, rounds_paced: list[dict[str, Any]], note: str) -> list[Result]:
+    p50s = [r["p50"] for r in rounds_paced if r["p50"] is not None]
+    p99s = [r["p99"] for r in rounds_paced if r["p99"] is not None]
+    return [
+        Result("live", P50, label, "ms", p50s, higher_is_better=False, note=note),
+        Result("live", P99, label, "ms", p99s, higher_is_better=False, target=TARGET_P99, note=note),
     ]

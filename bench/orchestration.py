@@ -33,6 +33,7 @@ from bench.common import REDIS_URL as BENCH_REDIS_URL
 from bench.common import (
     WORKER_CONCURRENCY,
     WORKER_POOL,
+    Backend,
     Context,
     Result,
     Target,
@@ -276,64 +277,76 @@ def measure(ctx: Context) -> list[Result]:
     yaml_path.write_text(WORKFLOW_YAML)
     capped_yaml_path = ctx.tmp / "bench-fanout-capped.yaml"
     capped_yaml_path.write_text(CAPPED_YAML)
-    results = []
     if ctx.pg_problem or ctx.redis_problem:
-        why = " and ".join(name for name, p in (("PostgreSQL", ctx.pg_problem), ("Redis", ctx.redis_problem)) if p)
-        backend = ctx.sqlite()
-        layout = "embedded: memory broker + sqlite, 1 process"
-        zenweb = run_child(
-            "bench.orchestration",
-            "drive",
-            backend.env,
-            yaml_path=str(yaml_path),
-            repeats=ctx.repeats,
-            embedded=True,
-            budget=ctx.budget,
-        )
-        bare = run_child(
-            "bench.bare_celery",
-            "drive",
-            backend.env,
-            width=WIDTH,
-            repeats=ctx.repeats,
-            warmup=len(LOOPS) * WARMUP_ITEMS,
-            embedded_concurrency=EMBEDDED_CONCURRENCY,
-        )
-        note = f"{EMBEDDED_CONCURRENCY} worker threads in one process ({why} not reachable)"
-        return _rows(layout, zenweb, bare, note, ctx, paired=False)
+        return _measure_embedded(ctx, yaml_path)
+    backend = ctx.postgres(redis=True)
+    results = []
+    for processes in (1, 2):
+        results += _measure_workers(ctx, backend, processes, yaml_path, capped_yaml_path)
+    return results
 
+
+def _measure_embedded(ctx: Context, yaml_path: Path) -> list[Result]:
+    """Without PostgreSQL or Redis: zenweb and bare Celery each in one
+    process, with worker threads, on SQLite and the memory broker."""
+    why = " and ".join(name for name, p in (("PostgreSQL", ctx.pg_problem), ("Redis", ctx.redis_problem)) if p)
+    backend = ctx.sqlite()
+    layout = "embedded: memory broker + sqlite, 1 process"
+    zenweb = run_child(
+        "bench.orchestration",
+        "drive",
+        backend.env,
+        yaml_path=str(yaml_path),
+        repeats=ctx.repeats,
+        embedded=True,
+        budget=ctx.budget,
+    )
+    bare = run_child(
+        "bench.bare_celery",
+        "drive",
+        backend.env,
+        width=WIDTH,
+        repeats=ctx.repeats,
+        warmup=len(LOOPS) * WARMUP_ITEMS,
+        embedded_concurrency=EMBEDDED_CONCURRENCY,
+    )
+    note = f"{EMBEDDED_CONCURRENCY} worker threads in one process ({why} not reachable)"
+    return _rows(layout, zenweb, bare, note, ctx, paired=False)
+
+
+def _measure_workers(
+    ctx: Context, backend: Backend, processes: int, yaml_path: Path, capped_yaml_path: Path
+) -> list[Result]:
+    """``processes`` worker processes each for zenweb and bare Celery, on
+    Redis and PostgreSQL (``backend``), their runs alternated."""
     from bench.bare_celery import QUEUE
 
-    backend = ctx.postgres(redis=True)
     logs = ctx.tmp / "logs"
     bare_env = backend.env | {"BENCH_BROKER_URL": BENCH_REDIS_URL}
-    for processes in (1, 2):
-        layout = f"redis+postgresql, {processes} worker{'s' if processes > 1 else ''}"
-        note = f"{processes} x `celery worker --pool {WORKER_POOL} -c {WORKER_CONCURRENCY}` each, alternated"
-        clear_redis_queues("celery", QUEUE)
-        with (
-            worker_processes("zenweb", processes, backend.env, logs / f"zenweb-{processes}") as zenweb_workers,
-            worker_processes("bench.bare_celery", processes, bare_env, logs / f"bare-{processes}") as bare_workers,
-        ):
-            measured = run_child(
-                "bench.orchestration",
-                "drive_pairs",
-                bare_env,
-                yaml_path=str(yaml_path),
-                capped_yaml_path=str(capped_yaml_path),
-                repeats=max(ctx.repeats, MIN_PAIRS),
-                budget=ctx.budget,
-                zenweb_pids=[worker.pid for worker in zenweb_workers],
-                bare_pids=[worker.pid for worker in bare_workers],
-            )
-        clear_redis_queues("celery", QUEUE)
-        trouble = log_trouble(logs / f"zenweb-{processes}") or log_trouble(logs / f"bare-{processes}")
-        if trouble:
-            note += f"; DISTURBED: {trouble}"
-        results += _rows(layout, measured["zenweb"], measured["bare"], note, ctx, paired=True)
-        results += _cpu_rows(layout, measured)
-        results.append(_capped_row(layout, measured["capped"], note))
-    return results
+    layout = f"redis+postgresql, {processes} worker{'s' if processes > 1 else ''}"
+    note = f"{processes} x `celery worker --pool {WORKER_POOL} -c {WORKER_CONCURRENCY}` each, alternated"
+    clear_redis_queues("celery", QUEUE)
+    with (
+        worker_processes("zenweb", processes, backend.env, logs / f"zenweb-{processes}") as zenweb_workers,
+        worker_processes("bench.bare_celery", processes, bare_env, logs / f"bare-{processes}") as bare_workers,
+    ):
+        measured = run_child(
+            "bench.orchestration",
+            "drive_pairs",
+            bare_env,
+            yaml_path=str(yaml_path),
+            capped_yaml_path=str(capped_yaml_path),
+            repeats=max(ctx.repeats, MIN_PAIRS),
+            budget=ctx.budget,
+            zenweb_pids=[worker.pid for worker in zenweb_workers],
+            bare_pids=[worker.pid for worker in bare_workers],
+        )
+    clear_redis_queues("celery", QUEUE)
+    trouble = log_trouble(logs / f"zenweb-{processes}") or log_trouble(logs / f"bare-{processes}")
+    if trouble:
+        note += f"; DISTURBED: {trouble}"
+    rows = _rows(layout, measured["zenweb"], measured["bare"], note, ctx, paired=True)
+    return rows + _cpu_rows(layout, measured) + [_capped_row(layout, measured["capped"], note)]
 
 
 def _capped_row(layout: str, walls: list[float], note: str) -> Result:

@@ -208,21 +208,7 @@ def calibration(statements: int, repeats: int) -> dict[str, list[float]]:
 
 
 def measure(ctx: Context) -> list[Result]:
-    results = []
-    for messages in MEMORY_MESSAGES:
-        values = [in_memory(messages) for _ in range(max(ctx.repeats, MEMORY_MIN_RUNS))]
-        results.append(
-            Result(
-                "router",
-                f"{NAME} ({messages:,} msgs)",
-                "memory",
-                UNIT,
-                values,
-                target=TARGET_MEMORY,
-                note="MessageRouter + InMemoryMailboxStore + ListSink, one thread",
-            )
-        )
-
+    results = [_memory_row(ctx, messages) for messages in MEMORY_MESSAGES]
     backends: list[tuple[str, Callable[[], Any] | None, str]] = [("sqlite", ctx.sqlite, "")]
     backends.append(("postgresql", (lambda: ctx.postgres()) if not ctx.pg_problem else None, ctx.pg_problem or ""))
     if not ctx.pg_problem:
@@ -233,52 +219,75 @@ def measure(ctx: Context) -> list[Result]:
                 ctx.redis_problem or "",
             )
         )
-    if not ctx.pg_problem:
-        rates = run_child(
-            "bench.router",
-            "calibration",
-            ctx.postgres().env,
-            statements=CALIBRATION_STATEMENTS,
-            repeats=ctx.repeats,
-        )
-        results += [
-            Result(
-                "router",
-                "calibration: single-row autocommit INSERTs/s",
-                "postgresql",
-                "rows/s",
-                rates["inserts"],
-                note="plain psycopg, one process",
-            ),
-            Result(
-                "router",
-                "calibration: BEGIN + row lock + UPDATE + COMMIT, transactions/s",
-                "postgresql",
-                "tx/s",
-                rates["transactions"],
-                note="plain psycopg, one process: the most transactions routing 1 message each could commit",
-            ),
-        ]
+        results += _calibration_rows(ctx)
     for label, make, problem in backends:
         for per in PER_TRANSACTION:
-            name = f"{NAME} ({PERSISTENT_MESSAGES:,} msgs, {per} per transaction)"
-            # PostgreSQL routing is reported with no target: its rate is the machine's,
-            # read against the calibration rows.
-            target = None
-            if make is None:
-                results.append(skipped("router", name, label, UNIT, problem, target=target))
-                continue
-            backend = make()
-            values = run_child(
-                "bench.router", "persistent", backend.env, messages=PERSISTENT_MESSAGES, repeats=ctx.repeats, per=per
-            )
-            where = "each in a turn of its own" if per == 1 else f"{per} sends in a turn, {per} forwards in another"
-            if backend.redis:
-                from bench.common import clear_redis_queues
-
-                clear_redis_queues("celery")  # the coordinator wakes the sends published
-                note = f"{where}; wake task and broadcast go to Redis"
-            else:
-                note = f"{where}; wake task to the memory broker, in-memory channel layer"
-            results.append(Result("router", name, label, UNIT, values, target=target, note=note))
+            results.append(_persistent_row(ctx, label, make, problem, per))
     return results
+
+
+def _memory_row(ctx: Context, messages: int) -> Result:
+    values = [in_memory(messages) for _ in range(max(ctx.repeats, MEMORY_MIN_RUNS))]
+    return Result(
+        "router",
+        f"{NAME} ({messages:,} msgs)",
+        "memory",
+        UNIT,
+        values,
+        target=TARGET_MEMORY,
+        note="MessageRouter + InMemoryMailboxStore + ListSink, one thread",
+    )
+
+
+def _calibration_rows(ctx: Context) -> list[Result]:
+    """What plain psycopg does on this PostgreSQL: the rows to read
+    routing's rates against."""
+    rates = run_child(
+        "bench.router",
+        "calibration",
+        ctx.postgres().env,
+        statements=CALIBRATION_STATEMENTS,
+        repeats=ctx.repeats,
+    )
+    return [
+        Result(
+            "router",
+            "calibration: single-row autocommit INSERTs/s",
+            "postgresql",
+            "rows/s",
+            rates["inserts"],
+            note="plain psycopg, one process",
+        ),
+        Result(
+            "router",
+            "calibration: BEGIN + row lock + UPDATE + COMMIT, transactions/s",
+            "postgresql",
+            "tx/s",
+            rates["transactions"],
+            note="plain psycopg, one process: the most transactions routing 1 message each could commit",
+        ),
+    ]
+
+
+def _persistent_row(ctx: Context, label: str, make: Callable[[], Any] | None, problem: str, per: int) -> Result:
+    """Routing through the database ``make`` gives (skipped with ``problem``
+    without one), ``per`` messages to a transaction."""
+    name = f"{NAME} ({PERSISTENT_MESSAGES:,} msgs, {per} per transaction)"
+    # PostgreSQL routing is reported with no target: its rate is the machine's,
+    # read against the calibration rows.
+    target = None
+    if make is None:
+        return skipped("router", name, label, UNIT, problem, target=target)
+    backend = make()
+    values = run_child(
+        "bench.router", "persistent", backend.env, messages=PERSISTENT_MESSAGES, repeats=ctx.repeats, per=per
+    )
+    where = "each in a turn of its own" if per == 1 else f"{per} sends in a turn, {per} forwards in another"
+    if backend.redis:
+        from bench.common import clear_redis_queues
+
+        clear_redis_queues("celery")  # the coordinator wakes the sends published
+        note = f"{where}; wake task and broadcast go to Redis"
+    else:
+        note = f"{where}; wake task to the memory broker, in-memory channel layer"
+    return Result("router", name, label, UNIT, values, target=target, note=note)

@@ -48,10 +48,6 @@ LONG_FUNCTIONS = {
     "runs/actions/tooling.py:DjangoToolHost.spawn_worker",
     "runs/api/views.py:run_detail",
     "runs/store/sql/turns.py:write_last_turn",
-    "bench/live.py:measure",
-    "bench/orchestration.py:measure",
-    "bench/router.py:measure",
-    "bench/turns.py:main",
 }
 
 
