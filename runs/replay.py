@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from django.db.models import Max
 
+from agents.core.decisions import coordinator_end
 from agents.events import parse
 from agents.events.run_events import (
     AgentIdle,
@@ -39,14 +40,6 @@ from runs.graph_layout import in_display_order
 from runs.graph_shapes import Graph, Spoke
 from runs.models import Event, Run, Step
 
-# How the coordinator ends, by the run's final status (as runs.actions.ending ends it).
-COORDINATOR_END: dict[str, str] = {
-    Run.Status.BLOCKED: Step.Status.CANCELLED,
-    Run.Status.COMPLETED: Step.Status.COMPLETED,
-    Run.Status.PARTIAL: Step.Status.COMPLETED,
-    Run.Status.FAILED: Step.Status.FAILED,
-    Run.Status.CANCELLED: Step.Status.CANCELLED,
-}
 # The latest events shown under the graph.
 RECENT_EVENTS = 8
 
@@ -144,7 +137,7 @@ class ReplayState:
                 self.run_status = Run.Status.AWAITING_APPROVAL
             case WorkflowEnd(status=status):
                 self.run_status = status or Run.Status.COMPLETED
-                self.coordinator_status = COORDINATOR_END.get(self.run_status, Step.Status.COMPLETED)
+                self.coordinator_status = coordinator_end(self.run_status)
                 self.coordinator_working = False
                 # Ending a run cancels its unfinished steps without an event each.
                 for step in self.steps.values():

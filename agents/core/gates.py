@@ -1,7 +1,6 @@
-"""What follows a person's decision on an approval, and a deadline passing.
-
-Pure, like ``machine.py``: runs/ records the decision or notices the
-deadline, tells this module what happened, and applies what it decides.
+"""The rules of approvals and deadlines: what follows a person's decision
+on an approval, and a deadline passing. ``decide`` (agents/core/machine.py)
+calls them; runs/ applies what they decide.
 
 - ``ApprovalDecided``: a workflow's approval, once it has its approvals,
   starts the run (``StartRun``); rejected or lapsed, the run ends
@@ -11,67 +10,25 @@ deadline, tells this module what happened, and applies what it decides.
   plan around. Fewer approvals than required: nothing yet.
 - ``DeadlinePassed``: the run's ``timeout`` or budget ends it ``failed``;
   a step's ``stepTimeout`` fails that step (``FailStep``), and the failure
-  policy then follows from ``machine.decide`` with ``StepEnded(failed)``.
+  policy then follows from ``decide`` with ``StepEnded(failed)``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from agents.core.decisions import EndRun, FailStep, RefuseCall, RunApprovedCall, StartRun
+from agents.core.happenings import ApprovalDecided, DeadlinePassed
 
-from agents.core.machine import EndRun
-
-# -- what happened -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ApprovalDecided:
-    """A decision on an approval: ``approvals`` counts the approve decisions
-    so far, this one included; ``required`` how many it needs (two under
-    the two-person rule). A lapse is the expiry passing with no decision."""
-
-    kind: Literal["workflow", "tool"]
-    decision: Literal["approve", "reject", "lapse"]
-    reason: str = ""
-    approvals: int = 0
-    required: int = 1
-
-
-@dataclass(frozen=True)
-class DeadlinePassed:
-    """``deadline``: the run's (``options.timeout``, or a budget spent) or
-    a step's (``options.stepTimeout``); ``why`` says which and by how much."""
-
-    deadline: Literal["run", "step"]
-    why: str
-    step_id: str = ""
-
-
-# -- decisions ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StartRun:
-    """A destructive workflow approved: the run leaves awaiting_approval, once."""
-
-
-@dataclass(frozen=True)
-class RunApprovedCall:
-    """Run the approved tool call with exactly its approved arguments."""
-
-
-@dataclass(frozen=True)
-class RefuseCall:
-    """The call is not run: ``reason`` is its result."""
-
-    reason: str
-
-
-@dataclass(frozen=True)
-class FailStep:
-    step_id: str
-    error: str
-
+__all__ = [
+    "ApprovalDecided",
+    "DeadlinePassed",
+    "EndRun",
+    "FailStep",
+    "RefuseCall",
+    "RunApprovedCall",
+    "StartRun",
+    "after_approval",
+    "after_deadline",
+]
 
 GateDecision = StartRun | RunApprovedCall | RefuseCall | FailStep | EndRun
 

@@ -1,9 +1,11 @@
 """The orchestration state machine: (run state, what happened) -> decisions.
 
 Pure, like Temporal's workflow task or DBOS's ``_core.py``: runs/ reads a
-run's state, tells this module what happened, and applies what it decides
-(start these steps, stop these, wake the coordinator, end the run). Nothing
-here reads a database or the clock.
+run's state, tells ``decide`` what happened, and applies every decision it
+returns (start these steps, stop these, wake the coordinator, end the run).
+Nothing here reads a database or the clock. ``decide`` is the one entry:
+each happening (agents/core/happenings.py) is one case of it, answered by
+one rule, here or in ``gates.py``, with decisions (agents/core/decisions.py).
 
 What happened, and what follows:
 
@@ -15,166 +17,103 @@ What happened, and what follows:
 - ``StepEnded`` failed or cancelled: first the failure policy (its dependents
   cancelled or skipped, or with ``abort`` every unfinished step cancelled),
   then a full pass.
+- ``CoordinatorFinished``: the run ends with ``run_end``'s status.
+- ``RunFailed``, ``RunCancelled``: the run ends ``failed`` or ``cancelled``.
+- ``ApprovalDecided``, ``DeadlinePassed``: ``gates.py``.
 
 Dependents wait while the coordinator is busy or has mail to route (a
 message the finished step sent for them is in their inbox before their first
 turn). A coordinator that can spawn workers is woken to plan first, and when
-every step is done it is woken to finish; ``run_end`` then gives the status.
+every step is done it is woken to finish. An ended run decides nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Literal, NamedTuple
+from typing import Literal, assert_never
 
-from agents.core.ready import TERMINAL, iteration_keys, ready
+from agents.core import gates
+from agents.core.decisions import Decision, EndRun, StartSteps, StopSteps, WakeCoordinator
+from agents.core.happenings import (
+    ApprovalDecided,
+    CoordinatorFinished,
+    CoordinatorIdle,
+    DeadlinePassed,
+    Happening,
+    RunCancelled,
+    RunFailed,
+    RunStarted,
+    StepEnded,
+    StepsChanged,
+)
+from agents.core.ready import iteration_keys, ready
+from agents.core.state import UNREAD, CoordinatorState, FailurePolicy, RunState, StepState, StepStatus
 
-StepStatus = Literal["pending", "running", "completed", "failed", "skipped", "cancelled"]
-FailurePolicy = Literal["cascade", "skip-dependents", "abort"]
-
-
-# -- state -------------------------------------------------------------------------
-
-
-class StepState(NamedTuple):
-    """A step or a repeat-until loop of a run (never its coordinator). A
-    named tuple: a run's state is built from every step row after each step
-    ends (a 500-step run: 500 of these), and a named tuple is made in about
-    a third of a frozen dataclass's time."""
-
-    runtime_id: str
-    status: str = "pending"
-    depends_on: tuple[str, ...] = ()
-    kind: Literal["step", "loop"] = "step"
-    limits: tuple[tuple[str, int], ...] = ()
-    resuming: bool = False
-    position: int = 0
-    error: str = ""
-
-    @property
-    def terminal(self) -> bool:
-        return self.status in TERMINAL
-
-
-@dataclass(frozen=True)
-class CoordinatorState:
-    busy: bool = False
-    has_mail: bool = False
-    plans_first: bool = False  # it can spawn workers and has not planned yet
-
-
-@dataclass(frozen=True)
-class RunState:
-    """``steps`` in the workflow's order: ready steps start in that order
-    (a forEach loop's iterations as its list goes). ``steps_may_be_added``:
-    a repeat-until loop or a coordinator that spawns workers can add steps
-    while the run goes on."""
-
-    status: str
-    steps: tuple[StepState, ...]
-    coordinator: CoordinatorState = CoordinatorState()
-    max_running: int = 5
-    on_step_failure: FailurePolicy = "cascade"
-    steps_may_be_added: bool = False
-
-    def step(self, runtime_id: str) -> StepState:
-        return next(step for step in self.steps if step.runtime_id == runtime_id)
-
-    def with_status(self, changes: Mapping[str, str]) -> RunState:
-        steps = tuple(s._replace(status=changes[s.runtime_id]) if s.runtime_id in changes else s for s in self.steps)
-        return replace(self, steps=steps)
-
-
-# -- what happened -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RunStarted:
-    pass
-
-
-@dataclass(frozen=True)
-class StepEnded:
-    """``step_id`` ended with ``status`` (the state already shows it)."""
-
-    step_id: str
-    status: str
-
-
-@dataclass(frozen=True)
-class CoordinatorIdle:
-    pass
-
-
-@dataclass(frozen=True)
-class StepsChanged:
-    pass
-
-
-Happening = RunStarted | StepEnded | CoordinatorIdle | StepsChanged
-
-
-# -- decisions ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StartSteps:
-    """Start ``step_ids`` (each pending -> running once). ``needs_run_lock``:
-    starts that race could pass a cap, so the caller decides again under the
-    run's lock; without it, a conditional UPDATE per step is enough."""
-
-    step_ids: tuple[str, ...]
-    needs_run_lock: bool = True
-
-
-@dataclass(frozen=True)
-class StopSteps:
-    """A failure policy's effect: ``step_ids`` end ``status``; their mail
-    drops as ``drop``; ``aborted``: the whole run was aborted."""
-
-    step_ids: tuple[str, ...]
-    status: Literal["cancelled", "skipped"]
-    drop: Literal["target_terminal", "workflow_cancelled"]
-    aborted: bool = False
-
-
-@dataclass(frozen=True)
-class WakeCoordinator:
-    reason: Literal["plan", "finish"]
-
-
-@dataclass(frozen=True)
-class EndRun:
-    """End the run ``status``: from ``run_end`` when every step is done; a
-    deadline fails it and a refused approval blocks it (agents/core/gates.py)."""
-
-    status: Literal["completed", "partial", "failed", "blocked"]
-    error: str = ""
-
-
-Decision = StartSteps | StopSteps | WakeCoordinator | EndRun
-
-
-# -- the machine -------------------------------------------------------------------
+__all__ = [
+    "CoordinatorFinished",
+    "CoordinatorIdle",
+    "CoordinatorState",
+    "Decision",
+    "EndRun",
+    "FailurePolicy",
+    "Happening",
+    "RunCancelled",
+    "RunFailed",
+    "RunStarted",
+    "RunState",
+    "StartSteps",
+    "StepEnded",
+    "StepState",
+    "StepStatus",
+    "StepsChanged",
+    "StopSteps",
+    "UNREAD",
+    "WakeCoordinator",
+    "decide",
+]
 
 
 def decide(state: RunState, happened: Happening) -> tuple[Decision, ...]:
-    """What follows ``happened`` in a run in ``state``."""
+    """What follows ``happened`` in a run in ``state``: one case per happening."""
+    match happened:
+        case RunStarted() | CoordinatorIdle() | StepsChanged():
+            return _schedule(state, finished=None)
+        case StepEnded():
+            return after_step_end(state, happened)
+        case CoordinatorFinished():
+            return (run_end(state),) if not state.ended else ()
+        case RunFailed(error=error):
+            return (EndRun("failed", error),) if not state.ended else ()
+        case RunCancelled(reason=reason):
+            return (EndRun("cancelled", reason),) if not state.ended else ()
+        case ApprovalDecided():
+            return gates.after_approval(happened)
+        case DeadlinePassed():
+            return gates.after_deadline(happened)
+        case _:
+            assert_never(happened)
+
+
+def after_step_end(state: RunState, ended: StepEnded) -> tuple[Decision, ...]:
+    """A failed or cancelled step: the failure policy, then a full pass over
+    the state it leaves; a completed one: what its dependents start."""
     if state.status != "running":
         return ()
+    if ended.status == "completed":
+        return _schedule(state, finished=ended.step_id)
+    if ended.status not in ("failed", "cancelled"):
+        return _schedule(state, finished=None)
+    stop = stop_after_failure(state, ended.step_id)
+    if not stop.step_ids:
+        return _schedule(state, finished=None)
+    return (stop, *_schedule(state.with_status(dict.fromkeys(stop.step_ids, stop.status)), finished=None))
+
+
+def _schedule(state: RunState, finished: str | None) -> tuple[Decision, ...]:
+    """What starts and whether the coordinator wakes, ``finished`` the step
+    whose completion this follows (None: a full pass)."""
+    if state.status != "running" or state.coordinator.busy or state.coordinator.has_mail:
+        return ()
     decisions: list[Decision] = []
-    finished: str | None = None
-    if isinstance(happened, StepEnded):
-        if happened.status in ("failed", "cancelled"):
-            stop = stop_after_failure(state, happened.step_id)
-            if stop.step_ids:
-                decisions.append(stop)
-                state = state.with_status(dict.fromkeys(stop.step_ids, stop.status))
-        elif happened.status == "completed":
-            finished = happened.step_id
-    if state.coordinator.busy or state.coordinator.has_mail:
-        return tuple(decisions)
     start = starts_after(state, finished) if finished is not None else full_pass(state)
     if start:
         decisions.append(StartSteps(start, needs_run_lock=not caps_cannot_bind(state)))

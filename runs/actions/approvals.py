@@ -30,7 +30,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agents.core import gates
+from agents.core import gates, machine
 from agents.events import Event as RuntimeEvent
 from agents.events.tool_events import ApprovalDecided, ToolResult
 from agents.tools.errors import RetryHint, failure_text
@@ -91,7 +91,7 @@ def do_decide(approval_id: int, user, decision: str, reason: str, seen_hash: str
             close_approval(approval, Approval.Status.REJECTED, f"rejected by {user.get_username()}: {reason}")
         else:
             decided = gates.ApprovalDecided(approval.kind, "approve", "", approvals, approval.required_approvals)
-            follows = gates.after_approval(decided)
+            follows = machine.decide(machine.UNREAD, decided)
             if follows:  # else it waits for more approvals
                 settle_approval(approval, Approval.Status.APPROVED, "", follows)
     return approval

@@ -1,6 +1,7 @@
 """Deadlines at run time: the run's and the step's timeout for a turn, the
 sweeper's step-timeout check, and the budget check after a turn. What
-follows a deadline passing is the state machine's (agents/core/gates.py):
+follows a deadline passing is the state machine's (``machine.decide``,
+agents/core/gates.py):
 ``apply_deadline`` carries it out."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from agents.core import gates, machine
 from agents.spec import WorkflowOptions, WorkflowSpec
 from runs.actions.budgets import budget_breach, has_run_limits, run_deadline, timeout_breach
 from runs.actions.catalog import workflow_spec
-from runs.actions.ending import do_fail_run
+from runs.actions.ending import end_run
 from runs.actions.step_ends import do_fail_step
 from runs.models import Run, Step
 
@@ -101,9 +102,9 @@ def apply_deadline(passed: gates.DeadlinePassed, run_id: int, step_pk: int | Non
     ``step_pk`` does (and its failure policy follows). False if it had
     ended already."""
     ended = False
-    for decision in gates.after_deadline(passed):
+    for decision in machine.decide(machine.UNREAD, passed):
         if isinstance(decision, machine.EndRun):
-            do_fail_run(run_id, decision.error)
+            end_run(run_id, decision)
             ended = True
         elif isinstance(decision, gates.FailStep) and step_pk is not None:
             ended = do_fail_step(step_pk, decision.error) or ended

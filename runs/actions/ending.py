@@ -14,6 +14,8 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from agents.core import gates, machine
+from agents.core.decisions import coordinator_end
+from agents.core.happenings import ApprovalDecided
 from agents.events import Event as RuntimeEvent
 from agents.events.run_events import Error, WorkflowEnd
 from agents.events.tool_events import ApprovalLapsed, ToolResult
@@ -29,18 +31,6 @@ from runs.store import sql
 from runs.store.events import DjangoEventSink
 
 
-def do_block_run(run_id: int, reason: str) -> None:
-    """End a run whose destructive work was rejected or lapsed: ``blocked``."""
-    with transaction.atomic():
-        run = _locked(run_id)
-        if run.is_terminal:
-            return
-        run.status = Run.Status.BLOCKED
-        run.error = reason
-        _stop_unfinished_steps(run, DropReason.WORKFLOW_CANCELLED)
-        _end_run(run)
-
-
 def do_finish_run(run_id: int) -> None:
     """End a run whose steps are all done (see ``finish_locked``)."""
     with transaction.atomic():
@@ -51,48 +41,71 @@ def do_finish_run(run_id: int) -> None:
 
 def finish_locked(run: Run) -> None:
     """End ``run``, running and locked in the caller's transaction (read
-    under that lock, or since), whose steps are all done, with zenflow's
-    status rule (agents.core.machine.run_end): any failed or cancelled step
-    makes it partial (if some step completed) or failed; skipped steps do
-    not count against it. Its ``result`` is written with its end."""
+    under that lock, or since), whose steps are all done: with the status
+    the state machine decides (machine.CoordinatorFinished). Its ``result``
+    is written with its end."""
     rows = sql.end_steps(run.pk)
     workers = [row for row in rows if row.kind != Step.Kind.COORDINATOR]
     steps = [machine.StepState(runtime_id=row.step_id, status=row.status, error=row.error) for row in workers]
-    end = machine.run_end(machine.RunState(status=run.status, steps=tuple(steps)))
-    run.status = end.status
-    if end.error and not run.error:
-        run.error = end.error
+    state = machine.RunState(status=run.status, steps=tuple(steps))
+    for end in machine.decide(state, machine.CoordinatorFinished()):
+        if isinstance(end, machine.EndRun):
+            run.status = end.status
+            if end.error and not run.error:
+                run.error = end.error
     closed = any(row.mailbox_closed_reason for row in rows if row.kind == Step.Kind.COORDINATOR)
     _end_run(run, _Read(resuming=any(row.resuming for row in rows), coordinator_closed=closed))
 
 
 def do_fail_run(run_id: int, error: str) -> None:
-    """Stop a run that cannot go on: unfinished steps are cancelled."""
-    with transaction.atomic():
-        run = _locked(run_id)
-        if run.is_terminal:
-            return
-        DjangoEventSink(run.pk).emit(RuntimeEvent.of(Error(error=error)))
-        _stop_unfinished_steps(run, DropReason.TARGET_TERMINAL)
-        run.status = Run.Status.FAILED
-        run.error = error
-        _end_run(run)
+    """Stop a run that cannot go on (machine.RunFailed): it ends failed."""
+    _decide_end(run_id, machine.RunFailed(error))
 
 
 def do_cancel_run(run_id: int, reason: str = "cancelled") -> bool:
     """Cancel a run: running steps stop at their next turn boundary (their
     queued tasks find nothing to do), unread messages and every later send
     drop as workflow-cancelled. False if the run had already ended."""
+    return _decide_end(run_id, machine.RunCancelled(reason))
+
+
+def end_run(run_id: int, end: machine.EndRun) -> None:
+    """Apply ``end``, as the state machine decided it (a refused approval
+    blocks the run, a deadline fails it), unless the run has ended."""
     with transaction.atomic():
         run = _locked(run_id)
-        if run.is_terminal:
-            return False
-        run.status = Run.Status.CANCELLED
-        run.error = reason
+        if not run.is_terminal:
+            _apply_end(run, end)
+
+
+def _decide_end(run_id: int, happened: machine.Happening) -> bool:
+    """What the state machine decides ``happened`` leads to, under the
+    run's lock, applied: whether the run ended (not if it had already)."""
+    with transaction.atomic():
+        run = _locked(run_id)
+        ends = [d for d in machine.decide(machine.RunState(run.status), happened) if isinstance(d, machine.EndRun)]
+        for end in ends:
+            _apply_end(run, end)
+    return bool(ends)
+
+
+def _apply_end(run: Run, end: machine.EndRun) -> None:
+    """End ``run`` (locked, not ended) before its steps are all done, as
+    ``end`` says: a failure's error is an event of its own; the unfinished
+    steps are cancelled, their mail dropped as ``end.drop`` says."""
+    if end.status == Run.Status.FAILED:
+        DjangoEventSink(run.pk).emit(RuntimeEvent.of(Error(error=end.error)))
+    run.status = end.status
+    run.error = end.error
+    if end.status == Run.Status.CANCELLED:
+        # Stored before the steps stop: their mailboxes read it, and every
+        # later send to them drops as workflow-cancelled.
         run.save(update_fields=["status", "error"])
-        _stop_unfinished_steps(run, DropReason.WORKFLOW_CANCELLED)
-        _end_run(run)
-    return True
+    _stop_unfinished_steps(run, _DROPS[end.drop])
+    _end_run(run)
+
+
+_DROPS = {"target_terminal": DropReason.TARGET_TERMINAL, "workflow_cancelled": DropReason.WORKFLOW_CANCELLED}
 
 
 def _locked(run_id: int) -> Run:
@@ -107,15 +120,6 @@ def _stop_unfinished_steps(run: Run, reason: DropReason) -> None:
         step.finished = timezone.now()
         step.save(update_fields=["status", "finished"])
         router.close(step.step_id, reason)
-
-
-_COORDINATOR_END = {
-    Run.Status.BLOCKED: Step.Status.CANCELLED,
-    Run.Status.COMPLETED: Step.Status.COMPLETED,
-    Run.Status.PARTIAL: Step.Status.COMPLETED,
-    Run.Status.FAILED: Step.Status.FAILED,
-    Run.Status.CANCELLED: Step.Status.CANCELLED,
-}
 
 
 class _Read(NamedTuple):
@@ -136,7 +140,7 @@ def _end_run(run: Run, read: _Read = _UNREAD) -> None:
     run.coordinator_busy = False
     # The coordinator lives as long as its run and ends the way the run did.
     # A coordinator that did not end completed says why, unless it had said already.
-    ended = _COORDINATOR_END[run.status]
+    ended = coordinator_end(run.status)
     why = run.error if ended != Step.Status.COMPLETED else ""
     # Never a full save of the run: the counters on its row moved while we
     # emitted events. The result as read under the lock, or as its finish
@@ -197,13 +201,14 @@ def lapse_pending(run_id: int, reason: str, *, step_id: str | None = None) -> No
 def close_approval(approval: Approval, status: str, reason: str) -> None:
     """Reject or lapse: the workflow ends blocked, or the call is refused."""
     decision = "reject" if status == Approval.Status.REJECTED else "lapse"
-    decided = gates.ApprovalDecided(approval.kind, decision, reason)
-    settle_approval(approval, status, reason, gates.after_approval(decided))
+    decided = ApprovalDecided(approval.kind, decision, reason)
+    settle_approval(approval, status, reason, machine.decide(machine.UNREAD, decided))
 
 
 def settle_approval(approval: Approval, status: str, reason: str, decisions: tuple) -> None:
     """Record how ``approval`` ended (``status``, and ``reason`` for a
-    rejection or lapse) and apply what follows it (agents/core/gates.py):
+    rejection or lapse) and apply what the state machine decides follows
+    it (machine.decide with ApprovalDecided: agents/core/gates.py):
     the run starts or ends blocked, the call runs or is refused."""
     approval.status = status
     approval.decided_at = timezone.now()
@@ -224,7 +229,7 @@ def settle_approval(approval: Approval, status: str, reason: str, decisions: tup
         elif isinstance(decision, gates.RunApprovedCall):
             queue.send_after_commit(queue.EXECUTE_APPROVED_CALL, approval.pk)
         elif isinstance(decision, machine.EndRun):
-            do_block_run(approval.run_id, decision.error)
+            end_run(approval.run_id, decision)
         elif isinstance(decision, gates.RefuseCall) and approval.tool_call_id:
             text = failure_text(
                 decision.reason, RetryHint("domain_rejection", "replan", question="Is there a safer way?")

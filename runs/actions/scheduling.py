@@ -209,11 +209,11 @@ def _decide_locked(
     run_id: int, spec: WorkflowSpec, rows: list[StepRow], finished: str | None, worker: str | None
 ) -> EagerTurn | None:
     """The state machine's decision on the run's step ``rows``, read under
-    its lock, which the caller holds: applied (see _apply)."""
+    its lock, which the caller holds: applied (see apply_decisions)."""
     coordinator = machine.CoordinatorState(plans_first=coordinator_plans_first(run_id, spec))
     state = run_state(Run.Status.RUNNING, rows, spec, coordinator)
     happened = machine.StepEnded(finished, Step.Status.COMPLETED) if finished else machine.StepsChanged()
-    return _apply(run_id, rows, machine.decide(state, happened), worker)
+    return apply_decisions(run_id, rows, machine.decide(state, happened), worker)
 
 
 def schedule_start(run_id: int, spec: WorkflowSpec, rows: list[StepRow], worker: str | None) -> EagerTurn | None:
@@ -223,12 +223,14 @@ def schedule_start(run_id: int, spec: WorkflowSpec, rows: list[StepRow], worker:
     has not planned yet; nothing need be read back. With ``worker``, the
     step started with its first turn claimed for it, if exactly one starts."""
     state = run_state(Run.Status.RUNNING, rows, spec, machine.CoordinatorState(plans_first=spawns_workers(spec)))
-    return _apply(run_id, rows, machine.decide(state, machine.RunStarted()), worker)
+    return apply_decisions(run_id, rows, machine.decide(state, machine.RunStarted()), worker)
 
 
-def _apply(run_id: int, rows: list[StepRow], decisions: tuple, worker: str | None) -> EagerTurn | None:
-    """Apply the state machine's ``decisions`` on a run whose lock is held:
-    start steps, request the coordinator's wake."""
+def apply_decisions(run_id: int, rows: list[StepRow], decisions: tuple, worker: str | None = None) -> EagerTurn | None:
+    """Apply the state machine's ``decisions`` on a run whose lock is held,
+    decided from its step ``rows``: start steps, request the coordinator's
+    wake. With ``worker``, the step started with its first turn claimed for
+    it, if exactly one starts."""
     claimed = None
     for decision in decisions:
         if isinstance(decision, machine.StartSteps):

@@ -28,17 +28,17 @@ from agents.llm import ProviderError
 from agents.llm.base import CompletionRequest
 from agents.router import DropReason, MessageType, RouterMessage
 from runs import queue
-from runs.actions.catalog import workflow_spec
+from runs.actions.catalog import spec_of, workflow_spec
 from runs.actions.common import provider_for, router_for
 from runs.actions.containers import create_steps, iteration_of, iteration_prefix, repeat_loop_of
 from runs.actions.ending import cancel_step_children_after_commit, lapse_pending
 from runs.actions.model_calls import model_call
-from runs.actions.run_states import run_state
-from runs.actions.scheduling import schedule
+from runs.actions.run_states import coordinator_plans_first, run_state
+from runs.actions.scheduling import apply_decisions, schedule
 from runs.models import Run, Step, ToolCall
 from runs.store.events import DjangoEventSink
 from runs.store.mailboxes import DjangoMailboxStore
-from runs.store.sql import lock_run, step_rows
+from runs.store.sql import lock_run, locked_schedule_state
 
 
 def after_step_terminal(step: Step) -> bool:
@@ -153,8 +153,9 @@ def schedule_after_commit(run_id: int, state: tuple | None = None, finished: Ste
 
 
 def do_fail_step(step_pk: int, error: str) -> bool:
-    """Record why a step failed; its pending approvals lapse and its
-    dependents follow the run's failure policy. False if it had ended already."""
+    """Record why a step failed; its pending approvals lapse, and what the
+    state machine decides follows is applied (apply_failure_policy). False
+    if it had ended already."""
     with transaction.atomic():
         lock_run(run_of(step_pk))
         step = Step.objects.select_for_update().get(pk=step_pk)
@@ -169,7 +170,6 @@ def do_fail_step(step_pk: int, error: str) -> bool:
         router_for(step.run_id).close(step.step_id)
         apply_failure_policy(step, f"dependency {step.step_id} failed")
         after_step_terminal(step)
-        schedule_after_commit(step.run_id)
     return True
 
 
@@ -208,7 +208,6 @@ def cancel_step(step: Step, inbox: list[RouterMessage]) -> None:
         router.close(step.step_id)
         apply_failure_policy(step, f"dependency {step.step_id} was cancelled")
         after_step_terminal(step)
-        schedule_after_commit(step.run_id)
 
 
 def _step_stopped(step: Step, reason: str) -> None:
@@ -221,21 +220,40 @@ def _step_stopped(step: Step, reason: str) -> None:
 
 
 def apply_failure_policy(stopped: Step, reason: str) -> None:
-    """onStepFailure, as the state machine decides it
-    (agents.core.machine.stop_after_failure): cascade (dependents are
-    cancelled), skip-dependents (dependents are skipped), abort (every
-    unfinished step is cancelled and every later message to them drops as
-    workflow-cancelled)."""
-    run = Run.objects.select_related("workflow").get(pk=stopped.run_id)
-    spec = workflow_spec(run.workflow)
-    sink = DjangoEventSink(run.pk)
-    router = router_for(run.pk)
-    # The run's steps as scheduling reads them (no transcripts); whole rows only of the steps it stops.
-    state = run_state(run.status, step_rows(run.pk), spec, machine.CoordinatorState())
-    stop = machine.stop_after_failure(state, stopped.step_id)
+    """What the state machine decides follows ``stopped`` failing or being
+    cancelled (machine.decide with StepEnded; ``stopped.status`` set and
+    written), applied under the run's lock the caller holds: onStepFailure
+    first, cascade (dependents are cancelled), skip-dependents (skipped) or
+    abort (every unfinished step is cancelled and every later message to
+    them drops as workflow-cancelled); then the steps that may start start,
+    and the coordinator wakes (to plan, or to finish once every step is done)."""
+    locked = locked_schedule_state(stopped.run_id)
+    if locked is None:
+        return
+    (status, busy, has_mail, _, _, workflow_id, created), rows = locked
+    spec = spec_of(workflow_id, created)
+    plans = coordinator_plans_first(stopped.run_id, spec) if not (busy or has_mail) else False
+    coordinator = machine.CoordinatorState(busy=busy, has_mail=has_mail, plans_first=plans)
+    state = run_state(status, rows, spec, coordinator)
+    decisions = machine.decide(state, machine.StepEnded(stopped.step_id, stopped.status))
+    stops = [d for d in decisions if isinstance(d, machine.StopSteps)]
+    affected = [step for stop in stops for step in _stop_steps(stopped.run_id, stop, reason)]
+    # What starts, and the coordinator's wake, before a loop whose iteration
+    # lost its steps moves on: that decides again on what it leaves.
+    apply_decisions(stopped.run_id, rows, tuple(d for d in decisions if not isinstance(d, machine.StopSteps)))
+    for step in affected:
+        # A loop iteration that just lost its steps ends its loop.
+        after_step_terminal(step)
+
+
+def _stop_steps(run_id: int, stop: machine.StopSteps, reason: str) -> list[Step]:
+    """Apply ``stop`` (the failure policy's), for ``reason``: the steps it
+    stops, each with its event, its mailbox closed, what it waited for gone."""
     if stop.aborted:
         reason = f"run aborted: {reason.removeprefix('dependency ')}"
-    by_id = {step.step_id: step for step in Step.objects.filter(run=run, step_id__in=stop.step_ids)}
+    sink = DjangoEventSink(run_id)
+    router = router_for(run_id)
+    by_id = {step.step_id: step for step in Step.objects.filter(run_id=run_id, step_id__in=stop.step_ids)}
     affected = [by_id[step_id] for step_id in stop.step_ids]
     drop = DropReason.WORKFLOW_CANCELLED if stop.drop == "workflow_cancelled" else DropReason.TARGET_TERMINAL
     for step in affected:
@@ -248,9 +266,7 @@ def apply_failure_policy(stopped: Step, reason: str) -> None:
             _step_stopped(step, f"step {step.step_id} was {stop.status}: {reason}")
         if step.kind == Step.Kind.STEP:
             router.close(step.step_id, drop)
-    for step in affected:
-        # A loop iteration that just lost its steps ends its loop.
-        after_step_terminal(step)
+    return affected
 
 
 def run_of(step_pk: int) -> int:

@@ -1,0 +1,95 @@
+"""What ``decide`` (agents/core/machine.py) can decide: runs/ applies each
+(runs/actions/scheduling.py, step_ends.py, ending.py, deadlines.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class StartSteps:
+    """Start ``step_ids`` (each pending -> running once). ``needs_run_lock``:
+    starts that race could pass a cap, so the caller decides again under the
+    run's lock; without it, a conditional UPDATE per step is enough."""
+
+    step_ids: tuple[str, ...]
+    needs_run_lock: bool = True
+
+
+@dataclass(frozen=True)
+class StopSteps:
+    """A failure policy's effect: ``step_ids`` end ``status``; their mail
+    drops as ``drop``; ``aborted``: the whole run was aborted."""
+
+    step_ids: tuple[str, ...]
+    status: Literal["cancelled", "skipped"]
+    drop: Literal["target_terminal", "workflow_cancelled"]
+    aborted: bool = False
+
+
+@dataclass(frozen=True)
+class WakeCoordinator:
+    reason: Literal["plan", "finish"]
+
+
+@dataclass(frozen=True)
+class EndRun:
+    """End the run ``status``, for ``error``: its unfinished steps are
+    cancelled, their mail dropped as ``drop``, and its coordinator ends
+    ``coordinator_status``."""
+
+    status: Literal["completed", "partial", "failed", "cancelled", "blocked"]
+    error: str = ""
+
+    @property
+    def drop(self) -> Literal["target_terminal", "workflow_cancelled"]:
+        """A run a person stopped (cancelled, or refused its approval) drops
+        its steps' mail as workflow-cancelled; a failed one as target-terminal."""
+        return "workflow_cancelled" if self.status in ("cancelled", "blocked") else "target_terminal"
+
+    @property
+    def coordinator_status(self) -> str:
+        return coordinator_end(self.status)
+
+
+def coordinator_end(run_status: str) -> str:
+    """How the coordinator ends, by its run's end status: it lives as long as
+    its run and ends the way the run did (a partial run's coordinator
+    completed its part)."""
+    return _COORDINATOR_END.get(run_status, "completed")
+
+
+_COORDINATOR_END = {
+    "blocked": "cancelled",
+    "completed": "completed",
+    "partial": "completed",
+    "failed": "failed",
+    "cancelled": "cancelled",
+}
+
+
+@dataclass(frozen=True)
+class StartRun:
+    """A destructive workflow approved: the run leaves awaiting_approval, once."""
+
+
+@dataclass(frozen=True)
+class RunApprovedCall:
+    """Run the approved tool call with exactly its approved arguments."""
+
+
+@dataclass(frozen=True)
+class RefuseCall:
+    """The call is not run: ``reason`` is its result."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class FailStep:
+    step_id: str
+    error: str
+
+
+Decision = StartSteps | StopSteps | WakeCoordinator | EndRun | StartRun | RunApprovedCall | RefuseCall | FailStep
