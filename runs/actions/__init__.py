@@ -24,7 +24,7 @@ imports one above it, and the tasks are queued by name (runs/queue.py).
 
 from __future__ import annotations
 
-from runs.actions.access import access_run, control_refusal, visible_runs
+from runs.actions.access import access_run, control_refusal, may_control, visible_runs
 from runs.actions.catalog import (
     REGISTRY,
     InputError,
@@ -56,6 +56,7 @@ __all__ = [
     "start_refusal",
     "access_run",
     "control_refusal",
+    "may_control",
     "check_inputs",
     "do_cancel_run",
     "do_coordinator_wake",

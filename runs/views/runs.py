@@ -177,6 +177,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "graph_seq": last_seq,
             "older_url": older_url,
             "hidden_events": hidden,
+            # The header's Cancel and Resume, only for who may use them (live updates keep them as drawn here).
+            "may_control": actions.may_control(request.user, run),
         }
     )
     return render(request, "runs/detail.html", context)

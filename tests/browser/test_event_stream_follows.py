@@ -359,6 +359,7 @@ def test_an_action_pressed_while_the_server_is_away_says_it_failed(open_page, se
     server.kill()
     try:
         page.wait_for_selector("#connection[data-state=reconnecting]", timeout=2_000)
+        page.once("dialog", lambda dialog: dialog.accept())  # Cancel asks first
         page.click("#run-header button.danger")
         notice = page.locator("#action-notices .action-failed")
         expect(notice).to_contain_text("“Cancel run” failed: the server could not be reached")

@@ -53,6 +53,7 @@ def test_a_busy_runs_cancel_button_keeps_its_focus_and_takes_a_key_press(open_pa
     page.wait_for_function("() => window.__redraws.header >= 3")  # the header redrawn under the focus
 
     assert page.evaluate("document.activeElement.textContent") == "Cancel run"
+    page.once("dialog", lambda dialog: dialog.accept())  # Cancel asks first
     page.keyboard.press("Enter")
     page.wait_for_selector("#run-status[data-status=cancelled]", timeout=10_000)
 

@@ -59,8 +59,9 @@ def test_it_refuses_to_resume_someone_elses_run(celery_worker, client, owner, te
 
 
 def test_it_resumes_from_a_header_a_live_update_redrew(celery_worker, owner):
-    """The header a websocket push draws is rendered without a request, so
-    it has no CSRF token of its own: its Resume must still get through."""
+    """The header a websocket push draws is rendered without a request (no
+    CSRF token, no person): it holds only the place of Resume, and the page
+    keeps the button it was drawn with, which must still get through."""
     run = lost_run(owner)
     DjangoEventSink(run.pk).emit(RuntimeEvent("coordinator_narration", "coordinator", {"text": "still here"}))
     browser = Client(enforce_csrf_checks=True)
@@ -69,7 +70,8 @@ def test_it_resumes_from_a_header_a_live_update_redrew(celery_worker, owner):
     page_headers = json.loads(html.unescape(re.search(r"<body hx-headers='([^']*)'", page).group(1)))
 
     update, _ = live.render_update(run.pk, 0)
-    form = re.search(r'<form method="post" action="/runs/\d+/resume/"[^>]*>.*?</form>', update, re.S).group(0)
+    assert '<span id="run-resume" hx-preserve></span>' in update and "/resume/" not in update
+    form = re.search(r'<form method="post" action="/runs/\d+/resume/"[^>]*>.*?</form>', page, re.S).group(0)
     fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', form))
     # As the browser sends it: with htmx (and the page's headers) if the form
     # asks for it, else as a plain form post.
