@@ -77,6 +77,9 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    # django-ninja's templates and static files: /api/docs serves Swagger UI
+    # from this server, not a CDN.
+    "ninja",
     "axes",
     "runs",
     # The project itself: its launchers (manage.py serve, run_workflow) start
@@ -217,23 +220,29 @@ else:
         "default": {"BACKEND": "runs.channel_layers.InMemoryChannelLayer", "CONFIG": {"capacity": 10_000}}
     }
 
+
+# Caches shared by every process of an install: in Redis when there is one
+# (separate processes), else in this process's memory (embedded: the worker
+# threads and daphne share it). Redis away: a partial answer or a rate count
+# is not worth a stalled request, hence the short timeouts.
+def _shared_cache(prefix: str) -> dict:
+    if not REDIS_URL:
+        return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": prefix}
+    return {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": prefix,
+        "OPTIONS": {"socket_timeout": 0.5, "socket_connect_timeout": 0.5},
+    }
+
+
 # "live" holds each generating step's answer so far (runs/partials.py), for a
-# page that connects mid-answer: the worker writes it, daphne reads it, so
-# with Redis it lives there (separate processes), embedded in this process's
-# memory (the worker threads and daphne share it).
+# page that connects mid-answer: the worker writes it, daphne reads it.
+# "rate_limits" counts each API token's commands (runs/api/rate_limits.py).
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-    "live": (
-        {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": REDIS_URL,
-            "KEY_PREFIX": "zenweb-live",
-            # Redis away: a partial answer is not worth a stalled model call.
-            "OPTIONS": {"socket_timeout": 0.5, "socket_connect_timeout": 0.5},
-        }
-        if REDIS_URL
-        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "zenweb-live"}
-    ),
+    "live": _shared_cache("zenweb-live"),
+    "rate_limits": _shared_cache("zenweb-rate"),
 }
 
 CELERY_BROKER_URL = REDIS_URL or "memory://localhost/"
@@ -378,6 +387,10 @@ ZENWEB_ALLOW_SELF_APPROVAL = env_bool("ZENWEB_ALLOW_SELF_APPROVAL", False)
 # it a new run or command is refused, before any model is asked, so that a
 # client looping on POST /api/commands fills no queue. 0: no limit.
 ZENWEB_MAX_ACTIVE_RUNS = env_int("ZENWEB_MAX_ACTIVE_RUNS", 20)
+# Commands one API token (or one browser session) may send through
+# POST /api/commands in a minute: past it a 429 with Retry-After, before the
+# command is read (runs/api/rate_limits.py). 0: no limit.
+ZENWEB_API_COMMANDS_PER_MINUTE = env_int("ZENWEB_API_COMMANDS_PER_MINUTE", 30)
 # Durability: a step turn's lease (renewed while the model thinks), how often
 # each worker sweeps for expired leases, and when a silent run counts as stuck.
 ZENWEB_LEASE_SECONDS = env_float("ZENWEB_LEASE_SECONDS", 60.0)

@@ -1,9 +1,10 @@
-"""Who is calling: a browser session, or a script with ``Authorization: Token <key>``.
+"""Who is calling: a script with ``Authorization: Token <key>``, or a browser
+session, as django-ninja's security classes (tried in that order).
 
 A token request carries no cookie, so it cannot be forged cross-site and
 skips CSRF; a session request that changes something must pass Django's CSRF
-check, done here because API views are ``csrf_exempt`` (token requests would
-otherwise be refused before the view could tell them apart).
+check, done here because django-ninja's views are ``csrf_exempt`` (token
+requests would otherwise be refused before the view could tell them apart).
 """
 
 from __future__ import annotations
@@ -11,17 +12,18 @@ from __future__ import annotations
 import hashlib
 import secrets
 from collections.abc import Callable
-from functools import wraps
+from dataclasses import dataclass
+from typing import Any
 
-from django.contrib.auth.decorators import login_not_required
-from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.http.multipartparser import MultiPartParserError
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import timezone
-from django.views.decorators.csrf import csrf_exempt
+from ninja.security import APIKeyCookie, APIKeyHeader
+from ninja.security.apikey import APIKeyBase
 
-from runs.api.schemas import ApiError, body_too_large
+from runs.api.errors import ApiError
 from runs.models import ApiToken
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS", "TRACE")
@@ -39,77 +41,86 @@ def create_token(user, name: str = "") -> tuple[ApiToken, str]:
     return token, key
 
 
-def api_view(*methods: str, public: bool = False) -> Callable:
-    """Make a function an API view: JSON 405 for other methods, JSON 401 for
-    callers who are not signed in (unless ``public``), CSRF for sessions, and
-    ApiError raised anywhere inside answered as JSON, as are Django's refusals
-    of a body or query string past its limits. A GET view answers HEAD too
-    (RFC 9110): the same status and headers, no body."""
-    allowed = (*methods, "HEAD") if "GET" in methods and "HEAD" not in methods else methods
+@dataclass(frozen=True)
+class Requirement:
+    """What an operation asks of its caller beyond being known (an
+    approver, staff): checked once the caller is, before the request is
+    read, so a caller without it gets its 403 whatever they sent."""
 
-    def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-        # LoginRequiredMiddleware would redirect to the login page; an API
-        # answers 401 itself.
-        @login_not_required
-        @csrf_exempt
-        @wraps(view)
-        def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-            try:
-                if request.method not in allowed:
-                    response = ApiError(405, f"method {request.method} not allowed").response()
-                    response["Allow"] = ", ".join(allowed)
-                    return response
-                if not public:
-                    authenticate(request)
-                response = view(request, *args, **kwargs)
-                if request.method == "HEAD":
-                    # Servers may send a HEAD response's body as it is.
-                    response["Content-Length"] = str(len(response.content))
-                    response.content = b""
-                return response
-            # Django raises these where the body or query string is first read
-            # (a view's parse_body, a session's CSRF check of a form), and
-            # would answer with its HTML 400 page.
-            except RequestDataTooBig:
-                return body_too_large(request).response()
-            except (TooManyFieldsSent, TooManyFilesSent) as exc:
-                return ApiError(400, str(exc)).response()
-            except ApiError as exc:
-                response = exc.response()
-                if exc.status == 401:
-                    response["WWW-Authenticate"] = 'Token realm="api"'
-                return response
-
-        wrapped.api_methods = methods  # type: ignore[attr-defined]
-        return wrapped
-
-    return decorator
+    allows: Callable[[Any], bool]
+    refusal: str
 
 
-def authenticate(request: HttpRequest) -> None:
-    """Set ``request.user`` from the token, or check the session (and its CSRF
-    token on unsafe methods); raise ApiError(401/403) otherwise."""
-    header = request.headers.get("Authorization", "")
-    if header:
-        scheme, _, key = header.partition(" ")
-        if scheme.lower() != "token" or not key.strip():
+def callers(requirement: Requirement | None = None) -> list[APIKeyBase]:
+    """The ways in, in the order tried: a token, then the session."""
+    return [TokenAuth(requirement), SessionAuth(requirement)]
+
+
+def _require(requirement: Requirement | None, user: Any) -> None:
+    if requirement is not None and not requirement.allows(user):
+        raise ApiError(403, requirement.refusal)
+
+
+class TokenAuth(APIKeyHeader):
+    """``Authorization: Token <key>``: the token (``request.auth``), its user
+    ``request.user``. No header: not this way (the session is tried next);
+    a header that names no active user's token: 401."""
+
+    param_name = "Authorization"
+    openapi_description = "`Token <key>`; create a key with `manage.py api_tokens create`."
+
+    def __init__(self, requirement: Requirement | None = None) -> None:
+        self.requirement = requirement
+        super().__init__()
+
+    def authenticate(self, request: HttpRequest, key: str | None) -> ApiToken | None:
+        if not key:
+            return None
+        scheme, _, secret = key.partition(" ")
+        if scheme.lower() != "token" or not secret.strip():
             raise ApiError(401, "invalid token: send 'Authorization: Token <key>'")
-        token = ApiToken.objects.select_related("user").filter(key_hash=hash_key(key.strip())).first()
+        token = ApiToken.objects.select_related("user").filter(key_hash=hash_key(secret.strip())).first()
         if token is None or not token.user.is_active:
             raise ApiError(401, "invalid token")
         ApiToken.objects.filter(pk=token.pk).update(last_used=timezone.now())
         request.user = token.user
-        return
-    if not request.user.is_authenticated:
-        raise ApiError(401, "authentication required")
-    if request.method not in SAFE_METHODS:
-        try:
-            # The check reads a form body for its token: one that cannot be parsed is the client's error.
-            reason = _CsrfCheck(lambda request: HttpResponse()).process_view(request, None, (), {})
-        except MultiPartParserError as exc:
-            raise ApiError(400, f"malformed multipart body: {exc}") from None
-        if reason:
-            raise ApiError(403, f"CSRF failed: {reason}")
+        _require(self.requirement, token.user)
+        return token
+
+
+class SessionAuth(APIKeyCookie):
+    """The dashboard's login; an unsafe method also needs its CSRF token
+    (403 naming the reason without it)."""
+
+    param_name = settings.SESSION_COOKIE_NAME
+    openapi_description = "The dashboard's login; unsafe methods also need the CSRF token."
+
+    def __init__(self, requirement: Requirement | None = None) -> None:
+        self.requirement = requirement
+        # csrf: /api/docs sends the page's CSRF token with what it tries out.
+        super().__init__(csrf=True)
+
+    def _get_key(self, request: HttpRequest) -> str | None:
+        # The CSRF check is authenticate's, so that a refusal says why.
+        return request.COOKIES.get(self.param_name)
+
+    def authenticate(self, request: HttpRequest, key: str | None) -> object | None:
+        if not request.user.is_authenticated:
+            return None
+        if request.method not in SAFE_METHODS:
+            try:
+                # The check reads a form body for its token: one that cannot be parsed is the client's error.
+                reason = _CsrfCheck(_no_view).process_view(request, _no_view, (), {})
+            except MultiPartParserError as exc:
+                raise ApiError(400, f"malformed multipart body: {exc}") from None
+            if reason:
+                raise ApiError(403, f"CSRF failed: {reason}")
+        _require(self.requirement, request.user)
+        return request.user
+
+
+def _no_view(request: HttpRequest) -> HttpResponse:
+    return HttpResponse()
 
 
 class _CsrfCheck(CsrfViewMiddleware):

@@ -1,19 +1,16 @@
 """Every body the API reads or writes, as pydantic models.
 
-Requests and query strings are parsed with these models, so a bad field is
-reported by name; responses are built with them, so the OpenAPI document
-(openapi.py) describes exactly what is sent.
+django-ninja parses requests and query strings with these models, so a bad
+field is reported by name, and serializes the responses with them, so the
+OpenAPI document it generates describes exactly what is sent.
 """
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from django.conf import settings
-from django.http import HttpRequest, JsonResponse
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from agents.events import EVENT_TYPES
 from agents.handler import CoordinatorResult
@@ -39,32 +36,17 @@ DEFAULT_PAGE = 50
 MAX_PAGE = 200
 MAX_EVENTS = 500
 
-# Built from the models' choices, so a new status is accepted without an edit here.
-RunStatus = Literal[tuple(Run.Status.values)]  # type: ignore[valid-type]
-ApprovalStatus = Literal[tuple(Approval.Status.values)]  # type: ignore[valid-type]
-ToolCallStatus = Literal[tuple(ToolCall.Status.values)]  # type: ignore[valid-type]
+# Built from the models' choices, so a new status is accepted without an edit
+# here (a Literal made at run time, which mypy reads as the str it holds).
+if TYPE_CHECKING:
+    RunStatus = str
+    ApprovalStatus = str
+    ToolCallStatus = str
+else:
+    RunStatus = Literal[tuple(Run.Status.values)]
+    ApprovalStatus = Literal[tuple(Approval.Status.values)]
+    ToolCallStatus = Literal[tuple(ToolCall.Status.values)]
 Mode = Literal["chat", "code"]
-M = TypeVar("M", bound=BaseModel)
-
-
-class ApiError(Exception):
-    """Stops a view with a JSON error answer."""
-
-    def __init__(
-        self, status: int, error: str, problems: list[dict[str, Any]] | None = None, *, retry_after: int | None = None
-    ) -> None:
-        super().__init__(error)
-        self.status = status
-        self.body: dict[str, Any] = {"error": error}
-        if problems is not None:
-            self.body["problems"] = problems
-        self.retry_after = retry_after
-
-    def response(self) -> JsonResponse:
-        response = JsonResponse(self.body, status=self.status)
-        if self.retry_after is not None:
-            response["Retry-After"] = str(self.retry_after)
-        return response
 
 
 class _Request(BaseModel):
@@ -387,53 +369,3 @@ class WorkflowOut(_Response):
     name: str
     version: int
     created: bool = Field(description="False when the YAML equals the latest version, which is kept.")
-
-
-# Parsing
-
-
-def parse_body(request: HttpRequest, model: type[M]) -> M:
-    # A body past DATA_UPLOAD_MAX_MEMORY_SIZE raises RequestDataTooBig here:
-    # api_view answers it (body_too_large), wherever it is first read.
-    try:
-        data = json.loads(request.body or b"")
-    except (ValueError, UnicodeDecodeError) as exc:
-        sent = request.content_type
-        if sent and sent != "application/json" and not sent.endswith("+json"):
-            raise ApiError(400, f"invalid JSON: the body is {sent}, send application/json") from None
-        raise ApiError(400, f"invalid JSON: {exc}") from None
-    except RecursionError:
-        raise ApiError(400, "invalid JSON: nested too deeply") from None
-    return _validate(model, data)
-
-
-def body_too_large(request: HttpRequest) -> ApiError:
-    """The 413 for a body past DATA_UPLOAD_MAX_MEMORY_SIZE, which Django refuses to read."""
-    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-    length = request.META.get("CONTENT_LENGTH")
-    size = f" ({length} bytes)" if length else ""
-    return ApiError(413, f"request body too large{size}: the limit is {limit} bytes ({limit / 2**20:g} MB)")
-
-
-def parse_query(request: HttpRequest, model: type[M]) -> M:
-    return _validate(model, {key: request.GET[key] for key in request.GET})
-
-
-def _validate(model: type[M], data: object) -> M:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise ApiError(400, "invalid request", problems(exc)) from None
-
-
-def problems(exc: ValidationError) -> list[dict[str, str]]:
-    """Each error with the dotted field it concerns (`body` for the whole body)."""
-    return [
-        {"field": ".".join(str(part) for part in error["loc"]) or "body", "message": error["msg"]}
-        for error in exc.errors(include_url=False)
-    ]
-
-
-def dump(model: BaseModel, **options: Any) -> dict[str, Any]:
-    # by_alias keeps the "_type" alias on COORDINATOR_RESULTs.
-    return model.model_dump(mode="json", by_alias=True, **options)

@@ -28,10 +28,6 @@ MYPY_IGNORED = {
     "runs.actions.scheduling",
     "runs.actions.steps",
     "runs.actions.tooling",
-    "runs.api.auth",
-    "runs.api.openapi",
-    "runs.api.schemas",
-    "runs.api.views",
     "runs.views.approvals",
     "runs.views.commands",
     "runs.views.control",
@@ -46,7 +42,6 @@ LONG_FUNCTIONS = {
     "runs/actions/steps.py:_take_turn",
     "runs/actions/steps.py:_last_turn_in_one_trip",
     "runs/actions/tooling.py:DjangoToolHost.spawn_worker",
-    "runs/api/views.py:run_detail",
     "runs/store/sql/turns.py:write_last_turn",
 }
 

@@ -1,0 +1,98 @@
+"""The API: django-ninja with the operations of views.py, token or session
+auth (auth.py), every refusal as JSON (errors.py), its OpenAPI document at
+/api/openapi.json and Swagger UI at /api/docs (served from this server's
+static files, not a CDN: ``ninja`` is in INSTALLED_APPS)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+import pydantic_core
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
+from ninja import NinjaAPI
+from ninja.openapi.schema import OpenAPISchema
+from ninja.operation import Operation
+from ninja.renderers import JSONRenderer
+
+from runs.api import errors, views
+from runs.api.auth import callers
+
+# The security schemes' names in the document (django-ninja names them after the classes).
+SCHEMES = {"TokenAuth": "token", "SessionAuth": "session"}
+
+
+class Renderer(JSONRenderer):
+    """JSON as pydantic writes it (timestamps to the microsecond, as before
+    django-ninja), without a charset parameter: JSON is UTF-8."""
+
+    def render(self, request: HttpRequest, data: Any, *, response_status: int) -> bytes:
+        return pydantic_core.to_json(data)
+
+
+def get_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """The document and the docs page answer GET (and so HEAD) only, as
+    django-ninja's operations do (a 405 its routes turn into JSON)."""
+
+    @wraps(view)
+    def answer(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if request.method != "GET":
+            return HttpResponseNotAllowed(["GET"])
+        return view(request, *args, **kwargs)
+
+    return answer
+
+
+class Api(NinjaAPI):
+    def get_content_type(self) -> str:
+        return "application/json"
+
+    def get_openapi_operation_id(self, operation: Operation) -> str:
+        return operation.view_func.__name__
+
+    def get_openapi_schema(self, *, path_prefix: str | None = None, path_params: Any = None) -> OpenAPISchema:
+        """django-ninja's document, with what it cannot say itself: the
+        security schemes' names, what each refusal means, and the document's
+        own path."""
+        document = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        schemes = document["components"].get("securitySchemes", {})
+        document["components"]["securitySchemes"] = {SCHEMES[name]: scheme for name, scheme in schemes.items()}
+        for item in document["paths"].values():
+            for operation in item.values():
+                operation["security"] = [
+                    {SCHEMES[name]: scopes} for each in operation["security"] for name, scopes in each.items()
+                ]
+                for status, response in operation["responses"].items():
+                    if status in errors.MEANINGS:
+                        response["description"] = errors.MEANINGS[status]
+        root = path_prefix if path_prefix is not None else self.get_root_path(path_params or {})
+        document["paths"][f"{root}openapi.json"] = {
+            "get": {
+                "operationId": "openapi",
+                "summary": "This document",
+                "parameters": [],
+                "responses": {
+                    200: {
+                        "description": "This document",
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    }
+                },
+                "security": [],
+            }
+        }
+        return document
+
+
+api = Api(
+    title="zenweb API",
+    version="1",
+    description="Commands, runs, approvals and workflows of zenweb, as JSON.",
+    urls_namespace="api",
+    docs_decorator=get_only,
+    auth=callers(),
+    renderer=Renderer(),
+    parser=errors.JsonParser(),
+)
+errors.install(api)
+api.add_router("", views.router)
