@@ -153,12 +153,12 @@ def test_it_reports_these_problems_with_the_field_errors_of_the_same_file(tmp_pa
         "2: version: Input should be greater than or equal to 1",
         "6: agents.a1.tools[0]: tool 'spawn_worker' is only available to the coordinator "
         "(the agent named 'coordinator'), and agent 'a1' runs steps",
-        "8: agents.a1.script[0].calls[0].tool: Input should be a valid string",
-        "9: agents.a1.script[0].calls[1].tool: script turn 1 calls 'search', which agent 'a1' does not list "
+        "9: agents.a1.script[0].calls[0].tool: Input should be a valid string",
+        "10: agents.a1.script[0].calls[1].tool: script turn 1 calls 'search', which agent 'a1' does not list "
         "in tools (its tools: spawn_worker; every step also has send_message)",
-        "11: steps[0].instructions: '$topic' is neither an input nor a variable zenweb provides here; "
+        "12: steps[0].instructions: '$topic' is neither an input nor a variable zenweb provides here; "
         "instructions here may use $inbox, $step (write $$ for a literal $)",
-        "13: options.toolTimeouts.search: no agent lists tool 'search', so this timeout applies to no call; "
+        "14: options.toolTimeouts.search: no agent lists tool 'search', so this timeout applies to no call; "
         "the agents' tools: spawn_worker",
     ]
 
