@@ -52,6 +52,24 @@ def flatmap_path_parameters(context, path_parameters):
     return st.one_of(st.just(path_parameters), st.fixed_dictionaries({name: KNOWN_IDS for name in path_parameters}))
 
 
+# Commands the scripted workflow handler reads as the wipe workflow, whose
+# runs wait for an approval: some of the commands sent are one of them, so
+# that a command's links lead to a run and its approval (which the token's
+# own user may decide in the stateful test).
+STARTS_A_RUN = st.sampled_from([{"command": "wipe the scratch space"}, {"command": "delete the build folder"}])
+
+
+@schema.hook
+def flatmap_body(context, body):
+    path = context.operation.path if context.operation else ""
+    if path == "/api/commands":
+        return st.one_of(st.just(body), STARTS_A_RUN)
+    if path.endswith("/decide") and isinstance(body, dict):
+        # A generated hash never matches: half the time, send none.
+        return st.sampled_from([body, {k: v for k, v in body.items() if k != "arguments_hash"}])
+    return st.just(body)
+
+
 @pytest.fixture
 def token(staff):
     """A staff approver's key; a destructive run awaiting approval, and a
@@ -79,6 +97,45 @@ def token(staff):
 )
 def test_it_answers_every_operation_as_its_schema_documents(case, token):
     case.call_and_validate(headers={"Authorization": f"Token {token}"}, checks=CHECKS)
+
+
+APIWorkflow = schema.as_state_machine()
+STATEFUL = settings(
+    max_examples=15,
+    stateful_step_count=8,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=list(HealthCheck),
+)
+
+
+def test_it_answers_a_client_following_the_links_as_its_schema_documents(token, settings):
+    # Every command counted as a client's would be: no limit to stop the walk early.
+    settings.ZENWEB_API_COMMANDS_PER_MINUTE = 0
+    settings.ZENWEB_MAX_ACTIVE_RUNS = 0
+    settings.ZENWEB_ALLOW_SELF_APPROVAL = True
+    answered: set[tuple[str, int]] = set()
+
+    class Client(APIWorkflow):
+        def get_call_kwargs(self, case):
+            return {"headers": {"Authorization": f"Token {token}"}}
+
+        def after_call(self, response, case):
+            answered.add((case.operation.label, response.status_code))
+
+        def validate_response(self, response, case, additional_checks=None, **kwargs):
+            case.validate_response(response, checks=CHECKS, transport_kwargs=kwargs)
+
+    Client.run(settings=STATEFUL)
+
+    # The walk reached each step of the story, not only its first request.
+    for step in [
+        ("POST /api/commands", 201),
+        ("GET /api/runs/{run_id}", 200),
+        ("POST /api/runs/{run_id}/cancel", 200),
+        ("POST /api/approvals/{approval_id}/decide", 200),
+    ]:
+        assert step in answered, sorted(answered)
 
 
 # What schemathesis found, as plain examples.
