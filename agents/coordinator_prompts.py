@@ -25,7 +25,7 @@ COMMAND_CHARS = 2000
 
 
 @dataclass(frozen=True)
-class StepState:
+class PromptStep:
     step_id: str
     agent: str
     status: str
@@ -38,7 +38,7 @@ class RunView:
 
     workflow: str
     inputs: Mapping[str, Any]
-    steps: Sequence[StepState]
+    steps: Sequence[PromptStep]
     command: str = ""
     description: str = ""
 
@@ -75,7 +75,7 @@ def plan_prompt(view: RunView) -> str:
     )
 
 
-def states_text(steps: Sequence[StepState]) -> str:
+def states_text(steps: Sequence[PromptStep]) -> str:
     """The steps' states now, said at the start of every wake: grouped by
     state, at most ``STATE_IDS`` ids each (a wide fan-out's wakes would
     otherwise grow the coordinator's transcript by every step id each time)."""
@@ -122,3 +122,7 @@ def _text(value: Any) -> str:
 
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
+
+
+# runs/actions/coordinator.py imports PromptStep as StepState: this alias goes when it imports it by its name.
+StepState = PromptStep

@@ -85,7 +85,7 @@ class SandboxUnavailable(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Limits:
+class ProcessLimits:
     """What one sandboxed call may use. ``processes``, ``cpu_seconds`` (CPU
     time, not wall time) and ``memory_mb`` count the whole call where a
     cgroup holds it, else each process (``memory_mb`` is then address
@@ -100,9 +100,9 @@ class Limits:
     disk_mb: int = 2048
     network: bool = False
 
-    def within(self, maxima: Limits) -> Limits:
+    def within(self, maxima: ProcessLimits) -> ProcessLimits:
         """These limits, none past the operator's ``maxima``."""
-        return Limits(
+        return ProcessLimits(
             processes=min(self.processes, maxima.processes),
             cpu_seconds=min(self.cpu_seconds, maxima.cpu_seconds),
             memory_mb=min(self.memory_mb, maxima.memory_mb),
@@ -128,7 +128,7 @@ class Sandbox:
     # Where each call's cgroup goes (agents/sandbox_cgroups.py): "" a zenweb
     # group under the server's own, "off", or a cgroup path (ZENWEB_SANDBOX_CGROUP).
     cgroup: str = ""
-    limits: Limits = field(default_factory=Limits)
+    limits: ProcessLimits = field(default_factory=ProcessLimits)
     # The workspace quota enforced by a file system of its own where the host
     # allows it (agents/workspace_quota.py); False: checked only (ZENWEB_WORKSPACE_QUOTA=checked).
     workspace_fs: bool = True
@@ -137,7 +137,7 @@ class Sandbox:
     def enabled(self) -> bool:
         return self.mode == "on"
 
-    def with_limits(self, limits: Limits) -> Sandbox:
+    def with_limits(self, limits: ProcessLimits) -> Sandbox:
         return replace(self, limits=limits)
 
     def for_run(self, run_id: int) -> Sandbox:
@@ -302,7 +302,7 @@ class Sandbox:
                 continue
 
 
-def _prlimit(limits: Limits, group: CallGroup | NoGroup) -> list[str]:
+def _prlimit(limits: ProcessLimits, group: CallGroup | NoGroup) -> list[str]:
     """The rlimits of each process. What the call's cgroup holds for the
     whole call is left as the server has it: memory (address space is not
     memory: a runtime reserves gigabytes it never uses) and processes (that
@@ -415,3 +415,7 @@ def at_start(sandbox: Sandbox) -> list[str]:
     level = logging.INFO if sandbox.whole_call().complete else logging.WARNING
     log.log(level, "%s", "; ".join(lines))
     return lines
+
+
+# runs/actions/tooling.py imports ProcessLimits as Limits: this alias goes when it imports it by its name.
+Limits = ProcessLimits

@@ -39,7 +39,7 @@ from pathlib import Path, PurePosixPath
 
 log = logging.getLogger("agents.sandbox")
 
-# The three controls, by what a limit is called (Limits' names).
+# The three controls, by what a limit is called (ProcessLimits' names).
 MEMORY, PROCESSES, CPU = "memory", "processes", "cpu"
 CONTROLS = (MEMORY, PROCESSES, CPU)
 # cgroup v1 keeps each controller in a hierarchy of its own.

@@ -286,7 +286,7 @@ ZENWEB_MAX_TOOL_RESULT_CHARS = env_int("ZENWEB_MAX_TOOL_RESULT_CHARS", 16_000)
 def _sandbox():
     from django.core.exceptions import ImproperlyConfigured
 
-    from agents.sandbox import UID_BASE, UID_COUNT, Limits, Sandbox
+    from agents.sandbox import UID_BASE, UID_COUNT, ProcessLimits, Sandbox
 
     given = env_str("ZENWEB_SANDBOX", "on").strip().lower()
     if given not in ("on", "off"):
@@ -306,8 +306,8 @@ def _sandbox():
             f"ZENWEB_SANDBOX_CGROUP={cgroup!r}: use off, or a cgroup path such as /zenweb (as /proc/self/cgroup "
             "writes them); unset, each call's cgroup goes under zenweb's own"
         )
-    default = Limits()
-    maxima = Limits(
+    default = ProcessLimits()
+    maxima = ProcessLimits(
         processes=env_int("ZENWEB_SANDBOX_MAX_PROCESSES", default.processes),
         cpu_seconds=env_int("ZENWEB_SANDBOX_MAX_CPU_SECONDS", default.cpu_seconds),
         memory_mb=env_int("ZENWEB_SANDBOX_MAX_MEMORY_MB", default.memory_mb),

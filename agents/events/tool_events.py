@@ -12,7 +12,7 @@ from agents.events.base import EventData
 # -- tool calls ----------------------------------------------------------------
 
 
-class Artifact(BaseModel):
+class ArtifactRef(BaseModel):
     kind: str
     title: str
 
@@ -34,7 +34,7 @@ class ToolCall(EventData):
     error_kind: str | None = None
     bounds: dict[str, Any] | None = None
     omitted: bool | None = None
-    artifacts: list[Artifact] | None = None
+    artifacts: list[ArtifactRef] | None = None
     # A result that comes later: from a queue, a child run or an approval.
     pending: bool | None = None
     queued: bool | None = None

@@ -49,6 +49,7 @@ from agents.handler.shapes import (
     ResultStatus,
     SelectionError,
     SelectionStatus,
+    SourcedClaim,
     ToolRun,
     ttl_seconds,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "TEMPERATURE",
     "TIMED_OUT",
     "CatalogEntry",
+    "SourcedClaim",
     "Claim",
     "ClarificationOption",
     "CoordinatorResult",

@@ -12,10 +12,10 @@ from typing import Any
 
 from agents.handler.catalog import CatalogEntry, check_mode, mode_refusal
 from agents.handler.shapes import (
-    Claim,
     ClarificationOption,
     CoordinatorResult,
     CoordinatorSelection,
+    SourcedClaim,
     need_message,
     shortened,
 )
@@ -143,7 +143,7 @@ def error_for_run(status: str, error: str) -> str:
     return text or f"run ended {status}"
 
 
-def claims_problem(claims: list[Claim]) -> str | None:
+def claims_problem(claims: list[SourcedClaim]) -> str | None:
     """Why these claims cannot be reported as they are (one without a url or a source_ref), or None."""
     if any(claim.lacks_source() for claim in claims):
         return MISSING_SOURCES

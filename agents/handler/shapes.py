@@ -64,7 +64,7 @@ class CoordinatorSelection(_Shape):
         return self
 
 
-class Claim(_Shape):
+class SourcedClaim(_Shape):
     """One sourced statement a workflow found, with how sure it is and how long it holds."""
 
     claim: str = Field(min_length=1, max_length=2000)
@@ -122,7 +122,7 @@ class CoordinatorResult(_Shape):
     workflow_args: dict[str, Any] = Field(default_factory=dict)
     status: ResultStatus
     result: Any = None
-    claims: list[Claim] = Field(default_factory=list)
+    claims: list[SourcedClaim] = Field(default_factory=list)
     tool_runs: list[ToolRun] = Field(default_factory=list)
     error: str | None = None
     requires_approval: bool = False
@@ -191,7 +191,7 @@ def need_message(missing: list[str]) -> str:
     return f"Need {', '.join(missing)} to continue" if missing else ""
 
 
-def _result_count(result: Any, claims: list[Claim]) -> int:
+def _result_count(result: Any, claims: list[SourcedClaim]) -> int:
     if isinstance(result, dict) and isinstance(result.get("findings"), list):
         return len(result["findings"])
     if isinstance(result, list):
@@ -209,3 +209,7 @@ def _cell(text: str) -> str:
 
 def shortened(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# runs/actions/command_results.py imports SourcedClaim as Claim: this alias goes when it imports it by its name.
+Claim = SourcedClaim

@@ -19,6 +19,7 @@ from agents.llm.base import (
     ProviderError,
     ProviderRetry,
     RetryCallback,
+    RetryNotice,
     ToolCallRequest,
     Usage,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "Provider",
     "ProviderError",
     "ProviderName",
+    "RetryNotice",
     "ProviderRetry",
     "RetryCallback",
     "ToolCallRequest",

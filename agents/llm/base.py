@@ -94,7 +94,7 @@ class PartialOutput:
 
 
 @dataclass(frozen=True)
-class ProviderRetry:
+class RetryNotice:
     """One failed attempt that will be tried again after ``wait`` seconds.
     ``status`` is the HTTP status, None for a timeout or a connection error;
     ``message`` is safe to store (credentials redacted)."""
@@ -106,7 +106,7 @@ class ProviderRetry:
 
 
 PartialCallback = Callable[[PartialOutput], None]
-RetryCallback = Callable[[ProviderRetry], None]
+RetryCallback = Callable[[RetryNotice], None]
 
 
 class Provider(Protocol):
@@ -123,3 +123,7 @@ class Provider(Protocol):
         with the answer so far as it arrives (throttled); one that retries
         calls ``on_retry`` before each retry."""
         ...
+
+
+# runs/actions/model_calls.py imports RetryNotice as ProviderRetry: this alias goes when it imports it by its name.
+ProviderRetry = RetryNotice

@@ -22,8 +22,8 @@ from agents.llm.base import (
     CompletionRequest,
     PartialCallback,
     ProviderError,
-    ProviderRetry,
     RetryCallback,
+    RetryNotice,
 )
 from agents.llm.openai_stream import StreamCut, StreamedAnswer, read_stream
 from agents.redaction import Redactor, secret_values
@@ -198,7 +198,7 @@ class OpenAIProvider:
                         message += f" (it asks to wait {asked:g} s, longer than a turn waits: {MAX_ASKED_DELAY:g} s)"
                     raise ProviderError(message, status=status) from exc
                 if on_retry is not None:
-                    on_retry(ProviderRetry(status=status, message=message, attempt=attempt, wait=round(wait, 3)))
+                    on_retry(RetryNotice(status=status, message=message, attempt=attempt, wait=round(wait, 3)))
                 time.sleep(wait)
 
     def _stream(

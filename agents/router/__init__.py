@@ -37,7 +37,7 @@ from agents.router.routing import (
     MessageRouter,
     Rejection,
     Resolver,
-    Resumer,
+    ResumePolicy,
 )
 
 __all__ = [
@@ -53,7 +53,7 @@ __all__ = [
     "MessageType",
     "Rejection",
     "Resolver",
-    "Resumer",
+    "ResumePolicy",
     "RouterMessage",
     "SendResult",
 ]

@@ -16,7 +16,7 @@ from agents.router.messages import COORDINATOR, DropReason, MessageType, RouterM
 DEFAULT_MAX_MAILBOX_SIZE = 10_000
 
 
-class Resumer(Protocol):
+class ResumePolicy(Protocol):
     """Decides what happens to a forward to a step that already finished."""
 
     def __call__(self, message: RouterMessage) -> DropReason | None:
@@ -52,7 +52,7 @@ class MessageRouter:
         sink: EventSink,
         *,
         max_mailbox_size: int = DEFAULT_MAX_MAILBOX_SIZE,
-        resumer: Resumer | None = None,
+        resumer: ResumePolicy | None = None,
         resolver: Resolver | None = None,
     ) -> None:
         self.store = store

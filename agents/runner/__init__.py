@@ -39,6 +39,7 @@ from agents.runner.prompts import (
 )
 from agents.runner.tool_calls import run_side_effects
 from agents.runner.turn import (
+    AgentSession,
     AgentTurn,
     JournalWriter,
     ToolCallRecord,
@@ -56,6 +57,7 @@ __all__ = [
     "PREVIEW_CHARS",
     "SPAWN_WORKER",
     "TRUNCATION_MARKER",
+    "AgentSession",
     "AgentTurn",
     "JournalWriter",
     "ToolCallRecord",

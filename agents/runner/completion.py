@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.events import Event, EventSink
-from agents.events.run_events import AgentTurn as AgentTurnEvent
+from agents.events.run_events import AgentTurn
 from agents.events.tool_events import ToolCall
 from agents.llm.base import Completion, CompletionRequest, ToolCallRequest
 from agents.router import MessageRouter, RouterMessage
@@ -27,13 +27,13 @@ from agents.runner.answer_checks import (
 )
 from agents.runner.prompts import PREVIEW_CHARS, capped
 from agents.runner.tool_calls import redacted_raw, tool_context, with_occurrence
-from agents.runner.turn import AgentTurn, ToolCallRecord, ToolEnv, TurnResult
+from agents.runner.turn import AgentSession, ToolCallRecord, ToolEnv, TurnResult
 from agents.tools.base import Tool
 from agents.tools.registry import ToolOutcome, ToolRegistry
 
 
 def apply_completion(
-    turn: AgentTurn,
+    turn: AgentSession,
     request: CompletionRequest,
     completion: Completion,
     inbox: list[RouterMessage],
@@ -68,12 +68,12 @@ def apply_completion(
     return result
 
 
-def _turn_event(turn: AgentTurn, completion: Completion, empty_answer: int | None) -> AgentTurnEvent:
+def _turn_event(turn: AgentSession, completion: Completion, empty_answer: int | None) -> AgentTurn:
     """The turn's event; ``empty_answer`` (empty answers in a row) is stored
     only for an empty answer."""
     usage = completion.usage
     extra: dict[str, Any] = {"empty_answer": empty_answer} if empty_answer is not None else {}
-    return AgentTurnEvent(
+    return AgentTurn(
         turn=turn.turn,
         agent=turn.agent_name,
         content=capped(completion.content or "", PREVIEW_CHARS),
@@ -95,7 +95,7 @@ def _result_of(completion: Completion, transcript: list[dict[str, Any]]) -> Turn
     )
 
 
-def _after_empty_answer(turn: AgentTurn, result: TurnResult, misses: int) -> TurnResult:
+def _after_empty_answer(turn: AgentSession, result: TurnResult, misses: int) -> TurnResult:
     """An empty answer fails the turn past the retries allowed; before, the
     model gets to fix it: the hint is the next thing it reads."""
     cap = turn.empty_answer_retries or 0
@@ -135,7 +135,7 @@ class _Calls:
     """A turn's tool calls, run in order: each emits its start and end
     events and adds its record and its answer to ``result``."""
 
-    turn: AgentTurn
+    turn: AgentSession
     env: ToolEnv
     router: MessageRouter
     sink: EventSink

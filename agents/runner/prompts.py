@@ -7,7 +7,7 @@ from typing import Any
 
 from agents.llm.base import CompletionRequest
 from agents.router import RouterMessage
-from agents.runner.turn import AgentTurn
+from agents.runner.turn import AgentSession
 from agents.spec import AgentSpec
 from agents.tools.base import Tool
 
@@ -42,7 +42,7 @@ def inbox_text(messages: list[RouterMessage]) -> str:
 
 
 def build_request(
-    turn: AgentTurn,
+    turn: AgentSession,
     tools: list[Tool],
     inbox: list[RouterMessage],
     extra_user: str = "",

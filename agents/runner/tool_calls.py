@@ -13,13 +13,13 @@ from agents.events import EventSink
 from agents.llm.base import Completion, ToolCallRequest
 from agents.router import MessageRouter
 from agents.runner.answer_checks import over_call_cap
-from agents.runner.turn import AgentTurn, JournalWriter, ToolEnv
+from agents.runner.turn import AgentSession, JournalWriter, ToolEnv
 from agents.tools.base import INJECTED, Tool, ToolCallMeta, ToolContext
 from agents.tools.registry import ToolRegistry, idempotency_key
 
 
 def run_side_effects(
-    turn: AgentTurn,
+    turn: AgentSession,
     completion: Completion,
     *,
     registry: ToolRegistry,
@@ -68,7 +68,7 @@ def with_occurrence(calls: list[ToolCallRequest]) -> list[tuple[ToolCallRequest,
 
 
 def tool_context(
-    turn: AgentTurn, env: ToolEnv, call_id: str, router: MessageRouter, sink: EventSink, occurrence: int
+    turn: AgentSession, env: ToolEnv, call_id: str, router: MessageRouter, sink: EventSink, occurrence: int
 ) -> ToolContext:
     return ToolContext(
         meta=ToolCallMeta(

@@ -14,7 +14,7 @@ from agents.tools.registry import ToolOutcome
 
 
 @dataclass
-class AgentTurn:
+class AgentSession:
     """Who is taking a turn, and everything said so far."""
 
     run_id: str
@@ -113,3 +113,8 @@ class JournalWriter(ToolJournal, Protocol):
     def finish(self, key: str, outcome: ToolOutcome) -> None:
         """Record (durably, at once) what the call returned."""
         ...
+
+
+# runs/actions/coordinator.py and turn_inputs.py import AgentSession as AgentTurn:
+# this alias goes when they import it by its name.
+AgentTurn = AgentSession

@@ -7,7 +7,7 @@ from agents.tools.builtin.messaging import MESSAGING_TOOLS
 from agents.tools.builtin.research import RESEARCH_TOOLS
 from agents.tools.builtin.shell import SHELL_TOOLS
 from agents.tools.registry import ToolOutcome, ToolRegistry
-from agents.tools.results import Artifact, Bounds, ToolResult
+from agents.tools.results import Artifact, Bounds, ToolAnswer
 from agents.tools.spawn import SPAWN_WORKER
 from agents.tools.worker_request import WorkerRequest
 
@@ -29,7 +29,7 @@ __all__ = [
     "ToolHost",
     "ToolOutcome",
     "ToolRegistry",
-    "ToolResult",
+    "ToolAnswer",
     "WorkerRequest",
     "default_registry",
 ]

@@ -22,7 +22,7 @@ from agents.events import EventSink
 from agents.router import MessageRouter
 from agents.sandbox import Sandbox
 from agents.tools.errors import FailureKind, RecoveryAction
-from agents.tools.results import ARTIFACT_SCHEMAS, Audience, ToolResult
+from agents.tools.results import ARTIFACT_SCHEMAS, Audience, ToolAnswer
 from agents.tools.worker_request import WorkerRequest
 
 Role = Literal["coordinator", "step"]
@@ -167,7 +167,7 @@ class ToolContext:
 @dataclass(frozen=True)
 class Tool:
     """One tool. ``run`` gets the context and the validated arguments and
-    returns text or a ToolResult; it raises ToolError to refuse.
+    returns text or a ToolAnswer; it raises ToolError to refuse.
 
     ``injected`` names argument fields the model never sees: they are removed
     from the schema and filled from ``ToolContext.injected``. ``bounded`` tools
@@ -188,7 +188,7 @@ class Tool:
     description: str
     args_model: type[BaseModel]
     roles: frozenset[Role]
-    run: Callable[[ToolContext, Any], str | ToolResult]
+    run: Callable[[ToolContext, Any], str | ToolAnswer]
     toolset: str = "builtin"
     service: str = "zenweb"
     tags: tuple[str, ...] = ()

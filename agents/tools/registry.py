@@ -22,7 +22,7 @@ from agents import bounded_json
 from agents.redaction import Redactor
 from agents.tools.base import INJECTED, Role, Tool, ToolContext, ToolError
 from agents.tools.errors import FailureKind, RetryHint, example_input, failure_text
-from agents.tools.results import MAX_RESULT_CHARS, Artifact, Bounds, ToolResult
+from agents.tools.results import MAX_RESULT_CHARS, Artifact, Bounds, ToolAnswer
 
 log = logging.getLogger(__name__)
 
@@ -170,8 +170,8 @@ class ToolRegistry:
             )
         return self._success(tool, returned, shown, counted)
 
-    def _success(self, tool: Tool, returned: str | ToolResult, shown: dict[str, Any], counted: bool) -> ToolOutcome:
-        result = returned if isinstance(returned, ToolResult) else ToolResult(returned)
+    def _success(self, tool: Tool, returned: str | ToolAnswer, shown: dict[str, Any], counted: bool) -> ToolOutcome:
+        result = returned if isinstance(returned, ToolAnswer) else ToolAnswer(returned)
         if result.pending:
             return ToolOutcome(
                 str(result.content),

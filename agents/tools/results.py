@@ -119,7 +119,7 @@ class Artifact:
 
 
 @dataclass(frozen=True)
-class ToolResult:
+class ToolAnswer:
     """A tool's answer. ``content`` is for the model; ``artifacts`` are not.
     A bounded tool must give ``bounds`` on success; ``pending`` means the
     result comes later (a child run is working on it)."""
@@ -149,3 +149,7 @@ class ToolResult:
         if self.bounds is not None:
             omitted["bounds"] = self.bounds.as_data()
         return json.dumps(omitted, ensure_ascii=False), True
+
+
+# runs/actions/children.py imports ToolAnswer as ToolResult: this alias goes when it imports it by its name.
+ToolResult = ToolAnswer

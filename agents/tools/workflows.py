@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from agents.spec import WorkflowSpec
 from agents.tools.base import Role, Tool, ToolContext
-from agents.tools.results import ToolResult
+from agents.tools.results import ToolAnswer
 
 _TYPES: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool}
 # Who may call a workflow offered as a tool: steps, never the coordinator.
@@ -38,10 +38,10 @@ def workflow_tool(spec: WorkflowSpec) -> Tool:
     model = create_model(f"{_camel(spec.tool.name)}Args", __base__=_WorkflowArgs, **fields)
     workflow = spec.name
 
-    def start(ctx: ToolContext, args: BaseModel) -> ToolResult:
+    def start(ctx: ToolContext, args: BaseModel) -> ToolAnswer:
         inputs = {key: value for key, value in args.model_dump().items() if value is not None}
         child = ctx.require_host().start_child_run(ctx, workflow, inputs)
-        return ToolResult(f"started run {child} of workflow {workflow}", pending=True, child_run_id=child)
+        return ToolAnswer(f"started run {child} of workflow {workflow}", pending=True, child_run_id=child)
 
     description = spec.tool.description or spec.description or f"Run the {workflow} workflow."
     return Tool(

@@ -15,7 +15,7 @@ from django.conf import settings as django_settings
 from django.core.management import call_command
 
 from agents import workspace_quota
-from agents.sandbox import Limits, Sandbox
+from agents.sandbox import ProcessLimits, Sandbox
 from runs.actions import do_create_run
 from runs.export import export_run
 from runs.models import Run, ToolCall
@@ -118,7 +118,7 @@ def test_a_workflow_sets_its_own_limits_within_the_operators(celery_worker, sett
     assert "size=1048576" in result  # the workflow's 1 MB, under the operator's 1024
     assert "net=unreachable" in result  # asked for, but the operator allows no network
 
-    settings.ZENWEB_SANDBOX = Sandbox(limits=Limits(network=True, file_size_mb=2))
+    settings.ZENWEB_SANDBOX = Sandbox(limits=ProcessLimits(network=True, file_size_mb=2))
     run = wait_for_run(do_create_run(register("sandbox/limited"), {}), timeout=60)
 
     result = ToolCall.objects.get(run=run, name="run_shell").result

@@ -11,7 +11,7 @@ from django.db import transaction
 from pydantic import BaseModel, ConfigDict
 
 from agents.events import Event
-from agents.tools import Artifact, Bounds, Tool, ToolResult
+from agents.tools import Artifact, Bounds, Tool, ToolAnswer
 from runs import live
 from runs.actions import REGISTRY, do_create_run
 from runs.models import Run
@@ -32,8 +32,8 @@ class Nothing(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def _list_things(ctx, args: Query) -> ToolResult:
-    return ToolResult(
+def _list_things(ctx, args: Query) -> ToolAnswer:
+    return ToolAnswer(
         content=[{"name": f"thing {n}"} for n in range(50)],
         bounds=Bounds(returned=50, total=1234, truncated=True, next_cursor="50", refinement_hint="name a colour"),
         artifacts=[

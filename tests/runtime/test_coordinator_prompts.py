@@ -3,14 +3,14 @@ the steps with their states, bounded for a wide run."""
 
 from __future__ import annotations
 
-from agents.coordinator_prompts import RunView, StepState, plan_prompt, states_text, system_prompt
+from agents.coordinator_prompts import PromptStep, RunView, plan_prompt, states_text, system_prompt
 
 
 def test_it_renders_the_agent_s_system_text_and_the_steps_with_the_run_s_inputs():
     view = RunView(
         workflow="relay",
         inputs={"subject": "tides", "count": 3},
-        steps=[StepState("first", "sender", "running", "Tell $step about $subject, $count times, for $$5.")],
+        steps=[PromptStep("first", "sender", "running", "Tell $step about $subject, $count times, for $$5.")],
         command="relay tides",
     )
 
@@ -31,7 +31,7 @@ def test_a_planning_prompt_without_a_command_still_carries_the_inputs():
 
 
 def test_a_wide_run_s_states_name_at_most_twenty_ids_each():
-    steps = [StepState(f"s{i}", "a", "completed" if i < 50 else "running") for i in range(52)]
+    steps = [PromptStep(f"s{i}", "a", "completed" if i < 50 else "running") for i in range(52)]
 
     text = states_text(steps)
 

@@ -8,12 +8,12 @@ from pydantic import ValidationError
 
 from agents.handler import (
     CatalogEntry,
-    Claim,
     ClarificationOption,
     CoordinatorResult,
     CoordinatorSelection,
     Decision,
     SelectionError,
+    SourcedClaim,
     claims_problem,
     decide,
     error_for_run,
@@ -299,7 +299,7 @@ def test_it_renders_the_iteration_markdown_with_a_claims_table():
         workflow_args={"query": "laptops", "limit": 10},
         status="success",
         result={"findings": [{"item": "a"}, {"item": "b"}]},
-        claims=[Claim(claim="Laptop | A\n@ $900", confidence=0.9, source_domain="shop.example", ttl="24h")],
+        claims=[SourcedClaim(claim="Laptop | A\n@ $900", confidence=0.9, source_domain="shop.example", ttl="24h")],
     )
 
     assert result.to_markdown(3) == (
@@ -339,7 +339,7 @@ def test_it_reads_claim_ttls():
     now = datetime(2026, 2, 5, 12, 0, tzinfo=UTC)
 
     def expiry(ttl):
-        return Claim(claim="c", confidence=0.5, ttl=ttl).expires_at(now)
+        return SourcedClaim(claim="c", confidence=0.5, ttl=ttl).expires_at(now)
 
     assert expiry("30m") == now + timedelta(minutes=30)
     assert expiry("24h") == now + timedelta(hours=24)
@@ -350,17 +350,17 @@ def test_it_reads_claim_ttls():
 
 def test_it_refuses_a_ttl_it_cannot_read():
     with pytest.raises(ValidationError, match="invalid ttl 'soon'"):
-        Claim(claim="c", confidence=0.5, ttl="soon")
+        SourcedClaim(claim="c", confidence=0.5, ttl="soon")
 
 
 def test_it_refuses_a_confidence_outside_zero_to_one():
     with pytest.raises(ValidationError, match="confidence"):
-        Claim(claim="c", confidence=1.5)
+        SourcedClaim(claim="c", confidence=1.5)
 
 
 def test_it_offers_only_http_urls():
     def url(value):
-        return Claim(claim="c", confidence=0.5, url=value).safe_url()
+        return SourcedClaim(claim="c", confidence=0.5, url=value).safe_url()
 
     assert url("https://shop.example/a") == "https://shop.example/a"
     assert url("javascript:alert(1)") is None
@@ -370,8 +370,8 @@ def test_it_offers_only_http_urls():
 
 
 def test_it_reports_claims_without_source_metadata():
-    sourced = Claim(claim="a", confidence=0.9, url="https://x.example", source_ref="ref-1")
-    unsourced = Claim(claim="b", confidence=0.9, url="https://x.example")
+    sourced = SourcedClaim(claim="a", confidence=0.9, url="https://x.example", source_ref="ref-1")
+    unsourced = SourcedClaim(claim="b", confidence=0.9, url="https://x.example")
 
     assert claims_problem([sourced]) is None
     assert claims_problem([]) is None

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from agents.llm import CompletionRequest, PartialOutput, ProviderError, ProviderRetry, ToolCallRequest, Usage
+from agents.llm import CompletionRequest, PartialOutput, ProviderError, RetryNotice, ToolCallRequest, Usage
 from agents.llm.openai import OpenAIProvider
 from tests.fake_openai_server import FakeOpenAIServer
 
@@ -76,7 +76,7 @@ def test_it_reports_the_first_token_at_once_then_at_most_every_100_ms(server: Fa
 def test_it_reports_a_rate_limit_retry_with_status_message_attempt_and_wait(server: FakeOpenAIServer) -> None:
     server.push_error(429, f"Rate limit reached for key {KEY}.", error_type="requests", headers=RETRY_SOON)
     server.push_text("Sunny after all.")
-    retries: list[ProviderRetry] = []
+    retries: list[RetryNotice] = []
 
     completion = make_provider(server).complete(REQUEST, on_retry=retries.append)
 
@@ -91,7 +91,7 @@ def test_it_reports_a_rate_limit_retry_with_status_message_attempt_and_wait(serv
 def test_it_names_the_status_of_a_server_error_that_persists(server: FakeOpenAIServer) -> None:
     for _ in range(3):
         server.push_error(500, "upstream exploded", headers=RETRY_SOON)
-    retries: list[ProviderRetry] = []
+    retries: list[RetryNotice] = []
 
     with pytest.raises(ProviderError) as caught:
         make_provider(server).complete(REQUEST, on_retry=retries.append)
@@ -107,7 +107,7 @@ def test_it_reports_a_connection_error_retry_without_a_status() -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     provider = OpenAIProvider(base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY, model="m", max_retries=1)
-    retries: list[ProviderRetry] = []
+    retries: list[RetryNotice] = []
 
     with pytest.raises(ProviderError, match="could not connect"):
         provider.complete(REQUEST, on_retry=retries.append)
@@ -120,7 +120,7 @@ def test_it_reports_a_connection_error_retry_without_a_status() -> None:
 
 def test_it_does_not_retry_past_the_requests_deadline(server: FakeOpenAIServer) -> None:
     server.push_error(503, "busy", headers={"retry-after": "5"})
-    retries: list[ProviderRetry] = []
+    retries: list[RetryNotice] = []
     request = CompletionRequest(agent="a", messages=MESSAGES, deadline=time.time() + 2)
 
     with pytest.raises(ProviderError, match="HTTP 503"):

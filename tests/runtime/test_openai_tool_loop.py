@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from agents.events import ListSink
 from agents.llm.openai import OpenAIProvider
 from agents.router import InMemoryMailboxStore, MessageRouter
-from agents.runner import AgentTurn, ToolEnv, TurnResult, apply_completion, build_request
+from agents.runner import AgentSession, ToolEnv, TurnResult, apply_completion, build_request
 from agents.spec import AgentSpec
 from agents.tools.base import Tool, ToolContext
 from agents.tools.registry import ToolRegistry
@@ -73,7 +73,7 @@ class Step:
         self.router = MessageRouter(InMemoryMailboxStore(), self.sink)
         self.router.register(STEP)
         self.provider = OpenAIProvider(base_url=server.base_url, api_key="sk-test", model="fake-model", max_retries=0)
-        self.turn = AgentTurn(
+        self.turn = AgentSession(
             "run-1",
             STEP,
             "researcher",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from agents.llm import CompletionRequest, ProviderError
-from agents.llm.base import ProviderRetry
+from agents.llm.base import RetryNotice
 from tests.fake_openai_server import FakeOpenAIServer
 from tests.runtime.openai_requests import MESSAGES, make_provider
 
@@ -60,7 +60,7 @@ def test_an_answer_stopped_by_a_content_filter_says_so(server: FakeOpenAIServer)
 def test_a_stream_that_did_not_finish_is_asked_again_saying_so(server: FakeOpenAIServer, unfinished, said) -> None:
     server.push_text(**unfinished)
     server.push_text("The whole answer.")
-    retries: list[ProviderRetry] = []
+    retries: list[RetryNotice] = []
 
     completion = ask(server, max_retries=1, retries=retries)
 
@@ -87,7 +87,7 @@ def test_a_server_asking_to_wait_longer_than_a_turn_waits_is_not_asked_again_ins
     server: FakeOpenAIServer,
 ) -> None:
     server.push_error(429, "slow down", headers={"retry-after": "120"})
-    retries: list[ProviderRetry] = []
+    retries: list[RetryNotice] = []
 
     with pytest.raises(ProviderError) as caught:
         ask(server, max_retries=2, retries=retries)

@@ -14,7 +14,7 @@ from agents.runner import (
     MAX_DEPENDENCY_CHARS,
     MAX_PROMPT_CHARS,
     TRUNCATION_MARKER,
-    AgentTurn,
+    AgentSession,
     TurnResult,
     apply_completion,
     build_request,
@@ -65,17 +65,17 @@ class Run:
         for step in self.spec.steps:
             self.router.register(step.id)
 
-    def step_turn(self, step_id: str, **variables: str) -> AgentTurn:
+    def step_turn(self, step_id: str, **variables: str) -> AgentSession:
         step = self.spec.step(step_id)
         agent = self.spec.agents[step.agent]
         transcript = new_step_transcript(step_id, agent, step_prompt(step.instructions, {}))
-        return AgentTurn("run-1", step_id, step.agent, agent, "step", transcript, dict(variables))
+        return AgentSession("run-1", step_id, step.agent, agent, "step", transcript, dict(variables))
 
-    def coordinator_turn(self, **variables: str) -> AgentTurn:
+    def coordinator_turn(self, **variables: str) -> AgentSession:
         transcript = [{"role": "system", "content": "You coordinate."}, {"role": "user", "content": "wake"}]
-        return AgentTurn("run-1", COORDINATOR, COORDINATOR, AgentSpec(), "coordinator", transcript, variables)
+        return AgentSession("run-1", COORDINATOR, COORDINATOR, AgentSpec(), "coordinator", transcript, variables)
 
-    def take_turn(self, turn: AgentTurn, provider: ScriptedProvider) -> TurnResult:
+    def take_turn(self, turn: AgentSession, provider: ScriptedProvider) -> TurnResult:
         """What a worker does: show the model its unread inbox, record the answer."""
         tools = REGISTRY.for_role(turn.role, turn.agent.tools)
         inbox = self.store.unread(turn.step_id)

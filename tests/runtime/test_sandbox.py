@@ -18,7 +18,7 @@ import pytest
 from agents import workspace_quota
 from agents.events import ListSink
 from agents.router import InMemoryMailboxStore, MessageRouter
-from agents.sandbox import SYSTEM_PATH, Limits, Sandbox
+from agents.sandbox import SYSTEM_PATH, ProcessLimits, Sandbox
 from agents.tools import ToolCallMeta, ToolContext, ToolRegistry, default_registry
 from agents.tools.builtin.shell import lifeline_pipe, while_alive
 from tests.runtime.processes import processes_running
@@ -47,7 +47,7 @@ def shell(workspace: Path, command: str, *, sandbox: Sandbox | None = None, time
 
 
 def limited(**limits) -> Sandbox:
-    return Sandbox(limits=Limits(**limits))
+    return Sandbox(limits=ProcessLimits(**limits))
 
 
 @pytest.fixture
@@ -122,7 +122,7 @@ def test_without_cgroups_it_caps_each_processs_cpu_time(workspace):
     # With them the whole call's is capped (test_sandbox_whole_call.py).
     started = time.monotonic()
 
-    per_process = Sandbox(cgroup="off", limits=Limits(cpu_seconds=1))
+    per_process = Sandbox(cgroup="off", limits=ProcessLimits(cpu_seconds=1))
     outcome = shell(workspace, "while :; do :; done", sandbox=per_process, timeout=20)
 
     assert time.monotonic() - started < 10
@@ -132,7 +132,7 @@ def test_without_cgroups_it_caps_each_processs_cpu_time(workspace):
 def test_without_cgroups_it_caps_each_processs_memory(workspace):
     command = "x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo got ${#x}"
 
-    outcome = shell(workspace, command, sandbox=Sandbox(cgroup="off", limits=Limits(memory_mb=64)))
+    outcome = shell(workspace, command, sandbox=Sandbox(cgroup="off", limits=ProcessLimits(memory_mb=64)))
 
     assert "got 200000000" not in outcome.text
     assert "bash: xrealloc: cannot allocate" in outcome.text
@@ -334,10 +334,10 @@ def test_the_file_tools_refuse_special_files_without_hanging(workspace):
 
 
 def test_a_workflows_limits_never_pass_the_operators_maxima():
-    operator = Limits(processes=10, cpu_seconds=5, memory_mb=100, file_size_mb=2, disk_mb=3, network=False)
-    asked = Limits(processes=50, cpu_seconds=1, memory_mb=1000, file_size_mb=1, disk_mb=30, network=True)
+    operator = ProcessLimits(processes=10, cpu_seconds=5, memory_mb=100, file_size_mb=2, disk_mb=3, network=False)
+    asked = ProcessLimits(processes=50, cpu_seconds=1, memory_mb=1000, file_size_mb=1, disk_mb=30, network=True)
 
-    assert asked.within(operator) == Limits(
+    assert asked.within(operator) == ProcessLimits(
         processes=10, cpu_seconds=1, memory_mb=100, file_size_mb=1, disk_mb=3, network=False
     )
 

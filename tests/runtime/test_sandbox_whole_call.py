@@ -23,7 +23,7 @@ import pytest
 
 from agents.events import ListSink
 from agents.router import InMemoryMailboxStore, MessageRouter
-from agents.sandbox import OWN_PROCESSES, SYSTEM_PATH, Limits, Sandbox, at_start
+from agents.sandbox import OWN_PROCESSES, SYSTEM_PATH, ProcessLimits, Sandbox, at_start
 from agents.sandbox_cgroups import CallGroup, controls, sweep
 from agents.tools import ToolCallMeta, ToolContext, ToolRegistry, default_registry
 from agents.tools.mcp import McpServerConfig
@@ -64,7 +64,7 @@ def shell(workspace: Path, command: str, sandbox: Sandbox, *, timeout: int = 30,
 
 
 def limited(**limits) -> Sandbox:
-    return Sandbox(limits=Limits(**limits))
+    return Sandbox(limits=ProcessLimits(**limits))
 
 
 def count_running(command_line: str) -> int:

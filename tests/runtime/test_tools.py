@@ -9,7 +9,7 @@ import pytest
 from agents.events import ListSink
 from agents.llm.base import Completion, CompletionRequest, ToolCallRequest
 from agents.router import COORDINATOR, InMemoryMailboxStore, MessageRouter
-from agents.runner import AgentTurn, apply_completion
+from agents.runner import AgentSession, apply_completion
 from agents.spec import AgentSpec
 from agents.tools import ToolCallMeta, ToolContext, default_registry
 
@@ -126,7 +126,7 @@ def test_it_refuses_coordinator_tools_to_a_step_and_does_nothing(name, arguments
 def test_it_refuses_a_forbidden_tool_inside_a_turn_without_running_it():
     run = Run("research", "writer")
     tools = run.registry.for_role("step")
-    turn = AgentTurn("run-1", "research", "researcher", AgentSpec(), "step", [{"role": "user", "content": "go"}])
+    turn = AgentSession("run-1", "research", "researcher", AgentSpec(), "step", [{"role": "user", "content": "go"}])
     request = CompletionRequest(agent="researcher", messages=list(turn.transcript))
     arguments = json.dumps({"target_step_id": "writer", "text": "skip the coordinator"})
     completion = Completion(content=None, tool_calls=[ToolCallRequest("call-1", "forward_to_agent", arguments)])
@@ -258,7 +258,7 @@ def test_it_finalizes_and_keeps_the_last_summary():
 def test_it_reports_the_last_finalize_of_a_turn():
     run = Run()
     tools = run.registry.for_role("coordinator")
-    turn = AgentTurn("run-1", COORDINATOR, COORDINATOR, AgentSpec(), "coordinator", [])
+    turn = AgentSession("run-1", COORDINATOR, COORDINATOR, AgentSpec(), "coordinator", [])
     request = CompletionRequest(agent=COORDINATOR, messages=[{"role": "user", "content": "finish"}])
     completion = Completion(
         content=None,

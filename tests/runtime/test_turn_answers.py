@@ -15,7 +15,7 @@ from agents.router import COORDINATOR, InMemoryMailboxStore, MessageRouter
 from agents.runner import (
     EMPTY_ANSWER,
     EMPTY_FINALIZE,
-    AgentTurn,
+    AgentSession,
     ToolEnv,
     TurnResult,
     apply_completion,
@@ -38,7 +38,7 @@ class Turns:
         self.router = MessageRouter(self.store, self.sink)
         self.router.register("s1")
         transcript = [{"role": "system", "content": "You work."}, {"role": "user", "content": "Do it."}]
-        self.turn = AgentTurn("run-1", step_id, step_id, AgentSpec(), role, transcript, env=env)  # type: ignore[arg-type]
+        self.turn = AgentSession("run-1", step_id, step_id, AgentSpec(), role, transcript, env=env)  # type: ignore[arg-type]
         self.turn.empty_answer_retries = retries
         self.tools = REGISTRY.for_role(role, ["spawn_worker"] if role == "coordinator" else ["write_file"])  # type: ignore[arg-type]
 

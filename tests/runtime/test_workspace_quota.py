@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agents import workspace_quota
-from agents.sandbox import Limits, Sandbox
+from agents.sandbox import ProcessLimits, Sandbox
 from agents.tools.builtin.workspace import workspace_root
 from agents.workspace_quota import MB, Quota, files_for, image_of, usage
 from tests.runtime.test_sandbox import shell
@@ -39,7 +39,7 @@ def unmountable(monkeypatch):
 
 
 def quota(disk_mb: int) -> Sandbox:
-    return Sandbox(limits=Limits(disk_mb=disk_mb))
+    return Sandbox(limits=ProcessLimits(disk_mb=disk_mb))
 
 
 def on_host(workspace: Path) -> int:

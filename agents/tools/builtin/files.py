@@ -28,7 +28,7 @@ from agents.tools.builtin.workspace import (
     workspace_root,
     write_text,
 )
-from agents.tools.results import MAX_RESULT_CHARS, Bounds, ToolResult
+from agents.tools.results import MAX_RESULT_CHARS, Bounds, ToolAnswer
 
 MAX_WRITE_CHARS = 256_000
 # A page of read_file must fit the model's result cap, or the registry would
@@ -49,24 +49,24 @@ READERS: frozenset[Role] = frozenset({"coordinator", "step"})
 WRITERS: frozenset[Role] = frozenset({"step"})
 
 
-class _Args(BaseModel):
+class _WorkspaceArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     workspace: str = Field(description="The run's workspace directory (injected).")
 
 
-class ReadFileArgs(_Args):
+class ReadFileArgs(_WorkspaceArgs):
     path: str = Field(min_length=1, description="File path relative to the workspace.")
     offset: int = Field(default=0, ge=0, description="Number of lines to skip (0 reads from the first line).")
     limit: int = Field(default=200, ge=1, le=2_000, description="Most lines to return.")
 
 
-class WriteFileArgs(_Args):
+class WriteFileArgs(_WorkspaceArgs):
     path: str = Field(min_length=1, description="File path relative to the workspace; parent folders are created.")
     content: str = Field(max_length=MAX_WRITE_CHARS, description="The whole new content of the file.")
 
 
-class EditFileArgs(_Args):
+class EditFileArgs(_WorkspaceArgs):
     path: str = Field(min_length=1, description="File path relative to the workspace.")
     old: str = Field(
         min_length=1,
@@ -76,7 +76,7 @@ class EditFileArgs(_Args):
     new: str = Field(max_length=MAX_WRITE_CHARS, description="Text to put in its place.")
 
 
-class GlobArgs(_Args):
+class GlobArgs(_WorkspaceArgs):
     pattern: str = Field(
         min_length=1, max_length=MAX_GLOB_CHARS, description="Glob relative to the workspace, e.g. 'src/**/*.py'."
     )
@@ -84,7 +84,7 @@ class GlobArgs(_Args):
     cursor: str | None = Field(default=None, description="next_cursor from a previous call, for the next page.")
 
 
-class GrepArgs(_Args):
+class GrepArgs(_WorkspaceArgs):
     pattern: str = Field(
         min_length=1,
         max_length=MAX_GREP_PATTERN_CHARS,
@@ -126,7 +126,7 @@ def _bounds(returned: int, start: int, total: int | None, hint: str) -> Bounds:
     )
 
 
-def _read_file(ctx: ToolContext, args: ReadFileArgs) -> ToolResult:
+def _read_file(ctx: ToolContext, args: ReadFileArgs) -> ToolAnswer:
     root = workspace_root(args.workspace)
     target = resolve(root, args.path)
     shown = shown_as(root, target)
@@ -158,7 +158,7 @@ def _read_file(ctx: ToolContext, args: ReadFileArgs) -> ToolResult:
         next_cursor=str(end) if more else None,
         refinement_hint=f"call read_file again with offset={end} to read on" if more else None,
     )
-    return ToolResult({"path": shown, "first_line": args.offset + 1, "lines": page}, bounds=bounds)
+    return ToolAnswer({"path": shown, "first_line": args.offset + 1, "lines": page}, bounds=bounds)
 
 
 def _write_file(ctx: ToolContext, args: WriteFileArgs) -> str:
@@ -209,13 +209,13 @@ def _matches(root: Path, pattern: str, field: str) -> tuple[list[Path], bool]:
     return sorted(found), False
 
 
-def _glob(ctx: ToolContext, args: GlobArgs) -> ToolResult:
+def _glob(ctx: ToolContext, args: GlobArgs) -> ToolAnswer:
     root = workspace_root(args.workspace)
     paths, capped = _matches(root, args.pattern, "pattern")
     names = [shown_as(root, p) + ("/" if p.is_dir() else "") for p in paths]
     page, start = _page(names, args.cursor, args.limit)
     hint = "pass next_cursor for more, or narrow the pattern (e.g. a folder or an extension)"
-    return ToolResult(page, bounds=_bounds(len(page), start, None if capped else len(names), hint))
+    return ToolAnswer(page, bounds=_bounds(len(page), start, None if capped else len(names), hint))
 
 
 def _grep_regex(pattern: str, ignore_case: bool) -> Any:
@@ -238,7 +238,7 @@ def _grep_regex(pattern: str, ignore_case: bool) -> Any:
     raise ToolError(message, kind="invalid_call", action="correct_call", fields=["pattern"])
 
 
-def _grep(ctx: ToolContext, args: GrepArgs) -> ToolResult:
+def _grep(ctx: ToolContext, args: GrepArgs) -> ToolAnswer:
     regex = _grep_regex(args.pattern, args.ignore_case)
     root = workspace_root(args.workspace)
     paths, capped = _matches(root, args.path, "path")
@@ -267,7 +267,7 @@ def _grep(ctx: ToolContext, args: GrepArgs) -> ToolResult:
     capped = capped or len(hits) >= MAX_SCAN
     page, start = _page(hits, args.cursor, args.limit)
     hint = "pass next_cursor for more, or narrow the pattern or the path glob"
-    return ToolResult(page, bounds=_bounds(len(page), start, None if capped else len(hits), hint))
+    return ToolAnswer(page, bounds=_bounds(len(page), start, None if capped else len(hits), hint))
 
 
 def _tool(
@@ -275,7 +275,7 @@ def _tool(
     description: str,
     args_model: type[BaseModel],
     roles: frozenset[Role],
-    run: Callable[[ToolContext, Any], str | ToolResult],
+    run: Callable[[ToolContext, Any], str | ToolAnswer],
     **extra: Any,
 ) -> Tool:
     return Tool(name, description, args_model, roles, run, toolset="files", injected=("workspace",), **extra)

@@ -15,16 +15,16 @@ MAX_MESSAGE_CHARS = 32_000
 SEND_MESSAGE = "send_message"
 
 
-class _Args(BaseModel):
+class _StrictArgs(BaseModel):
     # An argument the tool does not take is a mistake worth telling the model.
     model_config = ConfigDict(extra="forbid")
 
 
-class SendMessageArgs(_Args):
+class SendMessageArgs(_StrictArgs):
     text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS, description="What to tell the coordinator.")
 
 
-class ForwardArgs(_Args):
+class ForwardArgs(_StrictArgs):
     target_step_id: str = Field(description="The step id (from the workflow, not the agent name).")
     text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
     kind: str = Field(
@@ -33,11 +33,11 @@ class ForwardArgs(_Args):
     )
 
 
-class NarrateArgs(_Args):
+class NarrateArgs(_StrictArgs):
     text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS, description="A note for the people watching the run.")
 
 
-class FinalizeArgs(_Args):
+class FinalizeArgs(_StrictArgs):
     summary: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS, description="The run's final summary.")
 
 

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from agents.tools.base import Role, Tool, ToolContext, ToolError
-from agents.tools.results import MAX_RESULT_CHARS, Artifact, Bounds, ToolResult
+from agents.tools.results import MAX_RESULT_CHARS, Artifact, Bounds, ToolAnswer
 
 CORPUS = Path(__file__).parent / "corpus" / "research.json"
 SNIPPET_CHARS = 240
@@ -141,7 +141,7 @@ def _money(amount: float) -> str:
     return f"${amount:,.0f}" if amount.is_integer() else f"${amount:,.2f}"
 
 
-def _search(ctx: ToolContext, args: SearchArgs) -> ToolResult:
+def _search(ctx: ToolContext, args: SearchArgs) -> ToolAnswer:
     max_price, rest = _price_cap(args.query)
     terms = _terms(rest)
     if not terms and max_price is None:
@@ -200,10 +200,10 @@ def _search(ctx: ToolContext, args: SearchArgs) -> ToolResult:
                 audience="evidence",
             )
         )
-    return ToolResult(content, bounds=bounds, artifacts=artifacts)
+    return ToolAnswer(content, bounds=bounds, artifacts=artifacts)
 
 
-def _price_history(ctx: ToolContext, args: PriceHistoryArgs) -> ToolResult:
+def _price_history(ctx: ToolContext, args: PriceHistoryArgs) -> ToolAnswer:
     documents = corpus()
     doc = documents.get(args.document_id)
     if doc is None:
@@ -233,7 +233,7 @@ def _price_history(ctx: ToolContext, args: PriceHistoryArgs) -> ToolResult:
         title=f"Price history: {doc.title}",
         audience="evidence",
     )
-    return ToolResult(summary, artifacts=[chart])
+    return ToolAnswer(summary, artifacts=[chart])
 
 
 RESEARCH_TOOLS = (

@@ -32,7 +32,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agents import linear_regex, workspace_quota
-from agents.sandbox import SYSTEM_PATH, Limits, Sandbox, SandboxUnavailable
+from agents.sandbox import SYSTEM_PATH, ProcessLimits, Sandbox, SandboxUnavailable
 from agents.sandbox_cgroups import CallGroup, NoGroup
 from agents.tools.base import Tool, ToolContext, ToolError
 from agents.tools.builtin.workspace import quota_of, workspace_root
@@ -356,7 +356,7 @@ def _sandbox_for(ctx: ToolContext, command: str) -> Sandbox:
 
 
 def _stopped(
-    stopped: str, tail: str, limits: Limits, disk_mb: int, used: float, trimmed: str, timeout: float
+    stopped: str, tail: str, limits: ProcessLimits, disk_mb: int, used: float, trimmed: str, timeout: float
 ) -> ToolError:
     """What the model is told of a command stopped before it ended: why
     (``stopped``, as ``_pump`` says it), the limit it hit, its last output."""

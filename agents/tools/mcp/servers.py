@@ -48,7 +48,7 @@ from agents.tools.errors import FailureKind, RecoveryAction
 from agents.tools.mcp.client import McpCallTimeout, McpConnection, McpStartError, McpTransportError
 from agents.tools.mcp.config import McpServerConfig
 from agents.tools.mcp.schema import JsonSchemaArgs, args_model, model_name, server_of
-from agents.tools.results import MAX_ARTIFACT_BYTES, Artifact, ToolResult
+from agents.tools.results import MAX_ARTIFACT_BYTES, Artifact, ToolAnswer
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +204,7 @@ class McpServer:
         model = args_model(_camel(f"{self.name}_{remote.name}") + "Args", remote.input_schema)
         remote_name = remote.name
 
-        def run(ctx: ToolContext, args: JsonSchemaArgs) -> ToolResult:
+        def run(ctx: ToolContext, args: JsonSchemaArgs) -> ToolAnswer:
             return _result(self, remote_name, self.call(remote_name, args.model_dump()))
 
         return McpTool(
@@ -229,7 +229,7 @@ def placeholder_tool(server: McpServer, name: str, reason: str) -> McpTool:
     it): each call tries the server again and, once the tool is there,
     checks the arguments against its real schema and runs it."""
 
-    def run(ctx: ToolContext, args: JsonSchemaArgs) -> ToolResult | str:
+    def run(ctx: ToolContext, args: JsonSchemaArgs) -> ToolAnswer | str:
         try:
             tools = {tool.name: tool for tool in server.tools()}
         except McpUnavailable as exc:
@@ -330,7 +330,7 @@ os.register_at_fork(after_in_child=POOL._forget)
 atexit.register(POOL.close_all)
 
 
-def _result(server: McpServer, remote_name: str, result: CallToolResult) -> ToolResult:
+def _result(server: McpServer, remote_name: str, result: CallToolResult) -> ToolAnswer:
     texts: list[str] = []
     for block in result.content:
         if isinstance(block, TextContent):
@@ -359,7 +359,7 @@ def _result(server: McpServer, remote_name: str, result: CallToolResult) -> Tool
             artifacts.append(Artifact("json", structured, title=f"{remote_name}: structured content"))
         if not text:
             text = json.dumps(structured, ensure_ascii=False, default=str)
-    return ToolResult(text, artifacts=artifacts)
+    return ToolAnswer(text, artifacts=artifacts)
 
 
 def _size(data: str) -> int:
