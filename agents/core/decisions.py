@@ -92,4 +92,56 @@ class FailStep:
     error: str
 
 
-Decision = StartSteps | StopSteps | WakeCoordinator | EndRun | StartRun | RunApprovedCall | RefuseCall | FailStep
+@dataclass(frozen=True)
+class NextTurn:
+    """The step takes another turn (its model asked for one: tool results to read)."""
+
+
+@dataclass(frozen=True)
+class WakeAgain:
+    """The step answered while mail arrived for it: it takes wake cycle
+    ``cycle`` (of ``max_cycles``) to read it; ``warn``: this cycle is the
+    one at 80% of the cap (warning_cycle), which is said with a warning."""
+
+    cycle: int
+    max_cycles: int
+    warn: bool = False
+
+
+@dataclass(frozen=True)
+class DropMail:
+    """The step's mailbox closes: what waits unread in it and every later
+    message drop with ``reason``."""
+
+    reason: Literal["max_wake_cycles", "hold_timeout"]
+
+
+@dataclass(frozen=True)
+class CompleteStep:
+    """The step completed with its answer."""
+
+
+@dataclass(frozen=True)
+class AwaitCalls:
+    """The step waits for its calls' results (tasks, a child run, a person);
+    ``unread``: mail reached it meanwhile, and a cancel in it is acted on now."""
+
+    unread: bool = False
+
+
+Decision = (
+    StartSteps
+    | StopSteps
+    | WakeCoordinator
+    | EndRun
+    | StartRun
+    | RunApprovedCall
+    | RefuseCall
+    | FailStep
+    | NextTurn
+    | WakeAgain
+    | DropMail
+    | CompleteStep
+    | AwaitCalls
+)
+TurnDecision = FailStep | NextTurn | WakeAgain | DropMail | CompleteStep | AwaitCalls

@@ -75,6 +75,61 @@ class DeadlinePassed:
     step_id: str = ""
 
 
+@dataclass(frozen=True)
+class TurnDue:
+    """Turn ``turn`` of step ``step_id`` is about to ask its model; the
+    workflow allows ``max_turns`` (options.maxTurns)."""
+
+    step_id: str
+    turn: int
+    max_turns: int
+
+
+@dataclass(frozen=True)
+class WakeCount:
+    """A step's wake cycles (turns taken to read mail that came after it
+    answered) against its cap, and how long it has held its answer for
+    that mail (seconds; 0 before its first wake cycle) against the hold
+    timeout (0: none)."""
+
+    cycles: int
+    max_cycles: int
+    held_for: float = 0.0
+    hold_timeout: float = 0.0
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    """A turn's tool calls, counted against the caps: ``cap_exhausted``, it
+    asked for calls with none left under maxToolCalls (``max_calls``); the
+    run's counted calls so far against maxRunToolCalls; ``recent_turns``,
+    how many calls worked in each of the step's latest turns with finished
+    calls, newest first (at most ``max_failed_turns`` of them), against
+    maxConsecutiveToolFailures."""
+
+    cap_exhausted: bool
+    max_calls: int
+    run_calls: int
+    max_run_calls: int
+    recent_turns: tuple[int, ...]
+    max_failed_turns: int
+
+
+@dataclass(frozen=True)
+class TurnAnswered:
+    """Step ``step_id``'s turn is recorded with ``status`` (the runner's:
+    continue, completed, waiting for its calls' results, failed with
+    ``error``); ``unread`` messages wait in its mailbox. ``wake``: its wake
+    cycles, when mail waits; ``tools``: its tool calls, when it made any."""
+
+    step_id: str
+    status: Literal["continue", "completed", "waiting", "failed"]
+    error: str = ""
+    unread: int = 0
+    wake: WakeCount | None = None
+    tools: ToolUse | None = None
+
+
 Happening = (
     RunStarted
     | StepEnded
@@ -85,4 +140,6 @@ Happening = (
     | RunCancelled
     | ApprovalDecided
     | DeadlinePassed
+    | TurnDue
+    | TurnAnswered
 )

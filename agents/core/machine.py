@@ -20,6 +20,8 @@ What happened, and what follows:
 - ``CoordinatorFinished``: the run ends with ``run_end``'s status.
 - ``RunFailed``, ``RunCancelled``: the run ends ``failed`` or ``cancelled``.
 - ``ApprovalDecided``, ``DeadlinePassed``: ``gates.py``.
+- ``TurnDue``, ``TurnAnswered`` (a step's turn: maxTurns, the tool caps,
+  wake cycles and the hold timeout): ``turns.py``.
 
 Dependents wait while the coordinator is busy or has mail to route (a
 message the finished step sent for them is in their inbox before their first
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 from typing import Literal, assert_never
 
-from agents.core import gates
+from agents.core import gates, turns
 from agents.core.decisions import Decision, EndRun, StartSteps, StopSteps, WakeCoordinator
 from agents.core.happenings import (
     ApprovalDecided,
@@ -44,6 +46,8 @@ from agents.core.happenings import (
     RunStarted,
     StepEnded,
     StepsChanged,
+    TurnAnswered,
+    TurnDue,
 )
 from agents.core.ready import iteration_keys, ready
 from agents.core.state import UNREAD, CoordinatorState, FailurePolicy, RunState, StepState, StepStatus
@@ -89,6 +93,10 @@ def decide(state: RunState, happened: Happening) -> tuple[Decision, ...]:
             return gates.after_approval(happened)
         case DeadlinePassed():
             return gates.after_deadline(happened)
+        case TurnDue():
+            return turns.before_turn(happened)
+        case TurnAnswered():
+            return turns.after_answer(happened)
         case _:
             assert_never(happened)
 

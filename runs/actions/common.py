@@ -54,11 +54,6 @@ class Limits:
         )
 
 
-def warning_cycle(cap: int) -> int:
-    """The wake cycle at which max_wake_cycles_warning fires: 80% of the cap."""
-    return max(1, (cap * 8) // 10)
-
-
 ROUTER_RUN_FIELDS = ("status", "workflow__id", "workflow__created")
 
 

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from agents import coordinator_prompts as prompts
 from agents.core import machine
+from agents.core.turns import warning_cycle
 from agents.events import Event as RuntimeEvent
 from agents.events.run_events import (
     AgentIdle,
@@ -30,7 +31,7 @@ from agents.spec import AgentSpec
 from agents.tools.builtin.messaging import MAX_MESSAGE_CHARS
 from runs.actions.budgets import run_deadline, timeout_breach
 from runs.actions.catalog import workflow_spec
-from runs.actions.common import Limits, provider_for, router_for, save_turn, warning_cycle
+from runs.actions.common import Limits, provider_for, router_for, save_turn
 from runs.actions.deadlines import enforce_budget_after_commit
 from runs.actions.ending import do_fail_run, do_finish_run, finish_locked
 from runs.actions.model_calls import model_call
@@ -90,7 +91,7 @@ def do_coordinator_wake(run_id: int) -> None:
                 do_finish_run(run_id)
                 return
             if Run.objects.filter(pk=run_id, wake_requests=seen).update(coordinator_busy=False):
-                schedule(run_id)
+                schedule(run_id, idle=True)
                 return
             wake = sql.read_wake(run_id)  # messages came meanwhile: read again
     except DoubleDrainError:

@@ -79,6 +79,7 @@ def schedule(
     worker: str | None = None,
     steps: list[StepRow] | None = None,
     locked: bool = False,
+    idle: bool = False,
 ) -> Eager | None:
     """Start every pending step whose dependencies completed, or wake the
     coordinator (to plan first, or to finish once every step is done).
@@ -104,6 +105,8 @@ def schedule(
     completed ``finished``, and read ``state`` and ``steps`` under it (None
     when no pending step may start): decided and applied there, without a
     pass of its own after commit.
+
+    ``idle``: the coordinator has just gone idle (machine.CoordinatorIdle).
     """
     # This runs after every step's end. Most find no pending step that may
     # start (a fan-out starts all its steps at once; a report waits for a
@@ -121,11 +124,11 @@ def schedule(
     if may_start:
         finished_id = None if finished is None else finished.step_id
         if locked:
-            return _decide_locked(run_id, spec, steps, finished_id, worker) or None
+            return _decide_locked(run_id, spec, steps, _happened(finished_id, idle), worker) or None
         unlocked = finished is not None and decided_from_rows(spec, finished)
         started = _start_without_lock(run_id, spec, finished_id, steps, worker) if unlocked else None
         if started is None:
-            started = _start_ready_steps(run_id, finished_id, worker)
+            started = _start_ready_steps(run_id, _happened(finished_id, idle), worker)
         return started or None
     # Nothing to start. Reading without the lock is enough: every step's end
     # commits before it calls this, so the last one to end sees all done.
@@ -190,7 +193,15 @@ def _start_without_lock(
     return _start(run_id, rows, start.step_ids, worker) or 0
 
 
-def _start_ready_steps(run_id: int, finished: str | None, worker: str | None = None) -> EagerTurn | None:
+def _happened(finished: str | None, idle: bool) -> machine.Happening:
+    """What a pass of ``schedule`` follows: ``finished`` completing, the
+    coordinator going idle, or (neither) steps that changed otherwise."""
+    if finished is not None:
+        return machine.StepEnded(finished, Step.Status.COMPLETED)
+    return machine.CoordinatorIdle() if idle else machine.StepsChanged()
+
+
+def _start_ready_steps(run_id: int, happened: machine.Happening, worker: str | None = None) -> EagerTurn | None:
     """A scheduling pass under the run's lock; with ``worker``, the step
     started with its first turn claimed for it, if exactly one started."""
     # Nothing here is rolled back on its own: inside a caller's transaction, no savepoint.
@@ -202,17 +213,16 @@ def _start_ready_steps(run_id: int, finished: str | None, worker: str | None = N
         (status, busy, has_mail, _, _, workflow_id, created), rows = locked
         if status != Run.Status.RUNNING or busy or has_mail:
             return None
-        return _decide_locked(run_id, spec_of(workflow_id, created), rows, finished, worker)
+        return _decide_locked(run_id, spec_of(workflow_id, created), rows, happened, worker)
 
 
 def _decide_locked(
-    run_id: int, spec: WorkflowSpec, rows: list[StepRow], finished: str | None, worker: str | None
+    run_id: int, spec: WorkflowSpec, rows: list[StepRow], happened: machine.Happening, worker: str | None
 ) -> EagerTurn | None:
     """The state machine's decision on the run's step ``rows``, read under
     its lock, which the caller holds: applied (see apply_decisions)."""
     coordinator = machine.CoordinatorState(plans_first=coordinator_plans_first(run_id, spec))
     state = run_state(Run.Status.RUNNING, rows, spec, coordinator)
-    happened = machine.StepEnded(finished, Step.Status.COMPLETED) if finished else machine.StepsChanged()
     return apply_decisions(run_id, rows, machine.decide(state, happened), worker)
 
 

@@ -5,13 +5,15 @@ resumes of completed steps: resume.py."""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from string import Template
 
 from django.db import transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
+from agents.core import machine
+from agents.core.decisions import AwaitCalls, CompleteStep, DropMail, FailStep, NextTurn, WakeAgain
+from agents.core.happenings import ToolUse, WakeCount
 from agents.events import Event as RuntimeEvent
 from agents.events import ListSink
 from agents.events.run_events import AgentWake, MaxWakeCyclesWarning, StepEnd
@@ -30,7 +32,7 @@ from agents.spec import WorkflowOptions
 from runs import leases, queue
 from runs.actions.budgets import has_run_limits
 from runs.actions.catalog import workflow_spec
-from runs.actions.common import Limits, agent_of, provider_for, router_for, save_turn, warning_cycle
+from runs.actions.common import Limits, agent_of, provider_for, router_for, save_turn
 from runs.actions.containers import repeat_loop_of
 from runs.actions.deadlines import enforce_budget_after_commit, stopped_by_deadline, turn_deadline
 from runs.actions.model_calls import model_call
@@ -91,9 +93,10 @@ def _take_turn(step: Step, turn: int, owner: str, known: EagerTurn) -> Eager | N
     if any(message.type == MessageType.CANCEL for message in inbox):
         cancel_step(step, inbox)
         return
-    if turn > spec.options.max_turns:
-        do_fail_step(step.pk, f"step {step.step_id} did not finish within maxTurns ({spec.options.max_turns})")
-        return
+    for decision in machine.decide(machine.UNREAD, machine.TurnDue(step.step_id, turn, spec.options.max_turns)):
+        if isinstance(decision, FailStep):
+            do_fail_step(step.pk, decision.error)
+            return
     if stopped_by_deadline(run, step, spec.options):
         return
     variables = turn_variables(run, step, inbox)
@@ -174,20 +177,7 @@ def _take_turn(step: Step, turn: int, owner: str, known: EagerTurn) -> Eager | N
                 # A turn that continues queues the next (_next_turn below): marked with it.
                 unread = save_turn(step, result, next_turn_queued=result.status == "continue")
                 enforce_budget_after_commit(run.pk, spec)
-            broken_policy = _tool_policy_breach(step, spec.options, result) if result.tool_calls else None
-            if result.status == "failed" or broken_policy:
-                uow.flush()  # the turn's events before the failure's, written at once
-                do_fail_step(step.pk, result.error if result.status == "failed" else broken_policy)
-            elif result.status == "waiting":
-                # Tasks, a child run or a person answer its calls; the last
-                # answer takes the next turn. A cancel that came while the
-                # model answered would wait for that too: it is acted on now.
-                if unread:
-                    stop_waiting_after_commit(run.pk, step.step_id)
-            elif result.status == "continue" or _wakes_for_late_messages(step, run, unread, uow.sink, router):
-                _next_turn(step.pk, turn + 1)
-            else:
-                _complete_step(step, result.output, router)
+            _after_answer(step, turn, result, unread, uow, router)
 
 
 def _record_turn(step: Step, turn: int) -> int:
@@ -296,60 +286,84 @@ def _last_turn_deciding_under_lock(
     return True, follow
 
 
-def _tool_policy_breach(step: Step, options: WorkflowOptions, result: TurnResult) -> str | None:
-    """Why the step must stop after this turn's tool calls, if it must: it
-    asked for a call with none left under maxToolCalls, the run made too
-    many, or too many turns in a row had every call fail.
+def _after_answer(step: Step, turn: int, result: TurnResult, unread: int, uow: UnitOfWork, router) -> None:
+    """Apply what the state machine decides follows turn ``turn`` of
+    ``step``, recorded with ``result`` and ``unread`` messages waiting
+    (machine.TurnAnswered: agents/core/turns.py), in the turn's transaction."""
+    run = step.run
+    answered = machine.TurnAnswered(
+        step.step_id,
+        result.status,
+        result.error,
+        unread,
+        wake=_wake_count(step, run) if unread else None,
+        tools=_tool_use(step, workflow_spec(run.workflow).options, result) if result.tool_calls else None,
+    )
+    for decision in machine.decide(machine.UNREAD, answered):
+        match decision:
+            case FailStep(error=error):
+                uow.flush()  # the turn's events before the failure's, written at once
+                do_fail_step(step.pk, error)
+            case AwaitCalls(unread=True):
+                # Tasks, a child run or a person answer its calls; the last
+                # answer takes the next turn. A cancel that came while the
+                # model answered would wait for that too: it is acted on now.
+                stop_waiting_after_commit(run.pk, step.step_id)
+            case NextTurn():
+                _next_turn(step.pk, turn + 1)
+            case WakeAgain():
+                _wake_again(step, decision, unread, uow.sink)
+                _next_turn(step.pk, turn + 1)
+            case DropMail(reason=reason):
+                router.close(step.step_id, _DROPS[reason])
+            case CompleteStep():
+                _complete_step(step, result.output, router)
 
-    A turn asking for more calls than are left, with some left, ran none of
-    them and got an error per call saying so (agents.runner): the model may
-    ask for fewer. With none left there is nothing to ask for: the step
-    fails, as one past the cap does."""
-    if result.call_cap_exhausted:
-        return f"step {step.step_id} asked for more than {options.max_tool_calls} tool calls (maxToolCalls)"
-    # Bookkeeping calls (messaging) do not count against the caps.
-    if ToolCall.objects.filter(run_id=step.run_id, counted=True).count() > options.max_run_tool_calls:
-        return f"the run made more than {options.max_run_tool_calls} tool calls (maxRunToolCalls)"
+
+_DROPS = {"max_wake_cycles": DropReason.MAX_WAKE_CYCLES, "hold_timeout": DropReason.HOLD_TIMEOUT}
+
+
+def _tool_use(step: Step, options: WorkflowOptions, result: TurnResult) -> ToolUse:
+    """The counts the tool caps are decided on, after a turn with tool
+    calls. Bookkeeping calls (messaging) do not count against the caps; every
+    call counts toward maxConsecutiveToolFailures (a model stuck on a
+    failing call is stuck whatever the tool)."""
     cap = options.max_consecutive_tool_failures
-    # Turns, not calls: five bad calls in one turn are one mistake the model
-    # can fix at once. A model stuck on a failing call is stuck whatever the
-    # tool: every call counts here, and a turn fails when none of its calls worked.
     finished = ToolCall.objects.filter(step=step).exclude(status__in=ToolCall.PENDING)
     turns = finished.values("turn_id").annotate(last=Max("id"), worked=Count("id", filter=Q(ok=True)))
-    recent = list(turns.order_by("-last").values_list("worked", flat=True)[:cap])
-    if len(recent) == cap and not any(recent):
-        return f"step {step.step_id}'s tool calls all failed in its last {cap} turns (maxConsecutiveToolFailures)"
-    return None
+    return ToolUse(
+        cap_exhausted=result.call_cap_exhausted,
+        max_calls=options.max_tool_calls,
+        run_calls=ToolCall.objects.filter(run_id=step.run_id, counted=True).count(),
+        max_run_calls=options.max_run_tool_calls,
+        recent_turns=tuple(turns.order_by("-last").values_list("worked", flat=True)[:cap]),
+        max_failed_turns=cap,
+    )
+
+
+def _wake_count(step: Step, run: Run) -> WakeCount:
+    """``step``'s wake cycles against its run's caps (Limits), and how long
+    it has held its answer for mail (since its first wake cycle)."""
+    limits = Limits.of(run)
+    held_for = (timezone.now() - step.held_since).total_seconds() if step.held_since else 0.0
+    return WakeCount(step.wake_cycles, limits.step_wake_cycles, held_for, limits.hold_timeout)
+
+
+def _wake_again(step: Step, wake: WakeAgain, pending: int, sink) -> None:
+    """Another turn for ``step`` to read the ``pending`` messages that
+    arrived while it answered (a wake cycle), marked with its next turn."""
+    now = timezone.now()
+    Step.objects.filter(pk=step.pk).update(wake_cycles=wake.cycle, held_since=step.held_since or now, turn_queued=now)
+    sink.emit(RuntimeEvent.of(AgentWake(reason="messages", cycle=wake.cycle, messages=pending), step.step_id))
+    if wake.warn:
+        warning = MaxWakeCyclesWarning(cycle=wake.cycle, max=wake.max_cycles)
+        sink.emit(RuntimeEvent.of(warning, step.step_id))
 
 
 def _next_turn(step_pk: int, turn: int) -> None:
     """Queue turn ``turn`` after commit; the caller marked the step's row
     (``Step.turn_queued``) in the same transaction, with a write it makes anyway."""
     queue.send_after_commit(queue.RUN_STEP_TURN, step_pk, turn)
-
-
-def _wakes_for_late_messages(step: Step, run: Run, pending: int, sink, router) -> bool:
-    """A step that answered while ``pending`` messages were arriving for it
-    takes another turn to read them (a wake cycle), within its wake-cycle cap
-    and the hold timeout; past either, the messages drop with that reason."""
-    if not pending:
-        return False
-    limits = Limits.of(run)
-    now = timezone.now()
-    held_since = step.held_since or now
-    if step.wake_cycles >= limits.step_wake_cycles:
-        router.close(step.step_id, DropReason.MAX_WAKE_CYCLES)
-        return False
-    if limits.hold_timeout > 0 and now - held_since > timedelta(seconds=limits.hold_timeout):
-        router.close(step.step_id, DropReason.HOLD_TIMEOUT)
-        return False
-    cycle = step.wake_cycles + 1
-    Step.objects.filter(pk=step.pk).update(wake_cycles=cycle, held_since=held_since, turn_queued=now)
-    sink.emit(RuntimeEvent.of(AgentWake(reason="messages", cycle=cycle, messages=pending), step.step_id))
-    if cycle == warning_cycle(limits.step_wake_cycles):
-        warning = MaxWakeCyclesWarning(cycle=cycle, max=limits.step_wake_cycles)
-        sink.emit(RuntimeEvent.of(warning, step.step_id))
-    return True
 
 
 def _step_end(step: Step, output: str) -> RuntimeEvent:
