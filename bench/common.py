@@ -383,8 +383,8 @@ def wait_for_terminal(run_id: int, timeout: float, poll: float = POLL_SECONDS) -
     from runs.models import Run
 
     deadline = time.monotonic() + timeout
-    # Plain SQL: the ORM's query cost about 0.6 ms of this process's CPU
-    # every 5 ms, on the cores the workers and PostgreSQL were measured on.
+    # Plain SQL: the ORM's query costs about 0.6 ms of this process's CPU
+    # every 5 ms, on the cores the workers and PostgreSQL are measured on.
     query = f"SELECT status FROM {connection.ops.quote_name(Run._meta.db_table)} WHERE id = %s"
     while True:
         with connection.cursor() as cursor:

@@ -109,9 +109,9 @@ def in_memory(messages: int) -> float:
     """Messages per second through the in-memory router. The objects this
     process already holds (Django and every module the bench loaded, about
     190,000) are frozen out of the garbage collector's passes meanwhile: a
-    full pass over them took longer than routing 10,000 messages, and landed
-    in about a third of those runs, which then measured a third of the rate
-    (60,000/s against 200,000/s). What is measured is the router and the
+    full pass over them takes longer than routing 10,000 messages, and lands
+    in about a third of those runs, which would then measure a third of the
+    rate (60,000/s against 200,000/s). What is measured is the router and the
     objects it makes."""
     from agents.events import ListSink
     from agents.router import InMemoryMailboxStore, MessageRouter

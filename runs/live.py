@@ -102,7 +102,7 @@ TOOL_CALLS_SHOWN = 200
 def tool_calls_context(run: Run) -> dict:
     """The latest tool calls with their artifacts and child runs, oldest first."""
     # The newest ids first, then only their rows: sorting every call of a
-    # busy run joined to its step cost more than the rest of the table.
+    # busy run joined to its step costs more than the rest of the table.
     newest = ToolCall.objects.filter(run=run).order_by("-id").values("id")[:TOOL_CALLS_SHOWN]
     calls = (
         ToolCall.objects.filter(id__in=newest)
@@ -208,7 +208,7 @@ async def shared_update(run_id: int, after: int) -> tuple[str, int]:
     """``render_update`` for the websocket consumers of this process.
 
     channels runs every database_sync_to_async call of a process on one
-    thread, so 20 dashboards asking for the same update were 20 trips
+    thread, so 20 dashboards asking for the same update would be 20 trips
     through that queue, most of them for a cached copy. Here a copy is
     taken on the event loop, and a dashboard asking while another renders
     the same update waits for that rendering: one trip per update.
@@ -250,7 +250,7 @@ def _render_update(run_id: int, after: int) -> tuple[str, int]:
         context = _header(run, tokens, ended, total)
     if changed is not None:
         # Only the rows these events touched: a 500-step run's whole list
-        # was 400 KB, sent to every dashboard on every update.
+        # is about 400 KB, too much to send to every dashboard on every update.
         shown = context.get("steps")
         context["step_rows"] = (
             [s for s in shown if s.step_id in changed] if shown is not None else live_reads.step_rows(run.pk, changed)

@@ -182,8 +182,8 @@ def test_it_offers_no_add_form_for_what_only_zenweb_writes(admin_client, model):
 
 
 def test_a_big_runs_export_is_written_as_it_is_read_in_bounded_memory(client, owner):
-    # 20,000 events of about 600 bytes: a 12 MB file, which the old export
-    # held whole, twice (its rows, then its text), before sending a byte.
+    # 20,000 events of about 600 bytes: a 12 MB file, which an export built
+    # whole would hold twice (its rows, then its text) before sending a byte.
     run = Run.objects.create(workflow=register("relay"), created_by=owner, last_event_seq=20_000)
     note = "tide " * 100
     Event.objects.bulk_create(

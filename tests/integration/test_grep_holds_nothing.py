@@ -17,8 +17,8 @@ from tests.conftest import register
 pytestmark = pytest.mark.django_db(transaction=True)
 
 # The issue asks for another request answered in under 1 s; the bound is
-# looser for a loaded 2-core machine, and still far under the old stall
-# (15 s for this line, doubling with each A more).
+# looser for a loaded 2-core machine, and still far under the stall of a
+# backtracking grep (15 s for this line, doubling with each A more).
 LONGEST_WAIT = 3.0
 
 

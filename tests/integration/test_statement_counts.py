@@ -45,15 +45,15 @@ TOOL_LESS_TURN = {"sqlite": 17, "postgresql": 4}
 # written (on PostgreSQL in one pipeline with the run's step rows read back;
 # on SQLite in its transaction, the rows read after commit), from which the
 # state machine decides that nothing starts: no pass under the run's lock
-# (which cost 5 more statements on PostgreSQL and 4 on SQLite).
+# (which would cost 5 more statements on PostgreSQL and 4 on SQLite).
 MAP_TURN = {"sqlite": 11, "postgresql": 3}
 # A step's tool-less last turn under a cap that binds (maxConcurrency 1,
 # two steps pending), taken eagerly: on PostgreSQL the turn written with
 # the run's flags and rows in one pipeline that keeps the transaction open
 # under the run's lock, the next step decided on and started and claimed
 # under it, one COMMIT (runs/actions/steps.py _last_turn_deciding_under_lock),
-# where a pass of its own after commit took BEGIN, the lock and its reads,
-# and a COMMIT more. SQLite takes the general path.
+# where a pass of its own after commit would take BEGIN, the lock and its
+# reads, and a COMMIT more. SQLite takes the general path.
 CAPPED_TURN = {"sqlite": 20, "postgresql": 5}
 # A turn that calls send_message: the message goes to the coordinator. A
 # messaging tool's call writes only what the turn holds, so it takes no

@@ -1,7 +1,7 @@
 """Issue 45's audit: no work on text a model (or a user) wrote holds the GIL
-for long or ends a turn with an exception. Each test is the attack found;
-under the old code each either ran for minutes holding the GIL (so its
-timeout fails it) or raised out of the turn."""
+for long or ends a turn with an exception. Each test is an attack that,
+without its bound, runs for minutes holding the GIL (so its timeout fails
+it) or raises out of the turn."""
 
 from __future__ import annotations
 
@@ -18,15 +18,15 @@ from agents.tools.builtin.shell import destructive_reason
 from agents.tools.mcp.schema import args_model
 from tests.runtime.tool_agent import Agent, hint_of
 
-# Each attack took from 12 s to hours under the old code; the new code takes
-# milliseconds. pytest-timeout interrupts a regular expression that holds the GIL.
+# Unbounded, each attack takes from 12 s to hours; bounded, milliseconds.
+# pytest-timeout interrupts a regular expression that holds the GIL.
 BOUND = pytest.mark.timeout(30)
 DEEP = "[" * 100_000 + "]" * 100_000
 
 
 @BOUND
 def test_an_unclosed_fence_and_spaces_in_a_handler_answer_is_refused_at_once():
-    # 4,000 characters: r"```[ \t]*(?:json)?[ \t]*\n?(.*?)```" backtracked for minutes.
+    # 4,000 characters: r"```[ \t]*(?:json)?[ \t]*\n?(.*?)```" backtracks for minutes.
     with pytest.raises(SelectionError, match="did not answer JSON"):
         parse_selection("```" + " " * 3_000 + "x" * 3_000, "cmd")
 
@@ -61,7 +61,7 @@ def test_a_users_command_of_spaces_and_commas_is_read_at_once(gap):
 
 @BOUND
 def test_a_long_command_is_checked_for_destructive_patterns_at_once():
-    # `git push ` 1,100 times (the 10,000 characters a command may have) took 30 s.
+    # `git push ` 1,100 times (the 10,000 characters a command may have): 30 s to a backtracking pattern.
     assert destructive_reason("git push " * 1_100) is None
     assert destructive_reason("git push " * 1_000 + "--force") == "force push (git push --force)"
     assert destructive_reason("x" * 9_000 + " :(){ :|:& };:") == "fork bomb (:(){ :|:& };:)"

@@ -195,8 +195,8 @@ def test_each_run_has_its_own_uid_and_one_runs_processes_do_not_starve_anothers(
     workspaces = [tmp_path / "run-1", tmp_path / "run-2"]
     for path in workspaces:
         path.mkdir()
-    # Run 1 holds as many processes as it may (256): before, every run's
-    # commands counted against the one uid all sandboxes shared.
+    # Run 1 holds as many processes as it may (256): each run's commands
+    # count against a uid of its own, not one that all sandboxes share.
     hog = Background(workspaces[0], "for i in $(seq 300); do sleep 45.5 & done; wait", first)
     try:
         hog.wait_for("sleep 45.5", 240)
