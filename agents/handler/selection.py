@@ -84,8 +84,13 @@ def plan_selection(
     *,
     budget_tokens: int = DEFAULT_BUDGET_TOKENS,
     model: str | None = None,
+    chosen: str | None = None,
 ) -> SelectionPlan:
     """The request that asks a model to pick a workflow for ``command``.
+
+    With ``chosen``, the person already picked the workflow (a clarification
+    answered): the model is told so and reads the command's inputs for it;
+    the caller passes that workflow's entry alone in ``entries``.
 
     The prompt is counted with ``model``'s encoding (``agents.llm.tokens``);
     when the full catalog would push it past ``budget_tokens``, the compact
@@ -95,18 +100,18 @@ def plan_selection(
     check_mode(mode)
     system = _SYSTEM.format(mode=mode)
     full_catalog = _catalog_json(entries, compact=False)
-    messages = _selection_messages(system, _user_message(command, mode, full_catalog))
+    messages = _selection_messages(system, _user_message(command, mode, full_catalog, chosen))
     full_tokens = sent_tokens = tokens.count_messages(messages, model)
     compacted = full_tokens > budget_tokens
     if compacted:
-        messages = _selection_messages(system, _user_message(command, mode, _catalog_json(entries, compact=True)))
+        compact = _catalog_json(entries, compact=True)
+        messages = _selection_messages(system, _user_message(command, mode, compact, chosen))
         sent_tokens = tokens.count_messages(messages, model)
+    variables = {"command": command, "mode": mode, "catalog_json": full_catalog}
+    if chosen is not None:
+        variables["chosen"] = chosen
     request = CompletionRequest(
-        agent=AGENT,
-        messages=messages,
-        model=model,
-        temperature=TEMPERATURE,
-        variables={"command": command, "mode": mode, "catalog_json": full_catalog},
+        agent=AGENT, messages=messages, model=model, temperature=TEMPERATURE, variables=variables
     )
     return SelectionPlan(request, compacted, full_tokens, sent_tokens, budget_tokens)
 
@@ -173,8 +178,14 @@ def _selection_messages(system: str, user: str) -> list[dict[str, Any]]:
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def _user_message(command: str, mode: str, catalog_json: str) -> str:
-    return f"Workflow catalog (JSON):\n{catalog_json}\n\nCurrent mode: {mode}\n\nCommand:\n{command}"
+def _user_message(command: str, mode: str, catalog_json: str, chosen: str | None = None) -> str:
+    message = f"Workflow catalog (JSON):\n{catalog_json}\n\nCurrent mode: {mode}\n\nCommand:\n{command}"
+    if chosen is not None:
+        message += (
+            f"\n\nThe person chose the workflow {json.dumps(chosen)} for this command:"
+            " select it, with the inputs the command gives."
+        )
+    return message
 
 
 def _problems(exc: ValidationError) -> str:

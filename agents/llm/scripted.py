@@ -114,7 +114,9 @@ def _workflow_handler_policy(request: CompletionRequest) -> Completion:
     (``agents.llm.scripted_handler``): never a guess."""
     variables = request.variables
     catalog: list[dict[str, Any]] = json.loads(variables.get("catalog_json") or "[]")
-    answer = scripted_handler.selection(variables.get("command", ""), catalog, variables.get("mode", "chat"))
+    answer = scripted_handler.selection(
+        variables.get("command", ""), catalog, variables.get("mode", "chat"), chosen=variables.get("chosen")
+    )
     return _answer(json.dumps(answer), request)
 
 

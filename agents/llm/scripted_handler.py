@@ -75,12 +75,17 @@ class Reading:
         return self
 
 
-def selection(command: str, catalog: list[dict[str, Any]], mode: str) -> dict[str, Any]:
+def selection(command: str, catalog: list[dict[str, Any]], mode: str, chosen: str | None = None) -> dict[str, Any]:
     """The COORDINATOR_SELECTION for ``command`` over ``catalog`` (the entries
-    as the handler's prompt lists them)."""
-    scores = [mention_score(entry, command) for entry in catalog]
-    best = max(scores, default=0)
-    winners = [entry for entry, score in zip(catalog, scores, strict=True) if best and score == best]
+    as the handler's prompt lists them). ``chosen`` names the workflow the
+    person picked (a clarification answered): it is the one, whatever the
+    command mentions, and the command is read for its inputs."""
+    if chosen is not None:
+        winners = [entry for entry in catalog if entry["name"] == chosen]
+    else:
+        scores = [mention_score(entry, command) for entry in catalog]
+        best = max(scores, default=0)
+        winners = [entry for entry, score in zip(catalog, scores, strict=True) if best and score == best]
     answer: dict[str, Any] = {
         "_type": "COORDINATOR_SELECTION",
         "command_received": command,

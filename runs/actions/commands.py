@@ -21,6 +21,7 @@ from agents.events.run_events import CatalogCompacted
 from agents.handler import (
     CatalogEntry,
     CoordinatorResult,
+    CoordinatorSelection,
     SelectionError,
     SelectionPlan,
     decide,
@@ -38,16 +39,22 @@ from runs.store.events import DjangoEventSink
 log = logging.getLogger(__name__)
 
 
-def do_command(text: str, *, user=None, mode: str = "chat") -> Command:
+def do_command(text: str, *, user=None, mode: str = "chat", chosen: str | None = None) -> Command:
     """Answer a command: select a workflow, check it, start it. Never raises
     for a bad command; the answer says what was wrong. Raises TooManyRuns
     (and stores no command) when ``user`` may start no run now, before the
     model is asked or when the run would be one too many: a 429, not an
-    answer."""
+    answer. ``chosen`` names the workflow the person picked from an answer's
+    clarification options: the handler reads the command for its inputs."""
     text = text.strip()
     workflows = offered_workflows()
     entries = [CatalogEntry.of(workflow_spec(w)) for w in workflows.values()]
-    plan = plan_selection(text, entries, mode)
+    if chosen is not None:
+        entries = [entry for entry in entries if entry.name == chosen]
+        if not entries:
+            not_offered = CoordinatorResult(command_received=text, status="error", error=f"Unknown workflow: {chosen}")
+            return _answer(Command(text=text, mode=mode, created_by=user), not_offered)
+    plan = plan_selection(text, entries, mode, chosen=chosen)
     if plan.compacted:
         log.info("command %r: catalog compacted (%s)", text[:80], plan.event_data())
     command = Command(text=text, mode=mode, created_by=user, compact_catalog=plan.compacted)
@@ -67,18 +74,56 @@ def do_command(text: str, *, user=None, mode: str = "chat") -> Command:
     decision = decide(selection, entries, mode)
     if decision.result is not None:
         return _answer(command, decision.result)
-    workflow = workflows[decision.entry.name]
+    return _start_or_refuse(command, workflows[decision.entry.name], decision.args, plan)
+
+
+def do_give_inputs(earlier: Command, given: dict[str, str], *, user=None) -> Command:
+    """Answer ``earlier`` (``needs_more_info``, or an input it found unclear)
+    with the values the person gave for its missing inputs: a new command
+    (its text the earlier one's with ``name=value`` added) that selects the
+    same workflow with the inputs read before and ``given``, checked by
+    ``decide`` as a model's selection is. The model is not asked again: the
+    person said exactly what they mean. A list input takes comma-separated
+    items. Raises TooManyRuns as ``do_command`` does."""
+    result = CoordinatorResult.model_validate(earlier.result)
+    text = " ".join([earlier.text, *(f"{name}={value}" for name, value in given.items())])
+    command = Command(text=text, mode=earlier.mode, created_by=user)
+    refusal = active_runs_refusal(user)
+    if refusal:
+        raise TooManyRuns(refusal)
+    workflow = offered_workflows().get(result.workflow_selected or "")
+    if workflow is None:
+        gone = CoordinatorResult(
+            command_received=text, status="error", error=f"Unknown workflow: {result.workflow_selected}"
+        )
+        return _answer(command, gone)
+    entry = CatalogEntry.of(workflow_spec(workflow))
+    args = dict(result.workflow_args)
+    for name, value in given.items():
+        args[name] = [item.strip() for item in value.split(",") if item.strip()] if name in entry.list_inputs else value
+    selection = CoordinatorSelection(
+        command_received=text, workflow_selected=entry.name, workflow_args=args, status="selected"
+    )
+    command.selection = selection.model_dump(mode="json", by_alias=True, exclude_none=True)
+    decision = decide(selection, [entry], earlier.mode)
+    if decision.result is not None:
+        return _answer(command, decision.result)
+    return _start_or_refuse(command, workflow, decision.args, None)
+
+
+def _start_or_refuse(command: Command, workflow: Workflow, args: dict, plan: SelectionPlan | None) -> Command:
+    """Start the run of ``command``, or answer why its inputs do not fit."""
     try:
-        _start(command, workflow, decision.args, plan, user=user, mode=mode)
+        _start(command, workflow, args, plan, user=command.created_by, mode=command.mode)
     except TooManyRuns:
         raise
     except InputError as exc:
         # The arguments the model read from the command do not fit the
         # workflow's inputs (a forEach list that is not one, say).
         refused = CoordinatorResult(
-            command_received=text,
+            command_received=command.text,
             workflow_selected=workflow.name,
-            workflow_args=decision.args,
+            workflow_args=args,
             status="error",
             error=f"{workflow.name}: {exc}",
         )
@@ -86,12 +131,12 @@ def do_command(text: str, *, user=None, mode: str = "chat") -> Command:
     return command
 
 
-def _start(command: Command, workflow: Workflow, args: dict, plan: SelectionPlan, *, user, mode: str) -> None:
+def _start(command: Command, workflow: Workflow, args: dict, plan: SelectionPlan | None, *, user, mode: str) -> None:
     """Start the selected workflow's run and store the command's answer, in
     one transaction."""
     with transaction.atomic():
         run = do_create_run(workflow, args, user=user, command=command.text, mode=mode)
-        if plan.compacted:
+        if plan is not None and plan.compacted:
             # The run keeps the record: a command row has no event log.
             DjangoEventSink(run.pk).emit(RuntimeEvent.of(CatalogCompacted(**plan.event_data())))
         command.run = run

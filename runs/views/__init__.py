@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from runs.views.approvals import approval_decide, approval_list
 from runs.views.claims import claim_list
-from runs.views.commands import command_create, command_detail, workflow_register
+from runs.views.commands import command_create, command_detail, command_inputs, workflow_register
 from runs.views.control import run_resume
 from runs.views.events import run_events
 from runs.views.export import export_events_schema, run_export
@@ -19,6 +19,7 @@ __all__ = [
     "claim_list",
     "command_create",
     "command_detail",
+    "command_inputs",
     "export_events_schema",
     "run_approval_decide",
     "run_approvals",

@@ -10,10 +10,11 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 
 from agents.handler import DEFAULT_BUDGET_TOKENS, CoordinatorResult
 from agents.spec import WorkflowValidationError
-from runs.actions.catalog import do_register_workflow
+from runs.actions.catalog import do_register_workflow, workflow_spec
 from runs.actions.command_results import coordinator_result
-from runs.actions.commands import catalog_compaction, do_command
+from runs.actions.commands import catalog_compaction, do_command, do_give_inputs
 from runs.actions.lifecycle import TooManyRuns
+from runs.actions.offers import offered_workflows
 from runs.models import Command, Run
 from runs.views.runs import too_many_runs
 
@@ -33,13 +34,37 @@ def command_create(request: HttpRequest) -> HttpResponse:
     if mode not in Run.Mode.values:
         messages.error(request, f"mode: must be chat or code, not {mode!r}")
         return redirect("runs:list")
+    # A clarification answered on a command's page names the workflow the person picked.
+    chosen = request.POST.get("workflow") or None
     try:
-        command = do_command(text, user=request.user, mode=mode)
+        command = do_command(text, user=request.user, mode=mode, chosen=chosen)
     except TooManyRuns as exc:
         return too_many_runs(request, exc)
+    return _answered(command)
+
+
+def _answered(command: Command) -> HttpResponse:
     if command.run_id:
         return redirect("runs:detail", run_id=command.run_id)
     return redirect("runs:command", command_id=command.pk)
+
+
+@require_POST
+def command_inputs(request: HttpRequest, command_id: int) -> HttpResponse:
+    """The inputs a command's answer asked for (``missing``), given in its
+    page's form: the same workflow starts with them (``do_give_inputs``)."""
+    earlier = _get_command_for_user(request, command_id)
+    missing = earlier.result.get("missing") or []
+    given = {name: request.POST.get(f"input-{name}", "").strip() for name in missing}
+    empty = [name for name, value in given.items() if not value]
+    if not missing or empty:
+        messages.error(request, f"inputs: give a value for {', '.join(empty) or 'nothing: none is missing'}")
+        return redirect("runs:command", command_id=earlier.pk)
+    try:
+        command = do_give_inputs(earlier, given, user=request.user)
+    except TooManyRuns as exc:
+        return too_many_runs(request, exc)
+    return _answered(command)
 
 
 @require_safe
@@ -56,8 +81,22 @@ def command_detail(request: HttpRequest, command_id: int) -> HttpResponse:
             "markdown": result.to_markdown(iteration),
             "compaction": catalog_compaction(command),
             "budget_tokens": DEFAULT_BUDGET_TOKENS,
-        },
+        }
+        | _ways_on(command, result),
     )
+
+
+def _ways_on(command: Command, result: CoordinatorResult) -> dict:
+    """What the page offers a command that started nothing: a field for each
+    input it lacks (with the input's description), and the mode a workflow
+    refused for its mode runs in."""
+    workflow = offered_workflows().get(result.workflow_selected or "") if not command.run_id else None
+    if workflow is None:
+        return {"missing_inputs": [], "other_mode": None}
+    spec = workflow_spec(workflow)
+    inputs = [(name, spec.inputs[name].description if name in spec.inputs else "") for name in result.missing]
+    other_mode = spec.mode if result.status == "blocked" and spec.mode and spec.mode != command.mode else None
+    return {"missing_inputs": inputs, "other_mode": other_mode}
 
 
 @require_http_methods(["GET", "POST"])

@@ -1,7 +1,9 @@
 """Governance in a real browser: a command typed into the command box runs
 live, its tool call's artifact opens, its claims link to their sources; a
 destructive command waits until an approver approves it, and someone without
-the permission is refused. Screenshots go to test-output/screenshots/."""
+the permission is refused; a command that started nothing goes on from its
+page (a clarification's button, a field for a missing input). Screenshots go
+to test-output/screenshots/."""
 
 from __future__ import annotations
 
@@ -89,3 +91,33 @@ def test_it_runs_a_destructive_command_only_after_an_approver_approves(open_page
     wait_until_finished(asker)
     assert asker.url.endswith(run_path)
     assert "deleted build" in asker.locator("#tool-calls").inner_text()
+
+
+def test_a_clarification_button_starts_the_chosen_workflow(open_page, server):
+    page = open_page()
+    log_in(page, server)
+    send_command(page, server, "find laptops under $1000 and write a buying guide")
+    page.wait_for_url(re.compile(r".*/commands/\d+/$"))
+
+    page.click("#clarification-options button[data-workflow=research_brief]")
+
+    page.wait_for_url(re.compile(r".*/runs/\d+/$"))
+    assert "research_brief" in page.locator("#run-header h1").inner_text()
+    assert "query=find laptops under $1000 and write a buying guide" in page.locator("#run-inputs").inner_text()
+    wait_until_finished(page)
+
+
+def test_a_missing_input_is_given_in_a_field_and_the_run_starts_with_it(open_page, server):
+    page = open_page()
+    log_in(page, server)
+    send_command(page, server, "Run research workflow for")
+    page.wait_for_url(re.compile(r".*/commands/\d+/$"))
+    assert page.locator("#command-status").inner_text().strip() == "needs_more_info"
+
+    page.fill("#give-inputs input[name=input-query]", "laptops under $1000")
+    page.click("#give-inputs button[type=submit]")
+
+    page.wait_for_url(re.compile(r".*/runs/\d+/$"))
+    assert "research" in page.locator("#run-header h1").inner_text()
+    assert "query=laptops under $1000" in page.locator("#run-inputs").inner_text()
+    wait_until_finished(page)

@@ -18,6 +18,7 @@ from agents.handler import (
     decide,
     error_for_run,
     parse_selection,
+    plan_selection,
     selection_request,
 )
 from agents.llm.scripted import ScriptedProvider
@@ -385,3 +386,14 @@ def test_it_maps_run_errors_to_the_seed_table():
     assert error_for_run("failed", "Connection refused") == "Network error: Connection refused"
     assert error_for_run("failed", "Permission denied") == "Permission denied"
     assert error_for_run("cancelled", "") == "run ended cancelled"
+
+
+def test_a_chosen_workflow_is_told_to_the_model_and_read_for_its_inputs(catalog):
+    # "read" and "file" name file_read; the person chose research for this command.
+    [research] = [e for e in catalog if e.name == "research"]
+    plan = plan_selection("read the file about tents", [research], "chat", chosen="research")
+
+    assert 'The person chose the workflow "research" for this command' in plan.request.messages[1]["content"]
+    answer = ScriptedProvider().complete(plan.request)
+    decision = decide(parse_selection(answer.content, "read the file about tents"), [research], "chat")
+    assert decision.entry is research and decision.args["query"] == "read the file about tents"
