@@ -122,7 +122,3 @@ def _text(value: Any) -> str:
 
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
-
-
-# runs/actions/coordinator.py imports PromptStep as StepState: this alias goes when it imports it by its name.
-StepState = PromptStep

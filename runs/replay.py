@@ -45,7 +45,7 @@ RECENT_EVENTS = 8
 
 
 @dataclass
-class StepState:
+class ReplayStep:
     step_id: str
     kind: str = Step.Kind.STEP
     agent: str = ""
@@ -65,7 +65,7 @@ class ReplayState:
     run_status: str = Run.Status.PENDING
     coordinator_status: str = Step.Status.PENDING
     coordinator_working: bool = False
-    steps: dict[str, StepState] = field(default_factory=dict)
+    steps: dict[str, ReplayStep] = field(default_factory=dict)
     traffic: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     events: list[Event] = field(default_factory=list)
     _sent: dict[str, tuple[str, str]] = field(default_factory=dict, repr=False)
@@ -80,7 +80,7 @@ class ReplayState:
         return self.events[-RECENT_EVENTS:]
 
     @property
-    def ordered_steps(self) -> list[StepState]:
+    def ordered_steps(self) -> list[ReplayStep]:
         """Steps under their top-level container, as the graph places them."""
         spokes = in_display_order([Spoke(s.step_id, s.agent, s.status, s.kind) for s in self.steps.values()])
         return [self.steps[spoke.id] for spoke in spokes]
@@ -146,7 +146,7 @@ class ReplayState:
         self.seq = event.seq
         self.events.append(event)
 
-    def _add(self, step_id: str) -> StepState:
+    def _add(self, step_id: str) -> ReplayStep:
         """The step, created pending (after the row of the repeat-until loop
         it runs in, which is running from the moment it exists)."""
         if step_id in self.steps:
@@ -156,8 +156,8 @@ class ReplayState:
         except ValueError:
             loop_id = None
         if loop_id and loop_id not in self.steps:
-            self.steps[loop_id] = StepState(loop_id, Step.Kind.LOOP, status=Step.Status.RUNNING)
-        self.steps[step_id] = StepState(step_id)
+            self.steps[loop_id] = ReplayStep(loop_id, Step.Kind.LOOP, status=Step.Status.RUNNING)
+        self.steps[step_id] = ReplayStep(step_id)
         return self.steps[step_id]
 
 

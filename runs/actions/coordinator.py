@@ -141,7 +141,7 @@ def _coordinator_rounds(coordinator: Step, reason: str, inbox: list[RouterMessag
     view = prompts.RunView(
         workflow=spec.name,
         inputs=run.inputs,
-        steps=[prompts.StepState(s.step_id, s.agent, s.status, s.instructions) for s in steps],
+        steps=[prompts.PromptStep(s.step_id, s.agent, s.status, s.instructions) for s in steps],
         command=run.command,
         description=spec.description,
     )
