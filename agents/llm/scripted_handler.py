@@ -162,21 +162,28 @@ def read_args(command: str, entry: dict[str, Any]) -> Reading:
     elif after_preposition and slot is not None and slot not in given:
         reading.missing.append(slot)
     for name, values in given.items():
-        if len(set(values)) > 1:
-            reading.refuse([name], f"{name} is given more than once: {', '.join(repr(v) for v in values)}")
-            continue
-        value = values[0]
-        if not value:
-            continue
-        if inputs[name].get("list"):
-            items, problem = list_items(value, name)
-            if problem:
-                reading.refuse([name], problem)
-            elif items is not None:
-                reading.args[name] = items
-        else:
-            reading.args[name] = value
+        _read_value(reading, name, values, inputs[name])
     return reading
+
+
+def _read_value(reading: Reading, name: str, values: list[str], spec: dict[str, Any]) -> None:
+    """Input ``name`` as the command gave it (``values``, each time it was
+    named) into ``reading``: refused if given twice differently, a list
+    input read as its items."""
+    if len(set(values)) > 1:
+        reading.refuse([name], f"{name} is given more than once: {', '.join(repr(v) for v in values)}")
+        return
+    value = values[0]
+    if not value:
+        return
+    if not spec.get("list"):
+        reading.args[name] = value
+        return
+    items, problem = list_items(value, name)
+    if problem:
+        reading.refuse([name], problem)
+    elif items is not None:
+        reading.args[name] = items
 
 
 def free_text_input(inputs: dict[str, Any]) -> str | None:
@@ -200,13 +207,7 @@ def list_items(text: str, name: str) -> tuple[Any, str]:
     does not parse is passed on as it is, for the run to refuse it by name."""
     text = text.strip()
     if text.startswith("["):
-        try:
-            items = json.loads(text)
-        except ValueError:
-            return text, ""
-        if isinstance(items, list) and all(isinstance(i, str | int | float) for i in items):
-            return [str(i) for i in items], ""
-        return text, ""
+        return _json_items(text), ""
     if _OR.search(text):
         return None, f"Which {name} do you mean: {text!r} offers a choice"
     if _DANGLING.search(text):
@@ -219,16 +220,26 @@ def list_items(text: str, name: str) -> tuple[Any, str]:
         words = words[1:]
     items = []
     for part in _LIST_SPLIT.split(" ".join(words)):
-        item_words = [w for w in part.split() if w.lower() not in _ARTICLES]
-        if not item_words:
-            continue
-        lowered = [w.lower() for w in item_words]
+        lowered = [w.lower() for w in part.split() if w.lower() not in _ARTICLES]
         if set(lowered) & (_QUANTIFIERS | _CONNECTORS):
             return None, f"Which {name} do you mean: {text!r} does not name them one by one"
-        items.append(" ".join(lowered))
+        if lowered:
+            items.append(" ".join(lowered))
     if not items:
         return None, f"Which {name} do you mean? The command names none"
     return items, ""
+
+
+def _json_items(text: str) -> Any:
+    """A JSON list of plain values as its items (as strings); anything else
+    (it does not parse, or holds objects) as the text it was."""
+    try:
+        items = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(items, list) and all(isinstance(i, str | int | float) for i in items):
+        return [str(i) for i in items]
+    return text
 
 
 def _markers(command: str, inputs: dict[str, Any]) -> list[tuple[int, int, str]]:

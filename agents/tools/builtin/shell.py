@@ -201,14 +201,8 @@ def _pump(
         selector.register(fd, selectors.EVENT_READ)
         while True:
             now = time.monotonic()
-            if cancelled.is_set():
-                return "cancelled"
-            if now >= deadline:
-                return "timeout"
-            if quota.exceeded(now):
-                return "quota"
-            if hit := group.exceeded():
-                return hit
+            if stopped := _stop_reason(now, deadline, cancelled, quota, group):
+                return stopped
             if exited_at is None and proc.poll() is not None:
                 exited_at = now
             if exited_at is not None and now - exited_at > DRAIN_SECONDS:
@@ -224,6 +218,20 @@ def _pump(
     except subprocess.TimeoutExpired:
         return "timeout"
     return "quota" if quota.exceeded() else group.exceeded()
+
+
+def _stop_reason(
+    now: float, deadline: float, cancelled: threading.Event, quota: _Quota, group: CallGroup | NoGroup
+) -> str:
+    """Why the call must stop at ``now`` ("" while it may run on): the
+    first of "cancelled", "timeout", "quota", or its cgroup's "memory" or "cpu"."""
+    if cancelled.is_set():
+        return "cancelled"
+    if now >= deadline:
+        return "timeout"
+    if quota.exceeded(now):
+        return "quota"
+    return group.exceeded()
 
 
 # A command runs only while the worker that started it lives: a worker killed

@@ -331,24 +331,8 @@ atexit.register(POOL.close_all)
 
 
 def _result(server: McpServer, remote_name: str, result: CallToolResult) -> ToolAnswer:
-    texts: list[str] = []
-    for block in result.content:
-        if isinstance(block, TextContent):
-            texts.append(block.text)
-        elif isinstance(block, ImageContent | AudioContent):
-            kind = "image" if isinstance(block, ImageContent) else "audio"
-            texts.append(f"[{kind} {block.mime_type}, {_size(block.data)} bytes: not shown to the model]")
-        elif isinstance(block, EmbeddedResource):
-            resource = block.resource
-            if isinstance(resource, BlobResourceContents):
-                texts.append(
-                    f"[resource {resource.uri} ({resource.mime_type or 'binary'}, {_size(resource.blob)} bytes)]"
-                )
-            else:
-                texts.append(f"[resource {resource.uri}]\n{resource.text}")
-        elif isinstance(block, ResourceLink):
-            texts.append(f"[resource link {block.uri}{': ' + block.name if block.name else ''}]")
-    text = "\n".join(texts)
+    texts = [_block_text(block) for block in result.content]
+    text = "\n".join(line for line in texts if line is not None)
     if result.is_error:
         message = text.strip() or "the tool reported an error without a message"
         raise ToolError(f"MCP server {server.name!r}: {remote_name} failed: {message}", kind="domain_rejection")
@@ -360,6 +344,24 @@ def _result(server: McpServer, remote_name: str, result: CallToolResult) -> Tool
         if not text:
             text = json.dumps(structured, ensure_ascii=False, default=str)
     return ToolAnswer(text, artifacts=artifacts)
+
+
+def _block_text(block: object) -> str | None:
+    """What the model is told of one content block: text as it is, other
+    media and resources by a line saying what they are."""
+    if isinstance(block, TextContent):
+        return block.text
+    if isinstance(block, ImageContent | AudioContent):
+        kind = "image" if isinstance(block, ImageContent) else "audio"
+        return f"[{kind} {block.mime_type}, {_size(block.data)} bytes: not shown to the model]"
+    if isinstance(block, EmbeddedResource):
+        resource = block.resource
+        if isinstance(resource, BlobResourceContents):
+            return f"[resource {resource.uri} ({resource.mime_type or 'binary'}, {_size(resource.blob)} bytes)]"
+        return f"[resource {resource.uri}]\n{resource.text}"
+    if isinstance(block, ResourceLink):
+        return f"[resource link {block.uri}{': ' + block.name if block.name else ''}]"
+    return None
 
 
 def _size(data: str) -> int:
