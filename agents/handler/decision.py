@@ -153,42 +153,54 @@ def claims_problem(claims: list[SourcedClaim]) -> str | None:
 def _coerce(value: Any, kind: str) -> Any:
     """``value`` as an input of type ``kind``; ValueError when it is not one."""
     if kind == "boolean":
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-            return value.strip().lower() in _TRUE
-        raise ValueError(kind)
+        return _boolean(value)
     # bool is an int in Python, but not an integer, a number or a string here.
     if isinstance(value, bool):
         raise ValueError(kind)
     # A path is text here; runs.actions.catalog.check_inputs keeps it inside the workspace.
-    if kind in ("string", "path"):
-        if isinstance(value, str):
-            return value
-        if isinstance(value, int | float):
-            return str(value)
-    elif kind == "integer":
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str) and _INTEGER.match(value.strip()):
-            return int(value.strip())
-    elif kind == "number":
-        if isinstance(value, int | float) and math.isfinite(value):
-            return value
-        if isinstance(value, str):
-            text = value.strip()
-            if _INTEGER.match(text):
-                return int(text)
-            try:
-                number = float(text)
-            except ValueError:
-                pass
-            else:
-                if math.isfinite(number):
-                    return number
+    if kind in ("string", "path") and isinstance(value, str | int | float):
+        return value if isinstance(value, str) else str(value)
+    if kind == "integer":
+        return _integer(value)
+    if kind == "number":
+        return _number(value)
     raise ValueError(kind)
+
+
+def _boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ValueError("boolean")
+
+
+def _integer(value: Any) -> int:
+    """An int, a float with no fraction, or a string of digits, as an int."""
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and _INTEGER.match(value.strip()):
+        return int(value.strip())
+    raise ValueError("integer")
+
+
+def _number(value: Any) -> int | float:
+    """A finite int or float, or a string of one (digits alone give an int)."""
+    if isinstance(value, int | float) and math.isfinite(value):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        if _INTEGER.match(text):
+            return int(text)
+        try:
+            number = float(text)
+        except ValueError:
+            raise ValueError("number") from None
+        if math.isfinite(number):
+            return number
+    raise ValueError("number")
 
 
 def _list_value(items: list[Any]) -> str:
