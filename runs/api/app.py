@@ -51,37 +51,52 @@ class Api(NinjaAPI):
     def get_openapi_operation_id(self, operation: Operation) -> str:
         return operation.view_func.__name__
 
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        # The document, by the path the API is mounted at: it changes only
+        # with the code, and takes django-ninja a quarter of a second to make.
+        self.documents: dict[str, OpenAPISchema] = {}
+
     def get_openapi_schema(self, *, path_prefix: str | None = None, path_params: Any = None) -> OpenAPISchema:
         """django-ninja's document, with what it cannot say itself: the
-        security schemes' names, what each refusal means, and the document's
-        own path."""
-        document = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
-        schemes = document["components"].get("securitySchemes", {})
-        document["components"]["securitySchemes"] = {SCHEMES[name]: scheme for name, scheme in schemes.items()}
-        for item in document["paths"].values():
-            for operation in item.values():
-                operation["security"] = [
-                    {SCHEMES[name]: scopes} for each in operation["security"] for name, scopes in each.items()
-                ]
-                for status, response in operation["responses"].items():
-                    if status in errors.MEANINGS:
-                        response["description"] = errors.MEANINGS[status]
+        security schemes' names, what each refusal means, optional query
+        parameters as the values they take, and the document's own path."""
         root = path_prefix if path_prefix is not None else self.get_root_path(path_params or {})
-        document["paths"][f"{root}openapi.json"] = {
-            "get": {
-                "operationId": "openapi",
-                "summary": "This document",
-                "parameters": [],
-                "responses": {
-                    200: {
-                        "description": "This document",
-                        "content": {"application/json": {"schema": {"type": "object"}}},
-                    }
-                },
-                "security": [],
-            }
-        }
-        return document
+        if root not in self.documents:
+            document = super().get_openapi_schema(path_prefix=root)
+            schemes = document["components"].get("securitySchemes", {})
+            document["components"]["securitySchemes"] = {SCHEMES[name]: scheme for name, scheme in schemes.items()}
+            for item in document["paths"].values():
+                for operation in item.values():
+                    _amend(operation)
+            document["paths"][f"{root}openapi.json"] = {"get": OWN_PATH}
+            self.documents[root] = document
+        return self.documents[root]
+
+
+OWN_PATH = {
+    "operationId": "openapi",
+    "summary": "This document",
+    "parameters": [],
+    "responses": {
+        200: {"description": "This document", "content": {"application/json": {"schema": {"type": "object"}}}}
+    },
+    "security": [],
+}
+
+
+def _amend(operation: dict[str, Any]) -> None:
+    operation["security"] = [{SCHEMES[name]: scopes} for each in operation["security"] for name, scopes in each.items()]
+    for status, response in operation["responses"].items():
+        if status in errors.MEANINGS:
+            response["description"] = errors.MEANINGS[status]
+    for parameter in operation["parameters"]:
+        # An optional parameter is left out, never sent as null: describe the value.
+        schema = parameter["schema"]
+        values = [option for option in schema.get("anyOf", []) if option != {"type": "null"}]
+        if len(values) == 1 and not parameter["required"]:
+            del schema["anyOf"]
+            schema |= values[0]
 
 
 api = Api(
