@@ -64,12 +64,13 @@ lint: $(VENV)/.dev sql-edge
 	$(VENV)/bin/lint-imports
 	$(PY) -m mypy
 
-# Raw SQL and the question of which database run only in runs/store/sql/
-# (dialect differences stay at the edge: docs/architecture.md, "Layers");
-# the drivers' imports are import-linter's to check.
+# Raw SQL, the question of which database it is and whether a transaction
+# is open are asked only in runs/store/sql/, the store (dialect differences
+# stay at the edge: docs/architecture.md, "Layers"); the drivers' imports
+# are import-linter's to check.
 sql-edge:
-	@if grep -rnE '\.vendor\b|\.execute(many)?\(' --include='*.py' runs zenweb agents | grep -v -e '^runs/store/sql/' -e '/migrations/'; then \
-		echo 'raw SQL or a database vendor check outside runs/store/sql/ (above)'; exit 1; fi
+	@if grep -rnE '\.vendor\b|in_atomic_block|\.execute(many)?\(' --include='*.py' runs zenweb agents | grep -v -e '^runs/store/sql/' -e '/migrations/'; then \
+		echo 'raw SQL, a database vendor check or a transaction probe outside runs/store/sql/ (above)'; exit 1; fi
 
 clean:
 	rm -rf $(VENV) var

@@ -87,7 +87,7 @@ def write(run_id: int, events: int, rate: float) -> dict[str, Any]:
 
     from agents.events import Event
     from agents.events.run_events import AgentTurn
-    from runs.store.sql import lock_run
+    from runs.store.sql import store
     from runs.store.unit_of_work import UnitOfWork
 
     uow = UnitOfWork(run_id)
@@ -102,7 +102,7 @@ def write(run_id: int, events: int, rate: float) -> dict[str, Any]:
                 time.sleep(pause)
         size = min(BATCH, events - written)
         with transaction.atomic(), uow:
-            lock_run(run_id)
+            store().lock_run(run_id)
             # Registered first, so it runs first after commit: before the broadcasts.
             transaction.on_commit(lambda size=size: committed.extend([time.time()] * size))
             for n in range(size):

@@ -15,8 +15,8 @@ class RunsConfig(AppConfig):
 
         from agents.tools.mcp import servers
         from runs import tasks  # noqa: F401 (registered by importing)
-        from runs.store.sql import pg_text
+        from runs.store.sql import store
 
         # Stdio MCP servers start in the operator's sandbox (read once, here at the edge).
         servers.POOL.sandbox = settings.ZENWEB_SANDBOX
-        connection_created.connect(pg_text.on_connection_created, dispatch_uid="zenweb-pg-text")
+        connection_created.connect(store().on_connection_created, dispatch_uid="zenweb-pg-text")

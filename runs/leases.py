@@ -32,9 +32,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from runs.models import Step, WorkerProcess
-from runs.store import sql
+from runs.store.sql import store
 from runs.store.sql.errors import connection_lost, first_line
-from runs.store.sql.workers import beat, beats
 
 log = logging.getLogger(__name__)
 
@@ -68,14 +67,14 @@ def claim_turn(step_pk: int, turn: int, owner: str) -> Step | None:
     statement on PostgreSQL. Raises Step.DoesNotExist for a step that is gone."""
     now = timezone.now()
     expires = now + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS)
-    return sql.claim_step_for_turn(step_pk, turn, owner, expires, now)
+    return store().claim_step_for_turn(step_pk, turn, owner, expires, now)
 
 
 def claim(step_pk: int, turn: int, owner: str) -> bool:
     """Take the lease on turn ``turn`` of a step; False if another worker holds
     it (or the turn was taken already)."""
     now = timezone.now()
-    return sql.claim_step(step_pk, turn, owner, now + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS), now)
+    return store().claim_step(step_pk, turn, owner, now + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS), now)
 
 
 def release(step_pk: int, owner: str) -> None:
@@ -202,7 +201,7 @@ class _Renewals:
 
     def beat_now(self) -> None:
         try:
-            beat(this_process(), this_machine())
+            store().beat(this_process(), this_machine())
             self._beaten_at = time.monotonic()
         except Exception as exc:  # noqa: BLE001 - a missed beat is made up by the next
             if connection_lost(exc):
@@ -252,7 +251,7 @@ def dead_owners(beats_trusted: Callable[[], bool]) -> tuple[list[str], list[str]
     here = this_machine()
     me = this_process()
     gone, silent = [], []
-    for name, machine, age in beats():
+    for name, machine, age in store().beats():
         if name == me:
             continue
         if here and machine == here:

@@ -24,13 +24,13 @@ from runs.actions.budgets import TokenTotals, totals_from, totals_of
 from runs.actions.command_results import coordinator_result
 from runs.graph import GRAPH_EVENTS, routing_graph
 from runs.models import Command, Event, Message, Run, Step, ToolCall
-from runs.store.sql import live as live_reads
+from runs.store.sql import store
 
 BATCH = 500
 
 
 def events_after(run_id: int, after: int, limit: int = BATCH) -> list[Event]:
-    return live_reads.events_after(run_id, after, limit)
+    return store().live_events_after(run_id, after, limit)
 
 
 def run_context(run: Run, *, graph: bool = True) -> dict:
@@ -236,7 +236,7 @@ def _render_update(run_id: int, after: int) -> tuple[str, int]:
         return "", after
     # With the header's figures, summed by the database: a live update need
     # not load every step of a big run to redraw the header.
-    run, ended, total, token_sums = live_reads.run_header(run_id)
+    run, ended, total, token_sums = store().live_run_header(run_id)
     tokens = totals_from(token_sums)
     redraw_graph = any(event.type in GRAPH_EVENTS for event in events)
     # A big run's graph is marked stale instead: each page fetches it at
@@ -253,7 +253,7 @@ def _render_update(run_id: int, after: int) -> tuple[str, int]:
         # is about 400 KB, too much to send to every dashboard on every update.
         shown = context.get("steps")
         context["step_rows"] = (
-            [s for s in shown if s.step_id in changed] if shown is not None else live_reads.step_rows(run.pk, changed)
+            [s for s in shown if s.step_id in changed] if shown is not None else store().live_step_rows(run.pk, changed)
         )
     context |= {"events": events, "last_seq": events[-1].seq, "graph_seq": events[-1].seq, "oob": True}
     if any(event.type in TOOL_EVENTS for event in events):

@@ -46,7 +46,7 @@ from runs.actions.retention import release_ended_workspaces
 from runs.actions.tool_tasks import sweep_tool_calls
 from runs.models import Event, Run, Step
 from runs.store.events import DjangoEventSink
-from runs.store.sql import database_up_for, lock_run
+from runs.store.sql import store
 from runs.store.sql.errors import connection_lost, first_line
 
 log = logging.getLogger(__name__)
@@ -109,7 +109,7 @@ def _beats_trusted(reached_for: float) -> bool:
     """Whether a stale beat means a dead process: the database server and
     this sweeper have been up long enough for every live one to beat again
     since (as leases_lapse, for the beats' deadline)."""
-    up_for = database_up_for()
+    up_for = store().database_up_for()
     return min(math.inf if up_for is None else up_for, reached_for) >= leases.heartbeat_dead_after()
 
 
@@ -119,7 +119,7 @@ def do_sweep(reached_for: float = math.inf) -> dict[str, int]:
     has reached the database (``leases_lapse``). Safe to run in many
     workers at once: every change is a conditional UPDATE."""
     now = timezone.now()
-    lapse = leases_lapse(database_up_for(), reached_for)
+    lapse = leases_lapse(store().database_up_for(), reached_for)
     return {
         "dead_workers": release_dead_workers(reached_for) if settings.ZENWEB_HEARTBEAT_SECONDS > 0 else 0,
         "expired": _expire_leases(now) if lapse else 0,
@@ -146,7 +146,7 @@ def _expire_leases(now, owners: Q | None = None) -> int:
         held = Step.objects.filter(owners, status=Step.Status.RUNNING).exclude(lease_owner="").order_by()
     for step in held:
         with transaction.atomic():
-            lock_run(step.run_id)
+            store().lock_run(step.run_id)
             # Neither renewed nor taken since it was read.
             same = Q(lease_owner=step.lease_owner, lease_expires=step.lease_expires)
             if not Step.objects.filter(same, pk=step.pk).update(lease_owner="", lease_expires=None, turn_queued=now):
@@ -328,7 +328,7 @@ def _mark_stuck(now) -> int:
     for run in running.filter(last__lt=limit):
         reason = f"no progress since {run.last:%Y-%m-%d %H:%M:%S} UTC"
         with transaction.atomic():
-            lock_run(run.pk)
+            store().lock_run(run.pk)
             if Run.objects.filter(pk=run.pk, stuck_reason="").update(stuck_reason=reason):
                 DjangoEventSink(run.pk).emit(RuntimeEvent.of(RunStuck(reason=reason)))
                 stuck += 1

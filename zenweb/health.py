@@ -21,7 +21,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
-from runs.store.sql.server import database_problem
+from runs.store.sql import store
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @never_cache
 @require_safe
 def readyz(request: HttpRequest) -> JsonResponse:
-    problems = {"database": database_problem(), "broker": _broker_problem()}
+    problems = {"database": store().database_problem(), "broker": _broker_problem()}
     for what, problem in problems.items():
         if problem:
             log.warning("not ready: %s: %s", what, problem)

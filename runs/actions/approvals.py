@@ -42,7 +42,7 @@ from runs.actions.pending import deliver_result
 from runs.actions.tooling import step_tools, stored_call_context
 from runs.models import Approval, ApprovalDecision, Run, Step, ToolCall
 from runs.store.events import DjangoEventSink
-from runs.store.sql import lock_run
+from runs.store.sql import store
 
 PERMISSION = "runs.decide_approval"
 
@@ -64,7 +64,7 @@ def do_decide(approval_id: int, user, decision: str, reason: str, seen_hash: str
     # A lapse is recorded in its own transaction: the refusal below must not undo it.
     _lapse_if_expired(approval_id, run_id)
     with transaction.atomic():
-        lock_run(run_id)
+        store().lock_run(run_id)
         approval = Approval.objects.select_for_update().select_related("run__workflow").get(pk=approval_id)
         if approval.status != Approval.Status.PENDING:
             raise ApprovalError(f"approval {approval.pk} is already {approval.status}")
@@ -139,7 +139,7 @@ def do_lapse_expired() -> int:
 
 def _lapse_if_expired(approval_id: int, run_id: int) -> bool:
     with transaction.atomic():
-        lock_run(run_id)
+        store().lock_run(run_id)
         approval = Approval.objects.select_for_update().select_related("run__workflow").get(pk=approval_id)
         if approval.status != Approval.Status.PENDING or not _expired(approval):
             return False
@@ -162,7 +162,7 @@ def do_execute_approved_call(approval_id: int) -> None:
     if approval.kind != Approval.Kind.TOOL or call is None:
         return
     with transaction.atomic():
-        lock_run(approval.run_id)
+        store().lock_run(approval.run_id)
         if not Approval.objects.filter(pk=approval.pk, status=Approval.Status.APPROVED, executed=False).update(
             executed=True
         ):

@@ -18,7 +18,7 @@ from agents.tools.errors import RetryHint, failure_text
 from agents.tools.results import ToolResult
 from runs.actions.pending import deliver_result
 from runs.models import Run, ToolCall
-from runs.store.sql import lock_run
+from runs.store.sql import store
 
 
 def do_deliver_child_result(child_id: int) -> None:
@@ -28,7 +28,7 @@ def do_deliver_child_result(child_id: int) -> None:
     if call is None or not child.is_terminal:
         return
     with transaction.atomic():
-        lock_run(call.run_id)
+        store().lock_run(call.run_id)
         if child.status == Run.Status.COMPLETED:
             text, omitted = ToolResult(child.result or "(the run finished without a summary)").model_text(
                 settings.ZENWEB_MAX_TOOL_RESULT_CHARS

@@ -23,7 +23,7 @@ from runs.actions.catalog import workflow_spec
 from runs.models import Approval, Artifact, Run, Step, ToolCall
 from runs.store.events import DjangoEventSink
 from runs.store.mailboxes import DjangoMailboxStore
-from runs.store.sql import unread_count_sql, update_returning
+from runs.store.sql import store
 from runs.store.unit_of_work import UnitOfWork
 
 
@@ -163,14 +163,10 @@ def save_turn(step: Step, result: TurnResult, *, next_turn_queued: bool = False)
     if next_turn_queued:
         values["turn_queued"] = timezone.now()
     rows = [_tool_call_row(step, call) for call in result.tool_calls]
-    step.prompt_tokens, step.completion_tokens, step.turns, unread = update_returning(
-        Step,
-        step.pk,
-        values,
-        {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens},
-        ["prompt_tokens", "completion_tokens", "turns"],
-        also=unread_count_sql(step.run_id, step.step_id),
-        then_insert=rows,  # their ids set, as create() would: without the ORM's per-query work
+    tokens = (result.prompt_tokens, result.completion_tokens)
+    # The calls' ids set, as create() would: without the ORM's per-query work.
+    step.prompt_tokens, step.completion_tokens, step.turns, unread = store().save_turn_and_calls(
+        step, values, tokens, rows
     )
     queued: list[int] = []
     for row, call in zip(rows, result.tool_calls, strict=True):

@@ -17,7 +17,7 @@ from agents import ids
 from agents.expansion import RuntimeStep
 from agents.router import COORDINATOR
 from runs.models import Run, Step
-from runs.store import sql
+from runs.store.sql import store
 
 
 def create_steps(run: Run, runtime_steps: Iterable[RuntimeStep], *, first: bool = False) -> list[Step]:
@@ -76,7 +76,7 @@ def create_steps(run: Run, runtime_steps: Iterable[RuntimeStep], *, first: bool 
         )
         existing.add(runtime.runtime_id)
         position += 1
-    sql.insert_many(created)
+    store().insert_many(created)
     return created
 
 

@@ -39,8 +39,8 @@ from runs.actions.run_states import plans_first
 from runs.actions.scheduling import schedule
 from runs.actions.tooling import tool_env, tools_for
 from runs.models import Run, Step
-from runs.store import sql
 from runs.store.events import DjangoEventSink, broadcast
+from runs.store.sql import WakeStep, store
 from runs.store.sql.errors import connection_lost
 from runs.store.unit_of_work import UnitOfWork
 
@@ -65,7 +65,7 @@ def do_coordinator_wake(run_id: int) -> None:
     runs is handled by that one before it goes idle."""
     # The run (with its workflow) comes with its coordinator's row, its
     # steps and the coordinator's inbox.
-    wake = sql.claim_wake(run_id)
+    wake = store().claim_wake(run_id)
     if wake is None:
         # The wake that runs reads what this one was queued for; a later
         # request may queue another (runs/store/sql/runs.py wake_sql).
@@ -93,7 +93,7 @@ def do_coordinator_wake(run_id: int) -> None:
             if Run.objects.filter(pk=run_id, wake_requests=seen).update(coordinator_busy=False):
                 schedule(run_id, idle=True)
                 return
-            wake = sql.read_wake(run_id)  # messages came meanwhile: read again
+            wake = store().read_wake(run_id)  # messages came meanwhile: read again
     except DoubleDrainError:
         # The run was cancelled or ended while this wake read its inbox; the
         # messages were dropped with their events. Nothing is left to do.
@@ -109,7 +109,7 @@ def do_coordinator_wake(run_id: int) -> None:
         do_fail_run(run_id, f"coordinator: internal error: {type(exc).__name__}: {exc}")
 
 
-def _all_done(run: Run, steps: list[sql.WakeStep]) -> bool:
+def _all_done(run: Run, steps: list[WakeStep]) -> bool:
     """The state machine's rule (agents.core.machine.all_done): every step
     terminal and none being resumed."""
     states = tuple(machine.StepState(step.step_id, step.status, resuming=step.resuming) for step in steps)
@@ -122,7 +122,7 @@ def release_wake(run_id: int) -> None:
     Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(coordinator_busy=False)
 
 
-def _coordinator_rounds(coordinator: Step, reason: str, inbox: list[RouterMessage], steps: list[sql.WakeStep]) -> bool:
+def _coordinator_rounds(coordinator: Step, reason: str, inbox: list[RouterMessage], steps: list[WakeStep]) -> bool:
     """The coordinator's model turns of one wake (at most
     MAX_COORDINATOR_ROUNDS), its run as the wake read it with the
     coordinator: whether the last of a finish ended the run."""
@@ -136,7 +136,7 @@ def _coordinator_rounds(coordinator: Step, reason: str, inbox: list[RouterMessag
     cap = Limits.of(run).coordinator_wake_cycles
     if cycle == warning_cycle(cap):
         woke.append(RuntimeEvent.of(MaxWakeCyclesWarning(cycle=cycle, max=cap), COORDINATOR))
-    broadcast(run.pk, sql.count_wake(run.pk, coordinator.pk, cycle, woke, timezone.now()))
+    broadcast(run.pk, store().count_wake(run.pk, coordinator.pk, cycle, woke, timezone.now()))
     coordinator.turns = cycle
     view = prompts.RunView(
         workflow=spec.name,

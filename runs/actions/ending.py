@@ -27,8 +27,8 @@ from runs.actions.common import router_for
 from runs.actions.pending import deliver_result
 from runs.actions.tool_tasks import stop_unfinished_calls
 from runs.models import Approval, Run, Step, ToolCall
-from runs.store import sql
 from runs.store.events import DjangoEventSink
+from runs.store.sql import RunEnd, store
 
 
 def do_finish_run(run_id: int) -> None:
@@ -44,7 +44,7 @@ def finish_locked(run: Run) -> None:
     under that lock, or since), whose steps are all done: with the status
     the state machine decides (machine.CoordinatorFinished). Its ``result``
     is written with its end."""
-    rows = sql.end_steps(run.pk)
+    rows = store().end_steps(run.pk)
     workers = [row for row in rows if row.kind != Step.Kind.COORDINATOR]
     steps = [machine.StepState(runtime_id=row.step_id, status=row.status, error=row.error) for row in workers]
     state = machine.RunState(status=run.status, steps=tuple(steps))
@@ -146,8 +146,8 @@ def _end_run(run: Run, read: _Read = _UNREAD) -> None:
     # emitted events. The result as read under the lock, or as its finish
     # round gave it. What else the end closes is read with it: most runs
     # leave none of it.
-    end = sql.RunEnd(run.status, run.error, run.result, run.finished, ended, why)
-    left = sql.end_run(run.pk, end)
+    end = RunEnd(run.status, run.error, run.result, run.finished, ended, why)
+    left = store().end_run(run.pk, end)
     if read.resuming:
         Step.objects.filter(run=run, resuming=True).update(resuming=False)
     if not read.coordinator_closed:

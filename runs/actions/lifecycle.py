@@ -24,8 +24,8 @@ from runs.actions.offers import NotOffered, start_refusal
 from runs.actions.run_states import step_row
 from runs.actions.scheduling import Eager, schedule_start
 from runs.models import Run, Step, Workflow
-from runs.store import sql
 from runs.store.events import DjangoEventSink
+from runs.store.sql import store
 
 
 class TooManyRuns(InputError):
@@ -106,7 +106,7 @@ def do_start_run(run_id: int, worker: str | None = None) -> Eager | None:
     when it is one thing: the first turn of the one step that starts, or
     the coordinator's first wake (see scheduling.schedule); returned."""
     with transaction.atomic():
-        run = sql.start_run(run_id, timezone.now())
+        run = store().start_run(run_id, timezone.now())
         if run is None:
             return None
         spec = workflow_spec(run.workflow)

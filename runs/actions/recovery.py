@@ -20,7 +20,7 @@ from runs.actions.common import dispatch_after_commit
 from runs.actions.tool_tasks import queued_calls
 from runs.models import Run, Step, ToolCall
 from runs.store.events import DjangoEventSink
-from runs.store.sql import lock_run
+from runs.store.sql import store
 from runs.store.wakes import request_coordinator_wake
 
 
@@ -29,7 +29,7 @@ def do_resume_run(run_id: int, reason: str) -> list[str]:
     tool call, the task of every queued call, and wake the coordinator. Returns the step ids nudged; a run
     that is not running is left alone."""
     with transaction.atomic():
-        lock_run(run_id)
+        store().lock_run(run_id)
         run = Run.objects.get(pk=run_id)
         if run.status != Run.Status.RUNNING:
             return []

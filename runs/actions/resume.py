@@ -20,16 +20,15 @@ from runs.actions.model_calls import model_call
 from runs.actions.step_ends import run_of, schedule_after_commit
 from runs.actions.turn_inputs import build_agent_turn, turn_variables
 from runs.models import Run, Step
-from runs.store import sql
 from runs.store.events import DjangoEventSink
 from runs.store.mailboxes import DjangoMailboxStore
-from runs.store.sql import lock_run
+from runs.store.sql import store
 
 
 def do_resume_turn(step_pk: int) -> None:
     """One more turn of a completed step, for the messages forwarded to it
     since. Its answer goes back to the coordinator as a resume_reply."""
-    step = sql.step_for_turn(step_pk)
+    step = store().step_for_turn(step_pk)
     if step is None:
         raise Step.DoesNotExist(f"step {step_pk} does not exist")
     run = step.run
@@ -38,8 +37,8 @@ def do_resume_turn(step_pk: int) -> None:
     if run.status != Run.Status.RUNNING:
         Step.objects.filter(pk=step.pk).update(resuming=False)
         return
-    store = DjangoMailboxStore(run.pk)
-    inbox = store.unread(step.step_id)
+    mailboxes = DjangoMailboxStore(run.pk)
+    inbox = mailboxes.unread(step.step_id)
     agent = agent_of(workflow_spec(run.workflow), step)
     agent_turn = build_agent_turn(run, step, agent, turn_variables(run, step, inbox))
     agent_turn.empty_answer_retries = None  # one answer: an empty one replies "(no answer)"
@@ -53,7 +52,7 @@ def do_resume_turn(step_pk: int) -> None:
         do_fail_resume(step.pk, str(exc))
         return
     with transaction.atomic():
-        lock_run(run.pk)
+        store().lock_run(run.pk)
         if not Step.objects.filter(pk=step.pk, resuming=True, turns=step.turns).update(turns=F("turns") + 1):
             return
         router = router_for(run.pk)
@@ -73,7 +72,7 @@ def do_resume_turn(step_pk: int) -> None:
 def do_fail_resume(step_pk: int, error: str) -> None:
     """A resume that could not answer: say why, drop what it was given."""
     with transaction.atomic():
-        lock_run(run_of(step_pk))
+        store().lock_run(run_of(step_pk))
         step = Step.objects.get(pk=step_pk)
         if not Step.objects.filter(pk=step.pk, resuming=True).update(resuming=False):
             return

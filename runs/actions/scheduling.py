@@ -29,17 +29,7 @@ from runs.actions.catalog import spec_of
 from runs.actions.run_states import coordinator_plans_first, run_state, spawns_workers
 from runs.models import Run, Step
 from runs.store.events import NoticeAfterCommit
-from runs.store.sql import (
-    StepRow,
-    Successor,
-    claim_queued_first_turn,
-    locked_schedule_state,
-    request_wake,
-    schedule_state,
-    start_and_claim_step,
-    start_steps,
-    step_rows,
-)
+from runs.store.sql import StepRow, Successor, store
 from runs.store.wakes import request_coordinator_wake
 
 
@@ -112,7 +102,7 @@ def schedule(
     # start (a fan-out starts all its steps at once; a report waits for a
     # loop's last iteration): they read the run's flags in one query,
     # without the run's lock, instead of every step of the run.
-    state = state or schedule_state(run_id)
+    state = state or store().schedule_state(run_id)
     if state is None:
         return
     status, busy, has_mail, may_start, all_steps_done, workflow_id, created = state
@@ -134,7 +124,7 @@ def schedule(
     # commits before it calls this, so the last one to end sees all done.
     if all_steps_done or coordinator_plans_first(run_id, spec):
         if worker is not None:
-            return None if request_wake(run_id) else EagerWake(run_id)
+            return None if store().request_wake(run_id) else EagerWake(run_id)
         with transaction.atomic():
             request_coordinator_wake(run_id)
     return None
@@ -180,7 +170,7 @@ def _start_without_lock(
     started) the step started with its first turn claimed for that worker.
     Only where decided_from_rows holds."""
     if rows is None:
-        rows = step_rows(run_id)
+        rows = store().step_rows(run_id)
     state = run_state(Run.Status.RUNNING, rows, spec, machine.CoordinatorState())
     decisions = machine.decide(state, machine.StepEnded(finished, Step.Status.COMPLETED))
     start = next((d for d in decisions if isinstance(d, machine.StartSteps)), None)
@@ -207,7 +197,7 @@ def _start_ready_steps(run_id: int, happened: machine.Happening, worker: str | N
     # Nothing here is rolled back on its own: inside a caller's transaction, no savepoint.
     with transaction.atomic(savepoint=False):
         # Read after the lock: what its earlier holders committed.
-        locked = locked_schedule_state(run_id)
+        locked = store().locked_schedule_state(run_id)
         if locked is None:
             return None
         (status, busy, has_mail, _, _, workflow_id, created), rows = locked
@@ -277,7 +267,7 @@ def _start_steps(run_id: int, steps: list) -> None:
     are free. A fan-out of 500 steps costs the broker a task per worker
     that joins, not one per step (docs/concurrency.md)."""
     starts = [(step.pk, _step_start(step)) for step in steps]
-    started, last_seq = start_steps(run_id, starts, timezone.now())
+    started, last_seq = store().start_steps(run_id, starts, timezone.now())
     if last_seq is not None:
         NoticeAfterCommit(run_id).wrote(last_seq)
     if len(started) == 1:
@@ -293,7 +283,7 @@ def take_queued_turn(run_id: int, worker: str, after: int = 0) -> tuple[EagerTur
     it, or None; and whether another waits."""
     now = timezone.now()
     expires = now + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS)
-    step, more = claim_queued_first_turn(run_id, worker, expires, now, after)
+    step, more = store().claim_queued_first_turn(run_id, worker, expires, now, after)
     return (None if step is None else EagerTurn(step, {})), more
 
 
@@ -301,7 +291,7 @@ def _start_claimed(run_id: int, step: Successor) -> Step | None:
     """Start ``step`` with its owner's lease on its first turn, in one
     statement on PostgreSQL; the step loaded for that turn, or None if
     another pass started it (or the run stopped)."""
-    started = start_and_claim_step(run_id, step)
+    started = store().start_and_claim_step(run_id, step)
     if started is None:
         return None
     loaded, last_seq = started

@@ -38,7 +38,7 @@ from runs.actions.scheduling import apply_decisions, schedule
 from runs.models import Run, Step, ToolCall
 from runs.store.events import DjangoEventSink
 from runs.store.mailboxes import DjangoMailboxStore
-from runs.store.sql import lock_run, locked_schedule_state
+from runs.store.sql import store
 
 
 def after_step_terminal(step: Step) -> bool:
@@ -114,12 +114,12 @@ def do_judge_loop(loop_pk: int, iteration: int) -> None:
             answer = provider_for(agent).complete(request, **hooks).content or ""
     except ProviderError as exc:
         with transaction.atomic():
-            lock_run(run.pk)
+            store().lock_run(run.pk)
             _end_loop(run, Step.objects.select_for_update().get(pk=loop_pk), Step.Status.FAILED, f"judge: {exc}")
         return
     verdict = repeat_loops.judge_decision(answer)
     with transaction.atomic():
-        lock_run(run.pk)
+        store().lock_run(run.pk)
         loop = Step.objects.select_for_update().get(pk=loop_pk)
         if loop.is_terminal:
             return
@@ -157,7 +157,7 @@ def do_fail_step(step_pk: int, error: str) -> bool:
     state machine decides follows is applied (apply_failure_policy). False
     if it had ended already."""
     with transaction.atomic():
-        lock_run(run_of(step_pk))
+        store().lock_run(run_of(step_pk))
         step = Step.objects.select_for_update().get(pk=step_pk)
         if step.is_terminal:
             return False
@@ -179,7 +179,7 @@ def do_stop_waiting_step(run_id: int, step_id: str) -> None:
     read the cancel until the result came, and an approval could still run
     the call. A step mid-turn reads it at its next turn, as before."""
     with transaction.atomic():
-        lock_run(run_id)
+        store().lock_run(run_id)
         step = Step.objects.filter(run_id=run_id, step_id=step_id, status=Step.Status.RUNNING).first()
         # Under the run's lock a step with pending calls is between turns:
         # its next turn is queued only once none is pending (deliver_result).
@@ -193,7 +193,7 @@ def do_stop_waiting_step(run_id: int, step_id: str) -> None:
 def cancel_step(step: Step, inbox: list[RouterMessage]) -> None:
     """A forward of kind cancel stops the step at this turn boundary."""
     with transaction.atomic():
-        lock_run(step.run_id)
+        store().lock_run(step.run_id)
         if not Step.objects.filter(pk=step.pk, status=Step.Status.RUNNING).update(
             status=Step.Status.CANCELLED, finished=timezone.now()
         ):
@@ -227,7 +227,7 @@ def apply_failure_policy(stopped: Step, reason: str) -> None:
     abort (every unfinished step is cancelled and every later message to
     them drops as workflow-cancelled); then the steps that may start start,
     and the coordinator wakes (to plan, or to finish once every step is done)."""
-    locked = locked_schedule_state(stopped.run_id)
+    locked = store().locked_schedule_state(stopped.run_id)
     if locked is None:
         return
     (status, busy, has_mail, _, _, workflow_id, created), rows = locked

@@ -51,10 +51,11 @@ from runs.actions.step_ends import after_step_terminal, cancel_step, do_fail_ste
 from runs.actions.tooling import step_tools
 from runs.actions.turn_inputs import build_agent_turn, dependency_outputs, turn_variables
 from runs.models import Run, Step, ToolCall
-from runs.store import last_turn, sql
+from runs.store import last_turn
 from runs.store.events import NoticeAfterCommit, broadcast
 from runs.store.journal import DjangoToolJournal
 from runs.store.mailboxes import DjangoMailboxStore
+from runs.store.sql import store
 from runs.store.unit_of_work import UnitOfWork
 from runs.store.wakes import stop_waiting_after_commit
 
@@ -185,9 +186,7 @@ def _record_turn(step: Step, turn: int) -> int:
     first statement): how many rows it changed (0: another worker recorded
     it). A queued mark left by a duplicate of this turn (a resume while it
     ran) goes: what follows the turn sets it again if it queues another."""
-    values = {"turns": turn, "lease_owner": "", "lease_expires": None, "turn_queued": None}
-    where, params = "id = %s AND status = %s AND turns = %s", [step.pk, Step.Status.RUNNING, turn - 1]
-    return sql.update(Step, values, where, params, locking_run=step.run_id)
+    return store().record_turn(step, turn)
 
 
 def _last_turn_in_one_trip(

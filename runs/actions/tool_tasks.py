@@ -48,7 +48,7 @@ from runs.actions.tooling import step_tools, stored_call_context
 from runs.models import Run, Step, ToolCall, ToolExecution
 from runs.store.events import DjangoEventSink
 from runs.store.journal import DjangoToolJournal
-from runs.store.sql import lock_run
+from runs.store.sql import store
 from runs.store.sql.errors import connection_lost
 
 log = logging.getLogger(__name__)
@@ -133,7 +133,7 @@ def _claim(call_pk: int, owner: str) -> ToolCall | None:
     """queued -> running under this worker's lease, with its event."""
     with transaction.atomic():
         call = ToolCall.objects.select_related("run__workflow", "run__created_by", "step").get(pk=call_pk)
-        lock_run(call.run_id)
+        store().lock_run(call.run_id)
         now = timezone.now()
         if not ToolCall.objects.filter(pk=call_pk, status=ToolCall.Status.QUEUED).update(
             status=ToolCall.Status.RUNNING,
@@ -154,7 +154,7 @@ def _finish(call: ToolCall, owner: str, outcome: ToolOutcome, status: str, durat
     was taken from this worker meanwhile (its lease expired and it was
     queued again): then the other attempt delivers."""
     with transaction.atomic():
-        lock_run(call.run_id)
+        store().lock_run(call.run_id)
         if not ToolCall.objects.filter(pk=call.pk, status=ToolCall.Status.RUNNING, lease_owner=owner).update(
             bounds=outcome.bounds.as_data() if outcome.bounds else None,
             duration_ms=duration_ms,
@@ -276,7 +276,7 @@ def sweep_tool_calls(now: datetime, owners: Q | None = None) -> int:
     expired = ToolCall.objects.filter(lost, status=ToolCall.Status.RUNNING).exclude(lease_owner="")
     for call in expired.select_related("step"):
         with transaction.atomic():
-            lock_run(call.run_id)
+            store().lock_run(call.run_id)
             # Neither renewed nor taken since it was read.
             same = Q(lease_owner=call.lease_owner, lease_expires=call.lease_expires)
             held = Q(same, pk=call.pk, status=ToolCall.Status.RUNNING)
@@ -327,7 +327,7 @@ def do_fail_tool_call(call_pk: int, error: str) -> None:
     """Give a call that broke its task a failed result, so its step goes on."""
     with transaction.atomic():
         call = ToolCall.objects.select_related("step").get(pk=call_pk)
-        lock_run(call.run_id)
+        store().lock_run(call.run_id)
         ToolCall.objects.filter(pk=call_pk).update(lease_owner="", lease_expires=None, finished=timezone.now())
         _deliver_failure(call, error, "internal")
 

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from runs.channel_layers import InMemoryChannelLayer
-from runs.store.sql import insert_events
+from runs.store.sql import store
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +203,7 @@ class DjangoEventSink:
     def emit(self, event: RuntimeEvent) -> None:
         # No savepoint: an event that cannot be written fails its transaction.
         with transaction.atomic(savepoint=False):
-            self._notice.wrote(insert_events(self.run_id, [(event, timezone.now())])[-1])
+            self._notice.wrote(store().insert_events(self.run_id, [(event, timezone.now())])[-1])
 
 
 class NoticeAfterCommit:

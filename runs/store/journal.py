@@ -16,6 +16,7 @@ from django.utils import timezone
 from agents.tools.registry import ToolOutcome
 from agents.tools.results import Artifact, Bounds
 from runs.models import ToolExecution
+from runs.store.sql import store
 from runs.store.sql.errors import connection_lost
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ def _until_stored(write: Callable[[], object]) -> None:
             write()
             return
         except (OperationalError, InterfaceError) as exc:
-            if connection.in_atomic_block or not connection_lost(exc):
+            if store().in_transaction() or not connection_lost(exc):
                 raise
             log.warning("storing a tool outcome failed (%s); trying again in %gs", exc, delay)
             connection.close()

@@ -7,7 +7,7 @@ scheduling state read with that write):
 - ``write``, for the usual last turn on PostgreSQL (an answer with text and
   no tool calls, no mail read, no repeat-until loop to decide; an empty
   answer is no last turn: the general path gives the model a hint or fails
-  the step): the whole transaction sent at once (rows.in_one_round_trip):
+  the step): the whole transaction sent at once (the store's in_one_round_trip):
   the run's lock, then one statement that records the turn, completes the
   step, closes its mailbox, stores the turn's events numbered after the
   run's last, and reads what scheduling needs. It writes nothing and
@@ -22,7 +22,7 @@ scheduling state read with that write):
   same transaction.
 
 Why one round trip: every step turn records itself under its run's lock
-(runs/store/sql/runs.py lock_run: event numbers follow commit order, and the last step
+(the store's lock_run: event numbers follow commit order, and the last step
 to end sees every other step done). Sent statement by statement, a turn
 held that lock across four client round trips, and on a busy machine a
 holder waiting for the CPU between two of them kept every other step of the
@@ -30,33 +30,44 @@ run waiting (pg_stat_activity: "idle in transaction"). The lock and the
 write are two statements so that the second one's reads see what the
 lock's earlier holders committed: a statement sees only what committed
 before it started. The lock is still held while this process sends the
-write (rows.in_one_round_trip), and completions of one run's steps still
+write (the store's in_one_round_trip), and completions of one run's steps still
 wait for each other's commits: docs/concurrency.md, "The run's lock".
 """
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.utils import timezone
 
+from agents.events import Event as RuntimeEvent
 from runs.models import Step
-from runs.store import sql
+from runs.store.sql import LastTurnWritten, ScheduleState, store
 
 
 def applies() -> bool:
     """Whether ``write`` can run here: PostgreSQL, outside any transaction
     (it commits its own)."""
-    return sql.can_pipeline()
+    return store().can_pipeline()
 
 
-# Records turn ``turn`` of ``step`` as its last, in one committed
-# transaction: see sql.write_last_turn (the statement, its parameters and
-# what it returns).
-write = sql.write_last_turn
+def write(
+    step: Step,
+    turn: int,
+    transcript: list,
+    tokens: tuple[int, int],
+    completed: dict,
+    events: list[tuple[RuntimeEvent, datetime]],
+    **options,
+) -> LastTurnWritten | None:
+    """Record turn ``turn`` of ``step`` as its last (``transcript``,
+    ``tokens``: prompt, completion), completed with ``completed`` (field ->
+    value, the status among them), with its ``events``: see the store's
+    ``write_last_turn`` (``options``: with_steps, successor, commit)."""
+    return store().write_last_turn(step, turn, (transcript, tokens, completed), events, **options)
 
 
-def save(
-    step: Step, transcript: list, tokens: tuple[int, int], completed: dict
-) -> tuple[int, sql.ScheduleState | None]:
+def save(step: Step, transcript: list, tokens: tuple[int, int], completed: dict) -> tuple[int, ScheduleState | None]:
     """Store a step's turn (``transcript``, ``tokens`` added: prompt,
     completion) and, if its mailbox holds nothing unread, complete the step
     with ``completed`` (field -> value) and close its mailbox as
@@ -68,7 +79,7 @@ def save(
     Everything that changes that state takes the run's lock, so nothing
     changes it before this commits: schedule() after commit need not read
     it again. Sets the step's transcript, token counts and turns."""
-    saved = sql.save_turn(step, transcript, tokens, completed)
+    saved = store().save_turn(step, transcript, tokens, completed)
     step.transcript = transcript
     step.prompt_tokens, step.completion_tokens, step.turns = saved.prompt_tokens, saved.completion_tokens, saved.turns
     return saved.unread, saved.schedule
@@ -78,7 +89,7 @@ def complete(step: Step, output: str) -> None:
     """Complete ``step`` with ``output``, its last turn stored by ``save``
     with mail unread, which was dropped since (its mailbox closed by the
     router): in the turn's transaction, under the run's lock."""
-    sql.update(Step, completion(output), "id = %s", [step.pk])
+    store().write_step(step.pk, completion(output))
 
 
 def completion(output: str) -> dict:

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from agents.router import COORDINATOR, DropReason, MailboxState, MessageType, RouterMessage
 from runs.models import Step
-from runs.store import sql
+from runs.store.sql import store
 from runs.store.wakes import stop_waiting_after_commit, wake_after_commit
 
 
@@ -62,19 +62,19 @@ class DjangoMailboxStore:
 
     def unread_count(self, mailbox: str) -> int:
         self._write_held()
-        return sql.unread_count(self.run_id, mailbox)
+        return store().unread_count(self.run_id, mailbox)
 
     def mailbox_state(self, mailbox: str) -> MailboxState:
         kept = self.uow.kept_state(mailbox) if self.uow is not None else None
         if kept is not None:
             return kept
-        state = sql.mailbox_state(self.run_id, mailbox)
+        state = store().mailbox_state(self.run_id, mailbox)
         return state if self.uow is None else self.uow.keep_state(mailbox, state)
 
     def next_message_id(self, prefix: str) -> str:
         if self.uow is not None:
             return f"{prefix}-{self.uow.next_number()}"
-        return f"{prefix}-{sql.bump_counter(self.run_id, 'last_message_no')}"
+        return f"{prefix}-{store().bump_counter(self.run_id, 'last_message_no')}"
 
     def append(self, message: RouterMessage) -> None:
         # No savepoint (two round trips on every message) and no
@@ -88,7 +88,7 @@ class DjangoMailboxStore:
 
     def unread(self, mailbox: str) -> list[RouterMessage]:
         self._write_held()
-        return sql.unread(self.run_id, mailbox)
+        return store().unread(self.run_id, mailbox)
 
     # No savepoints below (two round trips each): these run inside the
     # caller's transaction, and an error in them fails it anyway.
@@ -98,19 +98,19 @@ class DjangoMailboxStore:
         with transaction.atomic(savepoint=False):
             self._lock_run()
             # A dropped message counts as read, as in the in-memory store.
-            return sql.mark_read(self.run_id, mailbox, message_ids)
+            return store().mark_read(self.run_id, mailbox, message_ids)
 
     def close(self, mailbox: str, reason: DropReason) -> tuple[DropReason, list[RouterMessage]]:
         self._write_held()
         with transaction.atomic(savepoint=False):
             self._lock_run()
-            return sql.close_mailbox(self.run_id, mailbox, reason)
+            return store().close_mailbox(self.run_id, mailbox, reason)
 
     def drop_unread(self, mailbox: str, reason: DropReason) -> list[RouterMessage]:
         self._write_held()
         with transaction.atomic(savepoint=False):
             self._lock_run()
-            return sql.drop_unread(self.run_id, mailbox, reason)
+            return store().drop_unread(self.run_id, mailbox, reason)
 
     def _write_held(self) -> None:
         # What reads or changes messages must see the held ones, and what it
@@ -124,7 +124,7 @@ class DjangoMailboxStore:
         # then read what they committed, so no message is both drained and
         # dropped, drained twice, or left unread in a closed mailbox.
         if not self.run_locked:
-            sql.lock_run(self.run_id)
+            store().lock_run(self.run_id)
 
     def _save(self, message: RouterMessage, drop_reason: str = "", wake: bool = False) -> None:
         values = {
@@ -143,6 +143,6 @@ class DjangoMailboxStore:
         if self.uow is not None:
             self.uow.hold_message(values, wake=wake)
             return
-        busy = sql.insert_message(self.run_id, values, wake=wake)
+        busy = store().insert_message(self.run_id, values, wake=wake)
         if busy is not None:
             wake_after_commit(self.run_id, busy=busy)

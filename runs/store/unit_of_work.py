@@ -31,14 +31,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR, MailboxState
-from runs.store import sql
 from runs.store.events import NoticeAfterCommit
 from runs.store.mailboxes import DjangoMailboxStore
+from runs.store.sql import store
 from runs.store.wakes import wake_after_commit
 
 
@@ -88,7 +88,7 @@ class UnitOfWork:
     def __enter__(self) -> UnitOfWork:
         if self._held is not None:
             raise RuntimeError(f"run {self.run_id}: unit of work already open")
-        if not connection.in_atomic_block:
+        if not store().in_transaction():
             raise RuntimeError("a unit of work is opened inside a transaction")
         self._held = _Held()
         return self
@@ -107,9 +107,9 @@ class UnitOfWork:
     def lock(self) -> str:
         """Take the run's lock and read the message counter after it, for a
         block that will route (a coordinator's forwards); the run's status
-        (sql.locked_counter: one round trip on PostgreSQL)."""
+        (store().locked_counter: one round trip on PostgreSQL)."""
         held = self._open()
-        held.last_no, status, held.states = sql.locked_counter(self.run_id)
+        held.last_no, status, held.states = store().locked_counter(self.run_id)
         return status
 
     @contextlib.contextmanager
@@ -173,7 +173,7 @@ class UnitOfWork:
     def next_number(self) -> int:
         held = self._open()
         if held.last_no is None:
-            held.last_no, _, states = sql.read_counter(self.run_id)
+            held.last_no, _, states = store().read_counter(self.run_id)
             for mailbox, state in states.items():
                 held.states.setdefault(mailbox, state)
         held.last_no += 1
@@ -234,7 +234,7 @@ class UnitOfWork:
         rows, taken, wakes, events = held.rows, held.taken, held.wakes, held.events
         held.rows, held.taken, held.wakes, held.events = [], 0, 0, []
         if taken or rows:
-            last_no, busy, last_seq = sql.write_held(self.run_id, rows, taken, wakes, events)
+            last_no, busy, last_seq = store().write_held(self.run_id, rows, taken, wakes, events)
             if last_seq is not None:  # its events went with it
                 if events:
                     self._notice.wrote(last_seq)
@@ -248,7 +248,7 @@ class UnitOfWork:
             if wakes:
                 wake_after_commit(self.run_id, busy=busy)
         if events:
-            self._notice.wrote(sql.insert_events(self.run_id, events)[-1])
+            self._notice.wrote(store().insert_events(self.run_id, events)[-1])
 
     def _open(self) -> _Held:
         if self._held is None:

@@ -6,13 +6,13 @@ from django.db import transaction
 
 from runs import queue
 from runs.models import Run
-from runs.store import sql
+from runs.store.sql import store
 
 
 def request_coordinator_wake(run_id: int) -> None:
     """Count a reason for the coordinator to wake, and wake it after commit
     unless a wake runs or is queued."""
-    wake_after_commit(run_id, busy=sql.request_wake(run_id))
+    wake_after_commit(run_id, busy=store().request_wake(run_id))
 
 
 def stop_waiting_after_commit(run_id: int, step_id: str) -> None:

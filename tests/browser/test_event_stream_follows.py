@@ -61,7 +61,7 @@ import time
 from django.db import transaction
 from agents.events import Event
 from runs.store.events import DjangoEventSink
-from runs.store.sql import lock_run
+from runs.store.sql import store
 LONG = "{long}"
 NOTE = "note {{i}}: the coordinator reads the results "
 KINDS = {{
@@ -74,7 +74,7 @@ KINDS = {{
 }}
 for i in range({count}):
     with transaction.atomic():
-        lock_run({run})
+        store().lock_run({run})
         sink = DjangoEventSink({run})
         for kind in {kinds!r}:
             sink.emit(KINDS[kind](i))

@@ -34,9 +34,9 @@ from django.db import transaction
 from agents.events import Event
 from runs.models import Step
 from runs.store.events import DjangoEventSink
-from runs.store.sql import lock_run
+from runs.store.sql import store
 with transaction.atomic():
-    lock_run({run})
+    store().lock_run({run})
     Step.objects.filter(run_id={run}, step_id="first").update(status="completed")
     DjangoEventSink({run}).emit(Event("step_end", "first", {{"status": "completed", "output": "done"}}))
 """

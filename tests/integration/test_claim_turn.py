@@ -12,7 +12,7 @@ from runs import leases
 from runs.actions import router_for
 from runs.actions.tooling import tool_env
 from runs.models import Run, Step
-from runs.store.sql import lock_run
+from runs.store.sql import store
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_it_takes_the_next_turn_with_the_step_its_run_and_its_mail(two_step_run):
     run = two_step_run
     with transaction.atomic():
-        lock_run(run.pk)
+        store().lock_run(run.pk)
         router_for(run.pk).forward("s1", "read me")
     s1 = run.steps.get(step_id="s1")
 

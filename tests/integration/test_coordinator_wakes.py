@@ -18,7 +18,7 @@ from runs import tasks
 from runs.actions.common import router_for
 from runs.actions.coordinator import do_coordinator_wake
 from runs.models import Run, Step
-from runs.store.sql import lock_run
+from runs.store.sql import store
 from tests.conftest import register
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -44,7 +44,7 @@ def wakes(monkeypatch):
 
 def send(run: Run, *texts: str) -> None:
     with transaction.atomic():
-        lock_run(run.pk)
+        store().lock_run(run.pk)
         router = router_for(run.pk)
         for text in texts:
             assert router.send("first", text).status == "queued"
@@ -103,7 +103,7 @@ def test_a_wake_that_could_not_be_published_lets_the_next_send_queue_one(run, wa
 
 def test_it_wakes_nobody_for_a_rolled_back_send_and_still_wakes_for_the_next(run, wakes):
     with pytest.raises(RuntimeError), transaction.atomic():
-        lock_run(run.pk)
+        store().lock_run(run.pk)
         router_for(run.pk).send("first", "never committed")
         raise RuntimeError("the turn failed")
     assert wakes == []
@@ -114,7 +114,7 @@ def test_it_wakes_nobody_for_a_rolled_back_send_and_still_wakes_for_the_next(run
 
 def test_a_send_in_a_rolled_back_savepoint_leaves_the_wake_to_the_send_after_it(run, wakes):
     with transaction.atomic():
-        lock_run(run.pk)
+        store().lock_run(run.pk)
         router = router_for(run.pk)
         with pytest.raises(RuntimeError), transaction.atomic():
             router.send("first", "undone with its savepoint")

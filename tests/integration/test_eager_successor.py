@@ -15,7 +15,7 @@ from runs import actions, leases
 from runs.actions.scheduling import EagerTurn, successor
 from runs.actions.steps import do_eager_turn
 from runs.models import Message, Run, Step
-from runs.store import sql
+from runs.store.sql import store
 from tests.conftest import register
 from tests.integration.test_statement_counts import statements
 
@@ -86,7 +86,7 @@ def test_a_step_that_also_waited_for_one_that_ended_meanwhile_starts_too(recorde
     actions.do_start_run(run.pk)  # one and side start, their turns recorded_tasks
     worker = leases.worker_identity()
     one = leases.claim_turn(run.steps.get(step_id="one").pk, 1, worker)
-    rows = sql.step_rows(run.pk)  # side running, as this worker read it
+    rows = store().step_rows(run.pk)  # side running, as this worker read it
     # side ends meanwhile, and the scheduling after it found one still running.
     Step.objects.filter(run=run, step_id="side").update(status=Step.Status.COMPLETED, finished=timezone.now())
     recorded_tasks.clear()
@@ -106,7 +106,7 @@ def test_start_and_claim_step_starts_only_a_ready_step(vendor, recorded_tasks):
     one, two = (run.steps.get(step_id=step_id) for step_id in ("one", "two"))
 
     def start() -> tuple | None:
-        return sql.start_and_claim_step(run.pk, successor(sql.step_rows(run.pk)[1], "w1"))
+        return store().start_and_claim_step(run.pk, successor(store().step_rows(run.pk)[1], "w1"))
 
     assert start() is None  # one has not completed
     Step.objects.filter(pk=one.pk).update(status=Step.Status.COMPLETED)

@@ -2,7 +2,7 @@
 it records the turn, completes the step, closes its mailbox and numbers its
 events after the run's last, all or nothing; it writes nothing when mail
 arrived during the turn or the turn is no longer the caller's, so that the
-general path can take it. And the pipeline under it (rows.in_one_round_trip)
+general path can take it. And the pipeline under it (the store's in_one_round_trip)
 commits its statements together or not at all."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from runs.actions.catalog import workflow_spec
 from runs.actions.steps import do_step_turn
 from runs.models import Run, Step
 from runs.store import last_turn
-from runs.store.sql import lock_run, rows
+from runs.store.sql import rows, store
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -110,7 +110,7 @@ def test_it_reads_no_steps_while_every_waiting_step_still_waits_for_another(pg_r
 
 def test_it_writes_nothing_when_mail_reached_the_step_during_its_turn(pg_run):
     with transaction.atomic():
-        lock_run(pg_run.pk)
+        store().lock_run(pg_run.pk)
         router_for(pg_run.pk).forward("s1", "one more thing")
     seq_before = Run.objects.get(pk=pg_run.pk).last_event_seq
 
@@ -163,7 +163,7 @@ def test_a_step_turn_with_mail_arriving_meanwhile_takes_the_general_path(pg_run,
 
     def mail_arrives_first(*args, **kwargs):
         with transaction.atomic():
-            lock_run(pg_run.pk)
+            store().lock_run(pg_run.pk)
             router_for(pg_run.pk).forward("s1", "one more thing")
         return write(*args, **kwargs)
 
@@ -186,17 +186,17 @@ def test_its_statements_commit_together_or_not_at_all(pg_run):
     bump = (f"UPDATE {rows.table(Run)} SET last_event_seq = 99 WHERE id = %s RETURNING id", [pg_run.pk])
 
     with pytest.raises(DataError):
-        rows.in_one_round_trip([bump, ("SELECT 1 / %s", [0])])
+        store().in_one_round_trip([bump, ("SELECT 1 / %s", [0])])
 
     assert Run.objects.get(pk=pg_run.pk).last_event_seq == 0
     read = ("SELECT last_event_seq FROM runs_run WHERE id = %s", [pg_run.pk])
-    assert rows.in_one_round_trip([bump, read]) == [[(pg_run.pk,)], [(99,)]]
+    assert store().in_one_round_trip([bump, read]) == [[(pg_run.pk,)], [(99,)]]
     assert Run.objects.get(pk=pg_run.pk).last_event_seq == 99  # committed, and the connection still works
 
 
 def test_it_refuses_to_run_inside_a_transaction(pg_run):
     with transaction.atomic(), pytest.raises(RuntimeError, match="no open transaction"):
-        rows.in_one_round_trip([("SELECT 1", [])])
+        store().in_one_round_trip([("SELECT 1", [])])
 
 
 def test_it_stores_what_a_model_said_with_nul_in_it_as_the_other_writers_do(pg_run):

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from runs import leases, sweeper
 from runs.models import Event, Run, Step
-from runs.store.sql import database_up_for
+from runs.store.sql import store
 from tests.conftest import register, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -140,7 +140,7 @@ def test_no_lease_lapses_within_a_lease_period_of_the_databases_start_on_postgre
     # it was down: they get one lease period from its start to renew them
     # (tests/services/test_postgres_crash.py shows it end to end).
     settings.ZENWEB_LEASE_SECONDS = 60
-    up_for = database_up_for()
+    up_for = store().database_up_for()
 
     assert up_for is not None and up_for > 0
     assert not sweeper.leases_lapse(59.0)
@@ -177,14 +177,13 @@ def test_a_sweeper_that_lost_the_database_leaves_live_workers_a_lease_period_to_
     assert expired()
 
     held_by_a_survivor()
-    real = sweeper.database_up_for
 
     def away():
         raise OperationalError("connection failed: the database system is starting up")
 
-    monkeypatch.setattr(sweeper, "database_up_for", away)
+    monkeypatch.setattr(store(), "database_up_for", away)
     sweeps.sweep()  # logged, not raised
-    monkeypatch.setattr(sweeper, "database_up_for", real)
+    monkeypatch.delattr(store(), "database_up_for")
     sweeps.sweep()
     assert not expired()  # the server is long up, but this sweeper just reached it again
     time.sleep(1.1)

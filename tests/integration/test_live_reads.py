@@ -13,8 +13,7 @@ from runs.actions import router_for
 from runs.actions.budgets import token_totals, totals_from, totals_of
 from runs.models import Step
 from runs.store.events import DjangoEventSink
-from runs.store.sql import live as live_reads
-from runs.store.sql import lock_run
+from runs.store.sql import store
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,7 +25,7 @@ def test_the_header_sums_tokens_by_role_and_counts_finished_work(two_step_run):
     worker = {"agent": "worker", "spawned_by": "call-1", "status": "failed"}
     Step.objects.create(run=run, step_id="w1", prompt_tokens=9, completion_tokens=1, **worker)
 
-    loaded, ended, total, token_sums = live_reads.run_header(run.pk)
+    loaded, ended, total, token_sums = store().live_run_header(run.pk)
     tokens = totals_from(token_sums)
 
     assert (loaded.pk, loaded.workflow.name, loaded.created_by) == (run.pk, "store-sql", None)
@@ -39,11 +38,11 @@ def test_the_header_sums_tokens_by_role_and_counts_finished_work(two_step_run):
 def test_step_rows_come_with_their_unread_counts(two_step_run):
     run = two_step_run
     with transaction.atomic():
-        lock_run(run.pk)
+        store().lock_run(run.pk)
         for n in range(3):
             router_for(run.pk).forward("s2", f"note {n}")
 
-    rows = live_reads.step_rows(run.pk, {"s2", "s1", "nope"})
+    rows = store().live_step_rows(run.pk, {"s2", "s1", "nope"})
 
     assert [(step.step_id, step.unread) for step in rows] == [("s1", 0), ("s2", 3)]
     assert rows[0].get_deferred_fields() >= {"transcript", "variables"}
@@ -56,7 +55,7 @@ def test_events_after_a_cursor_in_order_up_to_a_limit(two_step_run):
         said = {"turn": n, "agent": "a", "content": "<b>as written</b>", "tool_calls": []}
         sink.emit(RuntimeEvent("agent_turn", "s1", said | {"prompt_tokens": None, "completion_tokens": None}))
 
-    events = live_reads.events_after(run.pk, 1, 3)
+    events = store().live_events_after(run.pk, 1, 3)
 
     assert [(event.seq, event.data["turn"]) for event in events] == [(2, 1), (3, 2), (4, 3)]
     assert events[0].data["content"] == "<b>as written</b>"

@@ -17,8 +17,7 @@ from django.utils import timezone
 from runs import tasks
 from runs.actions import do_create_run, do_register_workflow
 from runs.models import Run, Step
-from runs.store import sql
-from runs.store.sql import queued_turns
+from runs.store.sql import queued_turns, store
 from tests.conftest import wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -49,7 +48,7 @@ steps:
 
 def _claim(run: Run, owner: str = "w1", after: int = 0):
     now = timezone.now()
-    return sql.claim_queued_first_turn(run.pk, owner, now + timedelta(seconds=60), now, after)
+    return store().claim_queued_first_turn(run.pk, owner, now + timedelta(seconds=60), now, after)
 
 
 def _queue_first_turns(run: Run, *step_ids: str) -> None:
@@ -120,13 +119,13 @@ def test_a_claim_on_sqlite_that_other_workers_keep_beating_gives_up_for_now(sqli
     for n in range(3, waiting + 1):
         Step.objects.create(run=run, step_id=f"s{n}", agent="worker", position=n, status=Step.Status.RUNNING)
     _queue_first_turns(run, *(f"s{n}" for n in range(1, waiting + 1)))
-    claim = queued_turns.claim_step_for_turn
+    claim = store().claim_step_for_turn
 
     def beaten(step_pk, *args):
         assert claim(step_pk, *args[:1], "rival", *args[2:]) is not None
         return claim(step_pk, *args)
 
-    monkeypatch.setattr(queued_turns, "claim_step_for_turn", beaten)
+    monkeypatch.setattr(store(), "claim_step_for_turn", beaten)
 
     assert _claim(run) == expected
     taken = Step.objects.filter(run=run, kind="step", turn_queued__isnull=True)

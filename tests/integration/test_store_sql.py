@@ -27,10 +27,10 @@ from agents.router import DropReason
 from runs import leases, sweeper
 from runs.actions import router_for
 from runs.models import Run, Step
-from runs.store import last_turn, sql
+from runs.store import last_turn
 from runs.store.events import DjangoEventSink
 from runs.store.mailboxes import DjangoMailboxStore
-from runs.store.sql import lock_run, rows, schedule_state
+from runs.store.sql import rows, store
 from runs.store.unit_of_work import UnitOfWork
 
 # A valid payload of each type written here: events are checked against the registry.
@@ -68,12 +68,12 @@ def _types_and_seqs(run: Run) -> list[tuple[int, str]]:
 
 def test_it_closes_a_mailbox_and_drops_what_it_held_oldest_first(run):
     with transaction.atomic():
-        lock_run(run.pk)
+        store().lock_run(run.pk)
         ids = [router_for(run.pk).forward("s1", f"note {n}").message_id for n in range(3)]
         router_for(run.pk).forward("s2", "for s2")
 
     with transaction.atomic():
-        lock_run(run.pk)
+        store().lock_run(run.pk)
         assert router_for(run.pk).close("s1") == 3
         assert router_for(run.pk).close("s1") == 0  # already closed: nothing more to drop
 
@@ -82,14 +82,14 @@ def test_it_closes_a_mailbox_and_drops_what_it_held_oldest_first(run):
     assert {event.data["reason"] for event in dropped} == {str(DropReason.TARGET_TERMINAL)}
     assert run.messages.get(recipient="s2").drop_reason == ""  # another mailbox keeps its mail
     with transaction.atomic():
-        lock_run(run.pk)
+        store().lock_run(run.pk)
         late = router_for(run.pk).forward("s1", "too late")
     assert (late.status, late.reason) == ("dropped", DropReason.TARGET_TERMINAL)
 
 
 def test_it_closes_a_mailbox_of_a_cancelled_run_as_workflow_cancelled(run):
     with transaction.atomic():
-        lock_run(run.pk)
+        store().lock_run(run.pk)
         ids = [router_for(run.pk).forward("s1", f"note {n}").message_id for n in range(2)]
     Run.objects.filter(pk=run.pk).update(status=Run.Status.CANCELLED)
 
@@ -108,7 +108,7 @@ def test_it_closes_a_mailbox_of_a_cancelled_run_as_workflow_cancelled(run):
 
 def test_it_drops_the_unread_messages_of_an_open_mailbox(run):
     with transaction.atomic():
-        lock_run(run.pk)
+        store().lock_run(run.pk)
         first = router_for(run.pk).forward("s1", "one").message_id
         second = router_for(run.pk).forward("s1", "two").message_id
 
@@ -118,34 +118,34 @@ def test_it_drops_the_unread_messages_of_an_open_mailbox(run):
     reasons = dict(run.messages.values_list("message_id", "drop_reason"))
     assert reasons == {first: str(DropReason.RESUME_SHUTDOWN), second: str(DropReason.RESUME_SHUTDOWN)}
     with transaction.atomic():
-        lock_run(run.pk)
+        store().lock_run(run.pk)
         assert router_for(run.pk).forward("s1", "still open").status == "queued"
 
 
 def test_marking_mail_read_names_what_was_read_or_dropped_already_and_marks_the_rest(run):
     with transaction.atomic():
-        lock_run(run.pk)
+        store().lock_run(run.pk)
         read, unread, dropped = (router_for(run.pk).forward("s1", text).message_id for text in ("a", "b", "c"))
         elsewhere = router_for(run.pk).forward("s2", "for s2").message_id
-    store = DjangoMailboxStore(run.pk)
+    mailboxes = DjangoMailboxStore(run.pk)
     with transaction.atomic():
-        assert store.mark_read("s1", [read]) == []
+        assert mailboxes.mark_read("s1", [read]) == []
     run.messages.filter(message_id=dropped).update(drop_reason=str(DropReason.TARGET_TERMINAL))
 
     with transaction.atomic():
         # Another mailbox's message and an unknown id are neither.
-        already = store.mark_read("s1", [dropped, unread, read, elsewhere, "msg-999"])
+        already = mailboxes.mark_read("s1", [dropped, unread, read, elsewhere, "msg-999"])
     assert already == sorted([read, dropped])
     drained = dict(run.messages.values_list("message_id", "drained"))
     assert drained[unread] is not None
     assert drained[dropped] is None and drained[elsewhere] is None  # a drop is not a read
     with transaction.atomic():
-        assert store.mark_read("s1", [unread]) == [unread]
+        assert mailboxes.mark_read("s1", [unread]) == [unread]
 
 
 def test_it_writes_a_blocks_held_events_together_in_the_order_they_were_emitted(run):
     with transaction.atomic():
-        lock_run(run.pk)
+        store().lock_run(run.pk)
         DjangoEventSink(run.pk).emit(_event("step_start", "s1"))
         with UnitOfWork(run.pk) as uow:
             uow.sink.emit(_event("agent_turn", "s1"))
@@ -168,7 +168,7 @@ def test_it_writes_a_blocks_held_events_together_in_the_order_they_were_emitted(
 
 def test_it_discards_the_held_events_of_a_savepoint_that_rolled_back(run):
     with transaction.atomic():
-        lock_run(run.pk)
+        store().lock_run(run.pk)
         with UnitOfWork(run.pk) as uow:
             uow.sink.emit(_event("agent_turn", "s1"))
             with pytest.raises(RuntimeError), uow.savepoint():
@@ -181,7 +181,7 @@ def test_it_discards_the_held_events_of_a_savepoint_that_rolled_back(run):
 
 def test_it_discards_held_events_when_the_block_raises(run):
     with pytest.raises(RuntimeError), transaction.atomic():
-        lock_run(run.pk)
+        store().lock_run(run.pk)
         with UnitOfWork(run.pk) as uow:
             uow.sink.emit(_event("agent_turn", "s1"))
             raise RuntimeError("the turn broke")
@@ -212,7 +212,7 @@ def _behind_the_runs_lock(run: Run, waiter, *, holder_writes=lambda: None) -> li
 
     def holder() -> None:
         with transaction.atomic():
-            lock_run(run.pk)
+            store().lock_run(run.pk)
             locked.set()
             release.wait(10)
             holder_writes()
@@ -242,7 +242,7 @@ def test_a_conditional_update_that_locks_the_run_waits_for_the_lock_on_postgresq
     step = run.steps.get(step_id="s1")
 
     def update() -> int:
-        return sql.update(Step, {"turns": 1}, "id = %s AND turns = %s", [step.pk, 0], locking_run=run.pk)
+        return store().update(Step, {"turns": 1}, "id = %s AND turns = %s", [step.pk, 0], locking_run=run.pk)
 
     assert _behind_the_runs_lock(run, update) == [1]
     step.refresh_from_db()
@@ -262,7 +262,7 @@ def test_the_pass_under_the_lock_reads_what_the_locks_last_holder_committed_on_p
         run.steps.filter(step_id="s2").update(status=Step.Status.RUNNING)
 
     [(state, steps)] = _behind_the_runs_lock(
-        run, lambda: sql.locked_schedule_state(run.pk), holder_writes=complete_s1_start_s2
+        run, lambda: store().locked_schedule_state(run.pk), holder_writes=complete_s1_start_s2
     )
     assert state.status == Run.Status.RUNNING and not state.all_done
     assert [(row.step_id, row.status) for row in steps] == [("s1", "completed"), ("s2", "running")]
@@ -271,13 +271,13 @@ def test_the_pass_under_the_lock_reads_what_the_locks_last_holder_committed_on_p
 def test_the_pass_under_the_lock_reads_the_same_on_either_database(run):
     run.steps.filter(step_id="s1").update(status=Step.Status.COMPLETED)
     with transaction.atomic():
-        state, steps = sql.locked_schedule_state(run.pk)
+        state, steps = store().locked_schedule_state(run.pk)
 
-    assert state == schedule_state(run.pk)
-    assert steps == sql.step_rows(run.pk)
+    assert state == store().schedule_state(run.pk)
+    assert steps == store().step_rows(run.pk)
     assert [(row.step_id, row.status) for row in steps] == [("s1", "completed"), ("s2", "running")]
     with transaction.atomic():
-        assert sql.locked_schedule_state(run.pk + 1000) is None
+        assert store().locked_schedule_state(run.pk + 1000) is None
 
 
 @pytest.mark.services
@@ -285,10 +285,11 @@ def test_scheduling_reads_only_the_unfinished_steps_on_postgresql(pg_run):
     # Asked after every step's end: a 500-step run must not read its 500
     # rows each time. The statuses written into the query must match the
     # partial indexes' conditions (runs/models/runs.py) for the planner to use them.
-    from runs.store.sql.schedule import _schedule_state_sql
+    from runs.store.sql.schedule import schedule_state_sql
 
-    with rows.plain_cursor() as cursor:
-        cursor.execute(f"EXPLAIN {_schedule_state_sql()}", {"coordinator": "coordinator", "run": pg_run.pk})
+    with store().cursor() as cursor:
+        explained = f"EXPLAIN {schedule_state_sql(store().depends_on)}"
+        cursor.execute(explained, {"coordinator": "coordinator", "run": pg_run.pk})
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "step_pending" in plan
     assert "step_unfinished" in plan
@@ -326,7 +327,7 @@ def test_a_lease_that_ran_out_is_taken_over_only_once_the_server_has_been_up_a_l
     # than that stands for a server that just came back.
     step = pg_run.steps.get(step_id="s1")
     Step.objects.filter(pk=step.pk).update(lease_owner="worker-a", lease_expires=timezone.now() - timedelta(seconds=5))
-    settings.ZENWEB_LEASE_SECONDS = sql.database_up_for() + 3600
+    settings.ZENWEB_LEASE_SECONDS = store().database_up_for() + 3600
 
     assert leases.claim_turn(step.pk, 1, "worker-b") is None
     assert not leases.claim(step.pk, 1, "worker-b")
@@ -381,12 +382,12 @@ def test_a_claim_inside_a_callers_transaction_leaves_its_commit_durable_on_postg
 
 @pytest.mark.services
 def test_a_wakes_claim_commits_without_waiting_for_the_disk_and_only_it_on_postgresql(pg_run):
-    from runs.store.sql.run_claims import _claim_wake_sql
+    from runs.store.sql.run_claims import claim_wake_sql
 
-    claim = (_claim_wake_sql(), {"run": pg_run.pk, "running": Run.Status.RUNNING, "coordinator": "coordinator"})
+    claim = (claim_wake_sql(), {"run": pg_run.pk, "running": Run.Status.RUNNING, "coordinator": "coordinator"})
     mode = ("SELECT current_setting('synchronous_commit')", {})
-    claimed, in_its_transaction = rows.in_one_round_trip([claim, mode])
-    (after,) = rows.in_one_round_trip([mode])
+    claimed, in_its_transaction = store().in_one_round_trip([claim, mode])
+    (after,) = store().in_one_round_trip([mode])
 
     assert len(claimed) == 1 and in_its_transaction == [("off",)]
     assert after == [("on",)]
@@ -409,7 +410,7 @@ def test_the_per_turn_statements_are_prepared_and_the_orms_are_not_on_postgresql
     # and psycopg then ignores prepare=True: these statements were parsed
     # and planned anew on every turn (zenweb/settings.py sets it).
     with transaction.atomic():
-        lock_run(pg_run.pk)
+        store().lock_run(pg_run.pk)
         for _ in range(6):  # past psycopg's threshold: the ORM must still not prepare
             list(Run.objects.filter(pk=pg_run.pk))
     with connection.cursor() as cursor:
@@ -423,7 +424,7 @@ def test_the_per_turn_statements_are_prepared_and_the_orms_are_not_on_postgresql
 def _last_turn(step: Step) -> tuple[int, tuple | None]:
     completed = {"status": Step.Status.COMPLETED, "output": "all done", "finished": timezone.now()}
     with transaction.atomic():
-        lock_run(step.run_id)
+        store().lock_run(step.run_id)
         return last_turn.save(step, [{"role": "assistant", "content": "all done"}], (7, 3), completed)
 
 
@@ -434,13 +435,13 @@ def test_a_pending_step_may_start_once_nothing_it_waits_for_is_unfinished(run):
     Step.objects.create(run=run, step_id="s3", agent="worker", position=2, depends_on=["s1", "s2"])
     Step.objects.create(run=run, step_id="s4", agent="worker", position=3, depends_on=["s3"])
 
-    assert schedule_state(run.pk).may_start is False
+    assert store().schedule_state(run.pk).may_start is False
     assert _last_turn(s1)[1].may_start is False  # s3 still waits for s2
     assert _last_turn(s2)[1].may_start is True  # the statement sees s2 as ending
-    assert schedule_state(run.pk).may_start is True  # and after commit
+    assert store().schedule_state(run.pk).may_start is True  # and after commit
     Step.objects.filter(run=run, step_id="s4").update(depends_on=[])
     Step.objects.filter(run=run, step_id="s3").update(status=Step.Status.RUNNING)
-    assert schedule_state(run.pk).may_start is True  # s4 waits for nothing now
+    assert store().schedule_state(run.pk).may_start is True  # s4 waits for nothing now
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -473,7 +474,7 @@ def test_no_step_the_state_machine_would_start_is_missed_by_may_start(run, steps
         max_running=100,
     )
 
-    may_start = schedule_state(fresh.pk).may_start
+    may_start = store().schedule_state(fresh.pk).may_start
 
     if machine.full_pass(state):
         assert may_start
@@ -505,7 +506,7 @@ def test_a_last_turn_with_an_empty_mailbox_completes_the_step_and_reads_the_runs
 
 def test_a_last_turn_with_mail_waiting_stores_the_turn_but_leaves_the_step_running(run):
     with transaction.atomic():
-        lock_run(run.pk)
+        store().lock_run(run.pk)
         router_for(run.pk).forward("s1", "one more thing")
     s1 = run.steps.get(step_id="s1")
 
@@ -539,7 +540,7 @@ def test_insert_many_stores_rows_as_bulk_create_does_and_sets_their_ids(run):
         )
 
     ours, theirs = [step("a[0].work"), step("a[1].work")], [step("b[0].work"), step("b[1].work")]
-    sql.insert_many(ours)
+    store().insert_many(ours)
     Step.objects.bulk_create(theirs)
 
     assert [s.step_id for s in Step.objects.filter(pk__in=[s.pk for s in ours]).order_by("pk")] == [

@@ -18,7 +18,7 @@ from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR, DropReason, MessageRouter
 from runs.actions import router_for
 from runs.models import Run
-from runs.store.sql import lock_run
+from runs.store.sql import store
 from runs.store.unit_of_work import UnitOfWork
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def _turn(run: Run) -> Iterator[UnitOfWork]:
     """A turn's frame: the run locked, its events and messages held."""
     with transaction.atomic():
-        lock_run(run.pk)
+        store().lock_run(run.pk)
         with UnitOfWork(run.pk) as uow:
             yield uow
 

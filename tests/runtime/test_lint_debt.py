@@ -42,7 +42,6 @@ LONG_FUNCTIONS = {
     "runs/actions/steps.py:_take_turn",
     "runs/actions/steps.py:_last_turn_in_one_trip",
     "runs/actions/tooling.py:DjangoToolHost.spawn_worker",
-    "runs/store/sql/turns.py:write_last_turn",
 }
 
 

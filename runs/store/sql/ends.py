@@ -8,7 +8,8 @@ from datetime import datetime
 from typing import NamedTuple
 
 from runs.models import Approval, Command, Run, Step, ToolCall, ToolExecution
-from runs.store.sql.rows import database, db_value, plain_cursor, table
+from runs.store.sql.base import Statements
+from runs.store.sql.rows import db_value, table
 
 
 class LeftOpen(NamedTuple):
@@ -43,48 +44,48 @@ class RunEnd(NamedTuple):
     coordinator_error: str  # the coordinator's error, unless it has one
 
 
-def end_steps(run_id: int) -> list[EndStep]:
-    """Run ``run_id``'s steps, in order, as its end reads them."""
-    with plain_cursor() as cursor:
-        cursor.execute(_end_steps_sql(), {"run": run_id})
-        return [EndStep._make((*row[:4], bool(row[4]), row[5])) for row in cursor.fetchall()]  # SQLite's booleans: 0, 1
+class EndStatements(Statements):
+    def end_steps(self, run_id: int) -> list[EndStep]:
+        """Run ``run_id``'s steps, in order, as its end reads them."""
+        rows = self.fetch_all(end_steps_sql(), {"run": run_id})
+        return [EndStep._make((*row[:4], bool(row[4]), row[5])) for row in rows]  # SQLite's booleans: 0, 1
+
+    def end_run(self, run_id: int, end: RunEnd) -> LeftOpen:
+        """Write run ``run_id``'s ``end`` (its coordinator no longer busy) and
+        its coordinator step's, and read what the run leaves open: three
+        statements (one on PostgreSQL, which has UPDATE in a WITH)."""
+        params = end_run_params(run_id, end)
+        with self.cursor() as cursor:
+            cursor.execute(run_ended_sql(), params)
+            cursor.execute(coordinator_ended_sql(), params)
+            cursor.execute(left_open_sql(), params)
+            return LeftOpen(*(bool(flag) for flag in cursor.fetchone()))
 
 
-def end_run(run_id: int, end: RunEnd) -> LeftOpen:
-    """Write run ``run_id``'s ``end`` (its coordinator no longer busy) and
-    its coordinator step's, and read what the run leaves open: one
-    statement on PostgreSQL, three on SQLite (no UPDATE in a WITH)."""
-    params = {
+def end_run_params(run_id: int, end: RunEnd) -> dict:
+    return {
         **end._asdict(),
         "finished": db_value(Run, "finished", end.finished),
         "run": run_id,
         "coordinator_kind": Step.Kind.COORDINATOR,
         **_left_open_params(),
     }
-    with plain_cursor() as cursor:
-        if database().vendor == "postgresql":
-            cursor.execute(_end_run_sql(), params)
-        else:
-            cursor.execute(_run_ended_sql(), params)
-            cursor.execute(_coordinator_ended_sql(), params)
-            cursor.execute(_left_open_sql(), params)
-        return LeftOpen(*(bool(flag) for flag in cursor.fetchone()))
 
 
 @functools.cache
-def _end_steps_sql() -> str:
+def end_steps_sql() -> str:
     return f"SELECT {', '.join(EndStep._fields)} FROM {table(Step)} WHERE run_id = %(run)s ORDER BY position"
 
 
 @functools.cache
-def _end_run_sql() -> str:
+def end_run_sql() -> str:
     # Both UPDATEs run whether or not the SELECT reads them; it reads with
     # the statement's snapshot, which neither changes.
-    return f"WITH ended AS ({_run_ended_sql()}), coordinator AS ({_coordinator_ended_sql()}) {_left_open_sql()}"
+    return f"WITH ended AS ({run_ended_sql()}), coordinator AS ({coordinator_ended_sql()}) {left_open_sql()}"
 
 
 @functools.cache
-def _run_ended_sql() -> str:
+def run_ended_sql() -> str:
     return (
         f"UPDATE {table(Run)} SET status = %(status)s, error = %(error)s, result = %(result)s, "
         "finished = %(finished)s, coordinator_busy = FALSE WHERE id = %(run)s"
@@ -92,7 +93,7 @@ def _run_ended_sql() -> str:
 
 
 @functools.cache
-def _coordinator_ended_sql() -> str:
+def coordinator_ended_sql() -> str:
     return (
         f"UPDATE {table(Step)} SET status = %(coordinator_status)s, finished = %(finished)s, "
         "error = CASE WHEN error = '' THEN %(coordinator_error)s ELSE error END "
@@ -111,7 +112,7 @@ def _left_open_params() -> dict:
 
 
 @functools.cache
-def _left_open_sql() -> str:
+def left_open_sql() -> str:
     ended = ", ".join(f"%(ended_{n})s" for n in range(len(Run.TERMINAL)))
     return (
         f"SELECT EXISTS(SELECT 1 FROM {table(ToolCall)} c WHERE c.run_id = %(run)s "

@@ -11,35 +11,23 @@ from django.db import connection
 from agents.events import Event as RuntimeEvent
 from runs.models import Event, Run
 from runs.store.sql.pg_text import json_text
-from runs.store.sql.rows import (
-    column_of,
-    plain_cursor,
-    table,
-)
-from runs.store.sql.runs import bump_counter
-from runs.store.sql.writes import insert
+from runs.store.sql.rows import column_of, table
+from runs.store.sql.writes import WriteStatements
 
 
-def insert_events(run_id: int, events: Sequence[tuple[RuntimeEvent, datetime]]) -> list[int]:
-    """Number ``events`` (each with its creation time) with the run's next
-    seqs and store them, in order; return their seqs."""
-    if connection.vendor != "postgresql":
+class EventStatements(WriteStatements):
+    def insert_events(self, run_id: int, events: Sequence[tuple[RuntimeEvent, datetime]]) -> list[int]:
+        """Number ``events`` (each with its creation time) with the run's next
+        seqs and store them, in order; return their seqs (one statement for
+        them all on PostgreSQL)."""
         seqs = []
-        for values in _event_rows(run_id, events):
-            seqs.append(bump_counter(run_id, "last_event_seq"))
-            insert(Event, seq=seqs[-1], **values)
+        for values in event_rows(run_id, events):
+            seqs.append(self.bump_counter(run_id, "last_event_seq"))
+            self.insert(Event, seq=seqs[-1], **values)
         return seqs
-    # One round trip for them all: the counter's UPDATE (which locks the run
-    # row, as _bump does) numbers the rows.
-    with plain_cursor() as cursor:
-        cursor.execute(insert_events_sql(), events_params(run_id, events))
-        seqs = sorted(seq for (seq,) in cursor.fetchall())
-    if len(seqs) != len(events):
-        raise Run.DoesNotExist(f"run {run_id} does not exist")
-    return seqs
 
 
-def _event_rows(run_id: int, events: Sequence[tuple[RuntimeEvent, datetime]]) -> list[dict]:
+def event_rows(run_id: int, events: Sequence[tuple[RuntimeEvent, datetime]]) -> list[dict]:
     return [
         {"run": run_id, "type": event.type, "step_id": event.step_id, "data": event.data, "created": created}
         for event, created in events

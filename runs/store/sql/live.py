@@ -14,8 +14,9 @@ import functools
 from typing import NamedTuple
 
 from runs.models import Event, Run, Step, Workflow
+from runs.store.sql.base import Statements
 from runs.store.sql.mailboxes import unread_count_of
-from runs.store.sql.rows import database, instance, instances, plain_cursor, select_columns, table
+from runs.store.sql.rows import instance, instances, select_columns, table
 from runs.store.sql.steps import WORKFLOW_TEXT, run_joins
 
 # A step row as the step list shows it: never its transcript or variables.
@@ -45,53 +46,48 @@ class RunHeader(NamedTuple):
     token_sums: dict[str, int]
 
 
-def events_after(run_id: int, after: int, limit: int) -> list[Event]:
-    """Up to ``limit`` events of run ``run_id`` after seq ``after``, in order."""
-    names, _ = select_columns(Event, "e", database().vendor)
-    with plain_cursor() as cursor:
-        cursor.execute(_events_after_sql(database().vendor), {"run": run_id, "after": after, "limit": limit})
-        return [instance(Event, names, row) for row in cursor.fetchall()]
+class LiveReads(Statements):
+    def live_events_after(self, run_id: int, after: int, limit: int) -> list[Event]:
+        """Up to ``limit`` events of run ``run_id`` after seq ``after``, in order."""
+        names, _ = select_columns(Event, "e")
+        rows = self.fetch_all(_events_after_sql(), {"run": run_id, "after": after, "limit": limit})
+        return [instance(Event, names, row) for row in rows]
 
+    def live_run_header(self, run_id: int) -> RunHeader:
+        """Run ``run_id``'s header (RunHeader), in one query. Raises Run.DoesNotExist."""
+        rows = self.fetch_all(_run_header_sql(), {"run": run_id})
+        if not rows:
+            raise Run.DoesNotExist(f"run {run_id} does not exist")
+        row = rows[0]
+        (run, workflow, user), start = instances(_run_parts(), row)
+        Run._meta.get_field("workflow").set_cached_value(run, workflow)
+        Run._meta.get_field("created_by").set_cached_value(run, user)
+        figures = [value or 0 for value in row[start:]]
+        ended = dict(zip(Step.TERMINAL, figures, strict=False))
+        total, *sums = figures[len(Step.TERMINAL) :]
+        return RunHeader(
+            run, ended, total, {name: value for (name, _, _), value in zip(_TOKEN_SUMS, sums, strict=True)}
+        )
 
-def run_header(run_id: int) -> RunHeader:
-    """Run ``run_id``'s header (RunHeader), in one query. Raises Run.DoesNotExist."""
-    vendor = database().vendor
-    with plain_cursor() as cursor:
-        cursor.execute(_run_header_sql(vendor), {"run": run_id})
-        row = cursor.fetchone()
-    if row is None:
-        raise Run.DoesNotExist(f"run {run_id} does not exist")
-    (run, workflow, user), start = instances(_run_parts(vendor), row)
-    Run._meta.get_field("workflow").set_cached_value(run, workflow)
-    Run._meta.get_field("created_by").set_cached_value(run, user)
-    figures = [value or 0 for value in row[start:]]
-    ended = dict(zip(Step.TERMINAL, figures, strict=False))
-    total, *sums = figures[len(Step.TERMINAL) :]
-    return RunHeader(run, ended, total, {name: value for (name, _, _), value in zip(_TOKEN_SUMS, sums, strict=True)})
-
-
-def step_rows(run_id: int, step_ids: set[str]) -> list[Step]:
-    """The steps ``step_ids`` of run ``run_id`` as the step list shows them,
-    in position order, each with ``unread``: how many messages wait in its
-    mailbox."""
-    if not step_ids:
-        return []
-    names, _ = select_columns(Step, "s", database().vendor, STEP_ROW_UNUSED)
-    wanted = {f"step{n}": step_id for n, step_id in enumerate(sorted(step_ids))}
-    with plain_cursor() as cursor:
-        cursor.execute(_step_rows_sql(database().vendor, len(wanted)), {"run": run_id, **wanted})
-        rows = cursor.fetchall()
-    steps = []
-    for row in rows:
-        step = instance(Step, names, row[:-1])
-        step.unread = row[-1]
-        steps.append(step)
-    return steps
+    def live_step_rows(self, run_id: int, step_ids: set[str]) -> list[Step]:
+        """The steps ``step_ids`` of run ``run_id`` as the step list shows them,
+        in position order, each with ``unread``: how many messages wait in its
+        mailbox."""
+        if not step_ids:
+            return []
+        names, _ = select_columns(Step, "s", STEP_ROW_UNUSED)
+        wanted = {f"step{n}": step_id for n, step_id in enumerate(sorted(step_ids))}
+        steps = []
+        for row in self.fetch_all(_step_rows_sql(len(wanted)), {"run": run_id, **wanted}):
+            step = instance(Step, names, row[:-1])
+            step.unread = row[-1]
+            steps.append(step)
+        return steps
 
 
 @functools.cache
-def _events_after_sql(vendor: str) -> str:
-    _, columns = select_columns(Event, "e", vendor)
+def _events_after_sql() -> str:
+    _, columns = select_columns(Event, "e")
     return (
         f"SELECT {columns} FROM {table(Event)} e WHERE e.run_id = %(run)s AND e.seq > %(after)s "
         "ORDER BY e.seq LIMIT %(limit)s"
@@ -99,10 +95,10 @@ def _events_after_sql(vendor: str) -> str:
 
 
 @functools.cache
-def _step_rows_sql(vendor: str, count: int) -> str:
+def _step_rows_sql(count: int) -> str:
     # One text per count of steps: a statement is prepared once per
-    # connection and text on PostgreSQL (rows.plain_cursor).
-    _, columns = select_columns(Step, "s", vendor, STEP_ROW_UNUSED)
+    # connection and text on PostgreSQL (postgres.py).
+    _, columns = select_columns(Step, "s", STEP_ROW_UNUSED)
     wanted = ", ".join(f"%(step{n})s" for n in range(count))
     return (
         f"SELECT {columns}, {unread_count_of('s.run_id', 's.step_id')} FROM {table(Step)} s "
@@ -111,15 +107,15 @@ def _step_rows_sql(vendor: str, count: int) -> str:
 
 
 @functools.cache
-def _run_parts(vendor: str) -> tuple:
+def _run_parts() -> tuple:
     user_model = Run._meta.get_field("created_by").related_model
     aliased = ((Run, "r", ()), (Workflow, "w", WORKFLOW_TEXT), (user_model, "u", ()))
-    return tuple((model, *select_columns(model, alias, vendor, without)) for model, alias, without in aliased)
+    return tuple((model, *select_columns(model, alias, without)) for model, alias, without in aliased)
 
 
 @functools.cache
-def _run_header_sql(vendor: str) -> str:
-    parts = _run_parts(vendor)
+def _run_header_sql() -> str:
+    parts = _run_parts()
     work = f"kind = '{Step.Kind.STEP}'"
     figures = [f"COUNT(*) FILTER (WHERE {work} AND status = '{status}')" for status in Step.TERMINAL]
     figures.append(f"COUNT(*) FILTER (WHERE {work})")

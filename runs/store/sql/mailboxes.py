@@ -5,28 +5,62 @@ from __future__ import annotations
 
 import functools
 
-from django.db import connection
 from django.utils import timezone
 
 from agents.router import DropReason, MailboxState, MessageType, RouterMessage
 from runs.models import Message, Run, Step
-from runs.store.sql.rows import (
-    from_db,
-    plain_cursor,
-    table,
-)
+from runs.store.sql.base import Statements
+from runs.store.sql.rows import from_db, table
 from runs.store.sql.runs import cancelled
 
 
-def mailbox_state(run_id: int, mailbox: str) -> MailboxState:
-    """``mailbox``'s state, in one query instead of four: it runs for every
-    routed message."""
-    with plain_cursor() as cursor:
-        cursor.execute(_mailbox_state_sql(), {"run": run_id, "mailbox": mailbox})
-        row = cursor.fetchone()
-    if row is None:
-        return MailboxState(cancelled=False, registered=False, closed_reason=None, unread=0)
-    return mailbox_state_of(*row)
+class MailboxStatements(Statements):
+    def mailbox_state(self, run_id: int, mailbox: str) -> MailboxState:
+        """``mailbox``'s state, in one query instead of four: it runs for every
+        routed message."""
+        with self.cursor() as cursor:
+            cursor.execute(_mailbox_state_sql(), {"run": run_id, "mailbox": mailbox})
+            row = cursor.fetchone()
+        if row is None:
+            return MailboxState(cancelled=False, registered=False, closed_reason=None, unread=0)
+        return mailbox_state_of(*row)
+
+    def unread(self, run_id: int, mailbox: str) -> list[RouterMessage]:
+        return router_messages(self.fetch_all(*unread_statement(run_id, mailbox)))
+
+    def unread_count(self, run_id: int, mailbox: str) -> int:
+        count, params = unread_count_sql(run_id, mailbox)
+        return self.fetch_all(f"SELECT {count}", params)[0][0]
+
+    def close_mailbox(self, run_id: int, mailbox: str, reason: DropReason) -> tuple[DropReason, list[RouterMessage]]:
+        """Close ``mailbox`` with ``reason`` (workflow-cancelled if the run is
+        cancelled) unless it is closed, and if this closed it, drop what waits
+        in it unread: the reason and the dropped messages. Under the run's lock
+        (one statement on PostgreSQL)."""
+        if cancelled(run_id):
+            reason = DropReason.WORKFLOW_CANCELLED
+        closed = Step.objects.filter(run_id=run_id, step_id=mailbox, mailbox_closed_reason="").update(
+            mailbox_closed_reason=str(reason)
+        )
+        return reason, (self.drop_unread(run_id, mailbox, reason) if closed else [])
+
+    def drop_unread(self, run_id: int, mailbox: str, reason: DropReason) -> list[RouterMessage]:
+        """Drop what waits unread in ``mailbox`` with ``reason``; the dropped."""
+        dropped = self.unread(run_id, mailbox)
+        if dropped:
+            Message.objects.filter(run_id=run_id, message_id__in=[m.message_id for m in dropped]).update(
+                drop_reason=str(reason)
+            )
+        return dropped
+
+    def mark_read(self, run_id: int, mailbox: str, message_ids: list[str]) -> list[str]:
+        """Mark ``message_ids`` of ``mailbox`` read (drained) unless they were
+        read or dropped already; those, sorted (a dropped message counts as
+        read). Under the run's lock."""
+        rows = Message.objects.filter(run_id=run_id, recipient=mailbox, message_id__in=message_ids)
+        already = sorted(rows.exclude(drained=None, drop_reason="").values_list("message_id", flat=True))
+        rows.filter(drained=None, drop_reason="").update(drained=timezone.now())
+        return already
 
 
 def mailbox_state_of(status: str, kind: str | None, reason: str | None, unread: int) -> MailboxState:
@@ -50,12 +84,6 @@ def _mailbox_state_sql() -> str:
     )
 
 
-def unread(run_id: int, mailbox: str) -> list[RouterMessage]:
-    with plain_cursor() as cursor:
-        cursor.execute(*unread_statement(run_id, mailbox))
-        return router_messages(cursor.fetchall())
-
-
 def unread_statement(run_id: int, mailbox: str) -> tuple[str, dict]:
     """``unread``'s statement and its parameters, for a caller that sends it
     with others (``router_messages`` reads its rows)."""
@@ -63,19 +91,12 @@ def unread_statement(run_id: int, mailbox: str) -> tuple[str, dict]:
 
 
 def router_messages(rows: list[tuple]) -> list[RouterMessage]:
-    return [_router_message(*row) for row in rows]
+    return [router_message(*row) for row in rows]
 
 
 @functools.cache
 def _unread_sql() -> str:
-    return f"SELECT {_MESSAGE_COLUMNS} {unread_from('%(run)s')} ORDER BY m.id"
-
-
-def unread_count(run_id: int, mailbox: str) -> int:
-    with plain_cursor() as cursor:
-        count, params = unread_count_sql(run_id, mailbox)
-        cursor.execute(f"SELECT {count}", params)
-        return cursor.fetchone()[0]
+    return f"SELECT {MESSAGE_COLUMNS} {unread_from('%(run)s')} ORDER BY m.id"
 
 
 def unread_count_sql(run_id: int, mailbox: str) -> tuple[str, list]:
@@ -102,11 +123,11 @@ def _unread_where(run: str, mailbox: str = "%(mailbox)s") -> str:
     return f"m.run_id = {run} AND m.recipient = {mailbox} AND m.drained IS NULL AND m.drop_reason = ''"
 
 
-# What a RouterMessage is made of, in _router_message's order.
-_MESSAGE_COLUMNS = "m.message_id, m.sender, m.recipient, m.type, m.content, m.created"
+# What a RouterMessage is made of, in router_message's order.
+MESSAGE_COLUMNS = "m.message_id, m.sender, m.recipient, m.type, m.content, m.created"
 
 
-def _router_message(message_id, sender, recipient, type_, content, created) -> RouterMessage:
+def router_message(message_id, sender, recipient, type_, content, created) -> RouterMessage:
     return RouterMessage(
         message_id=message_id,
         sender=sender,
@@ -117,32 +138,8 @@ def _router_message(message_id, sender, recipient, type_, content, created) -> R
     )
 
 
-def close_mailbox(run_id: int, mailbox: str, reason: DropReason) -> tuple[DropReason, list[RouterMessage]]:
-    """Close ``mailbox`` with ``reason`` (workflow-cancelled if the run is
-    cancelled) unless it is closed, and if this closed it, drop what waits
-    in it unread: the reason and the dropped messages. Under the run's lock."""
-    if connection.vendor == "postgresql":
-        # One statement: the reason (the run's status decides), the close,
-        # and what it held dropped if this closed it.
-        params = {
-            "cancelled": Run.Status.CANCELLED,
-            "cancelled_reason": str(DropReason.WORKFLOW_CANCELLED),
-            "reason": str(reason),
-            "run": run_id,
-            "mailbox": mailbox,
-        }
-        rows = _returning(_close_and_drop_sql(), params)
-        return (DropReason(rows[0][1]) if rows else reason), [_router_message(*row[2:]) for row in rows]
-    if cancelled(run_id):
-        reason = DropReason.WORKFLOW_CANCELLED
-    closed = Step.objects.filter(run_id=run_id, step_id=mailbox, mailbox_closed_reason="").update(
-        mailbox_closed_reason=str(reason)
-    )
-    return reason, (drop_unread(run_id, mailbox, reason) if closed else [])
-
-
 @functools.cache
-def _close_and_drop_sql() -> str:
+def close_and_drop_sql() -> str:
     # PostgreSQL: the step's mailbox closed with the given reason, or
     # workflow-cancelled if the run is cancelled, and only if this statement
     # closed it, its unread messages dropped with that reason and returned.
@@ -153,53 +150,21 @@ def _close_and_drop_sql() -> str:
         "WHERE s.run_id = %(run)s AND s.step_id = %(mailbox)s AND s.mailbox_closed_reason = '' "
         "RETURNING s.mailbox_closed_reason AS reason) "
         f"UPDATE {table(Message)} m SET drop_reason = closed.reason FROM closed WHERE {_unread_where('%(run)s')} "
-        f"RETURNING m.id, closed.reason, {_MESSAGE_COLUMNS}"
+        f"RETURNING m.id, closed.reason, {MESSAGE_COLUMNS}"
     )
 
 
-def drop_unread(run_id: int, mailbox: str, reason: DropReason) -> list[RouterMessage]:
-    """Drop what waits unread in ``mailbox`` with ``reason``; the dropped."""
-    if connection.vendor == "postgresql":
-        rows = _returning(_drop_unread_sql(), {"reason": str(reason), "run": run_id, "mailbox": mailbox})
-        return [_router_message(*row[1:]) for row in rows]
-    dropped = unread(run_id, mailbox)
-    if dropped:
-        Message.objects.filter(run_id=run_id, message_id__in=[m.message_id for m in dropped]).update(
-            drop_reason=str(reason)
-        )
-    return dropped
-
-
 @functools.cache
-def _drop_unread_sql() -> str:
+def drop_unread_sql() -> str:
     # PostgreSQL: the unread messages dropped and returned in one statement.
     return (
         f"UPDATE {table(Message)} m SET drop_reason = %(reason)s WHERE {_unread_where('%(run)s')} "
-        f"RETURNING m.id, {_MESSAGE_COLUMNS}"
+        f"RETURNING m.id, {MESSAGE_COLUMNS}"
     )
 
 
-def mark_read(run_id: int, mailbox: str, message_ids: list[str]) -> list[str]:
-    """Mark ``message_ids`` of ``mailbox`` read (drained) unless they were
-    read or dropped already; those, sorted (a dropped message counts as
-    read). Under the run's lock."""
-    if connection.vendor == "postgresql":
-        # One statement: the outer SELECT reads the rows as they were before
-        # its UPDATE, so what it finds and the UPDATE did not mark was read
-        # or dropped already.
-        with plain_cursor() as cursor:
-            cursor.execute(
-                _mark_read_sql(), {"run": run_id, "mailbox": mailbox, "ids": message_ids, "now": timezone.now()}
-            )
-            return sorted(row[0] for row in cursor.fetchall())
-    rows = Message.objects.filter(run_id=run_id, recipient=mailbox, message_id__in=message_ids)
-    already = sorted(rows.exclude(drained=None, drop_reason="").values_list("message_id", flat=True))
-    rows.filter(drained=None, drop_reason="").update(drained=timezone.now())
-    return already
-
-
 @functools.cache
-def _mark_read_sql() -> str:
+def mark_read_sql() -> str:
     return (
         f"WITH marked AS (UPDATE {table(Message)} m SET drained = %(now)s "
         f"WHERE {_unread_where('%(run)s')} AND m.message_id = ANY(%(ids)s) RETURNING m.id) "
@@ -207,10 +172,3 @@ def _mark_read_sql() -> str:
         "WHERE m.run_id = %(run)s AND m.recipient = %(mailbox)s AND m.message_id = ANY(%(ids)s) "
         "AND m.id NOT IN (SELECT id FROM marked)"
     )
-
-
-def _returning(statement: str, params: dict) -> list[tuple]:
-    """The rows an UPDATE ... RETURNING (m.id first) gave, oldest message first."""
-    with plain_cursor() as cursor:
-        cursor.execute(statement, params)
-        return sorted(cursor.fetchall())  # RETURNING has no order

@@ -5,7 +5,8 @@ with a DataError. So every string and JSON document sent to PostgreSQL has
 NUL replaced by U+FFFD, the character browsers show for NUL anyway.
 
 The dumpers are psycopg's own, registered on each new connection
-(``connection_created``): Django's queries and zenweb's raw SQL alike.
+(``connection_created``, by the PostgreSQL store: postgres.py): Django's
+queries and zenweb's raw SQL alike.
 """
 
 from __future__ import annotations
@@ -76,8 +77,3 @@ def register(connection: Any) -> None:
     """Use the NUL-free dumpers on ``connection`` (a psycopg connection)."""
     for cls, dumper in _DUMPERS:
         connection.adapters.register_dumper(cls, dumper)
-
-
-def on_connection_created(sender: Any, connection: Any, **kwargs: Any) -> None:
-    if connection.vendor == "postgresql":
-        register(connection.connection)

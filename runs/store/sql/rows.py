@@ -1,6 +1,6 @@
 """Rows read and written by plain SQL (runs/store/sql/) exactly as the ORM
 would: every field's default filled in, every value converted on the way in
-and out; and the cursor those statements run on. Column names in the
+and out (the cursor those statements run on is the store's: base.py). Column names in the
 callers' WHERE clauses are the fields' names (no model here sets
 ``db_column``).
 """
@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import datetime
 import functools
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import Field, Model
@@ -20,101 +19,6 @@ def database():
     # One lookup per call: every attribute of django.db.connection goes
     # through an asgiref Local, which a hot path pays for dozens of times.
     return connections[DEFAULT_DB_ALIAS]
-
-
-def plain_cursor():
-    """A cursor for this module's fixed statements, run per routed message,
-    event and step turn. On PostgreSQL it binds parameters on the server and
-    prepares each statement on its first use on a connection: planned once,
-    not every time (about a third off each). Django's own queries keep
-    client-side binding and no preparing (some ORM queries need the one,
-    connection poolers the other: see README on PgBouncer)."""
-    db = database()
-    if db.vendor != "postgresql":
-        return db.cursor()
-    db.ensure_connection()
-    db.validate_thread_sharing()
-    cursor = _prepared_cursor_class()(db.connection)
-    return db.make_debug_cursor(cursor) if db.queries_logged else db.make_cursor(cursor)
-
-
-@functools.cache
-def _prepared_cursor_class():
-    import psycopg
-
-    class PreparedCursor(psycopg.Cursor):
-        """psycopg's server-binding cursor, each statement prepared on its
-        first use on a connection (psycopg's public ``prepare=True``)."""
-
-        def execute(self, query, params=None, *, prepare=None, binary=None):
-            return super().execute(query, params, prepare=True, binary=binary)
-
-    return PreparedCursor
-
-
-def in_one_round_trip(statements: Sequence[tuple[str, Mapping | Sequence]]) -> list[list[tuple]]:
-    """Run ``statements`` (SQL, parameters) as one transaction in one round
-    trip, in PostgreSQL's pipeline mode (psycopg's public ``pipeline()``):
-    no statement waits for the one before it to come back, and the commit
-    goes with them. Each statement returns rows (a SELECT, or RETURNING),
-    and each one's rows come back, in order (``first`` takes the one row of
-    a statement that returns at most one). Each statement sees what
-    committed before it started, and what those before it wrote.
-
-    One round trip is not one message: psycopg sends each statement as it
-    is executed here, after binding its parameters. A lock the first takes
-    is held while this process binds and sends the rest, longer if it loses
-    the CPU meanwhile (pg_stat_activity shows the holder in ClientRead).
-    Sent as one message of client-bound statements (psycopg's ClientCursor),
-    the server would plan them every time, which makes a chain's step slower.
-
-    Outside any transaction.atomic() block only: it begins and commits its
-    own transaction."""
-    db = database()
-    if db.vendor != "postgresql" or db.in_atomic_block:
-        raise RuntimeError("a pipeline of statements here needs PostgreSQL and no open transaction")
-    # No BEGIN or COMMIT: in autocommit, the statements a pipeline sends
-    # before its Sync are one implicit transaction, committed at the Sync
-    # (rolled back, and raised here, if one fails). psycopg's transaction()
-    # would sync after BEGIN and again before COMMIT: three round trips.
-    return _pipelined(db, statements)
-
-
-def in_order(statements: Sequence[tuple[str, Mapping | Sequence]]) -> list[list[tuple]]:
-    """Run ``statements`` (SQL, parameters) one after another inside the
-    caller's transaction, and return each one's rows, in order: on
-    PostgreSQL in one round trip (a pipeline, as in_one_round_trip, which
-    commits nothing here: the transaction goes on). Each statement starts
-    when the one before it has finished, so a read after a lock sees what
-    the lock's earlier holders committed."""
-    db = database()
-    if not db.in_atomic_block:
-        raise RuntimeError("in_order runs inside a transaction (in_one_round_trip commits its own)")
-    if db.vendor != "postgresql":
-        results = []
-        with plain_cursor() as cursor:
-            for statement, params in statements:
-                cursor.execute(statement, params)
-                results.append(cursor.fetchall() if cursor.description else [])
-        return results
-    return _pipelined(db, statements)
-
-
-def _pipelined(db, statements: Sequence[tuple[str, Mapping | Sequence]]) -> list[list[tuple]]:
-    db.ensure_connection()
-    db.validate_thread_sharing()
-    cursor_class = _prepared_cursor_class()
-    cursors = [db.make_cursor(cursor_class(db.connection)) for _ in statements]
-    started = time.monotonic()
-    with db.wrap_database_errors, db.connection.pipeline():
-        for cursor, (statement, params) in zip(cursors, statements, strict=True):
-            cursor.execute(statement, params)
-    if db.queries_logged:
-        # Django's debug cursor cannot read a pipelined statement back: log
-        # each one's text (with its placeholders) and their time together.
-        spent = f"{time.monotonic() - started:.3f}"
-        db.queries_log.extend({"sql": statement, "time": spent} for statement, _ in statements)
-    return [cursor.fetchall() for cursor in cursors]
 
 
 # A WHERE condition for a statement that only takes a lease (a step's turn,
@@ -227,7 +131,7 @@ def converter(model, name: str):
     """``from_db`` for field ``name`` of ``model`` as a function of the
     value, its converters looked up once: for one column of many rows."""
     db = database()
-    column, converters = _converters(model, model._meta.get_field(name).attname, db.vendor)
+    column, converters = _converters(model, model._meta.get_field(name).attname)
     if not converters:
         return lambda value: value
 
@@ -249,7 +153,7 @@ def instance(model, names: list[str], values):
     converted = list(values)
     # Only the fields that have converters (JSON, datetimes on SQLite, ...):
     # a turn loads four rows of a few dozen columns each.
-    for index, column, converters in _conversions(model, tuple(names), db.vendor):
+    for index, column, converters in _conversions(model, tuple(names)):
         value = converted[index]
         for converter in converters:
             value = converter(value, column, db)
@@ -270,15 +174,15 @@ def instances(parts: Sequence, row) -> tuple[list, int]:
 
 
 @functools.cache
-def _conversions(model, names: tuple[str, ...], vendor: str) -> tuple:
+def _conversions(model, names: tuple[str, ...]) -> tuple:
     """(index, column, converters) of each of ``names`` that has converters."""
-    plans = ((index, *_converters(model, name, vendor)) for index, name in enumerate(names))
+    plans = ((index, *_converters(model, name)) for index, name in enumerate(names))
     return tuple(plan for plan in plans if plan[2])
 
 
 @functools.cache
-def _converters(model, attname: str, vendor: str) -> tuple:
-    # Keyed on the vendor too: converters belong to a database backend.
+def _converters(model, attname: str) -> tuple:
+    # Converters belong to a database backend: a process has one (its store's).
     db = database()
     field = next(f for f in model._meta.concrete_fields if f.attname == attname)
     column = field.get_col(model._meta.db_table)
@@ -286,7 +190,7 @@ def _converters(model, attname: str, vendor: str) -> tuple:
 
 
 @functools.cache
-def select_columns(model, alias: str, vendor: str, without: tuple[str, ...] = ()) -> tuple[list[str], str]:
+def select_columns(model, alias: str, without: tuple[str, ...] = ()) -> tuple[list[str], str]:
     """The attnames of ``model``'s concrete fields but ``without``, and their
     columns prefixed with ``alias``, for a SELECT list."""
     fields = [f for f in model._meta.concrete_fields if f.name not in without]

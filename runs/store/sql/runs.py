@@ -8,24 +8,52 @@ import functools
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
 from runs.models import Run
+from runs.store.sql.base import Statements
 from runs.store.sql.rows import (
     database,
     db_value,
-    plain_cursor,
     table,
 )
 
 
-def lock_run(run_id: int) -> None:
-    """Take the run row's lock first in every transaction that changes a
-    run's steps or mailboxes: the same order everywhere (run, then steps) so
-    two writers never deadlock, and event numbers follow commit order."""
-    with plain_cursor() as cursor:
-        cursor.execute(lock_run_sql(), {"run": run_id})
+class RunStatements(Statements):
+    def lock_run(self, run_id: int) -> None:
+        """Take the run row's lock first in every transaction that changes a
+        run's steps or mailboxes: the same order everywhere (run, then steps) so
+        two writers never deadlock, and event numbers follow commit order."""
+        with self.cursor() as cursor:
+            cursor.execute(lock_run_sql(), {"run": run_id})
+
+    def bump_counter(self, run_id: int, counter: str) -> int:
+        # The UPDATE locks the run row until commit, so two writers never get the
+        # same number, and a rolled-back transaction gives its number back.
+        # RETURNING (PostgreSQL, SQLite >= 3.35) saves a second round trip.
+        if counter not in _COUNTERS:
+            raise ValueError(f"not a run counter: {counter!r}")
+        quote = database().ops.quote_name
+        column = quote(counter)
+        with self.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {table(Run)} SET {column} = {column} + 1 WHERE id = %(run)s RETURNING {column}",
+                {"run": run_id},
+            )
+            row = cursor.fetchone()
+        if row is None:
+            raise Run.DoesNotExist(f"run {run_id} does not exist")
+        return row[0]
+
+    def request_wake(self, run_id: int) -> bool:
+        """Count a reason for the coordinator to wake: whether no wake task need
+        be queued (see wake_sql)."""
+        with self.cursor() as cursor:
+            cursor.execute(request_wake_sql(), request_wake_params(run_id))
+            row = cursor.fetchone()
+        if row is None:
+            raise Run.DoesNotExist(f"run {run_id} does not exist")
+        return bool(row[0])
 
 
 def lock_run_sql(run: str = "%(run)s") -> str:
@@ -36,30 +64,6 @@ def lock_run_sql(run: str = "%(run)s") -> str:
 
 
 _COUNTERS = {"last_event_seq", "last_message_no"}
-
-
-def bump_counter(run_id: int, counter: str) -> int:
-    # The UPDATE locks the run row until commit, so two writers never get the
-    # same number, and a rolled-back transaction gives its number back.
-    # RETURNING (PostgreSQL, SQLite >= 3.35) saves a second round trip.
-    if counter not in _COUNTERS:
-        raise ValueError(f"not a run counter: {counter!r}")
-    table = connection.ops.quote_name(Run._meta.db_table)
-    column = connection.ops.quote_name(counter)
-    with plain_cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {table} SET {column} = {column} + 1 WHERE id = %(run)s RETURNING {column}", {"run": run_id}
-        )
-        row = cursor.fetchone()
-    if row is None:
-        raise Run.DoesNotExist(f"run {run_id} does not exist")
-    return row[0]
-
-
-def can_pipeline() -> bool:
-    """Whether a transaction can be sent in one round trip here
-    (``in_one_round_trip``): PostgreSQL, outside any transaction."""
-    return connection.vendor == "postgresql" and not connection.in_atomic_block
 
 
 def cancelled(run_id: int) -> bool:
@@ -104,14 +108,3 @@ def request_wake_sql() -> str:
 
 def request_wake_params(run_id: int) -> dict:
     return {**wake_params(), "run": run_id}
-
-
-def request_wake(run_id: int) -> bool:
-    """Count a reason for the coordinator to wake: whether no wake task need
-    be queued (see wake_sql)."""
-    with plain_cursor() as cursor:
-        cursor.execute(request_wake_sql(), request_wake_params(run_id))
-        row = cursor.fetchone()
-    if row is None:
-        raise Run.DoesNotExist(f"run {run_id} does not exist")
-    return bool(row[0])

@@ -11,15 +11,9 @@ from typing import NamedTuple
 
 from agents.router import COORDINATOR
 from runs.models import Run, Step, Workflow
+from runs.store.sql.base import Statements
 from runs.store.sql.mailboxes import unread_from
-from runs.store.sql.rows import (
-    converter,
-    database,
-    from_db,
-    in_order,
-    plain_cursor,
-    table,
-)
+from runs.store.sql.rows import converter, database, from_db, table
 from runs.store.sql.runs import lock_run_sql
 
 
@@ -35,36 +29,39 @@ class ScheduleState(NamedTuple):
     workflow_created: datetime
 
 
-def schedule_state(run_id: int) -> ScheduleState | None:
-    """For scheduling after a step ends, in one query: the run's status and
-    coordinator_busy, whether the coordinator has unread mail, whether a
-    pending step may start (pending_may_start), whether every step is done
-    (terminal, none being resumed), and its workflow's id and created. None
-    if the run does not exist."""
-    with plain_cursor() as cursor:
-        cursor.execute(_schedule_state_sql(), {"coordinator": COORDINATOR, "run": run_id})
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    return schedule_state_of(*row)
+class ScheduleStatements(Statements):
+    def schedule_state(self, run_id: int) -> ScheduleState | None:
+        """For scheduling after a step ends, in one query: the run's status and
+        coordinator_busy, whether the coordinator has unread mail, whether a
+        pending step may start (pending_may_start), whether every step is done
+        (terminal, none being resumed), and its workflow's id and created. None
+        if the run does not exist."""
+        rows = self.fetch_all(schedule_state_sql(self.depends_on), {"coordinator": COORDINATOR, "run": run_id})
+        return schedule_state_of(*rows[0]) if rows else None
 
+    def locked_schedule_state(self, run_id: int) -> tuple[ScheduleState, list[StepRow]] | None:
+        """Inside a transaction: take run ``run_id``'s lock, then read its
+        scheduling state (as schedule_state) and its step rows (as step_rows),
+        after the lock is granted: what its earlier holders committed. One
+        round trip on PostgreSQL (``in_order``), not three. None
+        if the run does not exist."""
+        _, flags, rows = self.in_order(
+            [
+                (lock_run_sql(), {"run": run_id}),
+                (schedule_state_sql(self.depends_on), {"coordinator": COORDINATOR, "run": run_id}),
+                (_step_rows_sql(), {"run": run_id}),
+            ]
+        )
+        if not flags:
+            return None
+        return schedule_state_of(*flags[0]), _step_rows_read(rows)
 
-def locked_schedule_state(run_id: int) -> tuple[ScheduleState, list[StepRow]] | None:
-    """Inside a transaction: take run ``run_id``'s lock, then read its
-    scheduling state (as schedule_state) and its step rows (as step_rows),
-    after the lock is granted: what its earlier holders committed. One
-    round trip on PostgreSQL (rows.in_order), not three. None
-    if the run does not exist."""
-    _, flags, rows = in_order(
-        [
-            (lock_run_sql(), {"run": run_id}),
-            (_schedule_state_sql(), {"coordinator": COORDINATOR, "run": run_id}),
-            (_step_rows_sql(), {"run": run_id}),
-        ]
-    )
-    if not flags:
-        return None
-    return schedule_state_of(*flags[0]), _step_rows_read(rows)
+    def step_rows(self, run_id: int) -> list[StepRow]:
+        """Run ``run_id``'s steps and loops, everything but its coordinator, in
+        the workflow's order (``position``): the state machine starts ready
+        steps in the order given, and a forEach loop's iterations must start
+        as its list goes, not as their ids sort (deploy[10] before deploy[2])."""
+        return _step_rows_read(self.fetch_all(_step_rows_sql(), {"run": run_id}))
 
 
 def schedule_state_of(status, busy, has_mail, may_start, has_unfinished, workflow_id, created) -> ScheduleState:
@@ -73,22 +70,24 @@ def schedule_state_of(status, busy, has_mail, may_start, has_unfinished, workflo
 
 
 @functools.cache
-def _schedule_state_sql() -> str:
+def schedule_state_sql(depends_on: tuple[str, str]) -> str:
+    """``schedule_state``'s statement; ``depends_on``: the store's ``depends_on``."""
     # Plain SQL: the ORM takes ten times longer to build this than
     # PostgreSQL to run it, after every step of a run.
     return (
-        f"SELECT r.status, r.coordinator_busy, {schedule_flags('r.id')}, "
+        f"SELECT r.status, r.coordinator_busy, {schedule_flags(depends_on, 'r.id')}, "
         f"r.workflow_id, w.created FROM {table(Run)} r JOIN {table(Workflow)} w ON w.id = r.workflow_id "
         "WHERE r.id = %(run)s"
     )
 
 
-def schedule_flags(run: str, other_than: str = "", *, may_start: str | None = None) -> str:
+def schedule_flags(depends_on: tuple[str, str], run: str, other_than: str = "", *, may_start: str | None = None) -> str:
     """Whether the coordinator of run ``run`` (a column or a placeholder) has
     unread mail, a pending step may start (``pending_may_start``, or the
     column ``may_start`` names), and a step other than ``other_than`` (a
     step's id column or a placeholder; empty: none) is unfinished. The
-    coordinator's mailbox is the parameter ``coordinator``.
+    coordinator's mailbox is the parameter ``coordinator``; ``depends_on``:
+    the store's (its database's way to read a step's dependencies).
 
     The kinds and statuses are written in, not bound: a prepared statement's
     generic plan could not tell that its parameters match the partial
@@ -96,13 +95,14 @@ def schedule_flags(run: str, other_than: str = "", *, may_start: str | None = No
     read every step of the run."""
     other = f" AND s.id <> {other_than}" if other_than else ""
     return (
-        f"EXISTS(SELECT 1 {unread_from(run, '%(coordinator)s')}), {may_start or pending_may_start(run, other_than)}, "
+        f"EXISTS(SELECT 1 {unread_from(run, '%(coordinator)s')}), "
+        f"{may_start or pending_may_start(depends_on, run, other_than)}, "
         f"EXISTS(SELECT 1 FROM {table(Step)} s WHERE s.run_id = {run} AND s.kind <> {_quoted(Step.Kind.COORDINATOR)} "
         f"AND (s.resuming OR s.status NOT IN ({_quoted(*Step.TERMINAL)})){other})"
     )
 
 
-def pending_may_start(run: str, other_than: str = "") -> str:
+def pending_may_start(depends_on: tuple[str, str], run: str, other_than: str = "") -> str:
     """Whether a pending step of run ``run`` has no unfinished dependency but
     ``other_than`` (as in schedule_flags: the step the statement completes,
     which its snapshot still sees running). Not the decision (which also
@@ -112,7 +112,7 @@ def pending_may_start(run: str, other_than: str = "") -> str:
     report waiting for a 500-iteration loop fails it while any iteration
     runs, found at the first unfinished step looked at."""
     other = f" AND s.id <> {other_than}" if other_than else ""
-    no_dependency, depends_on_s = _DEPENDS_ON[database().vendor]
+    no_dependency, depends_on_s = depends_on
     unfinished_dependency = (
         f"SELECT 1 FROM {table(Step)} s WHERE s.run_id = {run} AND s.kind <> {_quoted(Step.Kind.COORDINATOR)} "
         f"AND s.status NOT IN ({_quoted(*Step.TERMINAL)}){other} AND {depends_on_s}"
@@ -122,13 +122,6 @@ def pending_may_start(run: str, other_than: str = "") -> str:
         f"AND p.kind = {_quoted(Step.Kind.STEP)} AND p.status = {_quoted(Step.Status.PENDING)} "
         f"AND ({no_dependency} OR NOT EXISTS({unfinished_dependency})))"
     )
-
-
-# Per database: step p depends on nothing; p's depends_on holds s's step id.
-_DEPENDS_ON = {
-    "postgresql": ("p.depends_on = '[]'::jsonb", "p.depends_on ? s.step_id"),
-    "sqlite": ("p.depends_on = '[]'", "EXISTS(SELECT 1 FROM json_each(p.depends_on) d WHERE d.value = s.step_id)"),
-}
 
 
 def _quoted(*values: str) -> str:
@@ -164,17 +157,6 @@ def _frozen(items: list) -> tuple:
 
 # The columns of a StepRow, in its order.
 STEP_ROW_COLUMNS = ("id", "step_id", "kind", "agent", "status", "depends_on", "limits", "resuming", "position")
-
-
-def step_rows(run_id: int) -> list[StepRow]:
-    """Run ``run_id``'s steps and loops, everything but its coordinator, in
-    the workflow's order (``position``): the state machine starts ready
-    steps in the order given, and a forEach loop's iterations must start
-    as its list goes, not as their ids sort (deploy[10] before deploy[2])."""
-    with plain_cursor() as cursor:
-        cursor.execute(_step_rows_sql(), {"run": run_id})
-        rows = cursor.fetchall()
-    return _step_rows_read(rows)
 
 
 def _step_rows_read(rows) -> list[StepRow]:

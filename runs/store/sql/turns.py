@@ -1,34 +1,33 @@
 """The statements that record a step's last turn (runs/store/last_turn.py
 says when each runs): ``write_last_turn``, the whole transaction in one
-round trip on PostgreSQL, and ``save_turn``, one statement inside the
-turn's transaction on any database."""
+round trip on PostgreSQL (postgres_runs.py), and ``save_turn``, one
+statement inside the turn's transaction on any database."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from datetime import datetime
 from typing import NamedTuple
 
-from django.db import connection
+from django.db import transaction
 
 from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR, DropReason
 from runs.models import Run, Step, Workflow
-from runs.store.sql.events import events_params, insert_events_from
-from runs.store.sql.mailboxes import unread_count_of, unread_from
-from runs.store.sql.pg_text import json_text
-from runs.store.sql.rows import column_of, concrete_field, first, in_one_round_trip, in_order, plain_cursor, table
-from runs.store.sql.runs import lock_run_sql
+from runs.store.sql.events import insert_events_from
+from runs.store.sql.mailboxes import unread_count_of, unread_count_sql, unread_from
+from runs.store.sql.rows import column_of, concrete_field, database, table
 from runs.store.sql.schedule import (
     ScheduleState,
+    ScheduleStatements,
     StepRow,
     pending_may_start,
     schedule_flags,
     schedule_state_of,
     step_rows_document,
-    step_rows_of,
 )
-from runs.store.sql.steps import Successor, start_and_claim_statement, started_and_claimed
+from runs.store.sql.steps import StepStatements, Successor
 
 
 class LastTurnWritten(NamedTuple):
@@ -54,116 +53,159 @@ class TurnSaved(NamedTuple):
     schedule: ScheduleState | None  # the run's, if the step completed (nothing unread)
 
 
-def write_last_turn(
-    step: Step,
-    turn: int,
-    transcript: list,
-    tokens: tuple[int, int],
-    completed: dict,
-    events: list[tuple[RuntimeEvent, datetime]],
-    *,
-    with_steps: bool = False,
-    successor: Successor | None = None,
-    commit: bool = True,
-) -> LastTurnWritten | None:
-    """The run's lock, then one statement that records turn ``turn`` of
-    ``step``, completes it with ``completed`` (field -> value, the status
-    among them), closes its
-    mailbox, stores ``events`` numbered after the run's last and reads what
-    scheduling needs (``with_steps``: the run's step rows too, if a pending
-    step may start): sent at once and committed (PostgreSQL, outside any
-    transaction). None, having written nothing, if the step has unread
-    mail or is no longer running turn ``turn``.
+class TurnStatements(ScheduleStatements, StepStatements):
+    def record_turn(self, step: Step, turn: int) -> int:
+        """Record turn ``turn`` of ``step`` under the run's lock (taken in the
+        same statement on PostgreSQL): how many rows it changed (0: the step
+        no longer runs turn ``turn - 1``; another worker recorded it). Its
+        lease and its queued mark go."""
+        values = {"turns": turn, "lease_owner": "", "lease_expires": None, "turn_queued": None}
+        where, params = "id = %s AND status = %s AND turns = %s", [step.pk, Step.Status.RUNNING, turn - 1]
+        return self.update(Step, values, where, params, locking_run=step.run_id)
 
-    ``successor``: a step this completion is expected to start (the state
-    machine's guess from the rows the worker read before): started and
-    claimed in the same transaction, after the write, if start_and_claim_step's
-    conditions hold then and this write completed the step. A chain's
-    next step starts without a transaction of its own.
+    def write_step(self, step_pk: int, values: dict) -> int:
+        """Set ``values`` (field -> value) on step ``step_pk``: how many rows changed."""
+        return self.update(Step, values, "id = %s", [step_pk])
 
-    ``commit=False``: inside the caller's transaction, which goes on holding
-    the run's lock (rows.in_order): for a completion whose successors are
-    decided under that lock before it commits."""
-    # Documents go as JSON text, serialized here: psycopg would serialize
-    # them between sending the lock and sending this statement, while the
-    # lock is held (about 0.1 ms a turn).
-    params = {
+    def save_turn_and_calls(
+        self, step: Step, values: dict, tokens: tuple[int, int], calls: list
+    ) -> tuple[int, int, int, int]:
+        """Set ``values`` on ``step``, add ``tokens`` (prompt, completion) to
+        its counts, and insert its turn's tool ``calls`` (new ToolCall rows,
+        their ids set): the step's prompt and completion tokens and turns
+        after it, and how many messages wait unread in its mailbox, read by
+        the same statement. One round trip on PostgreSQL."""
+        increments = {"prompt_tokens": tokens[0], "completion_tokens": tokens[1]}
+        returning = ["prompt_tokens", "completion_tokens", "turns"]
+        also = unread_count_sql(step.run_id, step.step_id)
+        return self.update_returning(Step, step.pk, values, increments, returning, also, then_insert=calls)
+
+    def write_last_turn(
+        self,
+        step: Step,
+        turn: int,
+        record: tuple[list, tuple[int, int], dict],
+        events: list[tuple[RuntimeEvent, datetime]],
+        *,
+        with_steps: bool = False,
+        successor: Successor | None = None,
+        commit: bool = True,
+    ) -> LastTurnWritten | None:
+        """Record turn ``turn`` of ``step`` (``record``: its transcript, its
+        tokens, prompt and completion, added to the step's, and ``completed``:
+        field -> value, the status among them), under the run's lock taken
+        first: complete it, close its mailbox as target-terminal unless closed
+        already, store ``events`` numbered after the run's last and read what
+        scheduling needs (``with_steps``: the run's step rows too, if a
+        pending step may start). None, having written nothing, if the step
+        has unread mail or is no longer running turn ``turn``.
+
+        ``successor``: a step this completion is expected to start (the state
+        machine's guess from the rows the worker read before): started and
+        claimed in the same transaction, after the write, if
+        start_and_claim_step's conditions hold then. ``commit``: in a
+        transaction of its own, committed on return (PostgreSQL: the whole
+        transaction in one round trip); False: inside the caller's, which goes
+        on holding the run's lock, for a completion whose successors are
+        decided under that lock before it commits."""
+        transcript, tokens, completed = record
+        with transaction.atomic() if commit else contextlib.nullcontext():
+            self.lock_run(step.run_id)
+            params = {
+                **turn_params(step, turn, transcript, tokens, completed),
+                "transcript": Step._meta.get_field("transcript").get_db_prep_save(transcript, database()),
+            }
+            if not self.update_rows(_last_turn_sql(tuple(completed)), params):
+                return None
+            seqs = self.insert_events(step.run_id, events) if events else self.fetch_all(*_last_seq(step.run_id))[0]
+            schedule = self.schedule_state(step.run_id)
+            assert schedule is not None  # the run's lock is held
+            steps = self.step_rows(step.run_id) if with_steps and schedule.may_start else None
+            started = self.start_and_claim_step(step.run_id, successor) if successor is not None else None
+        return LastTurnWritten(seqs[-1], schedule, steps, started)
+
+    def save_turn(self, step: Step, transcript: list, tokens: tuple[int, int], completed: dict) -> TurnSaved:
+        """Store a step's turn (``transcript``, ``tokens`` added: prompt,
+        completion) and, if its mailbox holds nothing unread, complete the step
+        with ``completed`` (field -> value) and close its mailbox as
+        target-terminal (a closed mailbox keeps its reason): one statement."""
+        params = {
+            "transcript": Step._meta.get_field("transcript").get_db_prep_save(transcript, database()),
+            "prompt_tokens": tokens[0],
+            "completion_tokens": tokens[1],
+            **completed_params(completed),
+            "closed_reason": str(DropReason.TARGET_TERMINAL),
+            "step": step.pk,
+            "run": step.run_id,
+            "mailbox": step.step_id,
+            "coordinator": COORDINATOR,
+        }
+        rows = self.fetch_all(_save_sql(self.depends_on, tuple(completed)), params)
+        if not rows:
+            raise Step.DoesNotExist(f"step {step.pk} does not exist")
+        prompt_tokens, completion_tokens, turns, unread, *state = rows[0]
+        schedule = None if unread else schedule_state_of(*state)
+        return TurnSaved(prompt_tokens, completion_tokens, turns, unread, schedule)
+
+
+def turn_params(step: Step, turn: int, transcript, tokens: tuple[int, int], completed: dict) -> dict:
+    """The parameters of a last turn's write (write_last_turn), ``transcript`` as given."""
+    return {
         "turn": turn,
         "previous_turn": turn - 1,
-        "transcript": json_text(transcript),
+        "transcript": transcript,
         "prompt_tokens": tokens[0],
         "completion_tokens": tokens[1],
-        **_completed_params(completed),
+        **completed_params(completed),
         "closed_reason": str(DropReason.TARGET_TERMINAL),
         "step": step.pk,
         "running": Step.Status.RUNNING,
         "run": step.run_id,
         "mailbox": step.step_id,
         "coordinator": COORDINATOR,
-        "with_steps": with_steps,
-        **events_params(step.run_id, events),
     }
-    statements = [(lock_run_sql(), {"run": step.run_id}), (_write_sql(tuple(completed)), params)]
-    if successor is not None:
-        # Only if this write happened: the step finished at this write's time.
-        after = (step.pk, params["completed_finished"])
-        statements.append(start_and_claim_statement(step.run_id, successor, after=after))
-    rows = in_one_round_trip(statements) if commit else in_order(statements)
-    row = first(rows[1])
-    if row is None:
-        return None
-    last_seq, *state, steps = row
-    started = started_and_claimed(first(rows[2])) if successor is not None else None
-    steps = None if steps is None else step_rows_of(steps)
-    return LastTurnWritten(last_seq, schedule_state_of(*state), steps, started)
 
 
-def save_turn(step: Step, transcript: list, tokens: tuple[int, int], completed: dict) -> TurnSaved:
-    """Store a step's turn (``transcript``, ``tokens`` added: prompt,
-    completion) and, if its mailbox holds nothing unread, complete the step
-    with ``completed`` (field -> value) and close its mailbox as
-    target-terminal (a closed mailbox keeps its reason): one statement."""
-    params = {
-        "transcript": Step._meta.get_field("transcript").get_db_prep_save(transcript, connection),
-        "prompt_tokens": tokens[0],
-        "completion_tokens": tokens[1],
-        **_completed_params(completed),
-        "closed_reason": str(DropReason.TARGET_TERMINAL),
-        "step": step.pk,
-        "run": step.run_id,
-        "mailbox": step.step_id,
-        "coordinator": COORDINATOR,
-    }
-    with plain_cursor() as cursor:
-        cursor.execute(_save_sql(tuple(completed)), params)
-        row = cursor.fetchone()
-    if row is None:
-        raise Step.DoesNotExist(f"step {step.pk} does not exist")
-    prompt_tokens, completion_tokens, turns, unread, *state = row
-    return TurnSaved(prompt_tokens, completion_tokens, turns, unread, None if unread else schedule_state_of(*state))
+def _last_seq(run_id: int) -> tuple[str, dict]:
+    return f"SELECT last_event_seq FROM {table(Run)} WHERE id = %(run)s", {"run": run_id}
 
 
-def _completed_params(completed: dict) -> dict:
+def completed_params(completed: dict) -> dict:
     return {
-        f"completed_{name}": concrete_field(Step, name).get_db_prep_save(value, connection)
+        f"completed_{name}": concrete_field(Step, name).get_db_prep_save(value, database())
         for name, value in completed.items()
     }
 
 
 def _completed_column(name: str) -> str:
-    return connection.ops.quote_name(column_of(Step, name))
+    return database().ops.quote_name(column_of(Step, name))
 
 
-@functools.cache
-def _write_sql(completed: tuple[str, ...]) -> str:
+def _step_written(completed: tuple[str, ...], transcript: str) -> str:
+    """The UPDATE of a step's last turn (``transcript``: its parameter, cast
+    as the database needs), where the step still runs the turn before and
+    nothing waits unread in its mailbox."""
     sets = ", ".join(f"{_completed_column(name)} = %(completed_{name})s" for name in completed)
     return (
-        f"WITH done AS (UPDATE {table(Step)} SET turns = %(turn)s, lease_owner = '', lease_expires = NULL, "
-        "transcript = %(transcript)s::jsonb, prompt_tokens = prompt_tokens + %(prompt_tokens)s, "
+        f"UPDATE {table(Step)} SET turns = %(turn)s, lease_owner = '', lease_expires = NULL, "
+        f"transcript = {transcript}, prompt_tokens = prompt_tokens + %(prompt_tokens)s, "
         f"completion_tokens = completion_tokens + %(completion_tokens)s, {sets}, mailbox_closed_reason = "
         "CASE WHEN mailbox_closed_reason = '' THEN %(closed_reason)s ELSE mailbox_closed_reason END "
         "WHERE id = %(step)s AND status = %(running)s AND turns = %(previous_turn)s "
-        f"AND NOT EXISTS(SELECT 1 {unread_from('%(run)s', '%(mailbox)s')}) "
+        f"AND NOT EXISTS(SELECT 1 {unread_from('%(run)s', '%(mailbox)s')})"
+    )
+
+
+@functools.cache
+def _last_turn_sql(completed: tuple[str, ...]) -> str:
+    return _step_written(completed, "%(transcript)s")
+
+
+@functools.cache
+def write_sql(depends_on: tuple[str, str], completed: tuple[str, ...]) -> str:
+    """PostgreSQL's statement of ``write_last_turn`` (postgres_runs.py)."""
+    return (
+        f"WITH done AS ({_step_written(completed, '%(transcript)s::jsonb')} "
         "RETURNING run_id), "
         f"bumped AS (UPDATE {table(Run)} SET last_event_seq = last_event_seq + %(event_count)s "
         "WHERE id = (SELECT run_id FROM done) RETURNING last_event_seq), "
@@ -172,16 +214,17 @@ def _write_sql(completed: tuple[str, ...]) -> str:
         # the flags leave this step out, as done.
         # The steps are read only if one of them may start now.
         "SELECT bumped.last_event_seq, r.status, r.coordinator_busy, "
-        f"{schedule_flags('r.id', '%(step)s', may_start='pending.may_start')}, "
+        f"{schedule_flags(depends_on, 'r.id', '%(step)s', may_start='pending.may_start')}, "
         "r.workflow_id, w.created, CASE WHEN %(with_steps)s AND pending.may_start "
         f"THEN {step_rows_document('r.id', '%(step)s', '%(completed_status)s')} END "
         f"FROM bumped, {table(Run)} r JOIN {table(Workflow)} w ON w.id = r.workflow_id, "
-        f"LATERAL (SELECT {pending_may_start('r.id', '%(step)s')} AS may_start) pending WHERE r.id = %(run)s"
+        f"LATERAL (SELECT {pending_may_start(depends_on, 'r.id', '%(step)s')} AS may_start) pending "
+        "WHERE r.id = %(run)s"
     )
 
 
 @functools.cache
-def _save_sql(completed: tuple[str, ...]) -> str:
+def _save_sql(depends_on: tuple[str, str], completed: tuple[str, ...]) -> str:
     unread = unread_count_of("%(run)s", "%(mailbox)s")
     empty = f"{unread} = 0"
     cases = ", ".join(
@@ -194,7 +237,7 @@ def _save_sql(completed: tuple[str, ...]) -> str:
         f"completion_tokens = completion_tokens + %(completion_tokens)s, {cases}, mailbox_closed_reason = "
         f"CASE WHEN {empty} AND mailbox_closed_reason = '' THEN %(closed_reason)s ELSE mailbox_closed_reason END "
         f"WHERE id = %(step)s RETURNING prompt_tokens, completion_tokens, turns, {unread}, "
-        f"(SELECT status {run}), (SELECT coordinator_busy {run}), {schedule_flags('%(run)s', '%(step)s')}, "
+        f"(SELECT status {run}), (SELECT coordinator_busy {run}), {schedule_flags(depends_on, '%(run)s', '%(step)s')}, "
         f"(SELECT workflow_id {run}), "
         f"(SELECT w.created FROM {table(Workflow)} w JOIN {table(Run)} r ON r.workflow_id = w.id WHERE r.id = %(run)s)"
     )

@@ -12,7 +12,8 @@ from typing import NamedTuple
 from django.utils import timezone
 
 from runs.models import WorkerProcess
-from runs.store.sql.rows import database, plain_cursor, table
+from runs.store.sql.base import Statements
+from runs.store.sql.rows import table
 
 
 class Beat(NamedTuple):
@@ -22,28 +23,20 @@ class Beat(NamedTuple):
     age: float
 
 
-def beat(name: str, machine: str) -> None:
-    """Say that process ``name`` (on ``machine``) lives: its row, made or renewed."""
-    if database().vendor != "postgresql":
+class WorkerStatements(Statements):
+    def beat(self, name: str, machine: str) -> None:
+        """Say that process ``name`` (on ``machine``) lives: its row, made or renewed."""
         WorkerProcess.objects.update_or_create(name=name, defaults={"machine": machine, "beat": timezone.now()})
-        return
-    with plain_cursor() as cursor:
-        cursor.execute(_beat_sql(), {"name": name, "machine": machine})
 
-
-def beats() -> list[Beat]:
-    """Every process's row, with how long ago it last beat."""
-    if database().vendor != "postgresql":
+    def beats(self) -> list[Beat]:
+        """Every process's row, with how long ago it last beat."""
         now = timezone.now()
         rows = WorkerProcess.objects.values_list("name", "machine", "beat")
         return [Beat(name, machine, (now - at).total_seconds()) for name, machine, at in rows]
-    with plain_cursor() as cursor:
-        cursor.execute(_beats_sql())
-        return [Beat(*row) for row in cursor.fetchall()]
 
 
 @functools.cache
-def _beat_sql() -> str:
+def beat_sql() -> str:
     return (
         f"INSERT INTO {table(WorkerProcess)} (name, machine, beat, started)"
         " VALUES (%(name)s, %(machine)s, now(), now())"
@@ -52,5 +45,5 @@ def _beat_sql() -> str:
 
 
 @functools.cache
-def _beats_sql() -> str:
+def beats_sql() -> str:
     return f"SELECT name, machine, extract(epoch FROM now() - beat)::float8 FROM {table(WorkerProcess)}"

@@ -9,42 +9,87 @@ callers write their WHERE clauses with ``%s``."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from django.db.models import Model
 
 from runs.store.sql.pg_text import json_text
 from runs.store.sql.rows import (
     database,
-    in_order,
     insert_fields,
     json_value,
-    plain_cursor,
     row_values,
     table,
 )
-from runs.store.sql.runs import lock_run, lock_run_sql
+from runs.store.sql.runs import RunStatements, lock_run_sql
 
 
-def update(model, values: dict, where: str, params: list, *, locking_run: int | None = None) -> int:
-    """UPDATE rows of ``model``: set ``values`` (field name -> value) where
-    ``where`` holds (SQL over column names, ``%s`` for each of ``params``).
-    Returns how many rows changed: the conditional UPDATE that claims work.
+class WriteStatements(RunStatements):
+    def update(self, model, values: dict, where: str, params: list, *, locking_run: int | None = None) -> int:
+        """UPDATE rows of ``model``: set ``values`` (field name -> value) where
+        ``where`` holds (SQL over column names, ``%s`` for each of ``params``).
+        Returns how many rows changed: the conditional UPDATE that claims work.
+        For the store's own statements: callers outside it name what they
+        write (a method of the store each).
 
-    ``locking_run``: take that run's lock first (``lock_run``), in the same
-    statement on PostgreSQL: one round trip fewer while the run is locked."""
-    if locking_run is not None and database().vendor != "postgresql":
-        lock_run(locking_run)
-        locking_run = None
-    statement, params = update_sql(model, values, where, params, locking_run=locking_run)
-    with plain_cursor() as cursor:
-        cursor.execute(statement, params)
-        return cursor.rowcount
+        ``locking_run``: take that run's lock first (``lock_run``; in the same
+        statement on PostgreSQL: one round trip fewer while the run is locked)."""
+        if locking_run is not None:
+            self.lock_run(locking_run)
+        return self.update_rows(*update_sql(model, values, where, params))
+
+    def update_rows(self, statement: str, params: Mapping | Sequence) -> int:
+        """How many rows an UPDATE changed."""
+        with self.cursor() as cursor:
+            cursor.execute(statement, params)
+            return cursor.rowcount
+
+    def update_returning(
+        self,
+        model,
+        pk: int,
+        values: dict,
+        increments: dict,
+        returning: list[str],
+        also: tuple[str, list] | None = None,
+        *,
+        then_insert: Sequence = (),
+    ) -> tuple:
+        """One UPDATE of row ``pk``: set ``values``, add ``increments`` (field ->
+        amount), and return the ``returning`` fields as they are after it. The
+        ORM needs a second query to read F() results back. ``also``: one more
+        SQL expression to return last (a subquery, say) and its parameters.
+        ``then_insert``: new rows of another model (a turn's tool calls, after
+        its step) inserted after it, as ``insert_many``, inside the caller's
+        transaction (in the same round trip on PostgreSQL)."""
+        update = update_returning_statement(model, pk, values, increments, returning, also)
+        with self.cursor() as cursor:
+            cursor.execute(*update)
+            row = updated(model, pk, cursor.fetchall())
+        self.insert_many(list(then_insert))
+        return row
+
+    def insert(self, model, **values) -> None:
+        """One INSERT of a row of ``model`` (field name -> value), without the
+        ORM's per-instance work: for the rows written per routed message."""
+        columns, params = row_values(model, values)
+        with self.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {table(model)} ({columns}) VALUES ({', '.join(['%s'] * len(params))})",
+                params,
+            )
+
+    def insert_many(self, objs: list) -> None:
+        """INSERT ``objs`` (new instances of one model, made by its constructor,
+        so every default is filled in) and set their primary keys, as
+        bulk_create does (in one statement of one JSON document on PostgreSQL)."""
+        if objs:
+            type(objs[0]).objects.bulk_create(objs)
 
 
 def update_sql(model, values: dict, where: str, params: list, *, locking_run: int | None = None) -> tuple[str, list]:
-    """``update``'s statement and its parameters; ``locking_run`` on
-    PostgreSQL only."""
+    """``update``'s statement and its parameters; ``locking_run``: the
+    run's lock taken first in the same statement (PostgreSQL only)."""
     assignments, values_params = _assignments(model, values, {})
     if locking_run is None:
         return f"UPDATE {table(model)} SET {assignments} WHERE {where}", [*values_params, *params]
@@ -58,36 +103,7 @@ def update_sql(model, values: dict, where: str, params: list, *, locking_run: in
     return statement, [locking_run, *values_params, *params]
 
 
-def update_returning(
-    model,
-    pk: int,
-    values: dict,
-    increments: dict,
-    returning: list[str],
-    also: tuple[str, list] | None = None,
-    *,
-    then_insert: Sequence = (),
-) -> tuple:
-    """One UPDATE of row ``pk``: set ``values``, add ``increments`` (field ->
-    amount), and return the ``returning`` fields as they are after it. The
-    ORM needs a second query to read F() results back. ``also``: one more
-    SQL expression to return last (a subquery, say) and its parameters.
-    ``then_insert``: new rows of another model (a turn's tool calls, after
-    its step) inserted after it, as ``insert_many``, inside the caller's
-    transaction: in the same round trip on PostgreSQL (rows.in_order)."""
-    update = _update_returning_statement(model, pk, values, increments, returning, also)
-    if not then_insert or database().vendor != "postgresql":
-        with plain_cursor() as cursor:
-            cursor.execute(*update)
-            row = _updated(model, pk, cursor.fetchall())
-        insert_many(list(then_insert))
-        return row
-    updated, inserted = in_order([update, _insert_many_statement(then_insert)])
-    _set_ids(then_insert, [pk for (pk,) in inserted])
-    return _updated(model, pk, updated)
-
-
-def _update_returning_statement(
+def update_returning_statement(
     model, pk: int, values: dict, increments: dict, returning: list[str], also: tuple[str, list] | None
 ) -> tuple[str, list]:
     assignments, params = _assignments(model, values, increments)
@@ -99,7 +115,7 @@ def _update_returning_statement(
     return f"UPDATE {table(model)} SET {assignments} WHERE id = %s RETURNING {columns}", [*params, pk, *extra_params]
 
 
-def _updated(model, pk: int, rows: list[tuple]) -> tuple:
+def updated(model, pk: int, rows: list[tuple]) -> tuple:
     if not rows:
         raise model.DoesNotExist(f"{model.__name__} {pk} does not exist")
     return rows[0]
@@ -120,43 +136,19 @@ def _assignments(model, values: dict, increments: dict) -> tuple[str, list]:
     return ", ".join(assignments), params
 
 
-def insert(model, **values) -> None:
-    """One INSERT of a row of ``model`` (field name -> value), without the
-    ORM's per-instance work: for the rows written per routed message."""
-    columns, params = row_values(model, values)
-    with plain_cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table(model)} ({columns}) VALUES ({', '.join(['%s'] * len(params))})",
-            params,
-        )
-
-
-def insert_many(objs: list) -> None:
-    """INSERT ``objs`` (new instances of one model, made by its constructor,
-    so every default is filled in) in one statement, and set their primary
-    keys, as bulk_create does. On PostgreSQL the rows travel as one JSON
-    document that jsonb_populate_recordset turns into rows: bulk_create
-    spends about 0.1 ms a row preparing and binding its thirty-odd
-    parameters (60 ms for a 500-step fan-out, before its first step can start)."""
-    if not objs:
-        return
-    if database().vendor != "postgresql":
-        type(objs[0]).objects.bulk_create(objs)
-        return
-    with plain_cursor() as cursor:
-        cursor.execute(*_insert_many_statement(objs))
-        _set_ids(objs, [pk for (pk,) in cursor.fetchall()])
-
-
-def _insert_many_statement(objs: Sequence) -> tuple[str, dict]:
-    """PostgreSQL's statement for ``insert_many``, and its parameters."""
+def insert_many_statement(objs: Sequence) -> tuple[str, dict]:
+    """PostgreSQL's statement for ``insert_many``, and its parameters: the
+    rows travel as one JSON document that jsonb_populate_recordset turns
+    into rows (bulk_create spends about 0.1 ms a row preparing and binding
+    its thirty-odd parameters: 60 ms for a 500-step fan-out, before its
+    first step can start)."""
     model: type[Model] = type(objs[0])
     fields = insert_fields(model)
     rows = [{field.column: json_value(field, getattr(obj, field.attname)) for field in fields} for obj in objs]
     return _insert_many_sql(model), {"rows": json_text(rows)}
 
 
-def _set_ids(objs: Sequence, ids: list[int]) -> None:
+def set_ids(objs: Sequence, ids: list[int]) -> None:
     alias = database().alias
     for obj, pk in zip(objs, ids, strict=True):
         obj.pk = pk

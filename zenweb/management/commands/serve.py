@@ -11,7 +11,7 @@ from agents import workspace_quota
 from runs import actions
 from runs.models import Command as CommandRow
 from runs.models import Run
-from runs.store import sql
+from runs.store.sql import store
 from zenweb.private_files import write_private
 
 # Started on every `make run`: messaging through the hub, and workers the
@@ -45,7 +45,7 @@ class Command(BaseCommand):
             embedded.check_address(host, port)
         except OSError as exc:
             raise CommandError(_cannot_serve(host, port, exc.strerror or str(exc))) from exc
-        database_problem = sql.database_problem()
+        database_problem = store().database_problem()
         if database_problem:
             raise CommandError(database_problem)
         for workflow, created in actions.do_load_catalog(settings.ZENWEB_CATALOG_DIR):
