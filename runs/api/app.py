@@ -25,7 +25,7 @@ SCHEMES = {"TokenAuth": "token", "SessionAuth": "session"}
 
 class Renderer(JSONRenderer):
     """JSON as pydantic writes it (timestamps to the microsecond, as before
-    django-ninja), without a charset parameter: JSON is UTF-8."""
+    django-ninja; its own renderer cuts them to the millisecond)."""
 
     def render(self, request: HttpRequest, data: Any, *, response_status: int) -> bytes:
         return pydantic_core.to_json(data)
@@ -45,17 +45,18 @@ def get_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
 
 
 class Api(NinjaAPI):
-    def get_content_type(self) -> str:
-        return "application/json"
-
-    def get_openapi_operation_id(self, operation: Operation) -> str:
-        return operation.view_func.__name__
-
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         # The document, by the path the API is mounted at: it changes only
         # with the code, and takes django-ninja a quarter of a second to make.
         self.documents: dict[str, OpenAPISchema] = {}
+
+    def get_content_type(self) -> str:
+        # No charset parameter: JSON is UTF-8 (and the API's type is as before django-ninja).
+        return "application/json"
+
+    def get_openapi_operation_id(self, operation: Operation) -> str:
+        return operation.view_func.__name__
 
     def get_openapi_schema(self, *, path_prefix: str | None = None, path_params: Any = None) -> OpenAPISchema:
         """django-ninja's document, with what it cannot say itself: the
