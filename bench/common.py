@@ -266,16 +266,15 @@ def run_child(module: str, function: str, env: dict[str, str], timeout: float = 
 def worker_processes(app: str, count: int, env: dict[str, str], logs: Path) -> Iterator[list]:
     """Start ``count`` `celery -A <app> worker` processes (as the Procfile
     does), wait until each is ready, stop them afterwards."""
-    from zenweb.workers import WorkerStartError
+    from zenweb.workers import WorkerOptions, WorkerStartError
     from zenweb.workers import worker_processes as start
 
     logs.mkdir(parents=True, exist_ok=True)
     hostnames = [f"bench{n}-{os.getpid()}@%h" for n in range(count)]
     files = [logs / f"{app.replace('.', '-')}-{n}.log" for n in range(count)]
     try:
-        with start(
-            app, hostnames, files, env=env, cwd=ROOT, pool=WORKER_POOL, concurrency=WORKER_CONCURRENCY, ready_timeout=60
-        ) as processes:
+        options = WorkerOptions(pool=WORKER_POOL, concurrency=WORKER_CONCURRENCY, ready_timeout=60)
+        with start(app, hostnames, files, env=env, cwd=ROOT, options=options) as processes:
             yield processes
     except WorkerStartError as exc:
         raise ChildError(f"a worker of {app} did not start:\n{_tail(exc.log.read_text())}") from None

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from celery import Celery
@@ -50,6 +51,19 @@ class WorkerStartError(RuntimeError):
         self.log = log
 
 
+@dataclass(frozen=True)
+class WorkerOptions:
+    """How each `celery worker` process runs: its pool and concurrency, how
+    long it may take to say it is ready (checked every ``poll`` seconds),
+    and how long it is given to stop before it is killed."""
+
+    pool: str
+    concurrency: int
+    ready_timeout: float
+    poll: float = 0.1
+    stop_timeout: float = 30
+
+
 @contextlib.contextmanager
 def worker_processes(
     app: str,
@@ -58,37 +72,33 @@ def worker_processes(
     *,
     env: Mapping[str, str],
     cwd: Path,
-    pool: str,
-    concurrency: int,
-    ready_timeout: float,
-    poll: float = 0.1,
-    stop_timeout: float = 30,
+    options: WorkerOptions,
 ) -> Iterator[list[subprocess.Popen]]:
     """Start one `celery -A <app> worker` process per hostname, each writing
     to its log, wait until each says it is ready, and stop them afterwards
-    (SIGTERM, then SIGKILL after ``stop_timeout`` seconds)."""
+    (SIGTERM, then SIGKILL after ``options.stop_timeout`` seconds)."""
     processes: list[subprocess.Popen] = []
     try:
         for hostname, log in zip(hostnames, logs, strict=True):
-            command = [sys.executable, "-m", "celery", "-A", app, "worker", "--pool", pool, *PROCFILE_FLAGS]
-            command += ["--concurrency", str(concurrency), "--loglevel", "INFO", "--hostname", hostname]
+            command = [sys.executable, "-m", "celery", "-A", app, "worker", "--pool", options.pool, *PROCFILE_FLAGS]
+            command += ["--concurrency", str(options.concurrency), "--loglevel", "INFO", "--hostname", hostname]
             with open(log, "w") as out:
                 processes.append(
                     subprocess.Popen(command, cwd=cwd, env=dict(env), stdout=out, stderr=subprocess.STDOUT)
                 )
-        deadline = time.monotonic() + ready_timeout
+        deadline = time.monotonic() + options.ready_timeout
         for process, log in zip(processes, logs, strict=True):
             while "ready." not in log.read_text():
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise WorkerStartError(log)
-                time.sleep(poll)
+                time.sleep(options.poll)
         yield processes
     finally:
         for process in processes:
             process.terminate()
         for process in processes:
             try:
-                process.wait(timeout=stop_timeout)
+                process.wait(timeout=options.stop_timeout)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()

@@ -66,7 +66,7 @@ def workers(
     wait until each is ready, yield their log files; ``workers.processes``
     holds the Popen objects."""
     from zenweb.celery import app
-    from zenweb.workers import WorkerStartError, worker_processes
+    from zenweb.workers import WorkerOptions, WorkerStartError, worker_processes
 
     env = {**os.environ, **(env or {})}
     if database_url is None:
@@ -78,18 +78,8 @@ def workers(
     logs = [tmp_path / f"{name}.log" for name in names]
     hostnames = [f"{name}-{os.getpid()}@%h" for name in names]
     try:
-        with worker_processes(
-            "zenweb",
-            hostnames,
-            logs,
-            env=env,
-            cwd=ROOT,
-            pool=pool,
-            concurrency=concurrency,
-            ready_timeout=30,
-            poll=0.2,
-            stop_timeout=20,
-        ) as processes:
+        options = WorkerOptions(pool=pool, concurrency=concurrency, ready_timeout=30, poll=0.2, stop_timeout=20)
+        with worker_processes("zenweb", hostnames, logs, env=env, cwd=ROOT, options=options) as processes:
             workers.processes = processes
             yield logs
     except WorkerStartError as exc:
