@@ -24,8 +24,8 @@ SCHEMES = {"TokenAuth": "token", "SessionAuth": "session"}
 
 
 class Renderer(JSONRenderer):
-    """JSON as pydantic writes it (timestamps to the microsecond, as before
-    django-ninja; its own renderer cuts them to the millisecond)."""
+    """JSON as pydantic writes it: timestamps to the microsecond, as stored
+    (django-ninja's own renderer cuts them to the millisecond)."""
 
     def render(self, request: HttpRequest, data: Any, *, response_status: int) -> bytes:
         return pydantic_core.to_json(data)
@@ -52,7 +52,7 @@ class Api(NinjaAPI):
         self.documents: dict[str, OpenAPISchema] = {}
 
     def get_content_type(self) -> str:
-        # No charset parameter: JSON is UTF-8 (and the API's type is as before django-ninja).
+        # No charset parameter: JSON is UTF-8.
         return "application/json"
 
     def get_openapi_operation_id(self, operation: Operation) -> str:
