@@ -101,8 +101,10 @@ async def first_partial(client: Client) -> float:
 
 
 async def _one_round(port: int, starter: subprocess.Popen, seed: dict, endpoint) -> list[float]:
+    from tests.fake_openai_server import Delivery
+
     gate = threading.Event()
-    endpoint.push_text(ANSWER, chunk_delay=CHUNK_DELAY, gate=gate)
+    endpoint.push_text(ANSWER, delivery=Delivery(chunk_delay=CHUNK_DELAY, gate=gate))
     asked = len(endpoint.requests)
     run_id = await asyncio.to_thread(_start_run, starter)
     clients = [Client() for _ in range(CLIENTS)]

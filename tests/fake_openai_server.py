@@ -39,26 +39,32 @@ class RecordedRequest:
 
 
 @dataclass(frozen=True)
-class CannedResponse:
-    """What to answer one request with, after waiting ``delay`` seconds."""
+class Delivery:
+    """How an answer is sent: after waiting ``delay`` seconds, and once
+    ``gate`` is set (a benchmark's clients connect first; None: at once)."""
 
-    status: int
-    body: dict[str, Any]
     delay: float = 0.0
-    headers: dict[str, str] = field(default_factory=dict)
+    gate: threading.Event | None = field(default=None, compare=False)
     # Streamed: the seconds between two chunks, and the characters of
     # content (or of tool-call arguments) in each.
     chunk_delay: float = 0.0
     chunk_chars: int = 4
-    # Set by the caller when the answer may start (a benchmark's clients
-    # connect first); None: at once.
-    gate: threading.Event | None = field(default=None, compare=False)
-    # Streamed, as some servers and proxies do it: tool-call fragments
-    # without their "index" (Ollama); the connection dropped after this
-    # many chunks, mid-answer; the stream ended without "data: [DONE]".
-    tool_call_index: bool = True
+    # Streamed, as some servers and proxies do it: the connection dropped
+    # after this many chunks, mid-answer; the stream ended without "data: [DONE]".
     cut_after: int | None = None
     done: bool = True
+
+
+@dataclass(frozen=True)
+class CannedResponse:
+    """What to answer one request with, and how it is sent."""
+
+    status: int
+    body: dict[str, Any]
+    delivery: Delivery = Delivery()
+    headers: dict[str, str] = field(default_factory=dict)
+    # Streamed tool-call fragments without their "index", as Ollama sends them.
+    tool_call_index: bool = True
 
 
 class FakeOpenAIServer:
@@ -74,8 +80,7 @@ class FakeOpenAIServer:
         # Set on stop, so a handler sleeping out a delay wakes up instead of
         # holding the test until the delay has passed.
         self._stopping = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
-        self._httpd.daemon_threads = True
+        self._httpd = _HTTPServer(self)
         self._thread: threading.Thread | None = None
 
     @property
@@ -122,32 +127,14 @@ class FakeOpenAIServer:
         *,
         prompt_tokens: int = 10,
         completion_tokens: int = 5,
-        delay: float = 0.0,
-        chunk_delay: float = 0.0,
-        chunk_chars: int = 4,
-        gate: threading.Event | None = None,
         finish_reason: str | None = "stop",
-        cut_after: int | None = None,
-        done: bool = True,
+        delivery: Delivery = Delivery(),
     ) -> None:
-        """Answer with an assistant text message (streamed ``chunk_chars``
-        characters a chunk, ``chunk_delay`` seconds apart, when asked to
-        stream), once ``gate`` is set if one is given. ``finish_reason``
-        None: no chunk says why the answer stopped; ``cut_after`` and
-        ``done``: see CannedResponse."""
+        """Answer with an assistant text message, sent as ``delivery`` says.
+        ``finish_reason`` None: no chunk says why the answer stopped."""
         message = {"role": "assistant", "content": content}
         body = _completion(message, prompt_tokens, completion_tokens, finish_reason=finish_reason)
-        canned = CannedResponse(
-            200,
-            body,
-            delay,
-            chunk_delay=chunk_delay,
-            chunk_chars=chunk_chars,
-            gate=gate,
-            cut_after=cut_after,
-            done=done,
-        )
-        self.push(canned)
+        self.push(CannedResponse(200, body, delivery))
 
     def push_tool_calls(
         self,
@@ -175,7 +162,7 @@ class FakeOpenAIServer:
             ],
         }
         body = _completion(message, prompt_tokens, completion_tokens, finish_reason=finish_reason)
-        self.push(CannedResponse(200, body, chunk_delay=chunk_delay, tool_call_index=tool_call_index))
+        self.push(CannedResponse(200, body, Delivery(chunk_delay=chunk_delay), tool_call_index=tool_call_index))
 
     def push_error(
         self,
@@ -245,7 +232,7 @@ def _chunks(response: CannedResponse, include_usage: bool) -> list[tuple[str, st
     content it carries."""
     body = response.body
     base = {key: body.get(key) for key in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
-    size = max(1, response.chunk_chars)
+    size = max(1, response.delivery.chunk_chars)
 
     def chunk(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> str:
         choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
@@ -274,97 +261,108 @@ def _chunks(response: CannedResponse, include_usage: bool) -> list[tuple[str, st
         chunks.append((chunk(None), ""))
     if include_usage and body.get("usage") is not None:
         chunks.append((chunk(None, usage=body["usage"]), ""))
-    if response.done:
+    if response.delivery.done:
         chunks.append(("[DONE]", ""))
     return chunks
 
 
-def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+class _HTTPServer(ThreadingHTTPServer):
+    """The HTTP server of a FakeOpenAIServer (``fake``), on a free port."""
 
-        def handle(self) -> None:
-            # A client that drops its kept-alive connection (a worker that
-            # exits) is no error worth a traceback.
-            try:
-                super().handle()
-            except ConnectionResetError:
-                pass
+    daemon_threads = True
 
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length)
-            try:
-                body: Any = json.loads(raw) if raw else None
-            except ValueError:
-                body = raw.decode("utf-8", "replace")
-            server.requests.append(
-                RecordedRequest(
-                    method="POST",
-                    path=self.path,
-                    headers={name.lower(): value for name, value in self.headers.items()},
-                    body=body,
-                )
-            )
-            if self.path.split("?", 1)[0] != COMPLETIONS_PATH:
-                error = {
-                    "message": f"fake server: no route for {self.path}",
-                    "type": "test",
-                }
-                self._send(CannedResponse(404, {"error": error}))
-                return
-            response = server._next_response()
-            if response.delay and server._stopping.wait(response.delay):
-                return
-            while response.gate is not None and not response.gate.wait(0.05):
-                if server._stopping.is_set():
-                    return
-            if response.status == 200 and isinstance(body, dict) and body.get("stream"):
-                usage = bool((body.get("stream_options") or {}).get("include_usage"))
-                self._stream(response, usage)
-                return
-            self._send(response)
+    def __init__(self, fake: FakeOpenAIServer) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.fake = fake
 
-        def _stream(self, response: CannedResponse, include_usage: bool) -> None:
-            try:
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Transfer-Encoding", "chunked")
-                for name, value in response.headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                for index, (chunk, content) in enumerate(_chunks(response, include_usage)):
-                    if index and response.chunk_delay and server._stopping.wait(response.chunk_delay):
-                        return
-                    if index == response.cut_after:
-                        # No last chunk of the chunked body: the client reads an incomplete one.
-                        self.close_connection = True
-                        return
-                    data = f"data: {chunk}\n\n".encode()
-                    self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-                    self.wfile.flush()
-                    if content:
-                        server.streamed.append((time.time(), content))
-                self.wfile.write(b"0\r\n\r\n")
-                self.wfile.flush()
-            except (BrokenPipeError, ConnectionResetError):
-                pass
 
-        def _send(self, response: CannedResponse) -> None:
-            payload = json.dumps(response.body).encode()
-            try:
-                self.send_response(response.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                for name, value in response.headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(payload)
-            except (BrokenPipeError, ConnectionResetError):
-                # The client gave up first (a timeout test): nothing to answer.
-                pass
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _HTTPServer
 
-        def log_message(self, fmt: str, *args: Any) -> None:
+    def handle(self) -> None:
+        # A client that drops its kept-alive connection (a worker that
+        # exits) is no error worth a traceback.
+        try:
+            super().handle()
+        except ConnectionResetError:
             pass
 
-    return Handler
+    def do_POST(self) -> None:
+        fake = self.server.fake
+        body = self._record()
+        if self.path.split("?", 1)[0] != COMPLETIONS_PATH:
+            error = {"message": f"fake server: no route for {self.path}", "type": "test"}
+            self._send(CannedResponse(404, {"error": error}))
+            return
+        response = fake._next_response()
+        if not self._wait(response.delivery):
+            return
+        if response.status == 200 and isinstance(body, dict) and body.get("stream"):
+            usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            self._stream(response, usage)
+            return
+        self._send(response)
+
+    def _record(self) -> Any:
+        """Read the request's body (its JSON, else its text) and record the request."""
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        self.server.fake.requests.append(RecordedRequest(method="POST", path=self.path, headers=headers, body=body))
+        return body
+
+    def _wait(self, delivery: Delivery) -> bool:
+        """Wait out the delivery's delay and gate; False if the server stopped meanwhile."""
+        stopping = self.server.fake._stopping
+        if delivery.delay and stopping.wait(delivery.delay):
+            return False
+        while delivery.gate is not None and not delivery.gate.wait(0.05):
+            if stopping.is_set():
+                return False
+        return True
+
+    def _stream(self, response: CannedResponse, include_usage: bool) -> None:
+        delivery, fake = response.delivery, self.server.fake
+        try:
+            self._head(200, "text/event-stream", response.headers, {"Transfer-Encoding": "chunked"})
+            for index, (chunk, content) in enumerate(_chunks(response, include_usage)):
+                if index and delivery.chunk_delay and fake._stopping.wait(delivery.chunk_delay):
+                    return
+                if index == delivery.cut_after:
+                    # No last chunk of the chunked body: the client reads an incomplete one.
+                    self.close_connection = True
+                    return
+                data = f"data: {chunk}\n\n".encode()
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+                if content:
+                    fake.streamed.append((time.time(), content))
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def _send(self, response: CannedResponse) -> None:
+        payload = json.dumps(response.body).encode()
+        try:
+            self._head(response.status, "application/json", response.headers, {"Content-Length": str(len(payload))})
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            # The client gave up first (a timeout test): nothing to answer.
+            pass
+
+    def _head(self, status: int, content_type: str, canned: dict[str, str], framing: dict[str, str]) -> None:
+        """The status line and headers: the content type, the body's framing, then the canned headers."""
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        for name, value in [*framing.items(), *canned.items()]:
+            self.send_header(name, value)
+        self.end_headers()
+
+    def log_message(self, fmt: str, *args: Any) -> None:
+        pass

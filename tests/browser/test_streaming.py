@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.browser.harness import ROOT, log_in, screenshot, start_run_from_list, wait_until_finished
-from tests.fake_openai_server import FakeOpenAIServer
+from tests.fake_openai_server import Delivery, FakeOpenAIServer
 
 pytestmark = pytest.mark.browser
 
@@ -43,7 +43,7 @@ def test_it_shows_the_answer_and_tool_arguments_as_they_stream(open_page, server
     # A send_message call whose arguments arrive 4 characters every 50 ms,
     # then the answer, 4 characters every 100 ms (about 3 s).
     endpoint.push_tool_calls([("call_1", "send_message", MESSAGE)], chunk_delay=0.05)
-    endpoint.push_text(ANSWER, chunk_delay=0.1)
+    endpoint.push_text(ANSWER, delivery=Delivery(chunk_delay=0.1))
     page = open_page()
     log_in(page, server)
 

@@ -11,6 +11,7 @@ import pytest
 from runs.actions import do_create_run
 from runs.models import Run, Step
 from tests.conftest import OPENAI_TEST_MODEL, register, wait_for_run
+from tests.fake_openai_server import Delivery
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -48,7 +49,7 @@ def test_it_fails_the_step_with_the_endpoint_error_and_no_secret(celery_worker, 
 
 
 def test_it_cuts_off_a_stalled_model_call_at_the_step_timeout(celery_worker, openai_endpoint):
-    openai_endpoint.push_text("far too late", delay=60)
+    openai_endpoint.push_text("far too late", delivery=Delivery(delay=60))
 
     # No sweeper runs here: only the call's own deadline can end the step in time.
     run = wait_for_run(do_create_run(register("timeouts/stalled_openai"), {}), timeout=20)
@@ -60,7 +61,7 @@ def test_it_cuts_off_a_stalled_model_call_at_the_step_timeout(celery_worker, ope
 
 
 def test_it_cuts_off_a_stalled_coordinator_call_at_the_run_timeout(celery_worker, openai_endpoint):
-    openai_endpoint.push_text("far too late", delay=60)
+    openai_endpoint.push_text("far too late", delivery=Delivery(delay=60))
 
     run = wait_for_run(do_create_run(register("timeouts/stalled_coordinator"), {}), timeout=20)
 

@@ -18,6 +18,7 @@ from runs.models import Event, Run, Step
 from runs.routing import websocket_urlpatterns
 from runs.templatetags.zenweb import event_summary
 from tests.conftest import register, wait_for_run
+from tests.fake_openai_server import Delivery
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -60,7 +61,7 @@ def test_it_fails_the_step_naming_http_500_after_its_retries(celery_worker, open
 
 
 def test_a_streamed_answer_is_stored_once_whole(celery_worker, openai_endpoint):
-    openai_endpoint.push_text(ANSWER, chunk_delay=0.01)
+    openai_endpoint.push_text(ANSWER, delivery=Delivery(chunk_delay=0.01))
 
     run = wait_for_run(do_create_run(register("openai_step"), {}))
 
@@ -99,7 +100,7 @@ async def test_a_page_that_connects_mid_answer_gets_the_text_so_far(celery_worke
     # Chunks a second apart: what arrives within half a second of a chunk
     # was kept from before the page connected, not sent live.
     answer = "Tides rise twice a day at Bergen"  # 4 chunks of 8
-    openai_endpoint.push_text(answer, chunk_delay=1.0, chunk_chars=8)
+    openai_endpoint.push_text(answer, delivery=Delivery(chunk_delay=1.0, chunk_chars=8))
     run = await database_sync_to_async(lambda: do_create_run(register("openai_step"), {}, user=owner))()
     while len(openai_endpoint.streamed) < 2:
         await asyncio.sleep(0.02)

@@ -12,7 +12,7 @@ import pytest
 
 from agents.llm import CompletionRequest, ProviderError
 from agents.llm.openai import OpenAIProvider
-from tests.fake_openai_server import FakeOpenAIServer
+from tests.fake_openai_server import Delivery, FakeOpenAIServer
 from tests.runtime.openai_requests import KEY, MESSAGES, make_provider
 
 pytestmark = pytest.mark.usefixtures("no_ambient_openai_configuration")
@@ -76,7 +76,7 @@ def test_it_reports_rate_limiting(server: FakeOpenAIServer) -> None:
 
 
 def test_it_reports_a_timeout(server: FakeOpenAIServer) -> None:
-    server.push_text("too late", delay=3.0)
+    server.push_text("too late", delivery=Delivery(delay=3.0))
 
     with pytest.raises(ProviderError) as caught:
         make_provider(server, timeout=0.5).complete(CompletionRequest(agent="a", messages=MESSAGES))
@@ -85,7 +85,7 @@ def test_it_reports_a_timeout(server: FakeOpenAIServer) -> None:
 
 
 def test_it_stops_waiting_at_the_requests_deadline(server: FakeOpenAIServer) -> None:
-    server.push_text("too late", delay=3.0)
+    server.push_text("too late", delivery=Delivery(delay=3.0))
     request = CompletionRequest(agent="a", messages=MESSAGES, deadline=time.time() + 0.5)
 
     with pytest.raises(ProviderError) as caught:

@@ -11,7 +11,7 @@ import pytest
 
 from agents.llm import CompletionRequest, PartialOutput, ProviderError, RetryNotice, ToolCallRequest, Usage
 from agents.llm.openai import OpenAIProvider
-from tests.fake_openai_server import FakeOpenAIServer
+from tests.fake_openai_server import Delivery, FakeOpenAIServer
 
 KEY = "sk-test-streaming-0123456789"
 MESSAGES = [{"role": "user", "content": "Tell me about tides."}]
@@ -57,7 +57,7 @@ def test_it_assembles_tool_calls_whose_arguments_arrive_in_fragments(server: Fak
 
 def test_it_reports_the_first_token_at_once_then_at_most_every_100_ms(server: FakeOpenAIServer) -> None:
     answer = "abcd" * 30  # 30 chunks of 4 characters, 20 ms apart: 0.6 s
-    server.push_text(answer, chunk_delay=0.02)
+    server.push_text(answer, delivery=Delivery(chunk_delay=0.02))
     seen: list[tuple[float, str]] = []
 
     completion = make_provider(server).complete(REQUEST, on_partial=lambda p: seen.append((time.time(), p.text)))

@@ -10,7 +10,7 @@ import pytest
 
 from agents.llm import CompletionRequest, ProviderError
 from agents.llm.base import RetryNotice
-from tests.fake_openai_server import FakeOpenAIServer
+from tests.fake_openai_server import Delivery, FakeOpenAIServer
 from tests.runtime.openai_requests import MESSAGES, make_provider
 
 pytestmark = pytest.mark.usefixtures("no_ambient_openai_configuration")
@@ -47,12 +47,16 @@ def test_an_answer_stopped_by_a_content_filter_says_so(server: FakeOpenAIServer)
     [
         # Closed cleanly, but no chunk said why the answer stopped, and no [DONE].
         (
-            {"content": "Partial answer with no [DONE] and no fin", "finish_reason": None, "done": False},
+            {
+                "content": "Partial answer with no [DONE] and no fin",
+                "finish_reason": None,
+                "delivery": Delivery(done=False),
+            },
             "the answer's stream ended unfinished (no finish_reason) after 40 characters",
         ),
         # The connection dropped mid-answer: no "could not connect" about it.
         (
-            {"content": "The tides at the harbour are high.", "cut_after": 4},
+            {"content": "The tides at the harbour are high.", "delivery": Delivery(cut_after=4)},
             "the answer's stream was cut off after 12 characters and 0 tool calls",
         ),
     ],

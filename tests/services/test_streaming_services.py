@@ -19,6 +19,7 @@ from runs.actions import do_create_run
 from runs.models import Run
 from runs.routing import websocket_urlpatterns
 from tests.conftest import register, wait_for_run
+from tests.fake_openai_server import Delivery
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -36,7 +37,7 @@ async def _next_partial(comm: WebsocketCommunicator, timeout: float) -> dict:
 async def test_a_page_connecting_mid_answer_gets_it_from_another_process(openai_endpoint, worker_process, owner):
     # Chunks a second apart: a partial that arrives within half a second of
     # a chunk was kept in Redis before the page connected.
-    openai_endpoint.push_text(ANSWER, chunk_delay=1.0, chunk_chars=8)
+    openai_endpoint.push_text(ANSWER, delivery=Delivery(chunk_delay=1.0, chunk_chars=8))
     run = await database_sync_to_async(lambda: do_create_run(register("openai_step"), {}, user=owner))()
     while len(openai_endpoint.streamed) < 2:
         await asyncio.sleep(0.02)
