@@ -301,3 +301,17 @@ def test_a_row_that_does_not_fit_its_model_says_so_in_the_stream():
     said = event_summary(Event(type="step_end", step_id="s1", data={"status": "completed"}))
 
     assert said == "step_end event data does not fit StepEnd: output: Field required"
+
+
+def test_a_row_that_does_not_fit_its_model_keeps_its_data_and_has_no_whole_text(client, owner):
+    run = make_run(owner, 0)
+    for seq, data in enumerate([{"status": "done", "text": "<b>x</b>"}, {"status": "done", "output": "<b>y</b>"}], 1):
+        Event.objects.create(run=run, seq=seq, type="step_end", step_id="first", data=data)
+    client.force_login(owner)
+
+    page = get(client, run)
+    misfit, fitting = re.findall(r'<details class="event type-step_end .*?</details>', page, re.S)
+
+    assert "does not fit StepEnd" in misfit and "&lt;b&gt;x&lt;/b&gt;" in misfit
+    assert "event-full" not in misfit
+    assert "<dd>&lt;b&gt;y&lt;/b&gt;</dd>" in fitting
