@@ -35,8 +35,8 @@ PG_URL = os.environ.get("ZENWEB_BENCH_DATABASE_URL", "postgres://postgres@127.0.
 REDIS_URL = os.environ.get("ZENWEB_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
 
 # Worker processes are started the way the Procfile starts them (prefork,
-# 4 children each); ZENWEB_BENCH_WORKER_POOL=threads with concurrency 8 is
-# how they were started before the Procfile moved to prefork.
+# 4 children each); ZENWEB_BENCH_WORKER_POOL=threads with
+# ZENWEB_BENCH_WORKER_CONCURRENCY=8 measures a threads pool instead.
 WORKER_POOL = os.environ.get("ZENWEB_BENCH_WORKER_POOL", "prefork")
 WORKER_CONCURRENCY = int(os.environ.get("ZENWEB_BENCH_WORKER_CONCURRENCY", "4"))
 
