@@ -129,6 +129,41 @@ class AwaitCalls:
     unread: bool = False
 
 
+@dataclass(frozen=True)
+class DropMessage:
+    """The message is not delivered: it drops with ``reason``."""
+
+    reason: Literal["target_terminal", "resume_shutdown", "no_transcript", "transcript_too_large", "max_wake_cycles"]
+
+
+@dataclass(frozen=True)
+class ResumeStep:
+    """The message waits for a resumed turn of its completed step: resume
+    number ``resume``; ``starts``: this message starts it (else it joins the
+    resume under way)."""
+
+    resume: int
+    starts: bool
+
+
+@dataclass(frozen=True)
+class CoordinatorRounds:
+    """The coordinator's model turns for ``reason``: plan the run, route its
+    messages, or finish (give the run's result); its wake cycle ``cycle``,
+    ``warn`` at 80% of its cap (warning_cycle)."""
+
+    reason: Literal["plan", "messages", "finish"]
+    cycle: int
+    max_cycles: int
+    warn: bool = False
+
+
+@dataclass(frozen=True)
+class FinishRun:
+    """The coordinator has said its last word on a run whose steps are all
+    done: the run ends (its status: ``CoordinatorFinished``)."""
+
+
 Decision = (
     StartSteps
     | StopSteps
@@ -143,5 +178,9 @@ Decision = (
     | DropMail
     | CompleteStep
     | AwaitCalls
+    | DropMessage
+    | ResumeStep
+    | CoordinatorRounds
+    | FinishRun
 )
 TurnDecision = FailStep | NextTurn | WakeAgain | DropMail | CompleteStep | AwaitCalls

@@ -130,6 +130,40 @@ class TurnAnswered:
     tools: ToolUse | None = None
 
 
+@dataclass(frozen=True)
+class ForwardToEnded:
+    """The coordinator forwarded a message to step ``step_id``, whose mailbox
+    closed when it ended ``status``. ``run_going_on``: the run is running
+    and its coordinator not in its finish wake. ``transcript_bytes``: the
+    size of its transcript as JSON (0: it has none). ``resumes``: how many
+    times it was resumed, against ``max_resumes`` (its wake-cycle cap);
+    ``resuming``: a resume of it is under way."""
+
+    step_id: str
+    status: str
+    run_going_on: bool
+    transcript_bytes: int
+    max_transcript_bytes: int
+    resumes: int
+    max_resumes: int
+    resuming: bool = False
+
+
+@dataclass(frozen=True)
+class CoordinatorWoke:
+    """The coordinator's wake holds the run (the state shows its steps):
+    ``plans_first``, it can spawn workers and has not planned; ``unread``
+    messages wait for it; ``cycles`` wakes it has taken, against
+    ``max_cycles`` (options.maxWakeCycles); ``finalized``: it has given the
+    run's result already."""
+
+    plans_first: bool
+    unread: int
+    cycles: int
+    max_cycles: int
+    finalized: bool = False
+
+
 Happening = (
     RunStarted
     | StepEnded
@@ -142,4 +176,6 @@ Happening = (
     | DeadlinePassed
     | TurnDue
     | TurnAnswered
+    | ForwardToEnded
+    | CoordinatorWoke
 )

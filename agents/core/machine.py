@@ -22,6 +22,10 @@ What happened, and what follows:
 - ``ApprovalDecided``, ``DeadlinePassed``: ``gates.py``.
 - ``TurnDue``, ``TurnAnswered`` (a step's turn: maxTurns, the tool caps,
   wake cycles and the hold timeout): ``turns.py``.
+- ``ForwardToEnded`` (the coordinator forwards to a step that ended): a
+  resume, or the message drops: ``resumes.py``.
+- ``CoordinatorWoke``: plan, route its mail (within its wake-cycle cap),
+  or finish the run: ``wakes.py``.
 
 Dependents wait while the coordinator is busy or has mail to route (a
 message the finished step sent for them is in their inbox before their first
@@ -33,13 +37,15 @@ from __future__ import annotations
 
 from typing import Literal, assert_never
 
-from agents.core import gates, turns
+from agents.core import gates, resumes, turns, wakes
 from agents.core.decisions import Decision, EndRun, StartSteps, StopSteps, WakeCoordinator
 from agents.core.happenings import (
     ApprovalDecided,
     CoordinatorFinished,
     CoordinatorIdle,
+    CoordinatorWoke,
     DeadlinePassed,
+    ForwardToEnded,
     Happening,
     RunCancelled,
     RunFailed,
@@ -50,7 +56,7 @@ from agents.core.happenings import (
     TurnDue,
 )
 from agents.core.ready import iteration_keys, ready
-from agents.core.state import UNREAD, CoordinatorState, FailurePolicy, RunState, StepState, StepStatus
+from agents.core.state import UNREAD, CoordinatorState, FailurePolicy, RunState, StepState, StepStatus, all_done
 
 __all__ = [
     "CoordinatorFinished",
@@ -72,6 +78,7 @@ __all__ = [
     "StopSteps",
     "UNREAD",
     "WakeCoordinator",
+    "all_done",
     "decide",
 ]
 
@@ -83,12 +90,10 @@ def decide(state: RunState, happened: Happening) -> tuple[Decision, ...]:
             return _schedule(state, finished=None)
         case StepEnded():
             return after_step_end(state, happened)
-        case CoordinatorFinished():
-            return (run_end(state),) if not state.ended else ()
-        case RunFailed(error=error):
-            return (EndRun("failed", error),) if not state.ended else ()
-        case RunCancelled(reason=reason):
-            return (EndRun("cancelled", reason),) if not state.ended else ()
+        case CoordinatorWoke():
+            return wakes.after_wake(state, happened)
+        case CoordinatorFinished() | RunFailed() | RunCancelled():
+            return _run_ends(state, happened)
         case ApprovalDecided():
             return gates.after_approval(happened)
         case DeadlinePassed():
@@ -97,8 +102,22 @@ def decide(state: RunState, happened: Happening) -> tuple[Decision, ...]:
             return turns.before_turn(happened)
         case TurnAnswered():
             return turns.after_answer(happened)
+        case ForwardToEnded():
+            return resumes.after_forward(happened)
         case _:
             assert_never(happened)
+
+
+def _run_ends(state: RunState, happened: CoordinatorFinished | RunFailed | RunCancelled) -> tuple[EndRun, ...]:
+    """A run that has not ended ends: after its coordinator's finish with
+    ``run_end``'s status, after a failure failed, after a cancel cancelled."""
+    if state.ended:
+        return ()
+    if isinstance(happened, RunFailed):
+        return (EndRun("failed", happened.error),)
+    if isinstance(happened, RunCancelled):
+        return (EndRun("cancelled", happened.reason),)
+    return (run_end(state),)
 
 
 def after_step_end(state: RunState, ended: StepEnded) -> tuple[Decision, ...]:
@@ -188,11 +207,6 @@ def _loop_caps_cannot_bind(unfinished: list[StepState]) -> bool:
             open_iterations.setdefault(group, set()).add(key)
             caps[group] = cap
     return all(len(keys) <= caps[group] for group, keys in open_iterations.items())
-
-
-def all_done(state: RunState) -> bool:
-    """Every step terminal and none being resumed."""
-    return all(s.terminal and not s.resuming for s in state.steps)
 
 
 def stop_after_failure(state: RunState, stopped: str) -> StopSteps:

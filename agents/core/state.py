@@ -68,6 +68,11 @@ class RunState:
         return replace(self, steps=steps)
 
 
+def all_done(state: RunState) -> bool:
+    """Every step terminal and none being resumed."""
+    return all(s.terminal and not s.resuming for s in state.steps)
+
+
 # A run's state not read: what the rules that read none (approvals,
 # deadlines: agents/core/gates.py) are decided on.
 UNREAD = RunState(status="")

@@ -11,6 +11,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from agents import expansion, ids
+from agents.core import machine
+from agents.core.decisions import DropMessage, ResumeStep
 from agents.events import Event as RuntimeEvent
 from agents.events import EventSink
 from agents.events.run_events import ResumeStarted
@@ -104,8 +106,9 @@ def _resolver(run: Run, context_sender: str | None) -> Resolver:
 
 
 class Resumer:
-    """A forward to a completed step resumes it for one more turn, when the
-    step has a transcript within the cap and resumes left."""
+    """A forward to a step that ended: resumed for one more turn, or
+    dropped, as the state machine decides (machine.ForwardToEnded:
+    agents/core/resumes.py)."""
 
     def __init__(self, run: Run, limits: Limits, finishing: bool, store: MailboxStore, sink: EventSink) -> None:
         self.run = run
@@ -117,25 +120,32 @@ class Resumer:
 
     def __call__(self, message: RouterMessage) -> DropReason | None:
         step = Step.objects.select_for_update().get(run_id=self.run.pk, step_id=message.recipient)
-        if step.status != Step.Status.COMPLETED:
-            return DropReason.TARGET_TERMINAL
-        if self.finishing or self.run.status != Run.Status.RUNNING:
-            return DropReason.RESUME_SHUTDOWN
-        if not step.transcript:
-            return DropReason.NO_TRANSCRIPT
-        if len(json.dumps(step.transcript)) > self.limits.max_transcript_bytes:
-            return DropReason.TRANSCRIPT_TOO_LARGE
-        if step.resumes >= self.limits.step_wake_cycles:
-            return DropReason.MAX_WAKE_CYCLES
-        self.store.append(message)
-        sink = self.sink
-        already = step.resuming
-        Step.objects.filter(pk=step.pk).update(resuming=True, resumes=F("resumes") + (0 if already else 1))
-        if not already:
-            started = ResumeStarted(message_id=message.message_id, resume=step.resumes + 1)
-            sink.emit(RuntimeEvent.of(started, step.step_id))
-            queue.send_after_commit(queue.RESUME_STEP, step.pk)
+        forward = machine.ForwardToEnded(
+            step.step_id,
+            step.status,
+            run_going_on=not self.finishing and self.run.status == Run.Status.RUNNING,
+            transcript_bytes=len(json.dumps(step.transcript)) if step.transcript else 0,
+            max_transcript_bytes=self.limits.max_transcript_bytes,
+            resumes=step.resumes,
+            max_resumes=self.limits.step_wake_cycles,
+            resuming=step.resuming,
+        )
+        for decision in machine.decide(machine.UNREAD, forward):
+            if isinstance(decision, DropMessage):
+                return DropReason[decision.reason.upper()]
+            if isinstance(decision, ResumeStep):
+                self._resume(step, message, decision)
         return None
+
+    def _resume(self, step: Step, message: RouterMessage, resume: ResumeStep) -> None:
+        """Keep ``message`` for the resumed turn of ``step``; a resume that
+        ``starts`` is said with its event and queued."""
+        self.store.append(message)
+        Step.objects.filter(pk=step.pk).update(resuming=True, resumes=F("resumes") + (1 if resume.starts else 0))
+        if resume.starts:
+            started = ResumeStarted(message_id=message.message_id, resume=resume.resume)
+            self.sink.emit(RuntimeEvent.of(started, step.step_id))
+            queue.send_after_commit(queue.RESUME_STEP, step.pk)
 
 
 def agent_of(spec: WorkflowSpec, step: Step) -> AgentSpec:

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from agents import coordinator_prompts as prompts
 from agents.core import machine
-from agents.core.turns import warning_cycle
+from agents.core.decisions import CoordinatorRounds, DropMail, FinishRun
 from agents.events import Event as RuntimeEvent
 from agents.events.run_events import (
     AgentIdle,
@@ -78,17 +78,7 @@ def do_coordinator_wake(run_id: int) -> None:
             if run.status != Run.Status.RUNNING:
                 return
             seen = run.wake_requests
-            if plans_first(run):
-                _coordinator_rounds(coordinator, "plan", [], steps)
-            elif inbox and not _over_wake_cap(coordinator):
-                _coordinator_rounds(coordinator, "messages", inbox, steps)
-            elif _all_done(run, steps) and not inbox:
-                # A coordinator that already called finalize has said its last word.
-                if not run.result and _coordinator_rounds(coordinator, "finish", [], steps):
-                    return
-                if workflow_spec(run.workflow).coordinator.require_workers and not _workers(run.pk):
-                    do_fail_run(run_id, NO_WORKERS)
-                do_finish_run(run_id)
+            if _wake(coordinator, steps, inbox):
                 return
             if Run.objects.filter(pk=run_id, wake_requests=seen).update(coordinator_busy=False):
                 schedule(run_id, idle=True)
@@ -109,11 +99,31 @@ def do_coordinator_wake(run_id: int) -> None:
         do_fail_run(run_id, f"coordinator: internal error: {type(exc).__name__}: {exc}")
 
 
-def _all_done(run: Run, steps: list[WakeStep]) -> bool:
-    """The state machine's rule (agents.core.machine.all_done): every step
-    terminal and none being resumed."""
+def _wake(coordinator: Step, steps: list[WakeStep], inbox: list[RouterMessage]) -> bool:
+    """Apply what the state machine decides the coordinator's wake does with
+    its run as the wake read it (machine.CoordinatorWoke: plan, route its
+    mail within its wake-cycle cap, or finish the run): whether the run ended."""
+    run = coordinator.run
     states = tuple(machine.StepState(step.step_id, step.status, resuming=step.resuming) for step in steps)
-    return machine.all_done(machine.RunState(status=run.status, steps=states))
+    cap = Limits.of(run).coordinator_wake_cycles
+    woke = machine.CoordinatorWoke(plans_first(run), len(inbox), coordinator.turns, cap, finalized=bool(run.result))
+    for decision in machine.decide(machine.RunState(run.status, states), woke):
+        match decision:
+            case CoordinatorRounds(reason="messages"):
+                _coordinator_rounds(coordinator, decision, inbox, steps)
+            case CoordinatorRounds():
+                if _coordinator_rounds(coordinator, decision, [], steps):
+                    return True  # the finish's last round ended the run
+            case DropMail():
+                # Past its wake-cycle cap the coordinator stops reading.
+                with transaction.atomic():
+                    router_for(run.pk).close(COORDINATOR, DropReason.MAX_WAKE_CYCLES)
+            case FinishRun():
+                if workflow_spec(run.workflow).coordinator.require_workers and not _workers(run.pk):
+                    do_fail_run(run.pk, NO_WORKERS)
+                do_finish_run(run.pk)
+                return True
+    return False
 
 
 def release_wake(run_id: int) -> None:
@@ -122,7 +132,9 @@ def release_wake(run_id: int) -> None:
     Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(coordinator_busy=False)
 
 
-def _coordinator_rounds(coordinator: Step, reason: str, inbox: list[RouterMessage], steps: list[WakeStep]) -> bool:
+def _coordinator_rounds(
+    coordinator: Step, wake: CoordinatorRounds, inbox: list[RouterMessage], steps: list[WakeStep]
+) -> bool:
     """The coordinator's model turns of one wake (at most
     MAX_COORDINATOR_ROUNDS), its run as the wake read it with the
     coordinator: whether the last of a finish ended the run."""
@@ -131,11 +143,10 @@ def _coordinator_rounds(coordinator: Step, reason: str, inbox: list[RouterMessag
     agent = spec.agents.get(COORDINATOR) or AgentSpec()
     sink = DjangoEventSink(run.pk)
     # Counted here: only the wake that holds coordinator_busy changes the coordinator's turns.
-    cycle = coordinator.turns + 1
+    reason, cycle = wake.reason, wake.cycle
     woke = [RuntimeEvent.of(AgentWake(reason=reason, cycle=cycle, messages=len(inbox)), COORDINATOR)]
-    cap = Limits.of(run).coordinator_wake_cycles
-    if cycle == warning_cycle(cap):
-        woke.append(RuntimeEvent.of(MaxWakeCyclesWarning(cycle=cycle, max=cap), COORDINATOR))
+    if wake.warn:
+        woke.append(RuntimeEvent.of(MaxWakeCyclesWarning(cycle=cycle, max=wake.max_cycles), COORDINATOR))
     broadcast(run.pk, store().count_wake(run.pk, coordinator.pk, cycle, woke, timezone.now()))
     coordinator.turns = cycle
     view = prompts.RunView(
@@ -297,14 +308,3 @@ def _record_over_budget(
     with transaction.atomic():
         sink.emit(RuntimeEvent.of(CoordinatorOverBudget.model_validate(data), COORDINATOR))
     return compact or request
-
-
-def _over_wake_cap(coordinator: Step) -> bool:
-    """Past its wake-cycle cap the coordinator stops reading: its mailbox
-    closes and every unread and later message drops as max-wake-cycles."""
-    run = coordinator.run
-    if coordinator.turns < Limits.of(run).coordinator_wake_cycles:
-        return False
-    with transaction.atomic():
-        router_for(run.pk).close(COORDINATOR, DropReason.MAX_WAKE_CYCLES)
-    return True
