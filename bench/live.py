@@ -151,9 +151,9 @@ class Client:
         assert self.reader is not None
         parts: list[bytes] = []
         while self.last < until:
-            opcode, payload = await self._frame()
+            opcode, payload = await self.read_frame()
             if opcode == 9:  # ping: answer, or daphne closes the socket
-                self._send(10, payload)
+                self.send_frame(10, payload)
                 continue
             if opcode == 8:
                 raise RuntimeError("the server closed the websocket")
@@ -169,7 +169,7 @@ class Client:
                     self.arrived[seq] = now
                 self.last = max(self.last, last)
 
-    async def _frame(self) -> tuple[int, bytes]:
+    async def read_frame(self) -> tuple[int, bytes]:
         assert self.reader is not None
         first, second = await self.reader.readexactly(2)
         self._fin = bool(first & 0x80)
@@ -184,7 +184,7 @@ class Client:
             payload = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
         return first & 0x0F, payload
 
-    def _send(self, opcode: int, payload: bytes) -> None:
+    def send_frame(self, opcode: int, payload: bytes) -> None:
         # Client frames are masked (RFC 6455); payloads here are tiny.
         assert self.writer is not None
         mask = os.urandom(4)
@@ -194,7 +194,7 @@ class Client:
     def close(self) -> None:
         if self.writer is not None:
             with contextlib.suppress(Exception):
-                self._send(8, struct.pack("!H", 1000))
+                self.send_frame(8, struct.pack("!H", 1000))
                 self.writer.close()
 
 

@@ -115,7 +115,8 @@ DEFAULT_CAP = WorkflowOptions().max_concurrency
 CAPPED_YAML = workflow_yaml(None, loops=("a",))
 
 
-def _items(count: int) -> str:
+def items_input(count: int) -> str:
+    """The ``items`` input of a run over ``count`` items (item-0, item-1...)."""
     return ",".join(f"item-{n}" for n in range(count))
 
 
@@ -126,7 +127,7 @@ def run_to_end(workflow: Any, items: int, timeout: float = 600, loops: int = len
     from runs.models import Run, Step
 
     start = time.perf_counter()
-    run = do_create_run(workflow, {"items": _items(items)})
+    run = do_create_run(workflow, {"items": items_input(items)})
     status = wait_for_terminal(run.pk, timeout)
     elapsed = time.perf_counter() - start
     completed = Step.objects.filter(run=run, kind=Step.Kind.STEP, status=Step.Status.COMPLETED).count()

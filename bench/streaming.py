@@ -90,9 +90,9 @@ def start_runs(user_id: int, workflow_id: int) -> int:
 async def first_partial(client: Client) -> float:
     """Read frames until the first partial answer; when it arrived."""
     while True:
-        opcode, payload = await client._frame()
+        opcode, payload = await client.read_frame()
         if opcode == 9:  # ping: answer, or daphne closes the socket
-            client._send(10, payload)
+            client.send_frame(10, payload)
             continue
         if opcode == 8:
             raise RuntimeError("the server closed the websocket")

@@ -119,7 +119,7 @@ class _Inline:
         from runs.actions import do_create_run
         from runs.models import Run
 
-        run = do_create_run(self.workflow, {} if self.chain else {"items": orchestration._items(items)})
+        run = do_create_run(self.workflow, {} if self.chain else {"items": orchestration.items_input(items)})
         while self.queue:
             task, task_args, task_kwargs = self.queue.popleft()
             profile = self.profile if self.task in (None, task.name) else None
