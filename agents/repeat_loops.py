@@ -4,11 +4,13 @@ built the loop."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agents import ids
+from agents import bounded_json, ids
 from agents.expansion import (
     MAX_RUN_STEPS,
     ExpansionError,
@@ -25,6 +27,8 @@ from agents.expansion import (
 from agents.spec import LoopSpec, StepSpec, WorkflowSpec
 
 _JUDGE_YES = frozenset({"yes", "true", "done", "approved"})
+# A JSON answer inside a Markdown code fence, as models often write one.
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,10 @@ def next_iteration(
         return done(f"maxIterations ({max_iterations}) reached")
     if loop.until_agent is not None:
         if verdict is None:
-            return LoopDecision("judge", agent=loop.until_agent, prompt=judge_prompt(loop_runtime_id, last_id, output))
+            judge = spec.agents.get(loop.until_agent)
+            schema = judge.result_schema if judge is not None else None
+            prompt = judge_prompt(loop_runtime_id, last_id, output, schema)
+            return LoopDecision("judge", agent=loop.until_agent, prompt=prompt)
         if verdict:
             return done(f"{loop.until_agent} judged iteration {finished_iteration} done")
     n = finished_iteration + 1
@@ -113,21 +120,45 @@ def loop_output(loop: LoopSpec, runtime_id: str, last_iteration: int, outputs: M
     )
 
 
-def judge_prompt(loop_runtime_id: str, last_id: str, output: str) -> str:
-    """What the ``untilAgent`` judge is asked after an iteration."""
+def judge_prompt(loop_runtime_id: str, last_id: str, output: str, schema: Mapping[str, Any] | None = None) -> str:
+    """What the ``untilAgent`` judge is asked after an iteration. A judge
+    with a ``resultSchema`` (zenflow's) is asked for a JSON object of it,
+    whose ``done`` decides."""
+    asked = f"Loop {loop_runtime_id} finished an iteration; its last step, {last_id}, answered:\n\n{clip(output)}\n\n"
+    if schema is None:
+        return asked + "Is the loop done? Answer yes or no first, then why."
     return (
-        f"Loop {loop_runtime_id} finished an iteration; its last step, {last_id}, answered:\n\n"
-        f"{clip(output)}\n\n"
-        "Is the loop done? Answer yes or no first, then why."
+        asked + "Is the loop done? Answer with only a JSON object of this JSON Schema, "
+        f'whose "done" is true when the loop is done: {json.dumps(schema)}'
     )
 
 
 def judge_decision(answer: str) -> bool:
-    """Whether a judge's answer ends the loop: its first word is yes, true,
-    done or approved (any case, punctuation ignored)."""
+    """Whether a judge's answer ends the loop: the boolean ``done`` of an
+    answer that is a JSON object with one (zenflow's result), else whether its
+    first word is yes, true, done or approved (any case, punctuation ignored)."""
+    done = _result_done(answer)
+    if done is not None:
+        return done
     words = answer.strip().split(maxsplit=1)
     first = words[0].strip(".,;:!?\"'*()[]").lower() if words else ""
     return first in _JUDGE_YES
+
+
+def _result_done(answer: str) -> bool | None:
+    """The boolean ``done`` of an answer that is a JSON object, or None."""
+    text = answer.strip()
+    fenced = _FENCE.match(text)
+    if fenced:
+        text = fenced.group(1)
+    if not text.startswith("{"):
+        return None
+    try:
+        result = bounded_json.loads(text, what="the judge's answer")
+    except ValueError:
+        return None
+    done = result.get("done") if isinstance(result, dict) else None
+    return done if isinstance(done, bool) else None
 
 
 def _locate(

@@ -45,6 +45,7 @@ class CompletionRequest:
     tools: list[dict[str, Any]] = field(default_factory=list)
     model: str | None = None
     temperature: float | None = None
+    top_p: float | None = None
     # Values the scripted provider substitutes into its script ($query, $inbox, ...).
     # Real providers ignore them: everything a real model sees is in ``messages``.
     variables: dict[str, str] = field(default_factory=dict)

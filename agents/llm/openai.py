@@ -178,6 +178,8 @@ class OpenAIProvider:
             kwargs["parallel_tool_calls"] = True
         if request.temperature is not None:
             kwargs["temperature"] = request.temperature
+        if request.top_p is not None:
+            kwargs["top_p"] = request.top_p
         attempt = 0
         while True:
             attempt += 1

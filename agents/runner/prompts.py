@@ -62,6 +62,7 @@ def build_request(
         tools=[tool.schema() for tool in tools],
         model=turn.agent.model,
         temperature=turn.agent.temperature,
+        top_p=turn.agent.top_p,
         variables=turn.variables,
         deadline=deadline,
     )

@@ -13,9 +13,12 @@ they are namespaced (``agents.ids``) and ``agents.expansion`` expands them.
 The package, bottom up: ``fields`` (names, limits, the base model),
 ``yaml_locations`` (YAML with line numbers), ``errors`` (problems with their
 place), ``usage`` (checks of tool use and ``$name``), ``inputs``, ``agent``
-and ``options`` (the parts of a workflow), ``checks`` (references between
-the parts), ``workflow`` (the workflow and its steps), ``lenient`` (raw data
-shaped for the checks) and ``loading`` (parse, load, validate). Import from
+and ``options`` (the parts of a workflow), ``expressions`` (zenflow's CEL
+fields), ``checks`` (references between the parts), ``v1_rules`` (zenflow's
+v1 rules, at parse time), ``workflow`` (the workflow and its steps),
+``lenient`` (raw data shaped for the checks), ``shorthands`` (zenflow's
+shorthands written out), ``not_run`` (what is accepted but not run yet:
+warnings, and the refusal of a run) and ``loading`` (parse, load, validate). Import from
 ``agents.spec``: these are its public names.
 """
 
@@ -45,6 +48,7 @@ from agents.spec.fields import (
 )
 from agents.spec.inputs import InputSpec, InputType
 from agents.spec.loading import load_workflow, parse_workflow, validate_workflow
+from agents.spec.not_run import not_run_refusal, workflow_warnings
 from agents.spec.options import (
     ApprovalPolicy,
     Budget,
@@ -53,10 +57,12 @@ from agents.spec.options import (
     ToolExposure,
     WorkflowOptions,
 )
+from agents.spec.shorthands import DEFAULT_AGENT
 from agents.spec.usage import KnownTools
 from agents.spec.workflow import LoopSpec, StepSpec, WorkflowSpec
 
 __all__ = [
+    "DEFAULT_AGENT",
     "DEFAULT_EMPTY_ANSWER_RETRIES",
     "DEFAULT_FOR_EACH_CONCURRENCY",
     "DEFAULT_TOOL_TIMEOUT",
@@ -93,6 +99,8 @@ __all__ = [
     "WorkflowValidationError",
     "include_path_problem",
     "load_workflow",
+    "not_run_refusal",
     "parse_workflow",
     "validate_workflow",
+    "workflow_warnings",
 ]

@@ -37,11 +37,37 @@ class AgentSpec(SpecModel):
     """An agent: what it is for, which model it runs on, what it is told and
     which tools it has."""
 
-    # What the agent is for (zenflow's agent description).
+    # What the agent is for (zenflow's agent description): required when a
+    # workflow is parsed (agents.spec.checks), not of a stored version.
     description: str = Field(default="", max_length=MAX_DESCRIPTION)
     provider: Provider | None = None
     model: str | None = None
+    # The system prompt; zenflow writes it as ``prompt`` (parse_workflow
+    # reads that into ``system``; "@file" is read from the workflow's folder).
     system: str = ""
     temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    # Turns a step of this agent may take; 0 or none: options.maxTurns.
+    max_turns: int | None = Field(default=None, ge=0, le=500)
     tools: list[str] = Field(default_factory=list)
+    disallowed_tools: list[str] = Field(default_factory=list)
+    # zenflow's structured result (a submit_result tool); an untilAgent
+    # judge's schema has a required boolean ``done``.
+    result_schema: dict[str, Any] | None = None
     script: list[ScriptTurn] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _prompt_is_the_system_prompt(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "prompt" in data:
+            data = dict(data)
+            prompt = data.pop("prompt")
+            if "system" in data:
+                raise ValueError("give prompt or system (the same system prompt), not both")
+            data["system"] = prompt
+        return data
+
+    @property
+    def tool_names(self) -> list[str]:
+        """The tools this agent may call: ``tools`` less ``disallowedTools``."""
+        return [tool for tool in self.tools if tool not in self.disallowed_tools]

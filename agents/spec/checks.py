@@ -10,6 +10,7 @@ from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any, Literal
 
 from agents.spec.errors import dotted
+from agents.spec.expressions import for_each_is_cel
 from agents.spec.fields import MAX_ITERATIONS, MAX_NESTING, MAX_STEPS
 from agents.spec.usage import KnownTools, did_you_mean, mcp_tool_known
 from agents.spec.yaml_locations import Location
@@ -141,8 +142,6 @@ def _step_problems(step: Any, at: Location, workflow: Any, depth: int) -> Iterat
             yield (*at, "instructions"), f"{a_step} has no instructions; {holder} carry them"
         if getattr(step, "model", None):
             yield (*at, "model"), f"{a_step} has no model; {holder} or their agents name theirs"
-    elif step.agent is None:
-        yield (*at, "agent"), "required field missing"
     elif isinstance(step.agent, str) and step.agent not in workflow.agents:
         yield (*at, "agent"), f"unknown agent {step.agent!r}; defined agents: {defined_agents}"
     if step.with_ and step.include is None:
@@ -176,8 +175,10 @@ def _loop_problems(loop: Any, at: Location, workflow: Any, depth: int) -> Iterat
         for name, alias in (("max_iterations", "maxIterations"), ("until", "until"), ("until_agent", "untilAgent")):
             if getattr(loop, name) is not None:
                 yield (*at, alias), f"{alias} belongs to repeat-until loops; a forEach loop runs once per item"
-        # A list of its own is checked as the field's; a name must be a string input.
-        problem = _for_each_input_problem(loop.for_each, workflow.inputs) if isinstance(loop.for_each, str) else None
+        # A list of its own is checked as the field's; a name must be a string
+        # input; a CEL expression is checked with the other expressions.
+        named = isinstance(loop.for_each, str) and not for_each_is_cel(loop.for_each, workflow.inputs)
+        problem = _for_each_input_problem(loop.for_each, workflow.inputs) if named else None
         if problem:
             yield (*at, "forEach"), problem
     else:
@@ -186,12 +187,11 @@ def _loop_problems(loop: Any, at: Location, workflow: Any, depth: int) -> Iterat
                 (*at, "maxIterations"),
                 f"required field missing: a repeat-until loop needs maxIterations (1 to {MAX_ITERATIONS})",
             )
-        if loop.until is not None and loop.until_agent is not None:
-            yield (*at, "untilAgent"), "give until or untilAgent, not both"
-        elif isinstance(loop.until_agent, str) and loop.until_agent not in workflow.agents:
+        # With both, until is read first, then the judge is asked (zenflow's order).
+        if isinstance(loop.until_agent, str) and loop.until_agent not in workflow.agents:
             defined = ", ".join(sorted(workflow.agents))
             yield (*at, "untilAgent"), f"unknown agent {loop.until_agent!r}; defined agents: {defined}"
-        if loop.max_concurrency is not None:
+        if loop.max_concurrency:  # 0, as zenflow writes it, is unset
             yield (
                 (*at, "maxConcurrency"),
                 "maxConcurrency applies to forEach loops; repeat-until iterations run one after another",
@@ -226,10 +226,17 @@ def include_path_problem(path: str) -> str | None:
     return None
 
 
+def include_target(step_include: str, includes: Any) -> str:
+    """The file an include step names: a name of the workflow's ``includes``
+    (zenflow's named includes), else a path relative to the workflow's folder."""
+    named = includes.get(step_include) if isinstance(includes, dict) else None
+    return named if isinstance(named, str) else step_include
+
+
 def _include_problems(step: Any, at: Location, workflow: Any) -> Iterator[tuple[Location, str]]:
     if not isinstance(step.include, str):
         return
-    problem = include_path_problem(step.include)
+    problem = include_path_problem(include_target(step.include, getattr(workflow, "includes", {})))
     if problem is not None:
         yield (*at, "include"), problem
     sub = step.included

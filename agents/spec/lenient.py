@@ -22,6 +22,8 @@ def lenient(data: dict[str, Any]) -> SimpleNamespace:
             tools=_strings(agent.get("tools") if isinstance(agent, dict) else None),
             provider=agent.get("provider") if isinstance(agent, dict) else None,
             script=_lenient_script(agent.get("script") if isinstance(agent, dict) else None),
+            description=agent.get("description", "") if isinstance(agent, dict) else "x",
+            result_schema=agent.get("resultSchema") if isinstance(agent, dict) else None,
         )
         for name, agent in raw_agents.items()
         if isinstance(name, str)  # another key's problem is field validation's to report
@@ -39,7 +41,13 @@ def lenient(data: dict[str, Any]) -> SimpleNamespace:
         tool_timeouts=[t for t in timeouts if isinstance(t, str)] if isinstance(timeouts, dict) else []
     )
     return SimpleNamespace(
-        steps=_lenient_steps(data.get("steps")), agents=agents, inputs=inputs, mcp=mcp, options=options
+        steps=_lenient_steps(data.get("steps")),
+        agents=agents,
+        inputs=inputs,
+        mcp=mcp,
+        options=options,
+        version=data.get("version", 1),
+        includes=_mapping(data.get("includes")),
     )
 
 
@@ -76,6 +84,7 @@ def _lenient_steps(raw_steps: object) -> list[SimpleNamespace]:
                 until_agent=raw_loop.get("untilAgent"),
                 for_each=raw_loop.get("forEach") if isinstance(raw_loop.get("forEach"), str | list) else None,
                 max_concurrency=raw_loop.get("maxConcurrency"),
+                delay=raw_loop.get("delay"),
                 kind="repeat" if raw_loop.get("forEach") is None else "forEach",
             )
         elif raw_loop is not None:
@@ -90,6 +99,8 @@ def _lenient_steps(raw_steps: object) -> list[SimpleNamespace]:
                 loop=loop,
                 include=step.get("include") if isinstance(step.get("include"), str) else None,
                 with_=step.get("with") if isinstance(step.get("with"), dict) else {},
+                condition=step.get("condition") if isinstance(step.get("condition"), str) else None,
+                context_files=_strings(step.get("contextFiles")),
                 included=None,
             )
         )

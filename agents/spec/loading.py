@@ -13,10 +13,11 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from agents.spec.checks import include_path_problem
+from agents.spec.checks import include_path_problem, include_target
 from agents.spec.errors import SpecProblem, WorkflowValidationError, dotted, plural
 from agents.spec.fields import DEFER_CHECKS, MAX_INCLUDE_DEPTH, PATTERN_HINTS
 from agents.spec.lenient import lenient
+from agents.spec.shorthands import default_agent, loop_own_step, read_references
 from agents.spec.usage import KnownTools, did_you_mean
 from agents.spec.workflow import StepSpec, WorkflowSpec
 from agents.spec.yaml_locations import Location, line_for, parse_with_locations
@@ -92,6 +93,9 @@ def _parse(text: str, source: str, context: _IncludeContext) -> WorkflowSpec:
         raise problem(1, "the workflow is empty")
     if not isinstance(data, dict):
         raise problem(1, f"a workflow must be a mapping of fields, not {_kind(data)}")
+    loop_own_step(data, lines)
+    read_references(data, context.folder)
+    default_agent(data)
 
     included, include_problems = _resolve_includes(data, source, lines, context)
     known_tools = context.known_tools
@@ -157,7 +161,8 @@ def _resolve_includes(
     location of their include step, and the problems found on the way."""
     found: dict[Location, WorkflowSpec] = {}
     problems: list[SpecProblem] = []
-    for loc, path in _raw_includes(data.get("steps"), ("steps",)):
+    for loc, named in _raw_includes(data.get("steps"), ("steps",)):
+        path = include_target(named, data.get("includes"))
         if include_path_problem(path) is not None:
             continue  # reported with the other step problems
 
@@ -181,6 +186,8 @@ def _resolve_includes(
         if len(context.chain) > MAX_INCLUDE_DEPTH:
             report(f"includes nest at most {MAX_INCLUDE_DEPTH} deep: {names}")
             continue
+        if not target.exists():
+            continue  # a warning, and a run is refused (agents.spec.not_run)
         sub_source = str(context.source_folder / path)
         text, unreadable = _read_included(target, path)
         if unreadable:

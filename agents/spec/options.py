@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from agents.spec.fields import (
     DEFAULT_EMPTY_ANSWER_RETRIES,
@@ -48,12 +48,21 @@ class SandboxOptions(SpecModel):
     network: bool = False
 
 
+DEFAULT_MAX_CONCURRENCY = 5
+
+
 class WorkflowOptions(SpecModel):
     """Run-wide limits. Timeouts are in seconds; None means no limit."""
 
-    max_concurrency: int = Field(default=5, ge=1)
+    # 0, as zenflow writes it: the default.
+    max_concurrency: int = Field(default=DEFAULT_MAX_CONCURRENCY, ge=0)
     max_turns: int = Field(default=50, ge=1, le=500)
     on_step_failure: OnStepFailure = "cascade"
+    # zenflow's: tool-call retries inside a step, how steps are isolated and
+    # scheduled (agents.spec.not_run says which values zenweb does not run).
+    max_retries: int | None = Field(default=None, ge=0)
+    isolation: str = ""
+    scheduler: Literal["dependency-first", "round-robin", "least-busy"] = "dependency-first"
     # Deadlines, enforced by runs/ (a turn's checks and the sweeper): past one
     # the run, or the step, fails. Approval waits count, unlike budget.wallTime.
     timeout: Seconds | None = Field(default=None, gt=0, description="seconds from the run's start")
@@ -73,6 +82,12 @@ class WorkflowOptions(SpecModel):
     # the run) with "empty answer from the model".
     max_empty_answer_retries: int = Field(default=DEFAULT_EMPTY_ANSWER_RETRIES, ge=0, le=10)
     budget: Budget = Field(default_factory=Budget)
+
+    @field_validator("max_concurrency", mode="after")
+    @classmethod
+    def _zero_is_the_default(cls, value: int) -> int:
+        return value or DEFAULT_MAX_CONCURRENCY
+
     # Workers the coordinator may add with spawn_worker, and the agent they
     # run as when spawn_worker names none.
     max_workers: int = Field(default=8, ge=0, le=MAX_STEPS)

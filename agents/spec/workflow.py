@@ -21,6 +21,7 @@ from agents.spec.fields import (
     InputName,
     Mode,
     Name,
+    Seconds,
     SpecModel,
 )
 from agents.spec.inputs import InputSpec
@@ -32,6 +33,7 @@ from agents.spec.usage import (
     placeholder_problems,
     tool_use_problems,
 )
+from agents.spec.v1_rules import v1_problems
 from agents.spec.yaml_locations import Location
 from agents.tools.mcp.config import ServerName
 
@@ -55,13 +57,27 @@ class LoopSpec(SpecModel):
     and ``$index``.
     """
 
+    # Without steps (zenflow's single-step loop) the loop runs its own step:
+    # the loader moves the step's agent, instructions and the rest into one
+    # inner step of the same id.
     steps: list[StepSpec] = Field(min_length=1, max_length=MAX_STEPS)
     max_iterations: int | None = Field(default=None, ge=1, le=MAX_ITERATIONS)
+    # zenweb: text the last inner step's output contains; zenflow: a CEL
+    # expression (agents.spec.expressions tells them apart).
     until: str | None = Field(default=None, min_length=1)
     until_agent: str | None = None
-    for_each: str | list[str | int | float | bool] | None = None
-    max_concurrency: int | None = Field(default=None, ge=1)
+    # An input's name, a CEL expression (zenflow), or a list of items.
+    for_each: str | list[Any] | None = None
+    # 0, as zenflow writes it: unset.
+    max_concurrency: int | None = Field(default=None, ge=0)
+    # Wait between repeat-until iterations (zenflow's delay).
+    delay: Seconds | None = Field(default=None, ge=0)
     output_mode: Literal["last", "cumulative"] = "last"
+
+    @field_validator("output_mode", mode="before")
+    @classmethod
+    def _empty_output_mode_is_last(cls, value: Any) -> Any:
+        return "last" if value == "" else value
 
     @field_validator("for_each", mode="before")
     @classmethod
@@ -93,6 +109,14 @@ class StepSpec(SpecModel):
     # This step's model, in place of its agent's (zenflow's step model).
     model: str | None = Field(default=None, min_length=1, max_length=200)
     depends_on: list[str] = Field(default_factory=list)
+    # zenflow's: a CEL expression (false: the step is skipped), the step's
+    # own timeout, retries of the whole step, tool-call retries inside it,
+    # and files (relative to the workflow's folder) read into its prompt.
+    condition: str | None = Field(default=None, min_length=1)
+    timeout: Seconds | None = Field(default=None, gt=0)
+    retries: int = Field(default=0, ge=0)
+    max_retries: int | None = Field(default=None, ge=0)
+    context_files: list[str] = Field(default_factory=list)
     loop: LoopSpec | None = None
     include: str | None = None
     with_: dict[str, Any] = Field(default_factory=dict, alias="with")
@@ -126,11 +150,16 @@ class WorkflowSpec(SpecModel):
     agent lists spawn_worker)."""
 
     name: Name
-    # Stored in an integer column: PostgreSQL's holds at most 2**31 - 1.
+    # The version of the workflow language: zenflow's v1 is the only one
+    # (agents.spec.v1_rules). Stored in an integer column: PostgreSQL's holds
+    # at most 2**31 - 1.
     version: int = Field(default=1, ge=1, le=2**31 - 1)
     description: str = Field(default="", max_length=MAX_DESCRIPTION)
     inputs: dict[InputName, InputSpec] = Field(default_factory=dict)
-    agents: dict[Name, AgentSpec] = Field(min_length=1)
+    # A step without an agent runs as the default agent (DEFAULT_AGENT).
+    agents: dict[Name, AgentSpec] = Field(default_factory=dict)
+    # Named sub-workflow files, for steps' include (zenflow's includes).
+    includes: dict[Name, str] = Field(default_factory=dict)
     steps: list[StepSpec] = Field(default_factory=list, max_length=MAX_STEPS)
     options: WorkflowOptions = Field(default_factory=WorkflowOptions)
     coordinator: CoordinatorPolicy = Field(default_factory=CoordinatorPolicy)
@@ -241,6 +270,7 @@ class WorkflowSpec(SpecModel):
         are the root workflow's inputs when this one is included (the runner
         substitutes them too). ``self`` may be a lenient stand-in (``agents.spec.lenient.lenient``)."""
         yield from reference_problems(self, known_tools)
+        yield from v1_problems(self)
         yield from tool_use_problems(self, known_tools)
         policy = getattr(self, "coordinator", None)  # a lenient stand-in has none
         coordinator = self.agents.get("coordinator")

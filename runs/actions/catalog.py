@@ -12,7 +12,7 @@ from django.db import DatabaseError, transaction
 
 from agents import expansion
 from agents.inputs import workspace_path
-from agents.spec import SpecProblem, WorkflowSpec, WorkflowValidationError, parse_workflow
+from agents.spec import SpecProblem, WorkflowSpec, WorkflowValidationError, not_run_refusal, parse_workflow
 from agents.spec.yaml_locations import line_for, parse_with_locations
 from agents.tools import Role, default_registry
 from agents.tools.mcp import servers as mcp_servers
@@ -171,6 +171,13 @@ def workflow_spec(workflow: Workflow) -> WorkflowSpec:
     if spec is None:
         spec = _SPECS[key] = WorkflowSpec.model_validate(workflow.spec)
     return spec
+
+
+def not_run_yet(workflow: Workflow) -> str | None:
+    """Why no run of ``workflow`` may start: it uses what zenweb accepts of
+    zenflow's language but does not run yet (each field with its step and
+    line, agents.spec.not_run). None: nothing such."""
+    return not_run_refusal(workflow_spec(workflow), workflow.yaml_text, workflow.source or workflow.name)
 
 
 def spec_of(workflow_id: int, created: datetime) -> WorkflowSpec:

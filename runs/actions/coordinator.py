@@ -178,7 +178,7 @@ def _coordinator_rounds(
             "outputs_json": json.dumps(outputs),
         },
     )
-    registry, tools = tools_for(spec, "coordinator", agent.tools)
+    registry, tools = tools_for(spec, "coordinator", agent.tool_names)
     # A round's writes: held, and written together when it is recorded.
     uow = UnitOfWork(run.pk)
     turn.env = tool_env(run, coordinator, uow)

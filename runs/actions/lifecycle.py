@@ -17,7 +17,7 @@ from agents.events.run_events import WorkflowStart
 from agents.handler import mode_refusal
 from runs import queue
 from runs.actions.approval_requests import request_workflow_approval
-from runs.actions.catalog import InputError, check_inputs, workflow_spec
+from runs.actions.catalog import InputError, check_inputs, not_run_yet, workflow_spec
 from runs.actions.containers import create_steps
 from runs.actions.ending import do_fail_run
 from runs.actions.offers import NotOffered, start_refusal
@@ -70,6 +70,9 @@ def do_create_run(
     refusal = start_refusal(workflow)
     if refusal:
         raise NotOffered(refusal)
+    refusal = not_run_yet(workflow)
+    if refusal:
+        raise InputError(refusal)
     spec = workflow_spec(workflow)
     mode = mode or spec.mode
     refusal = mode_refusal(spec.name, spec.mode, mode)

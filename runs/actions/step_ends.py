@@ -107,6 +107,7 @@ def do_judge_loop(loop_pk: int, iteration: int) -> None:
         ],
         model=agent.model,
         temperature=agent.temperature,
+        top_p=agent.top_p,
         variables={"iteration": str(iteration)},
     )
     try:

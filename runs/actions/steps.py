@@ -94,7 +94,8 @@ def _take_turn(step: Step, turn: int, owner: str, known: EagerTurn) -> Eager | N
     if any(message.type == MessageType.CANCEL for message in inbox):
         cancel_step(step, inbox)
         return
-    for decision in machine.decide(machine.UNREAD, machine.TurnDue(step.step_id, turn, spec.options.max_turns)):
+    max_turns = agent.max_turns or spec.options.max_turns  # the agent's own (zenflow's); 0 is unset
+    for decision in machine.decide(machine.UNREAD, machine.TurnDue(step.step_id, turn, max_turns)):
         if isinstance(decision, FailStep):
             do_fail_step(step.pk, decision.error)
             return

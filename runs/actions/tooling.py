@@ -30,7 +30,7 @@ from agents.tools.mcp import servers as mcp_servers
 from agents.tools.workflows import workflow_tool
 from runs import queue
 from runs.actions.approval_requests import bound_calls, request_approval, request_workflow_approval
-from runs.actions.catalog import REGISTRY, InputError, check_inputs, workflow_spec
+from runs.actions.catalog import REGISTRY, InputError, check_inputs, not_run_yet, workflow_spec
 from runs.actions.common import router_for
 from runs.actions.offers import start_refusal
 from runs.models import Approval, Claim, Run, Step, ToolCall, Workflow
@@ -167,7 +167,7 @@ def _approved_calls(run: Run) -> frozenset[str]:
 def step_tools(spec: WorkflowSpec, step: Step) -> tuple[ToolRegistry, list[Tool]]:
     """The registry and tools of a step: its agent's tools and the step's own."""
     agent = spec.agents[step.agent]
-    return tools_for(spec, "step", [*agent.tools, *step.tools])
+    return tools_for(spec, "step", [*agent.tool_names, *step.tools])
 
 
 def stored_call_context(
@@ -340,7 +340,7 @@ class DjangoToolHost:
         version = Workflow.objects.filter(name=workflow).order_by("-version").first()
         if version is None:
             raise ToolError(f"Unknown workflow {workflow!r}", kind="unavailable", action="replan")
-        refusal = start_refusal(version)  # its latest version was retired
+        refusal = start_refusal(version) or not_run_yet(version)  # retired, or not runnable yet
         if refusal:
             raise ToolError(refusal, kind="unavailable", action="replan")
         try:

@@ -253,10 +253,18 @@ def test_it_asks_the_judge_and_follows_its_verdict():
 
     assert (asked.action, asked.agent) == ("judge", "judge")
     assert "a better text" in asked.prompt
-    assert "Answer yes or no" in asked.prompt
+    assert '"done" is true when the loop is done' in asked.prompt  # the judge has a resultSchema
     assert (done.action, done.reason) == ("done", "judge judged iteration 0 done")
     assert more.action == "more"
     assert [s.runtime_id for s in more.steps] == ["polish.1.draft"]
+
+
+def test_a_judge_with_a_result_schema_decides_with_its_done():
+    assert judge_decision('{"done": true, "reason": "it reads well"}') is True
+    assert judge_decision('```json\n{"done": false, "reason": "weak ending"}\n```') is False
+    # Anything else is read by its first word, as before.
+    assert judge_decision('{"reason": "no done"}') is False
+    assert judge_decision("Done.") is True
 
 
 def test_it_does_not_ask_the_judge_after_the_last_iteration():

@@ -3,7 +3,7 @@ unknown fields, bad names, limits, missing fields and values out of range."""
 
 from __future__ import annotations
 
-from agents.spec import load_workflow
+from agents.spec import DEFAULT_AGENT, load_workflow
 from tests.runtime.workflow_texts import problems, workflow, write
 
 
@@ -29,10 +29,10 @@ def test_it_lists_the_allowed_fields_when_nothing_is_close(tmp_path):
 
     assert problems(path) == [
         (
-            f"{path}:5: options.colour: unknown field 'colour' (allowed: budget, holdTimeout, maxConcurrency, "
-            "maxConsecutiveToolFailures, maxEmptyAnswerRetries, maxMailboxSize, maxRunToolCalls, maxToolCalls, "
-            "maxTurns, maxWakeCycles, maxWorkers, onStepFailure, sandbox, stepMaxWakeCycles, stepTimeout, timeout, "
-            "toolExecution, toolTimeout, toolTimeouts, workerAgent)"
+            f"{path}:5: options.colour: unknown field 'colour' (allowed: budget, holdTimeout, isolation, "
+            "maxConcurrency, maxConsecutiveToolFailures, maxEmptyAnswerRetries, maxMailboxSize, maxRetries, "
+            "maxRunToolCalls, maxToolCalls, maxTurns, maxWakeCycles, maxWorkers, onStepFailure, sandbox, scheduler, "
+            "stepMaxWakeCycles, stepTimeout, timeout, toolExecution, toolTimeout, toolTimeouts, workerAgent)"
         )
     ]
 
@@ -63,9 +63,18 @@ def test_it_rejects_a_description_over_2000_characters(tmp_path):
 
 
 def test_it_reports_a_missing_required_field_at_its_parent(tmp_path):
+    path = write(tmp_path, workflow("  - agent: a1\n    instructions: hi\n"))
+
+    assert problems(path) == [f"{path}:4: steps[0].id: required field missing"]
+
+
+def test_a_step_that_names_no_agent_runs_as_the_default_agent(tmp_path):
     path = write(tmp_path, workflow("  - id: one\n    instructions: hi\n"))
 
-    assert problems(path) == [f"{path}:4: steps[0].agent: required field missing"]
+    spec = load_workflow(path)
+
+    assert spec.step("one").agent == DEFAULT_AGENT
+    assert spec.agents[DEFAULT_AGENT].description
 
 
 def test_it_rejects_a_script_turn_with_both_say_and_calls(tmp_path):

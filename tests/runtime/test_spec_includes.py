@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from agents.spec import WorkflowValidationError, load_workflow, parse_workflow, validate_workflow
+from agents.spec import (
+    WorkflowValidationError,
+    load_workflow,
+    not_run_refusal,
+    parse_workflow,
+    validate_workflow,
+    workflow_warnings,
+)
 from tests.runtime.workflow_texts import CONTAINERS, container_workflow, problems, workflow, write
 
 
@@ -59,10 +66,21 @@ def test_it_rejects_an_include_through_a_link_out_of_the_folder(tmp_path):
     assert problems(path) == [f"{path}:4: steps[0].include: include path 'link.yaml' leaves this workflow's folder"]
 
 
-def test_it_reports_a_missing_include_file(tmp_path):
-    path = write(tmp_path, container_workflow("- {id: staging, include: sub/staging.yaml}\n"))
+def test_a_missing_include_file_is_a_warning_and_refuses_a_run_naming_step_and_line(tmp_path):
+    # zenflow resolves includes when it runs: the file validates, but no run starts.
+    path = write(tmp_path, workflow("  - {id: staging, include: sub/staging.yaml}\n"))
 
-    assert problems(path) == [f"{path}:4: steps[0].include: included file not found: sub/staging.yaml"]
+    spec = load_workflow(path)
+
+    assert problems(path) == []
+    assert [str(w) for w in workflow_warnings(spec, path.read_text(), str(path))] == [
+        f"{path}:4: steps[0].include: warning: accepted; not run by zenweb yet: "
+        "the included file sub/staging.yaml was not found"
+    ]
+    assert not_run_refusal(spec, path.read_text(), "flow.yaml") == (
+        "flow.yaml uses what zenweb does not run yet, so no run starts: "
+        "steps[0].include (step staging, line 4): the included file sub/staging.yaml was not found"
+    )
 
 
 def test_it_reports_an_include_cycle_with_its_chain(tmp_path):

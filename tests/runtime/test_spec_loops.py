@@ -81,7 +81,7 @@ def test_it_caps_max_iterations_at_100(tmp_path):
     ]
 
 
-def test_it_rejects_until_together_with_until_agent(tmp_path):
+def test_it_takes_until_together_with_until_agent(tmp_path):
     path = write(
         tmp_path,
         container_workflow(
@@ -97,7 +97,10 @@ def test_it_rejects_until_together_with_until_agent(tmp_path):
         ),
     )
 
-    assert problems(path) == [f"{path}:8: steps[0].loop.untilAgent: give until or untilAgent, not both"]
+    # zenflow's order: until is read first, then the judge is asked.
+    assert problems(path) == []
+    loop = load_workflow(path).steps[0].loop
+    assert (loop.until, loop.until_agent) == ("DONE", "judge")
 
 
 def test_it_rejects_an_unknown_until_agent(tmp_path):
@@ -288,7 +291,9 @@ def test_it_wants_a_repeat_until_loop_to_end_on_an_agent_step(tmp_path):
 
     assert problems(path) == [
         f"{path}:8: steps[0].loop.steps[0]: the last step of a repeat-until loop must run an agent: "
-        "its output ends the iteration"
+        "its output ends the iteration",
+        f"{path}:9: steps[0].loop.steps[0].loop: nested loop: a repeat-until loop inside a repeat-until loop "
+        "is prohibited",
     ]
 
 
@@ -311,7 +316,7 @@ def test_it_reports_container_problems_alongside_field_errors(tmp_path):
             """\
             - id: refine
               loop:
-                maxConcurrency: 0
+                maxConcurrency: -1
                 steps:
                   - {id: draft, agent: ghost}
             """
@@ -321,7 +326,7 @@ def test_it_reports_container_problems_alongside_field_errors(tmp_path):
     assert problems(path) == [
         f"{path}:5: steps[0].loop.maxIterations: required field missing: "
         "a repeat-until loop needs maxIterations (1 to 100)",
-        f"{path}:6: steps[0].loop.maxConcurrency: Input should be greater than or equal to 1",
+        f"{path}:6: steps[0].loop.maxConcurrency: Input should be greater than or equal to 0",
         f"{path}:8: steps[0].loop.steps[0].agent: unknown agent 'ghost'; defined agents: a1, judge",
     ]
 

@@ -30,5 +30,6 @@ def workflow(steps, agents="agents: {a1: {description: a1 agent}}"):
 def container_workflow(steps, inputs=""):
     """A workflow with agents a1 and judge around the given ``steps:`` block
     (lines 4 onwards, or later with ``inputs``)."""
-    agents = "agents: {a1: {description: a1 agent}, judge: {description: judge agent}}\n"
+    judge = "judge: {description: judge agent, resultSchema: {properties: {done: {type: boolean}}, required: [done]}}"
+    agents = f"agents: {{a1: {{description: a1 agent}}, {judge}}}\n"
     return f"name: flow\n{agents}{inputs}steps:\n{textwrap.dedent(steps)}"

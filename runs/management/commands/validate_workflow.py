@@ -4,12 +4,15 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from agents.spec import load_workflow, validate_workflow
+from agents.spec import load_workflow, validate_workflow, workflow_warnings
 from runs.actions.catalog import known_tool_roles, offered_tool_name
 
 
 class Command(BaseCommand):
-    help = "Check workflow YAML files; print every problem as file:line: field: message."
+    help = (
+        "Check workflow YAML files; print every problem as file:line: field: message, "
+        "and the warnings of valid ones (file:line: field: warning: ...)."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("paths", nargs="+")
@@ -28,6 +31,9 @@ class Command(BaseCommand):
             else:
                 spec = load_workflow(path, known_tools=known)
                 self.stdout.write(f"{path}: ok: {spec.summary()}")
+                # What is accepted but not run yet, and expressions that read what no run gives.
+                for warning in workflow_warnings(spec, Path(path).read_text(encoding="utf-8"), path):
+                    self.stdout.write(str(warning))
         if failed:
             raise CommandError(f"{failed} of {len(paths)} workflow file(s) are invalid")
 

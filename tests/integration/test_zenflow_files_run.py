@@ -1,0 +1,53 @@
+"""zenflow's workflow files on zenweb: what zenweb runs of them runs (a
+default agent, a prompt from a file, named includes, a forEach over its own
+list, a single-step loop; an agent's prompt, temperature, topP and maxTurns
+reach the model call), and a file using what zenweb does not run yet starts
+no run."""
+
+from __future__ import annotations
+
+import pytest
+
+from runs.actions import do_create_run
+from runs.actions.catalog import InputError
+from runs.models import Run
+from tests.conftest import register, wait_for_run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_file_in_zenflow_s_language_runs_to_its_end_offline(celery_worker):
+    run = wait_for_run(do_create_run(register("zenflow/language"), {}), timeout=60)
+
+    assert run.status == Run.Status.COMPLETED
+    done = set(run.steps.filter(status="completed").values_list("step_id", flat=True))
+    assert {"plan", "draft", "regions[0].regions", "regions[1].regions", "rounds.1.rounds"} <= done
+    assert {"release.push", "again.push"} <= done
+
+
+def test_a_run_of_a_file_using_what_zenweb_does_not_run_yet_is_refused_naming_field_step_and_line():
+    workflow = register("zenflow/not_run")
+
+    with pytest.raises(InputError) as caught:
+        do_create_run(workflow, {})
+
+    message = str(caught.value)
+    assert message.endswith(
+        "uses what zenweb does not run yet, so no run starts: "
+        "steps[1].condition (step deploy, line 14): condition (a false one would skip the step); "
+        "steps[1].retries (step deploy, line 15): retries of a failed step"
+    )
+    assert not Run.objects.exists()
+
+
+def test_an_agent_s_prompt_temperature_top_p_and_max_turns_reach_the_model(celery_worker, openai_endpoint):
+    openai_endpoint.push_tool_calls([("call_1", "send_message", '{"text": "tides are high"}')])
+    openai_endpoint.push_text("never asked for")
+
+    run = wait_for_run(do_create_run(register("zenflow/sampled"), {}))
+
+    (request,) = (r.body for r in openai_endpoint.requests)
+    assert request["messages"][0]["content"].startswith("You analyse tides.")
+    assert (request["temperature"], request["top_p"]) == (0.3, 0.5)
+    step = run.steps.get(step_id="analyse")
+    assert (step.status, step.error) == ("failed", "step analyse did not finish within maxTurns (1)")
