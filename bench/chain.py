@@ -57,6 +57,7 @@ def workflow_yaml(length: int) -> str:
 name: bench-chain-{length}
 agents:
   worker:
+    description: worker agent
     provider: scripted
     script: [{{say: "done"}}]
 steps:

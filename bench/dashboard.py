@@ -33,6 +33,7 @@ WORKFLOW_YAML = """\
 name: bench-dashboard
 agents:
   worker:
+    description: worker agent
     provider: scripted
     script: [{say: done}]
 steps:

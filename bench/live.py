@@ -61,7 +61,8 @@ def prepare() -> dict[str, Any]:
     client = Client()
     client.force_login(user)
     workflow, _ = do_register_workflow(
-        "name: bench-live\nagents:\n  worker: {provider: scripted}\nsteps:\n  - {id: talk, agent: worker}\n",
+        "name: bench-live\nagents:\n  worker: {description: worker agent, provider: scripted}\n"
+        "steps:\n  - {id: talk, agent: worker}\n",
         "bench/live.py",
     )
     return {"session": client.cookies["sessionid"].value, "user_id": user.pk, "workflow_id": workflow.pk}

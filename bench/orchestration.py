@@ -85,6 +85,7 @@ inputs:
     required: true
 agents:
   worker:
+    description: worker agent
     provider: scripted
     script: [{{say: "done $item"}}]
 """

@@ -48,6 +48,7 @@ WORKFLOW_YAML = """\
 name: bench-router
 agents:
   worker:
+    description: worker agent
     provider: scripted
     script: [{say: done}]
 steps:

@@ -45,7 +45,7 @@ TARGET_P99 = Target("<", 150, "< 150 ms")
 WORKFLOW = """\
 name: bench-streaming
 agents:
-  analyst: {provider: openai, system: You answer.}
+  analyst: {description: analyst agent, provider: openai, system: You answer.}
 steps:
   - {id: answer, agent: analyst, instructions: Answer.}
 """

@@ -44,6 +44,7 @@ def workflow_yaml(execution: str) -> str:
 name: bench-tool-calls-{execution}
 agents:
   caller:
+    description: caller agent
     provider: scripted
     tools: [run_shell]
     script:
