@@ -47,7 +47,9 @@ class RunState:
     """``steps`` in the workflow's order: ready steps start in that order
     (a forEach loop's iterations as its list goes). ``steps_may_be_added``:
     a repeat-until loop or a coordinator that spawns workers can add steps
-    while the run goes on."""
+    while the run goes on. ``others_unfinished``: steps left out of
+    ``steps`` (not read, where a prefilter found that none of them may
+    start), some of them unfinished."""
 
     status: str
     steps: tuple[StepState, ...] = ()
@@ -55,6 +57,7 @@ class RunState:
     max_running: int = 5
     on_step_failure: FailurePolicy = "cascade"
     steps_may_be_added: bool = False
+    others_unfinished: bool = False
 
     @property
     def ended(self) -> bool:
@@ -70,7 +73,7 @@ class RunState:
 
 def all_done(state: RunState) -> bool:
     """Every step terminal and none being resumed."""
-    return all(s.terminal and not s.resuming for s in state.steps)
+    return not state.others_unfinished and all(s.terminal and not s.resuming for s in state.steps)
 
 
 # A run's state not read: what the rules that read none (approvals,

@@ -11,6 +11,7 @@ each step once. Otherwise it decides again under the run's lock.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Literal, NamedTuple
 
@@ -106,23 +107,27 @@ def schedule(
     if state is None:
         return
     status, busy, has_mail, may_start, all_steps_done, workflow_id, created = state
-    # Dependents wait while the coordinator works or has mail to route: a
-    # message the finished step sent for them reaches their inbox first.
-    if status != Run.Status.RUNNING or busy or has_mail:
-        return None
     spec = spec_of(workflow_id, created)
-    if may_start:
-        finished_id = None if finished is None else finished.step_id
+    happened = _happened(None if finished is None else finished.step_id, idle)
+    # A prefilter: the step rows are read, and decided on, only where a
+    # pending step passed schedule_state's (its dependencies done) and the
+    # coordinator holds nothing back (decide would start nothing).
+    if may_start and status == Run.Status.RUNNING and not (busy or has_mail):
         if locked:
-            return _decide_locked(run_id, spec, steps, _happened(finished_id, idle), worker) or None
+            return _decide_locked(run_id, spec, steps, happened, worker) or None
         unlocked = finished is not None and decided_from_rows(spec, finished)
-        started = _start_without_lock(run_id, spec, finished_id, steps, worker) if unlocked else None
+        started = _start_without_lock(run_id, spec, finished.step_id, steps, worker) if unlocked else None
         if started is None:
-            started = _start_ready_steps(run_id, _happened(finished_id, idle), worker)
+            started = _start_ready_steps(run_id, happened, worker)
         return started or None
-    # Nothing to start. Reading without the lock is enough: every step's end
-    # commits before it calls this, so the last one to end sees all done.
-    if all_steps_done or coordinator_plans_first(run_id, spec):
+    # Nothing to start: decided on the run's flags without its step rows.
+    # Reading without the lock is enough: every step's end commits before it
+    # calls this, so the last one to end sees all done.
+    holding = status != Run.Status.RUNNING or busy or has_mail
+    plans = not (holding or all_steps_done) and coordinator_plans_first(run_id, spec)
+    coordinator = machine.CoordinatorState(busy=busy, has_mail=has_mail, plans_first=plans)
+    flags = machine.RunState(status, coordinator=coordinator, others_unfinished=not all_steps_done)
+    if any(isinstance(d, machine.WakeCoordinator) for d in machine.decide(flags, happened)):
         if worker is not None:
             return None if store().request_wake(run_id) else EagerWake(run_id)
         with transaction.atomic():
@@ -201,18 +206,27 @@ def _start_ready_steps(run_id: int, happened: machine.Happening, worker: str | N
         if locked is None:
             return None
         (status, busy, has_mail, _, _, workflow_id, created), rows = locked
-        if status != Run.Status.RUNNING or busy or has_mail:
-            return None
-        return _decide_locked(run_id, spec_of(workflow_id, created), rows, happened, worker)
+        coordinator = machine.CoordinatorState(busy=busy, has_mail=has_mail)
+        return _decide_locked(run_id, spec_of(workflow_id, created), rows, happened, worker, status, coordinator)
 
 
 def _decide_locked(
-    run_id: int, spec: WorkflowSpec, rows: list[StepRow], happened: machine.Happening, worker: str | None
+    run_id: int,
+    spec: WorkflowSpec,
+    rows: list[StepRow],
+    happened: machine.Happening,
+    worker: str | None,
+    status: str = Run.Status.RUNNING,
+    coordinator: machine.CoordinatorState | None = None,
 ) -> EagerTurn | None:
-    """The state machine's decision on the run's step ``rows``, read under
-    its lock, which the caller holds: applied (see apply_decisions)."""
-    coordinator = machine.CoordinatorState(plans_first=coordinator_plans_first(run_id, spec))
-    state = run_state(Run.Status.RUNNING, rows, spec, coordinator)
+    """The state machine's decision on the run's step ``rows`` (its
+    ``status`` and ``coordinator`` read with them), read under its lock,
+    which the caller holds: applied (see apply_decisions)."""
+    coordinator = coordinator or machine.CoordinatorState()
+    if status == Run.Status.RUNNING and not (coordinator.busy or coordinator.has_mail):
+        # Whether it plans first is read only where decide weighs it.
+        coordinator = replace(coordinator, plans_first=coordinator_plans_first(run_id, spec))
+    state = run_state(status, rows, spec, coordinator)
     return apply_decisions(run_id, rows, machine.decide(state, happened), worker)
 
 

@@ -107,3 +107,22 @@ def test_approvals_and_deadlines_are_decided_by_their_rules_whatever_the_state(
     for state in (machine.UNREAD, RunState(status)):
         assert machine.decide(state, decided) == gates.after_approval(decided)
         assert machine.decide(state, passed) == gates.after_deadline(passed)
+
+
+@settings(max_examples=200, deadline=None)
+@given(runs(), st.data())
+def test_where_the_prefilter_finds_no_step_that_may_start_the_flags_decide_as_the_rows_do(state, data):
+    """schedule's prefilter (runs/store/sql/schedule.py): no pending step
+    has its dependencies done. decide on the run's flags alone (no step
+    rows, whether some step is unfinished) then decides what it decides on
+    every row."""
+    status = {s.runtime_id: s.status for s in state.steps}
+    if any(s.status == "pending" and all(status[d] == "completed" for d in s.depends_on) for s in state.steps):
+        return
+    coordinator = data.draw(st.builds(CoordinatorState, st.booleans(), st.booleans(), st.booleans()))
+    full = RunState("running", state.steps, coordinator, state.max_running)
+    unfinished = not machine.all_done(full)
+    flags = RunState("running", (), coordinator, others_unfinished=unfinished)
+    happened = data.draw(st.sampled_from([CoordinatorIdle(), StepEnded("s0", "completed")]))
+
+    assert machine.decide(flags, happened) == machine.decide(full, happened)
