@@ -208,7 +208,7 @@ def _last_turn_in_one_trip(
     its transaction open and decides under the lock it took
     (scheduling.schedule with ``locked``), instead of a pass of its own after
     commit."""
-    if completion.tool_calls or inbox or not last_turn.applies() or repeat_loop_of(step.step_id) is not None:
+    if completion.tool_calls or inbox or repeat_loop_of(step.step_id) is not None:
         return False, None
     if is_empty(completion):
         return False, None  # not a last turn: the model gets a hint, or the step fails

@@ -4,13 +4,14 @@ Two ways, one outcome (the turn stored, the step completed with its output,
 its mailbox closed as target-terminal unless closed already, and the run's
 scheduling state read with that write):
 
-- ``write``, for the usual last turn on PostgreSQL (an answer with text and
-  no tool calls, no mail read, no repeat-until loop to decide; an empty
-  answer is no last turn: the general path gives the model a hint or fails
-  the step): the whole transaction sent at once (the store's in_one_round_trip):
-  the run's lock, then one statement that records the turn, completes the
-  step, closes its mailbox, stores the turn's events numbered after the
-  run's last, and reads what scheduling needs. It writes nothing and
+- ``write``, for the usual last turn (an answer with text and no tool
+  calls, no mail read, no repeat-until loop to decide; an empty answer is
+  no last turn: the general path gives the model a hint or fails the step),
+  on every database: the run's lock, then what records the turn, completes
+  the step, closes its mailbox, stores the turn's events numbered after the
+  run's last, and reads what scheduling needs. On PostgreSQL that is one
+  statement after the lock, the whole transaction sent at once (the store's
+  in_one_round_trip); elsewhere the store sends it statement by statement. It writes nothing and
   returns None when mail reached the step while its model was answering,
   or when the turn is no longer this worker's (its lease ran out and
   another worker recorded it): the general path handles both.
@@ -43,12 +44,6 @@ from django.utils import timezone
 from agents.events import Event as RuntimeEvent
 from runs.models import Step
 from runs.store.sql import LastTurnWritten, ScheduleState, store
-
-
-def applies() -> bool:
-    """Whether ``write`` can run here: PostgreSQL, outside any transaction
-    (it commits its own)."""
-    return store().can_pipeline()
 
 
 def write(

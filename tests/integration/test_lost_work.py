@@ -84,6 +84,8 @@ def test_a_coordinator_wake_whose_task_was_lost_is_queued_again(celery_worker, o
     with monkeypatch.context() as lost:
         # The wake the finished step asks for is queued, then lost with the broker.
         lost.setattr(tasks.wake_coordinator, "delay", lambda *args: None)
+        # Or the worker that would wake it itself (eager continuation) dies first.
+        lost.setattr(tasks, "_wake_here", lambda run_id: None)
         run = do_create_run(register("tools/appender_tasks"), {}, user=owner)
         wait_for(lambda: Run.objects.filter(pk=run.pk, wake_queued__isnull=False, coordinator_busy=False).exists())
         time.sleep(0.5)

@@ -36,9 +36,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 # UPDATE and its step_start event, one statement in autocommit:
 # runs/store/sql/steps.py start_steps): 4 statements, 3 round trips. A
 # chained step taken eagerly makes it one round trip
-# (tests/integration/test_eager_successor.py). SQLite has no last_turn.py
-# path: its events are written one statement each, in transactions of
-# their own.
+# (tests/integration/test_eager_successor.py). SQLite takes the same
+# path, the store sending the write statement by statement in a
+# transaction, and the successor started and claimed by this worker.
 TOOL_LESS_TURN = {"sqlite": 17, "postgresql": 4}
 # A forEach iteration's tool-less last turn while the step after the loop
 # waits for the others, taken from a queued task: the claim, then the turn
@@ -53,7 +53,7 @@ MAP_TURN = {"sqlite": 11, "postgresql": 3}
 # under the run's lock, the next step decided on and started and claimed
 # under it, one COMMIT (runs/actions/steps.py _last_turn_deciding_under_lock),
 # where a pass of its own after commit would take BEGIN, the lock and its
-# reads, and a COMMIT more. SQLite takes the general path.
+# reads, and a COMMIT more. SQLite takes the same path, statement by statement.
 CAPPED_TURN = {"sqlite": 20, "postgresql": 5}
 # A turn that calls send_message: the message goes to the coordinator. A
 # messaging tool's call writes only what the turn holds, so it takes no

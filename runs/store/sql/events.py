@@ -11,7 +11,7 @@ from django.db import connection
 from agents.events import Event as RuntimeEvent
 from runs.models import Event, Run
 from runs.store.sql.pg_text import json_text
-from runs.store.sql.rows import column_of, table
+from runs.store.sql.rows import column_of, row_values, table
 from runs.store.sql.writes import WriteStatements
 
 
@@ -20,10 +20,20 @@ class EventStatements(WriteStatements):
         """Number ``events`` (each with its creation time) with the run's next
         seqs and store them, in order; return their seqs (one statement for
         them all on PostgreSQL)."""
-        seqs = []
-        for values in event_rows(run_id, events):
-            seqs.append(self.bump_counter(run_id, "last_event_seq"))
-            self.insert(Event, seq=seqs[-1], **values)
+        if not events:
+            return []
+        # The counter's UPDATE locks the run row (as bump_counter does) and
+        # numbers the rows: the last of them is its new value.
+        rows = self.fetch_all(_bumped_sql(), {"run": run_id, "event_count": len(events)})
+        if not rows:
+            raise Run.DoesNotExist(f"run {run_id} does not exist")
+        seqs = list(range(rows[0][0] - len(events) + 1, rows[0][0] + 1))
+        values = [
+            row_values(Event, {**row, "seq": seq}) for row, seq in zip(event_rows(run_id, events), seqs, strict=True)
+        ]
+        holes = ", ".join(["%s"] * len(values[0][1]))
+        with self.cursor() as cursor:
+            cursor.executemany(f"INSERT INTO {table(Event)} ({values[0][0]}) VALUES ({holes})", [v for _, v in values])
         return seqs
 
 
@@ -77,6 +87,14 @@ def insert_events_from(counter: str, rows: str = EVENT_ROWS, count: str = "%(eve
         f"INSERT INTO {table(Event)} ({columns}, {seq}) "
         f"SELECT {', '.join(_EVENT_COLUMNS.values())}, {counter}.last_event_seq - {count} + e.n "
         f"FROM {counter}, {rows} RETURNING {seq}"
+    )
+
+
+@functools.cache
+def _bumped_sql() -> str:
+    return (
+        f"UPDATE {table(Run)} SET last_event_seq = last_event_seq + %(event_count)s WHERE id = %(run)s "
+        "RETURNING last_event_seq"
     )
 
 

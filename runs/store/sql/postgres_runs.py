@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.db import transaction
+
 from agents.events import Event as RuntimeEvent
 from agents.router import COORDINATOR
 from runs.models import Run, Step
@@ -95,7 +97,13 @@ class PostgresRuns(PostgresSteps):
             # Only if this write happened: the step finished at this write's time.
             after = (step.pk, params["completed_finished"])
             statements.append(self.start_and_claim_statement(step.run_id, successor, after=after))
-        rows = self.in_one_round_trip(statements) if commit else self.in_order(statements)
+        if not commit:
+            rows = self.in_order(statements)
+        elif self.can_pipeline():
+            rows = self.in_one_round_trip(statements)
+        else:
+            with transaction.atomic():  # inside a caller's transaction: a savepoint of its own
+                rows = self.in_order(statements)
         row = first(rows[1])
         if row is None:
             return None

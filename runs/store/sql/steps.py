@@ -94,7 +94,7 @@ class StepStatements(EventStatements):
         instead of four (BEGIN, the UPDATE, the events' INSERT, COMMIT)."""
         if not starts:
             return [], None
-        with transaction.atomic():
+        with transaction.atomic(savepoint=False):
             started = self.start_pending_steps([pk for pk, _ in starts], now)
             events = [(event, now) for pk, event in starts if pk in started]
             seqs = self.insert_events(run_id, events) if events else [None]
@@ -112,7 +112,7 @@ class StepStatements(EventStatements):
         On PostgreSQL one statement (in the caller's transaction or, outside
         one, committed on its own), where start_steps and claim_step_for_turn
         were two."""
-        with transaction.atomic():
+        with transaction.atomic(savepoint=False):
             params = {"step": successor.pk, **may_start_params()}
             if not self.fetch_all(_may_start_sql(self.dependencies_of_s), params):
                 return None
