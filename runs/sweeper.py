@@ -45,9 +45,9 @@ from runs.actions.recovery import do_resume_run
 from runs.actions.retention import release_ended_workspaces
 from runs.actions.tool_tasks import sweep_tool_calls
 from runs.models import Event, Run, Step
-from runs.store.events import DjangoEventSink
 from runs.store.sql import store
 from runs.store.sql.errors import connection_lost, first_line
+from runs.store.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)
 
@@ -145,14 +145,14 @@ def _expire_leases(now, owners: Q | None = None) -> int:
     else:
         held = Step.objects.filter(owners, status=Step.Status.RUNNING).exclude(lease_owner="").order_by()
     for step in held:
-        with transaction.atomic():
+        with transaction.atomic(), UnitOfWork(step.run_id) as uow:
             store().lock_run(step.run_id)
             # Neither renewed nor taken since it was read.
             same = Q(lease_owner=step.lease_owner, lease_expires=step.lease_expires)
             if not Step.objects.filter(same, pk=step.pk).update(lease_owner="", lease_expires=None, turn_queued=now):
                 continue
             expired_event = LeaseExpired(owner=step.lease_owner, turn=step.turns + 1)
-            DjangoEventSink(step.run_id).emit(RuntimeEvent.of(expired_event, step.step_id))
+            uow.sink.emit(RuntimeEvent.of(expired_event, step.step_id))
             queue.send_after_commit(queue.RUN_STEP_TURN, step.pk, step.turns + 1)
             expired += 1
     return expired
@@ -327,10 +327,10 @@ def _mark_stuck(now) -> int:
     stuck = 0
     for run in running.filter(last__lt=limit):
         reason = f"no progress since {run.last:%Y-%m-%d %H:%M:%S} UTC"
-        with transaction.atomic():
+        with transaction.atomic(), UnitOfWork(run.pk) as uow:
             store().lock_run(run.pk)
             if Run.objects.filter(pk=run.pk, stuck_reason="").update(stuck_reason=reason):
-                DjangoEventSink(run.pk).emit(RuntimeEvent.of(RunStuck(reason=reason)))
+                uow.sink.emit(RuntimeEvent.of(RunStuck(reason=reason)))
                 stuck += 1
     # A stuck run that moved again (someone pressed Resume, a worker came back).
     for moved in Run.objects.exclude(stuck_reason="").filter(status=Run.Status.RUNNING):
