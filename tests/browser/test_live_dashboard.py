@@ -104,6 +104,7 @@ def test_it_cancels_a_run_from_a_live_updated_header(open_page, server):
     page.wait_for_function(f"() => document.querySelectorAll('#event-list details.event').length > {rendered}")
     assert status(page) in ("pending", "running"), "the run finished before it could be cancelled"
 
+    page.once("dialog", lambda dialog: dialog.accept())  # Cancel asks first
     page.click("#run-header button.danger")
 
     try:
