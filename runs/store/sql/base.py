@@ -17,10 +17,10 @@ class Statements:
 
     # The database's name, as Django's backends call it.
     name = ""
-    # How step ``p``'s dependencies read (schedule.pending_may_start): that
+    # How step ``p``'s dependencies read (schedule.prefilter_pending_may_start): that
     # it depends on nothing; that its depends_on holds step ``s``'s step id.
     depends_on: tuple[str, str] = ("", "")
-    # Step ``s``'s dependencies as the rows of one column (steps.may_start_where).
+    # Step ``s``'s dependencies as the rows of one column (steps.prefilter_guess_holds).
     dependencies_of_s = ""
 
     def cursor(self):

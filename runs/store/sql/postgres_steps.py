@@ -16,8 +16,8 @@ from runs.store.sql.rows import LEASE_ONLY_COMMIT, column_of, database, db_value
 from runs.store.sql.steps import (
     Successor,
     lease_grace,
-    may_start_params,
-    may_start_where,
+    prefilter_guess_holds,
+    prefilter_guess_params,
     step_for_turn_columns,
     step_with_run,
 )
@@ -75,7 +75,7 @@ class PostgresSteps(Store):
         happened."""
         params = events_params(run_id, [(successor.event, successor.now)])
         params |= {
-            **may_start_params(),
+            **prefilter_guess_params(),
             "step": successor.pk,
             "pending": Step.Status.PENDING,
             "running": Step.Status.RUNNING,
@@ -162,7 +162,7 @@ def _start_and_claim_sql(dependencies: str, after_write: bool = False) -> str:
         f"WITH s AS (UPDATE {table(Step)} s SET status = %(running)s, started = %(now)s, lease_owner = %(owner)s, "
         f"lease_expires = %(expires)s, turn_queued = NULL FROM {table(Run)} r "
         "WHERE s.id = %(step)s AND s.status = %(pending)s AND r.id = s.run_id "
-        f"AND {may_start_where(dependencies)} {after}RETURNING s.*), "
+        f"AND {prefilter_guess_holds(dependencies)} {after}RETURNING s.*), "
         f"bumped AS (UPDATE {table(Run)} SET last_event_seq = last_event_seq + %(event_count)s "
         "WHERE id = %(run)s AND EXISTS (SELECT 1 FROM s) RETURNING last_event_seq), "
         f"inserted AS ({insert_events_from('bumped')}) "

@@ -23,7 +23,7 @@ class ScheduleState(NamedTuple):
     status: str
     coordinator_busy: bool
     coordinator_has_mail: bool
-    may_start: bool  # a pending step has no unfinished dependency: pending_may_start
+    may_start: bool  # a pending step has no unfinished dependency: prefilter_pending_may_start
     all_done: bool
     workflow_id: int
     workflow_created: datetime
@@ -33,7 +33,7 @@ class ScheduleStatements(Statements):
     def schedule_state(self, run_id: int) -> ScheduleState | None:
         """For scheduling after a step ends, in one query: the run's status and
         coordinator_busy, whether the coordinator has unread mail, whether a
-        pending step may start (pending_may_start), whether every step is done
+        pending step may start (prefilter_pending_may_start), whether every step is done
         (terminal, none being resumed), and its workflow's id and created. None
         if the run does not exist."""
         rows = self.fetch_all(schedule_state_sql(self.depends_on), {"coordinator": COORDINATOR, "run": run_id})
@@ -83,7 +83,7 @@ def schedule_state_sql(depends_on: tuple[str, str]) -> str:
 
 def schedule_flags(depends_on: tuple[str, str], run: str, other_than: str = "", *, may_start: str | None = None) -> str:
     """Whether the coordinator of run ``run`` (a column or a placeholder) has
-    unread mail, a pending step may start (``pending_may_start``, or the
+    unread mail, a pending step may start (``prefilter_pending_may_start``, or the
     column ``may_start`` names), and a step other than ``other_than`` (a
     step's id column or a placeholder; empty: none) is unfinished. The
     coordinator's mailbox is the parameter ``coordinator``; ``depends_on``:
@@ -96,21 +96,22 @@ def schedule_flags(depends_on: tuple[str, str], run: str, other_than: str = "", 
     other = f" AND s.id <> {other_than}" if other_than else ""
     return (
         f"EXISTS(SELECT 1 {unread_from(run, '%(coordinator)s')}), "
-        f"{may_start or pending_may_start(depends_on, run, other_than)}, "
+        f"{may_start or prefilter_pending_may_start(depends_on, run, other_than)}, "
         f"EXISTS(SELECT 1 FROM {table(Step)} s WHERE s.run_id = {run} AND s.kind <> {_quoted(Step.Kind.COORDINATOR)} "
         f"AND (s.resuming OR s.status NOT IN ({_quoted(*Step.TERMINAL)})){other})"
     )
 
 
-def pending_may_start(depends_on: tuple[str, str], run: str, other_than: str = "") -> str:
-    """Whether a pending step of run ``run`` has no unfinished dependency but
-    ``other_than`` (as in schedule_flags: the step the statement completes,
-    which its snapshot still sees running). Not the decision (which also
-    weighs caps and the coordinator's mail: the state machine's), but what
-    any decision to start a step needs: where no step passes it, what
-    follows a completion is decided without reading the run's steps. A
-    report waiting for a 500-iteration loop fails it while any iteration
-    runs, found at the first unfinished step looked at."""
+def prefilter_pending_may_start(depends_on: tuple[str, str], run: str, other_than: str = "") -> str:
+    """A prefilter, never the decision: whether a pending step of run
+    ``run`` has no unfinished dependency but ``other_than`` (as in
+    schedule_flags: the step the statement completes, which its snapshot
+    still sees running). The decision (which also weighs caps and the
+    coordinator's mail) is the state machine's (agents/core/machine.py
+    decide); this is what any decision to start a step needs: where no
+    step passes it, decide is given the run's flags without its steps
+    (scheduling.schedule). A report waiting for a 500-iteration loop fails
+    it while any iteration runs, found at the first unfinished step looked at."""
     other = f" AND s.id <> {other_than}" if other_than else ""
     no_dependency, depends_on_s = depends_on
     unfinished_dependency = (

@@ -113,8 +113,8 @@ class StepStatements(EventStatements):
         one, committed on its own), where start_steps and claim_step_for_turn
         were two."""
         with transaction.atomic(savepoint=False):
-            params = {"step": successor.pk, **may_start_params()}
-            if not self.fetch_all(_may_start_sql(self.dependencies_of_s), params):
+            params = {"step": successor.pk, **prefilter_guess_params()}
+            if not self.fetch_all(_prefilter_guess_sql(self.dependencies_of_s), params):
                 return None
             started, last_seq = self.start_steps(run_id, [(successor.pk, successor.event)], successor.now)
             step = (
@@ -198,7 +198,7 @@ class Successor(NamedTuple):
     now: datetime
 
 
-def may_start_params() -> dict:
+def prefilter_guess_params() -> dict:
     return {
         "run_running": Run.Status.RUNNING,
         "coordinator": COORDINATOR,
@@ -206,11 +206,16 @@ def may_start_params() -> dict:
     }
 
 
-def may_start_where(dependencies: str) -> str:
-    """start_and_claim_step's conditions on step ``s`` and its run ``r``,
-    the one definition both databases use: the run running, its
-    coordinator neither busy nor holding unread mail, every step ``s``
-    depends on completed (``dependencies``: the store's ``dependencies_of_s``)."""
+def prefilter_guess_holds(dependencies: str) -> str:
+    """A prefilter, never the decision: start_and_claim_step's conditions
+    on step ``s`` and its run ``r``, the one definition both databases use.
+    The state machine decided to start ``s`` from the run's step rows as a
+    worker last read them (scheduling.known_start, eager_successor); these
+    check, as the completion is written, that what it decided on still
+    holds: the run running, its coordinator neither busy nor holding
+    unread mail, every step ``s`` depends on completed (``dependencies``:
+    the store's ``dependencies_of_s``). Where one does not, nothing starts
+    and the pass after commit decides again."""
     return (
         f"r.status = %(run_running)s AND NOT r.coordinator_busy "
         f"AND NOT EXISTS(SELECT 1 {unread_from('r.id', '%(coordinator)s')}) "
@@ -220,8 +225,8 @@ def may_start_where(dependencies: str) -> str:
 
 
 @functools.cache
-def _may_start_sql(dependencies: str) -> str:
+def _prefilter_guess_sql(dependencies: str) -> str:
     return (
         f"SELECT 1 FROM {table(Step)} s JOIN {table(Run)} r ON r.id = s.run_id "
-        f"WHERE s.id = %(step)s AND {may_start_where(dependencies)}"
+        f"WHERE s.id = %(step)s AND {prefilter_guess_holds(dependencies)}"
     )

@@ -22,7 +22,7 @@ from runs.store.sql.schedule import (
     ScheduleState,
     ScheduleStatements,
     StepRow,
-    pending_may_start,
+    prefilter_pending_may_start,
     schedule_flags,
     schedule_state_of,
     step_rows_document,
@@ -218,7 +218,7 @@ def write_sql(depends_on: tuple[str, str], completed: tuple[str, ...]) -> str:
         "r.workflow_id, w.created, CASE WHEN %(with_steps)s AND pending.may_start "
         f"THEN {step_rows_document('r.id', '%(step)s', '%(completed_status)s')} END "
         f"FROM bumped, {table(Run)} r JOIN {table(Workflow)} w ON w.id = r.workflow_id, "
-        f"LATERAL (SELECT {pending_may_start(depends_on, 'r.id', '%(step)s')} AS may_start) pending "
+        f"LATERAL (SELECT {prefilter_pending_may_start(depends_on, 'r.id', '%(step)s')} AS may_start) pending "
         "WHERE r.id = %(run)s"
     )
 
