@@ -252,6 +252,9 @@ def _plain(step: StepSpec, scope: Scope, runtime_id: str, deps: tuple[str, ...],
     instructions = Template(step.instructions).safe_substitute(variables)
     if entry and scope.previous_output is not None and "previous_output" not in step.instructions:
         instructions += f"\n\nOutput of the previous iteration:\n{scope.previous_output}"
+    for path, text in step.context_file_texts.items():
+        # The turn substitutes the instructions once more: a file's "$" stays "$".
+        instructions += f"\n\n## Context file {path}\n" + text.replace("$", "$$")
     innermost = scope.limits[-1] if scope.limits else ("", None)
     return RuntimeStep(
         runtime_id=runtime_id,

@@ -17,7 +17,7 @@ from agents.spec.checks import include_path_problem, include_target
 from agents.spec.errors import SpecProblem, WorkflowValidationError, dotted, plural
 from agents.spec.fields import DEFER_CHECKS, MAX_INCLUDE_DEPTH, PATTERN_HINTS
 from agents.spec.lenient import lenient
-from agents.spec.shorthands import default_agent, loop_own_step, read_references
+from agents.spec.shorthands import default_agent, loop_own_step, read_context_files, read_references
 from agents.spec.usage import KnownTools, did_you_mean
 from agents.spec.workflow import StepSpec, WorkflowSpec
 from agents.spec.yaml_locations import Location, line_for, parse_with_locations
@@ -114,6 +114,7 @@ def _parse(text: str, source: str, context: _IncludeContext) -> WorkflowSpec:
         raise WorkflowValidationError(
             field_problems + [p for p in cross if (p.line, p.field) not in reported] + include_problems
         ) from None
+    read_context_files(spec.steps, context.folder)
     governance: list[tuple[Location, str]] = []
     for loc, sub in included.items():
         _step_at(spec, loc).included = sub
@@ -323,7 +324,7 @@ def _allowed_fields(loc: Sequence[str | int]) -> str:
 
 
 # Fields the loader fills in, which a workflow file does not write.
-_LOADER_FIELDS = {"included"}
+_LOADER_FIELDS = {"included", "context_file_texts"}
 
 
 def _kind(value: object) -> str:

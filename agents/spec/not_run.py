@@ -60,8 +60,9 @@ def _step_not_run(step: Any, at: Location, spec: WorkflowSpec) -> Iterator[tuple
         yield (*at, "timeout"), f"{NOT_RUN}: a step's own timeout (options.stepTimeout is run)"
     if step.max_retries:
         yield (*at, "maxRetries"), f"{NOT_RUN}: tool-call retries (zenweb's policy is maxConsecutiveToolFailures)"
-    if step.context_files:
-        yield (*at, "contextFiles"), f"{NOT_RUN}: contextFiles read into the step's prompt"
+    unread = [path for path in step.context_files if path not in step.context_file_texts]
+    if unread:
+        yield (*at, "contextFiles"), f"{NOT_RUN}: contextFiles not found in the workflow's folder: {', '.join(unread)}"
     reference = file_reference(step.instructions)
     if reference:
         yield (*at, "instructions"), f"{NOT_RUN}: the instructions file {reference} was not found in the folder"

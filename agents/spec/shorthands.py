@@ -1,11 +1,12 @@
 """zenflow's shorthands, written out in raw workflow data before it is
 validated: a loop without ``steps`` runs its own step, a prompt or
 instructions of ``@path`` are that file's text, and a step without an agent
-runs as the default agent."""
+runs as the default agent; and, once it is validated, the text of each
+step's ``contextFiles``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,11 @@ from agents.spec.yaml_locations import Location
 # The agent of steps that name none (zenflow's default agent).
 DEFAULT_AGENT = "default"
 DEFAULT_AGENT_DESCRIPTION = "The agent of steps that name none."
-# A file read for an @-reference: at most this many bytes.
+# A file read for an @-reference or contextFiles: at most this many bytes.
 MAX_REFERENCED_BYTES = 1_000_000
+# What a step's prompt gets of one of its contextFiles (as of one dependency's output).
+MAX_CONTEXT_FILE_CHARS = 8 * 1024
+TRUNCATED = "...[truncated for context limit]"
 # Fields of a looped step that go into the one inner step of its loop.
 _INNER_FIELDS = ("agent", "instructions", "model", "contextFiles", "maxRetries")
 
@@ -75,6 +79,21 @@ def read_references(data: dict[str, Any], folder: Path | None) -> None:
             step["instructions"] = _referenced(step["instructions"], folder)
 
 
+def read_context_files(steps: Sequence[Any], folder: Path | None) -> None:
+    """Fill each step's ``context_file_texts`` with the ``contextFiles`` that
+    can be read from the workflow's folder (never outside it), each cut at
+    ``MAX_CONTEXT_FILE_CHARS``. One that cannot be read is left out: a warning
+    says so and no run starts (agents.spec.not_run)."""
+    for step in steps:
+        if step.loop is not None:
+            read_context_files(step.loop.steps, folder)
+        for path in step.context_files:
+            text = _readable(path, folder) if folder is not None else None
+            if text is not None:
+                cut = len(text) > MAX_CONTEXT_FILE_CHARS
+                step.context_file_texts[path] = text[:MAX_CONTEXT_FILE_CHARS] + (TRUNCATED if cut else "")
+
+
 def file_reference(text: str) -> str | None:
     """The path ``@path`` text names, or None for other text."""
     if not text.startswith("@") or "\n" in text.strip():
@@ -85,17 +104,24 @@ def file_reference(text: str) -> str | None:
 
 def _referenced(text: str, folder: Path) -> str:
     path = file_reference(text)
-    if path is None or include_path_problem(path) is not None:
-        return text
+    read = _readable(path, folder) if path is not None else None
+    return text if read is None else read
+
+
+def _readable(path: str, folder: Path) -> str | None:
+    """The text of the file ``path`` names in ``folder`` (never outside it),
+    or None when there is none, it is too big or not UTF-8."""
+    if include_path_problem(path) is not None:
+        return None
     target = (folder / path).resolve()
-    if not target.is_relative_to(folder) or not target.is_file():
-        return text
+    if not target.is_relative_to(folder.resolve()) or not target.is_file():
+        return None
     try:
         if target.stat().st_size > MAX_REFERENCED_BYTES:
-            return text
+            return None
         return target.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
-        return text
+        return None
 
 
 def _raw_steps(steps: object, at: Location) -> Iterator[tuple[Location, dict[str, Any]]]:

@@ -121,12 +121,17 @@ class StepSpec(SpecModel):
     include: str | None = None
     with_: dict[str, Any] = Field(default_factory=dict, alias="with")
     included: WorkflowSpec | None = None
+    # The text of each of contextFiles the loader could read, by its path.
+    context_file_texts: dict[str, str] = Field(default_factory=dict)
 
-    @field_validator("included", mode="before")
+    @field_validator("included", "context_file_texts", mode="before")
     @classmethod
-    def _included_comes_from_the_loader(cls, value: Any, info: ValidationInfo) -> Any:
-        if value is not None and (info.context or {}).get(DEFER_CHECKS):
-            raise ValueError("unknown field 'included': the loader fills it in from include")
+    def _filled_in_by_the_loader(cls, value: Any, info: ValidationInfo) -> Any:
+        if value and (info.context or {}).get(DEFER_CHECKS):
+            name, source = (
+                ("included", "include") if info.field_name == "included" else ("contextFileTexts", "contextFiles")
+            )
+            raise ValueError(f"unknown field {name!r}: the loader fills it in from {source}")
         return value
 
     @property

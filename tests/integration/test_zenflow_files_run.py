@@ -51,3 +51,15 @@ def test_an_agent_s_prompt_temperature_top_p_and_max_turns_reach_the_model(celer
     assert (request["temperature"], request["top_p"]) == (0.3, 0.5)
     step = run.steps.get(step_id="analyse")
     assert (step.status, step.error) == ("failed", "step analyse did not finish within maxTurns (1)")
+
+
+def test_a_step_s_context_files_are_in_what_the_model_is_asked(celery_worker, openai_endpoint):
+    openai_endpoint.push_text("High tide at 6am.")
+
+    run = wait_for_run(do_create_run(register("zenflow/context"), {}))
+
+    assert run.status == Run.Status.COMPLETED
+    (request,) = (r.body for r in openai_endpoint.requests)
+    assert request["messages"][1]["content"] == (
+        "Analyse the tides.\n\n## Context file parts/notes.md\nTides peak at 6am; costs are $5 a ticket."
+    )

@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 
+from agents.expansion import expand
 from agents.spec import DEFAULT_AGENT, load_workflow, not_run_refusal, workflow_warnings
 from tests.runtime.workflow_texts import problems, write
 
@@ -294,3 +295,22 @@ def problems_of(text: str) -> list[str]:
     except WorkflowValidationError as exc:
         return [str(p) for p in exc.problems]
     return []
+
+
+def test_context_files_are_read_from_the_workflow_s_folder_only_and_put_after_the_instructions(tmp_path):
+    (tmp_path / "flow" / "docs").mkdir(parents=True)
+    write(tmp_path, "Use $HOME and $item as they are.\n" + "x" * 9000, "flow/docs/guide.md")
+    write(tmp_path, "secret\n", "outside.md")
+    text = "name: ctx\nsteps:\n  - {id: s, instructions: Go, contextFiles: [docs/guide.md, ../outside.md, none.md]}\n"
+    path = write(tmp_path, text, "flow/ctx.yaml")
+
+    spec = load_workflow(path)
+    (step,) = expand(spec, {})
+
+    assert list(spec.steps[0].context_file_texts) == ["docs/guide.md"]
+    assert step.instructions.startswith("Go\n\n## Context file docs/guide.md\nUse $$HOME and $$item as they are.")
+    assert step.instructions.endswith("x...[truncated for context limit]")
+    assert [str(w) for w in workflow_warnings(spec, text, "w.yaml")] == [
+        "w.yaml:3: steps[0].contextFiles: warning: accepted; not run by zenweb yet: "
+        "contextFiles not found in the workflow's folder: ../outside.md, none.md"
+    ]
