@@ -22,6 +22,7 @@ urlpatterns = [
     path("runs/<int:run_id>/steps/<int:step_pk>/transcript/", views.step_transcript, name="transcript"),
     path("commands/", views.command_create, name="command-create"),
     path("commands/<int:command_id>/", views.command_detail, name="command"),
+    path("commands/<int:command_id>/live/", views.command_live, name="command-live"),
     path("commands/<int:command_id>/inputs/", views.command_inputs, name="command-inputs"),
     path("catalog/register/", views.workflow_register, name="register"),
     path("approvals/", views.approval_list, name="approvals"),

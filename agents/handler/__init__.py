@@ -42,6 +42,7 @@ from agents.handler.selection import (
     selection_request,
 )
 from agents.handler.shapes import (
+    FINAL_STATUSES,
     Claim,
     ClarificationOption,
     CoordinatorResult,
@@ -57,6 +58,7 @@ from agents.handler.shapes import (
 __all__ = [
     "AGENT",
     "DEFAULT_BUDGET_TOKENS",
+    "FINAL_STATUSES",
     "MAX_CLARIFICATION_OPTIONS",
     "MISSING_SOURCES",
     "MODES",

@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 SelectionStatus = Literal["selected", "needs_more_info", "needs_clarification", "blocked"]
-ResultStatus = Literal["success", "error", "blocked", "needs_more_info", "needs_clarification"]
+ResultStatus = Literal["running", "success", "error", "blocked", "needs_more_info", "needs_clarification"]
+# Every status but "running" is an answer that stays (docs/api.md, "Command status").
+FINAL_STATUSES: frozenset[str] = frozenset(get_args(ResultStatus)) - {"running"}
 
 _TTL = re.compile(r"^\s*(\d+)\s*([smhd]?)\s*$", re.I)
 _TTL_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -163,6 +165,8 @@ class CoordinatorResult(_Shape):
         return self.workflow_selected
 
     def _result_line(self) -> str:
+        if self.status == "running":
+            return "RUNNING - the workflow is under way; its result follows when it ends"
         if self.status == "success":
             n = _result_count(self.result, self.claims)
             return f"SUCCESS - {n} result{'' if n == 1 else 's'} found"

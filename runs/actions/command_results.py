@@ -1,5 +1,10 @@
 """A command's answer: the COORDINATOR_RESULT of its run as it stands,
-stored on the command in the transaction that ends the run."""
+stored on the command in the transaction that ends the run.
+
+Its status is ``running`` while the run is under way; ``success``,
+``error`` and ``blocked`` are read from how the run ended (or, for
+``blocked`` with ``requires_approval``, from a run that waits for a
+person's decision before it starts)."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from agents.handler import (
 )
 from runs.models import Command, Run
 
+# What a destructive workflow waiting on a person reports (docs/commands-and-approvals.md).
 NEEDS_APPROVAL = "Destructive operation requires explicit user approval"
 
 
@@ -54,7 +60,16 @@ def coordinator_result(run: Run, text: str | None = None) -> CoordinatorResult:
         return CoordinatorResult(**base, status="success", result=run.result)
     if run.is_terminal:
         return CoordinatorResult(**base, status="error", error=error_for_run(run.status, run.error), result=run.result)
-    return CoordinatorResult(**base, status="success", result=None)
+    # Pending or running: nothing is known yet of how it ends.
+    return CoordinatorResult(**base, status="running", result=None)
+
+
+def command_result(command: Command) -> CoordinatorResult:
+    """A command's COORDINATOR_RESULT as it stands: its run's, if it started
+    one, else the answer stored on it."""
+    if command.run is not None:
+        return coordinator_result(command.run, command.text)
+    return CoordinatorResult.model_validate(command.result)
 
 
 def finish_command(run: Run) -> None:
@@ -67,7 +82,3 @@ def finish_command(run: Run) -> None:
     command.result = result.model_dump(mode="json", by_alias=True)
     command.status = result.status
     command.save(update_fields=["result", "status"])
-
-
-# What a destructive workflow waiting on a person reports (docs/commands-and-approvals.md).
-NEEDS_APPROVAL = "Destructive operation requires explicit user approval"

@@ -161,12 +161,15 @@ def _answer(command: Command, result: CoordinatorResult) -> Command:
 
 
 def _pending_result(command: Command, run: Run) -> CoordinatorResult:
+    """The answer of a command whose run just started: ``running`` (final
+    once the run ends, command_results.finish_command), or ``blocked`` while
+    a destructive workflow waits for its approval."""
     waiting = run.status == Run.Status.AWAITING_APPROVAL
     return CoordinatorResult(
         command_received=command.text,
         workflow_selected=run.workflow.name,
         workflow_args=run.inputs,
-        status="blocked" if waiting else "success",
+        status="blocked" if waiting else "running",
         error=NEEDS_APPROVAL if waiting else None,
         requires_approval=waiting,
         result=None,

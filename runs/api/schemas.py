@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from agents.events import EVENT_TYPES
-from agents.handler import CoordinatorResult
+from agents.handler import CoordinatorResult, ResultStatus
 from runs.models import Approval, Run, ToolCall
 
 MAX_COMMAND_CHARS = 4000
@@ -47,6 +47,8 @@ else:
     ApprovalStatus = Literal[tuple(Approval.Status.values)]
     ToolCallStatus = Literal[tuple(ToolCall.Status.values)]
 Mode = Literal["chat", "code"]
+CommandStatus = ResultStatus
+MAX_WAIT_SECONDS = 60
 
 
 class _Request(BaseModel):
@@ -110,6 +112,16 @@ class FormatQuery(_Query):
     format: Literal["json", "markdown"] | None = None
 
 
+class CommandQuery(FormatQuery):
+    wait: int = Field(
+        default=0,
+        ge=0,
+        le=MAX_WAIT_SECONDS,
+        description=f"Seconds (at most {MAX_WAIT_SECONDS}) to hold the answer while the command is `running`: "
+        "it comes as soon as the status is final, or when they have passed.",
+    )
+
+
 class RunListQuery(_Query):
     status: RunStatus | None = None
     workflow: str | None = None
@@ -166,9 +178,13 @@ class RunLink(_Response):
 
 class CommandOut(_Response):
     id: int
+    url: str = Field(description="This command in the API: GET it (with `?wait=N`) until `status` is final.")
     text: str
     mode: str
-    status: str
+    status: CommandStatus = Field(
+        description="`running` while its run is under way; every other status is the command's answer. "
+        "`blocked` with `requires_approval` waits for a person's decision before the run starts."
+    )
     created: datetime
     result: CoordinatorResult
     run: RunLink | None

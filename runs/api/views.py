@@ -13,9 +13,9 @@ from typing import Any
 
 from django.db.models import F, Q
 from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
 from ninja import Query, Router, Status
 
-from agents.handler import CoordinatorResult
 from agents.spec import WorkflowValidationError
 from runs.actions import (
     TooManyRuns,
@@ -26,7 +26,6 @@ from runs.actions import (
     visible_runs,
 )
 from runs.actions.approvals import PERMISSION, ApprovalError, do_decide, do_lapse_expired
-from runs.actions.command_results import coordinator_result
 from runs.actions.commands import do_command
 from runs.api import bodies
 from runs.api import schemas as s
@@ -34,6 +33,7 @@ from runs.api.auth import Requirement, callers
 from runs.api.errors import ApiError
 from runs.api.links import CANCELLED_RUN, COMMAND_LINKS, PENDING_APPROVALS, RUN_LINKS
 from runs.api.rate_limits import check_command_rate
+from runs.api.waiting import result_within
 from runs.models import Approval, Command, Run
 
 
@@ -49,6 +49,7 @@ def _is_staff(user: Any) -> bool:
 router = Router(by_alias=True)
 
 Invalid = s.InvalidRequest | s.Error
+RUNNING = "Its run is under way (`running`): GET its `url` (or `Location`) for the answer."
 MARKDOWN = {"content": {"text/markdown": {"schema": {"type": "string"}}}}
 
 
@@ -56,18 +57,28 @@ MARKDOWN = {"content": {"text/markdown": {"schema": {"type": "string"}}}}
     "/commands",
     url_name="command-create",
     summary="Answer a command: select a workflow and start a run",
-    response={201: s.CommandOut, 400: Invalid, (401, 403, 413, 429): s.Error},
-    openapi_extra={"responses": {201: MARKDOWN | {"links": COMMAND_LINKS}}},
+    response={(201, 202): s.CommandOut, 400: Invalid, (401, 403, 413, 429): s.Error},
+    openapi_extra={
+        "responses": {
+            201: MARKDOWN | {"links": COMMAND_LINKS, "description": "The command's answer, final."},
+            202: MARKDOWN | {"links": {"ReadCommand": COMMAND_LINKS["ReadCommand"]}, "description": RUNNING},
+        }
+    },
 )
-def command_create(request: HttpRequest, payload: s.CommandRequest, query: Query[s.FormatQuery]) -> Any:
-    """Answer a command: 201 with the COORDINATOR_RESULT and the run it started, if any
-    (`?format=markdown` or `Accept: text/markdown`: as Markdown)."""
+def command_create(
+    request: HttpRequest, response: HttpResponse, payload: s.CommandRequest, query: Query[s.CommandQuery]
+) -> Any:
+    """Answer a command: 202 with `status: "running"` and the command's `url`
+    while the run it started is under way, 201 once the answer is final (at
+    once for a command that started nothing). `?wait=N` holds the answer
+    up to N seconds for the run to end. `?format=markdown` or
+    `Accept: text/markdown`: as Markdown."""
     check_command_rate(request)
     try:
         command = do_command(payload.command, user=request.user, mode=payload.mode)
     except TooManyRuns as exc:
         raise ApiError(429, str(exc), retry_after=exc.retry_after) from None
-    return _command_answer(request, command, query, status=201)
+    return _command_answer(request, response, command, query, final_status=201)
 
 
 @router.get(
@@ -77,15 +88,16 @@ def command_create(request: HttpRequest, payload: s.CommandRequest, query: Query
     response={200: s.CommandOut, 400: Invalid, (401, 404): s.Error},
     openapi_extra={"responses": {200: MARKDOWN}},
 )
-def command_detail(request: HttpRequest, command_id: int, query: Query[s.FormatQuery]) -> Any:
-    """A command with its result as it stands now (its run may have moved on)."""
+def command_detail(request: HttpRequest, response: HttpResponse, command_id: int, query: Query[s.CommandQuery]) -> Any:
+    """A command with its result as it stands now (its run may have moved
+    on); `?wait=N` holds the answer up to N seconds while it is `running`."""
     commands = Command.objects.select_related("run__workflow")
     if not request.user.is_staff:
         commands = commands.filter(created_by_id=request.user.pk)
     command = commands.filter(pk=command_id).first()
     if command is None:
         raise ApiError(404, f"command {command_id} not found")
-    return _command_answer(request, command, query, status=200)
+    return _command_answer(request, response, command, query, final_status=200)
 
 
 @router.get(
@@ -209,14 +221,28 @@ def workflow_register(request: HttpRequest, payload: s.WorkflowRequest) -> Statu
     return Status(201 if created else 200, s.WorkflowOut(name=workflow.name, version=workflow.version, created=created))
 
 
-def _command_answer(request: HttpRequest, command: Command, query: s.FormatQuery, *, status: int) -> Any:
-    run = command.run
-    result = coordinator_result(run, command.text) if run else CoordinatorResult.model_validate(command.result)
+def _command_answer(
+    request: HttpRequest, response: HttpResponse, command: Command, query: s.CommandQuery, *, final_status: int
+) -> Any:
+    """``command``'s answer (held up to ``query.wait`` seconds while it is
+    running): ``final_status``, or from a POST 202 while it is running, with
+    the command's URL in ``Location``."""
+    result = result_within(command, query.wait)
+    status = 202 if result.status == "running" and final_status == 201 else final_status
+    url = request.build_absolute_uri(reverse("api:command-detail", kwargs={"command_id": command.pk}))
+    if status == 202:
+        response["Location"] = url
     if _wants_markdown(request, query):
         iteration = Command.objects.filter(created_by=command.created_by, created__lte=command.created).count()
-        return HttpResponse(result.to_markdown(iteration), status=status, content_type="text/markdown; charset=utf-8")
+        text = result.to_markdown(iteration)
+        markdown = HttpResponse(text, status=status, content_type="text/markdown; charset=utf-8")
+        if status == 202:
+            markdown["Location"] = url
+        return markdown
+    run = command.run
     body = s.CommandOut(
         id=command.pk,
+        url=url,
         text=command.text,
         mode=command.mode,
         status=result.status,

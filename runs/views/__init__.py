@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from runs.views.approvals import approval_decide, approval_list
 from runs.views.claims import claim_list
-from runs.views.commands import command_create, command_detail, command_inputs, workflow_register
+from runs.views.commands import command_create, command_detail, command_inputs, command_live, workflow_register
 from runs.views.control import run_resume
 from runs.views.events import run_events
 from runs.views.export import export_events_schema, run_export
@@ -20,6 +20,7 @@ __all__ = [
     "command_create",
     "command_detail",
     "command_inputs",
+    "command_live",
     "export_events_schema",
     "run_approval_decide",
     "run_approvals",

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from agents.handler import DEFAULT_BUDGET_TOKENS, CoordinatorResult
 from agents.spec import WorkflowValidationError
 from runs.actions.catalog import do_register_workflow, workflow_spec
-from runs.actions.command_results import coordinator_result
+from runs.actions.command_results import command_result
 from runs.actions.commands import catalog_compaction, do_command, do_give_inputs
 from runs.actions.lifecycle import TooManyRuns
 from runs.actions.offers import offered_workflows
@@ -70,20 +70,28 @@ def command_inputs(request: HttpRequest, command_id: int) -> HttpResponse:
 @require_safe
 def command_detail(request: HttpRequest, command_id: int) -> HttpResponse:
     command = _get_command_for_user(request, command_id)
-    result = coordinator_result(command.run, command.text) if command.run else CoordinatorResult(**command.result)
-    iteration = Command.objects.filter(created_by=command.created_by, created__lte=command.created).count()
+    answer = _answer(command)
     return render(
         request,
         "runs/command.html",
-        {
-            "command": command,
-            "result": result,
-            "markdown": result.to_markdown(iteration),
-            "compaction": catalog_compaction(command),
-            "budget_tokens": DEFAULT_BUDGET_TOKENS,
-        }
-        | _ways_on(command, result),
+        answer
+        | {"compaction": catalog_compaction(command), "budget_tokens": DEFAULT_BUDGET_TOKENS}
+        | _ways_on(command, answer["result"]),
     )
+
+
+@require_safe
+def command_live(request: HttpRequest, command_id: int) -> HttpResponse:
+    """The command page's live region: its answer as it stands, asked for
+    again every 2 s while it is ``running``."""
+    command = _get_command_for_user(request, command_id)
+    return render(request, "runs/partials/command_live.html", _answer(command))
+
+
+def _answer(command: Command) -> dict:
+    result = command_result(command)
+    iteration = Command.objects.filter(created_by=command.created_by, created__lte=command.created).count()
+    return {"command": command, "result": result, "markdown": result.to_markdown(iteration)}
 
 
 def _ways_on(command: Command, result: CoordinatorResult) -> dict:

@@ -44,6 +44,26 @@ def test_it_shows_a_commands_result_as_running_until_its_run_ends(client, owner)
     assert "&quot;_type&quot;: &quot;COORDINATOR_RESULT&quot;" in html and "None" not in html
 
 
+def test_a_commands_page_asks_again_while_running_and_stops_once_final(
+    client, owner, django_capture_on_commit_callbacks
+):
+    register("research")
+    client.force_login(owner)
+    with django_capture_on_commit_callbacks(execute=False):  # no worker: the run stays pending
+        client.post("/commands/", {"command": "Run research workflow for laptops under $1000", "mode": "chat"})
+    command = Command.objects.get()
+    live = f"/commands/{command.pk}/live/"
+
+    assert f'hx-get="{live}" hx-trigger="every 2s"' in client.get(f"/commands/{command.pk}/").content.decode()
+    Run.objects.filter(pk=command.run_id).update(status=Run.Status.FAILED, error="the model endpoint is down")
+    fragment = client.get(live).content.decode()
+
+    assert 'id="command-live"' in fragment
+    assert 'class="status status-error" id="command-status">error<' in fragment
+    assert "the model endpoint is down" in fragment
+    assert "hx-trigger" not in fragment
+
+
 def test_it_shows_why_a_command_started_nothing(celery_worker, client, owner):
     register("research")
     register("code_edit")
