@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from agents.spec.fields import MAX_DESCRIPTION, Provider, SpecModel
 
@@ -31,6 +31,10 @@ class ScriptTurn(SpecModel):
             found = f" (found {' and '.join(given)})" if given else ""
             raise ValueError(f"a script turn needs exactly one of say, calls, fail{found}")
         return self
+
+
+# zenflow's builtin tools by the name of the zenweb tool that does their work.
+ZENFLOW_TOOLS = {"bash": "run_shell", "read": "read_file", "write": "write_file", "edit": "edit_file"}
 
 
 class AgentSpec(SpecModel):
@@ -66,6 +70,13 @@ class AgentSpec(SpecModel):
                 raise ValueError("give prompt or system (the same system prompt), not both")
             data["system"] = prompt
         return data
+
+    @field_validator("tools", "disallowed_tools", mode="before")
+    @classmethod
+    def _zenflow_tool_names(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            return value
+        return [ZENFLOW_TOOLS.get(name, name) if isinstance(name, str) else name for name in value]
 
     @property
     def tool_names(self) -> list[str]:

@@ -314,3 +314,12 @@ def test_context_files_are_read_from_the_workflow_s_folder_only_and_put_after_th
         "w.yaml:3: steps[0].contextFiles: warning: accepted; not run by zenweb yet: "
         "contextFiles not found in the workflow's folder: ../outside.md, none.md"
     ]
+
+
+def test_zenflow_s_tools_are_zenweb_s_tools_that_do_their_work(tmp_path):
+    text = "name: tools\nagents:\n  a: {description: A., tools: [bash, read, write, glob, grep], "
+    text += "disallowedTools: [write]}\n"
+    spec = load_workflow(write(tmp_path, text + "steps:\n  - {id: s, agent: a}\n"))
+
+    assert spec.agents["a"].tools == ["run_shell", "read_file", "write_file", "glob", "grep"]
+    assert spec.agents["a"].tool_names == ["run_shell", "read_file", "glob", "grep"]
