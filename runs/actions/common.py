@@ -7,7 +7,6 @@ import json
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import F
 from django.utils import timezone
 
 from agents import expansion, ids
@@ -141,7 +140,7 @@ class Resumer:
         """Keep ``message`` for the resumed turn of ``step``; a resume that
         ``starts`` is said with its event and queued."""
         self.store.append(message)
-        Step.objects.filter(pk=step.pk).update(resuming=True, resumes=F("resumes") + (1 if resume.starts else 0))
+        store().mark_resuming(step.pk, starts=resume.starts)
         if resume.starts:
             started = ResumeStarted(message_id=message.message_id, resume=resume.resume)
             self.sink.emit(RuntimeEvent.of(started, step.step_id))

@@ -116,9 +116,7 @@ def _locked(run_id: int) -> Run:
 def _stop_unfinished_steps(run: Run, reason: DropReason) -> None:
     router = router_for(run, run_locked=True)
     for step in run.steps.exclude(status__in=Step.TERMINAL).exclude(kind=Step.Kind.COORDINATOR):
-        step.status = Step.Status.CANCELLED
-        step.finished = timezone.now()
-        step.save(update_fields=["status", "finished"])
+        store().end_step(step, Step.Status.CANCELLED)
         router.close(step.step_id, reason)
 
 
@@ -149,7 +147,7 @@ def _end_run(run: Run, read: _Read = _UNREAD) -> None:
     end = RunEnd(run.status, run.error, run.result, run.finished, ended, why)
     left = store().end_run(run.pk, end)
     if read.resuming:
-        Step.objects.filter(run=run, resuming=True).update(resuming=False)
+        store().end_resumes(run)
     if not read.coordinator_closed:
         # A closed mailbox holds nothing unread: closing it drops what waits,
         # and every later send to it drops.

@@ -14,6 +14,7 @@ from agents.events.tool_events import ChildRunResult, ToolResult
 from runs import queue
 from runs.models import Run, Step, ToolCall
 from runs.store.events import DjangoEventSink
+from runs.store.sql import store
 
 
 def deliver_result(
@@ -47,7 +48,7 @@ def deliver_result(
     if next_turn:
         # Marked queued with the transcript (Step.turn_queued): the sweeper queues it again if its task is lost.
         step.turn_queued = timezone.now()
-    step.save(update_fields=["transcript", "turn_queued"] if next_turn else ["transcript"])
+    store().save_transcript(step, turn_queued=next_turn)
     delivered = event(tool_call_id=call.tool_call_id, result=text[:2000], **event_data)
     DjangoEventSink(call.run_id).emit(RuntimeEvent.of(delivered, step.step_id))
     if next_turn:

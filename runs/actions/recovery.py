@@ -41,7 +41,7 @@ def do_resume_run(run_id: int, reason: str) -> list[str]:
         ]
         if running:
             # Marked queued (Step.turn_queued): if these tasks are lost too, the sweeper queues them again.
-            Step.objects.filter(pk__in=[step.pk for step in running]).update(turn_queued=timezone.now())
+            store().mark_turns_queued([step.pk for step in running], timezone.now())
         queue.queue_after_commit(queue.RUN_STEP_TURN, [(step.pk, step.turns + 1) for step in running])
         resuming = list(run.steps.filter(resuming=True))
         queue.queue_after_commit(queue.RESUME_STEP, [(step.pk,) for step in resuming])

@@ -4,7 +4,6 @@ it since; its answer goes back to the coordinator as a resume_reply."""
 from __future__ import annotations
 
 from django.db import transaction
-from django.db.models import F
 
 from agents.events import Event as RuntimeEvent
 from agents.events.run_events import ResumeCompleted, ResumeFailed
@@ -35,7 +34,7 @@ def do_resume_turn(step_pk: int) -> None:
     if not step.resuming:
         return
     if run.status != Run.Status.RUNNING:
-        Step.objects.filter(pk=step.pk).update(resuming=False)
+        store().end_resume(step.pk)
         return
     mailboxes = DjangoMailboxStore(run.pk)
     inbox = mailboxes.unread(step.step_id)
@@ -53,7 +52,7 @@ def do_resume_turn(step_pk: int) -> None:
         return
     with transaction.atomic():
         store().lock_run(run.pk)
-        if not Step.objects.filter(pk=step.pk, resuming=True, turns=step.turns).update(turns=F("turns") + 1):
+        if not store().count_resume_turn(step):
             return
         router = router_for(run.pk)
         result = apply_completion(
@@ -63,7 +62,7 @@ def do_resume_turn(step_pk: int) -> None:
         reply = router.send(step.step_id, result.output or "(no answer)", MessageType.RESUME_REPLY)
         completed = ResumeCompleted(reply=result.output[:2000], message_id=reply.message_id)
         sink.emit(RuntimeEvent.of(completed, step.step_id))
-        Step.objects.filter(pk=step.pk).update(resuming=False)
+        store().end_resume(step.pk)
         # Messages forwarded while this resume ran have no turn to read them.
         router.drop_unread(step.step_id, DropReason.TARGET_TERMINAL)
         schedule_after_commit(run.pk)
@@ -74,7 +73,7 @@ def do_fail_resume(step_pk: int, error: str) -> None:
     with transaction.atomic():
         store().lock_run(run_of(step_pk))
         step = Step.objects.get(pk=step_pk)
-        if not Step.objects.filter(pk=step.pk, resuming=True).update(resuming=False):
+        if not store().end_resume(step.pk):
             return
         DjangoEventSink(step.run_id).emit(RuntimeEvent.of(ResumeFailed(error=error), step.step_id))
         router_for(step.run_id).drop_unread(step.step_id, DropReason.TARGET_TERMINAL)

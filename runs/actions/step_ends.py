@@ -10,7 +10,6 @@ live together."""
 from __future__ import annotations
 
 from django.db import transaction
-from django.utils import timezone
 
 from agents import repeat_loops
 from agents.core import machine
@@ -132,11 +131,7 @@ def do_judge_loop(loop_pk: int, iteration: int) -> None:
 def _end_loop(run: Run, loop: Step, status: str, reason: str, *, output: str = "") -> None:
     """End a repeat-until loop ``status``, for ``reason`` (in its loop_end
     event); a completed one's ``output`` is what its dependents read."""
-    loop.status = status
-    loop.finished = timezone.now()
-    loop.output = output
-    loop.error = "" if status == Step.Status.COMPLETED else reason
-    loop.save(update_fields=["status", "finished", "output", "error"])
+    store().end_step(loop, status, output=output, error="" if status == Step.Status.COMPLETED else reason)
     DjangoEventSink(run.pk).emit(RuntimeEvent.of(LoopEnd(status=status, reason=reason), loop.step_id))
     if status != Step.Status.COMPLETED:
         apply_failure_policy(loop, f"loop {loop.step_id} failed")
@@ -162,10 +157,7 @@ def do_fail_step(step_pk: int, error: str) -> bool:
         step = Step.objects.select_for_update().get(pk=step_pk)
         if step.is_terminal:
             return False
-        step.status = Step.Status.FAILED
-        step.error = error
-        step.finished = timezone.now()
-        step.save(update_fields=["status", "error", "finished"])
+        store().end_step(step, Step.Status.FAILED, error=error)
         DjangoEventSink(step.run_id).emit(RuntimeEvent.of(Error(error=error), step.step_id))
         _step_stopped(step, f"step {step.step_id} failed")
         router_for(step.run_id).close(step.step_id)
@@ -195,9 +187,7 @@ def cancel_step(step: Step, inbox: list[RouterMessage]) -> None:
     """A forward of kind cancel stops the step at this turn boundary."""
     with transaction.atomic():
         store().lock_run(step.run_id)
-        if not Step.objects.filter(pk=step.pk, status=Step.Status.RUNNING).update(
-            status=Step.Status.CANCELLED, finished=timezone.now()
-        ):
+        if not store().end_step(step, Step.Status.CANCELLED, only_from=Step.Status.RUNNING):
             return
         router = router_for(step.run_id)
         router.drain(step.step_id, only=inbox)
@@ -259,9 +249,7 @@ def _stop_steps(run_id: int, stop: machine.StopSteps, reason: str) -> list[Step]
     drop = DropReason.WORKFLOW_CANCELLED if stop.drop == "workflow_cancelled" else DropReason.TARGET_TERMINAL
     for step in affected:
         was_running = step.status == Step.Status.RUNNING
-        step.status = stop.status
-        step.finished = timezone.now()
-        step.save(update_fields=["status", "finished"])
+        store().end_step(step, stop.status)
         sink.emit(RuntimeEvent.of(StepSkipped(reason=reason, status=stop.status), step.step_id))
         if was_running:  # only a running step can wait for a decision or a child
             _step_stopped(step, f"step {step.step_id} was {stop.status}: {reason}")

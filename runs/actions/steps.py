@@ -353,7 +353,7 @@ def _wake_again(step: Step, wake: WakeAgain, pending: int, sink) -> None:
     """Another turn for ``step`` to read the ``pending`` messages that
     arrived while it answered (a wake cycle), marked with its next turn."""
     now = timezone.now()
-    Step.objects.filter(pk=step.pk).update(wake_cycles=wake.cycle, held_since=step.held_since or now, turn_queued=now)
+    store().wake_cycle(step, wake.cycle, now)
     sink.emit(RuntimeEvent.of(AgentWake(reason="messages", cycle=wake.cycle, messages=pending), step.step_id))
     if wake.warn:
         warning = MaxWakeCyclesWarning(cycle=wake.cycle, max=wake.max_cycles)

@@ -35,6 +35,7 @@ from runs.actions.common import router_for
 from runs.actions.offers import start_refusal
 from runs.models import Approval, Claim, Run, Step, ToolCall, Workflow
 from runs.store.events import DjangoEventSink
+from runs.store.sql import store
 from runs.store.unit_of_work import UnitOfWork
 
 
@@ -303,17 +304,17 @@ class DjangoToolHost:
                 )
         step_id = f"worker-{len(workers) + 1}"
         position = (run.steps.aggregate(last=Max("position"))["last"] or 0) + 1
-        Step.objects.create(
-            run=run,
-            step_id=step_id,
-            agent=agent,
-            position=position,
-            depends_on=list(request.depends_on),
-            instructions=request.task,
-            spawned_by=ctx.meta.tool_call_id,
-            tools=list(request.tools),
-            writes=list(request.writes),
-        )
+        worker = {
+            "step_id": step_id,
+            "agent": agent,
+            "position": position,
+            "depends_on": list(request.depends_on),
+            "instructions": request.task,
+            "spawned_by": ctx.meta.tool_call_id,
+            "tools": list(request.tools),
+            "writes": list(request.writes),
+        }
+        store().add_worker_step(run, worker)
         spawned = WorkerSpawned(
             agent=agent,
             task=request.task[:2000],

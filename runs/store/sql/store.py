@@ -16,6 +16,7 @@ from runs.store.sql.messages import MessageStatements
 from runs.store.sql.queued_turns import QueuedTurnStatements
 from runs.store.sql.run_claims import RunClaimStatements
 from runs.store.sql.server import ServerStatements
+from runs.store.sql.step_writes import StepWrites
 from runs.store.sql.turns import TurnStatements
 from runs.store.sql.workers import WorkerStatements
 
@@ -29,5 +30,6 @@ class Store(
     LiveReads,
     ServerStatements,
     WorkerStatements,
+    StepWrites,
 ):
     """Every operation of the store (see the module's docstring)."""
