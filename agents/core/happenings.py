@@ -34,7 +34,11 @@ class StepsChanged:
 @dataclass(frozen=True)
 class CoordinatorFinished:
     """The coordinator said its last word on a run whose steps are all
-    done (its finish wake, or a finalize it had called before)."""
+    done (its finish wake, or a finalize it had called before).
+    ``owes_workers``: its workflow's coordinator must plan workers
+    (coordinator.requireWorkers) and it spawned none."""
+
+    owes_workers: bool = False
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ What happened, and what follows:
 - ``StepEnded`` failed or cancelled: first the failure policy (its dependents
   cancelled or skipped, or with ``abort`` every unfinished step cancelled),
   then a full pass.
-- ``CoordinatorFinished``: the run ends with ``run_end``'s status.
+- ``CoordinatorFinished``: the run ends with ``run_end``'s status, or
+  failed if its coordinator owed workers it never spawned.
 - ``RunFailed``, ``RunCancelled``: the run ends ``failed`` or ``cancelled``.
 - ``ApprovalDecided``, ``DeadlinePassed``: ``gates.py``.
 - ``TurnDue``, ``TurnAnswered`` (a step's turn: maxTurns, the tool caps,
@@ -108,11 +109,19 @@ def decide(state: RunState, happened: Happening) -> tuple[Decision, ...]:
             assert_never(happened)
 
 
+# A workflow whose coordinator must plan workers (coordinator.requireWorkers)
+# fails with this when its steps are all done and it planned none.
+NO_WORKERS = "coordinator: no worker was spawned, and this workflow's coordinator must plan workers (requireWorkers)"
+
+
 def _run_ends(state: RunState, happened: CoordinatorFinished | RunFailed | RunCancelled) -> tuple[EndRun, ...]:
     """A run that has not ended ends: after its coordinator's finish with
-    ``run_end``'s status, after a failure failed, after a cancel cancelled."""
+    ``run_end``'s status (failed if it owed workers), after a failure
+    failed, after a cancel cancelled."""
     if state.ended:
         return ()
+    if isinstance(happened, CoordinatorFinished) and happened.owes_workers:
+        return (EndRun("failed", NO_WORKERS),)
     if isinstance(happened, RunFailed):
         return (EndRun("failed", happened.error),)
     if isinstance(happened, RunCancelled):

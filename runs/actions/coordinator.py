@@ -49,10 +49,6 @@ log = logging.getLogger(__name__)
 # A coordinator wake may call tools and look at their results this many times.
 MAX_COORDINATOR_ROUNDS = 8
 
-
-# A workflow whose coordinator must plan workers (coordinator.requireWorkers)
-# fails with this when its steps are all done and it planned none.
-NO_WORKERS = "coordinator: no worker was spawned, and this workflow's coordinator must plan workers (requireWorkers)"
 # How much of each step's output the "finish" prompt quotes; over the
 # per-invocation budget (options.budget.coordinatorTokens), the compact figure.
 FINISH_OUTPUT_CHARS = 2000
@@ -119,9 +115,8 @@ def _wake(coordinator: Step, steps: list[WakeStep], inbox: list[RouterMessage]) 
                 with transaction.atomic():
                     router_for(run.pk).close(COORDINATOR, DropReason.MAX_WAKE_CYCLES)
             case FinishRun():
-                if workflow_spec(run.workflow).coordinator.require_workers and not _workers(run.pk):
-                    do_fail_run(run.pk, NO_WORKERS)
-                do_finish_run(run.pk)
+                owes = workflow_spec(run.workflow).coordinator.require_workers and not _workers(run.pk)
+                do_finish_run(run.pk, owes_workers=owes)
                 return True
     return False
 

@@ -31,24 +31,27 @@ from runs.store.events import DjangoEventSink
 from runs.store.sql import RunEnd, store
 
 
-def do_finish_run(run_id: int) -> None:
+def do_finish_run(run_id: int, owes_workers: bool = False) -> None:
     """End a run whose steps are all done (see ``finish_locked``)."""
     with transaction.atomic():
         run = _locked(run_id)
         if not run.is_terminal:
-            finish_locked(run)
+            finish_locked(run, owes_workers)
 
 
-def finish_locked(run: Run) -> None:
+def finish_locked(run: Run, owes_workers: bool = False) -> None:
     """End ``run``, running and locked in the caller's transaction (read
     under that lock, or since), whose steps are all done: with the status
-    the state machine decides (machine.CoordinatorFinished). Its ``result``
-    is written with its end."""
+    the state machine decides (machine.CoordinatorFinished; failed if its
+    coordinator ``owes_workers``). Its ``result`` is written with its end."""
     rows = store().end_steps(run.pk)
     workers = [row for row in rows if row.kind != Step.Kind.COORDINATOR]
     steps = [machine.StepState(runtime_id=row.step_id, status=row.status, error=row.error) for row in workers]
     state = machine.RunState(status=run.status, steps=tuple(steps))
-    for end in machine.decide(state, machine.CoordinatorFinished()):
+    for end in machine.decide(state, machine.CoordinatorFinished(owes_workers)):
+        if isinstance(end, machine.EndRun) and owes_workers:
+            _apply_end(run, end)  # a failure of its own: said with an error event
+            return
         if isinstance(end, machine.EndRun):
             run.status = end.status
             if end.error and not run.error:

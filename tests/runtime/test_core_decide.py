@@ -126,3 +126,12 @@ def test_where_the_prefilter_finds_no_step_that_may_start_the_flags_decide_as_th
     happened = data.draw(st.sampled_from([CoordinatorIdle(), StepEnded("s0", "completed")]))
 
     assert machine.decide(flags, happened) == machine.decide(full, happened)
+
+
+@given(st.lists(st.sampled_from(("completed", "failed", "skipped", "cancelled")), max_size=6))
+def test_a_coordinator_that_owed_workers_fails_the_run_whatever_its_steps_did(statuses):
+    steps = tuple(StepState(f"s{n}", status) for n, status in enumerate(statuses))
+
+    (end,) = machine.decide(RunState("running", steps), CoordinatorFinished(owes_workers=True))
+
+    assert (end.status, end.error) == ("failed", machine.NO_WORKERS)
