@@ -142,6 +142,21 @@ def test_it_registers_a_workflow_file_as_the_next_version(data_dir, tmp_path):
     assert (second.returncode, second.stdout.strip()) == (0, "registered mine v2")
 
 
+def test_validate_and_register_print_what_zenweb_accepts_but_does_not_run_yet(data_dir):
+    path = ROOT / "tests" / "workflows" / "zenflow" / "not_run.yaml"
+
+    checked = manage(data_dir, "validate_workflow", str(path))
+    registered = manage(data_dir, "register_workflow", str(path))
+
+    warnings = [
+        f"{path}:14: steps[1].condition: warning: accepted; not run by zenweb yet: "
+        "condition (a false one would skip the step)",
+        f"{path}:15: steps[1].retries: warning: accepted; not run by zenweb yet: retries of a failed step",
+    ]
+    assert (checked.returncode, checked.stdout.splitlines()[1:]) == (0, warnings)
+    assert (registered.returncode, registered.stdout.splitlines()) == (0, ["registered not-run-yet v1", *warnings])
+
+
 def test_it_refuses_to_register_an_invalid_workflow_listing_every_problem(data_dir, tmp_path):
     path = tmp_path / "broken.yaml"
     path.write_text(

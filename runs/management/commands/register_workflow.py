@@ -4,8 +4,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from agents.spec import WorkflowValidationError
-from runs.actions.catalog import do_register_workflow
+from agents.spec import WorkflowValidationError, workflow_warnings
+from runs.actions.catalog import do_register_workflow, workflow_spec
 
 
 class Command(BaseCommand):
@@ -25,3 +25,6 @@ class Command(BaseCommand):
             # Every problem, one per line, as file:line: field: message.
             raise CommandError(f"{len(exc.problems)} problem(s):\n{exc}") from None
         self.stdout.write(f"{'registered' if created else 'unchanged '} {workflow}")
+        # What it uses that zenweb accepts but does not run yet: no run of it starts.
+        for warning in workflow_warnings(workflow_spec(workflow), text, path):
+            self.stdout.write(str(warning))
