@@ -31,6 +31,8 @@ JUDGE_LOOP = "runs.tasks.judge_loop"
 DELIVER_CHILD_RESULT = "runs.tasks.deliver_child_result"
 EXECUTE_APPROVED_CALL = "runs.tasks.execute_approved_call"
 EXECUTE_TOOL_CALL = "runs.tasks.execute_tool_call"
+EMAIL_APPROVERS = "runs.tasks.email_approvers"
+POST_APPROVAL_WEBHOOK = "runs.tasks.post_approval_webhook"
 
 NAMES = (
     START_RUN,
@@ -43,6 +45,8 @@ NAMES = (
     DELIVER_CHILD_RESULT,
     EXECUTE_APPROVED_CALL,
     EXECUTE_TOOL_CALL,
+    EMAIL_APPROVERS,
+    POST_APPROVAL_WEBHOOK,
 )
 
 # Messages a batch publishes per round trip to Redis. Workers take the first

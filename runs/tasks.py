@@ -19,12 +19,15 @@ import random
 import time
 
 from celery import Task, shared_task
+from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 
 from runs import actions, leases, queue
 from runs.actions.approvals import do_execute_approved_call
 from runs.actions.children import do_deliver_child_result
 from runs.actions.coordinator import release_wake
+from runs.actions.notifications import WebhookFailed, do_email_approvers, do_post_webhook, record_webhook_failure
+from runs.actions.notifications import retry_delay as webhook_retry_delay
 from runs.actions.step_ends import do_judge_loop, do_stop_waiting_step
 from runs.actions.tool_tasks import do_execute_tool_call, do_fail_tool_call, release_call
 from runs.store.sql.errors import connection_lost
@@ -223,6 +226,28 @@ def deliver_child_result(child_run_id: int) -> None:
 @shared_task
 def execute_approved_call(approval_id: int) -> None:
     do_execute_approved_call(approval_id)
+
+
+@shared_task
+def email_approvers(approval_id: int) -> None:
+    do_email_approvers(approval_id)
+
+
+# The webhook task counts its own tries (ZENWEB_APPROVAL_WEBHOOK_ATTEMPTS): no Celery limit.
+@shared_task(bind=True, max_retries=None)
+def post_approval_webhook(self: Task, approval_id: int) -> None:
+    """POST the approval's webhook; retry with backoff while the receiver
+    fails, then record the failure on the run (which goes on either way)."""
+    attempt = self.request.retries + 1
+    try:
+        do_post_webhook(approval_id)
+    except WebhookFailed as exc:
+        if attempt >= settings.ZENWEB_APPROVAL_WEBHOOK_ATTEMPTS:
+            record_webhook_failure(approval_id, str(exc), attempt)
+            return
+        delay = webhook_retry_delay(attempt)
+        log.warning("approval %d: webhook try %d failed (%s); next in %.1fs", approval_id, attempt, exc, delay)
+        raise self.retry(countdown=delay) from None
 
 
 @shared_task(**RETRYING)

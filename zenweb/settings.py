@@ -382,6 +382,37 @@ ZENWEB_SECRET_VALUES = _secret_values()
 # single-person install: they can where one approval is required (never
 # under the two-person rule); the approvals page says so.
 ZENWEB_ALLOW_SELF_APPROVAL = env_bool("ZENWEB_ALLOW_SELF_APPROVAL", False)
+# Approvers are told when something waits for them (runs/actions/notifications.py):
+# an email each, and a signed JSON POST when a webhook URL is set. Links to
+# the run page are absolute under ZENWEB_BASE_URL (e.g. https://zen.example.com).
+ZENWEB_BASE_URL = env_str("ZENWEB_BASE_URL").rstrip("/")
+ZENWEB_APPROVAL_WEBHOOK_URL = env_str("ZENWEB_APPROVAL_WEBHOOK_URL")
+ZENWEB_APPROVAL_WEBHOOK_SECRET = env_str("ZENWEB_APPROVAL_WEBHOOK_SECRET")
+ZENWEB_APPROVAL_WEBHOOK_ATTEMPTS = env_int("ZENWEB_APPROVAL_WEBHOOK_ATTEMPTS", 5)
+ZENWEB_APPROVAL_WEBHOOK_RETRY_SECONDS = env_float("ZENWEB_APPROVAL_WEBHOOK_RETRY_SECONDS", 10.0)
+if ZENWEB_APPROVAL_WEBHOOK_URL and not ZENWEB_APPROVAL_WEBHOOK_URL.startswith(("http://", "https://")):
+    raise ImproperlyConfigured("ZENWEB_APPROVAL_WEBHOOK_URL must be an http:// or https:// address")
+if ZENWEB_APPROVAL_WEBHOOK_URL and len(ZENWEB_APPROVAL_WEBHOOK_SECRET) < 16:
+    raise ImproperlyConfigured(
+        "ZENWEB_APPROVAL_WEBHOOK_URL needs ZENWEB_APPROVAL_WEBHOOK_SECRET (16 characters or more) to sign its posts"
+    )
+if ZENWEB_APPROVAL_WEBHOOK_ATTEMPTS < 1 or ZENWEB_APPROVAL_WEBHOOK_RETRY_SECONDS < 0:
+    raise ImproperlyConfigured(
+        "ZENWEB_APPROVAL_WEBHOOK_ATTEMPTS must be at least 1 and ZENWEB_APPROVAL_WEBHOOK_RETRY_SECONDS not negative"
+    )
+# Django's email settings, for the approvers' emails. Without EMAIL_HOST (or
+# an EMAIL_BACKEND) the emails are written to the process's output.
+EMAIL_HOST = env_str("EMAIL_HOST")
+EMAIL_BACKEND = env_str("EMAIL_BACKEND") or (
+    "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.console.EmailBackend"
+)
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 10.0)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "zenweb@localhost")
 # Runs one person may have under way at once (pending, running or waiting
 # for approval; runs started by their runs' tool calls not counted): past
 # it a new run or command is refused, before any model is asked, so that a

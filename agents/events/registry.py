@@ -57,6 +57,7 @@ EventType = Literal[
     "approval_requested",
     "approval_decided",
     "approval_lapsed",
+    "notification_failed",
     "tool_started",
     "tool_result",
     "run_resumed",

@@ -127,6 +127,16 @@ class ApprovalLapsed(EventData):
     reason: str
 
 
+class NotificationFailed(EventData):
+    """An approval's email or webhook that could not be sent (the run goes on)."""
+
+    type: Literal["notification_failed"] = "notification_failed"
+    approval_id: int
+    channel: Literal["email", "webhook"]
+    error: str
+    attempts: int
+
+
 PAYLOADS: tuple[type[EventData], ...] = (
     ToolCall,
     ToolStarted,
@@ -137,4 +147,5 @@ PAYLOADS: tuple[type[EventData], ...] = (
     ApprovalRequested,
     ApprovalDecided,
     ApprovalLapsed,
+    NotificationFailed,
 )

@@ -20,6 +20,7 @@ from agents.tools.builtin.shell import destructive_reason
 from agents.tools.mcp.config import server_of
 from agents.tools.registry import call_key, has_effects
 from runs.actions.catalog import REGISTRY, workflow_spec
+from runs.actions.notifications import queue_notices
 from runs.models import Approval, Run
 from runs.store.events import DjangoEventSink
 
@@ -69,6 +70,7 @@ def request_approval(
         **({"actions": actions} if actions else {}),
     )
     (sink or DjangoEventSink(run.pk)).emit(RuntimeEvent.of(requested, step_id))
+    queue_notices(approval)
     return approval
 
 

@@ -83,6 +83,7 @@ SAYS: dict[type[EventData], Callable[[Any], str]] = {
     tool.ApprovalRequested: lambda e: f"{e.what}: {e.why}",
     tool.ApprovalDecided: lambda e: f"{e.decision} by {e.by}: {e.reason}",
     tool.ApprovalLapsed: lambda e: e.reason,
+    tool.NotificationFailed: lambda e: f"the {e.channel} to approvers failed after {e.attempts} attempt(s): {e.error}",
     run.RunStuck: lambda e: e.reason,
     run.RunResumed: lambda e: e.reason,
     run.LeaseExpired: lambda e: f"{e.name or f'turn {e.turn}'}: the lease of {e.owner} ran out",
