@@ -482,7 +482,8 @@ document.addEventListener("htmx:oobBeforeSwap", function (e) {
       if (reason && reason.value && !(e.detail.requestConfig && form === e.detail.requestConfig.elt)) typed[form.dataset.approval] = reason.value;
     });
   });
-  document.addEventListener("htmx:afterSettle", function (e) {
+  // On the swap itself, not at settle (20 ms later): nobody sees the field empty.
+  document.addEventListener("htmx:afterSwap", function (e) {
     var card = document.getElementById("run-approvals");
     if (!card || e.detail.elt !== card) return;
     card.querySelectorAll("form.decide[data-approval]").forEach(function (form) {

@@ -12,11 +12,12 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.harness import log_in, screenshot, status
+from tests.browser.harness import ROOT, log_in, screenshot, start_run_from_list, status
 
 pytestmark = pytest.mark.browser
 
 COMMAND = "rm -rf -- build"
+WIPE_TWO = ROOT / "tests" / "workflows" / "approvals" / "wipe_two.yaml"
 
 
 def ask_for_cleanup(page, server) -> str:
@@ -80,3 +81,41 @@ def test_an_approver_rejects_with_a_reason_and_the_run_reads_blocked(open_page, 
     expect(audit).to_contain_text("“not today”")
     asker.wait_for_selector("#run-status[data-status=blocked]")
     assert status(approver) == "blocked"
+
+
+def test_under_the_two_person_rule_the_second_approver_sees_the_first_decision_live_and_keeps_their_reason(
+    open_page, server
+):
+    server.shell(
+        "from runs.actions import do_register_workflow; "
+        f"do_register_workflow(open({str(WIPE_TWO)!r}).read(), {str(WIPE_TWO)!r})"
+    )
+    asker = open_page()
+    log_in(asker, server, user="viewer")
+    start_run_from_list(asker, server, workflow="wipe_two")
+    run_path = asker.url.removeprefix(server.base_url)
+
+    second = open_page()
+    log_in(second, server, next_path=run_path, user="approver")
+    expect(second.locator("#run-approvals .approval-pending")).to_contain_text("0 of 2 decisions")
+    second.locator("#run-approvals input[name=reason]").fill("checked the target")
+
+    first = open_page()
+    log_in(first, server, next_path=run_path, user="admin")
+    first.locator("#run-approvals input[name=reason]").fill("fine by me")
+    first.click("#run-approvals button[value=approve]")
+    expect(first.locator("#no-decision-" + approval_id(first))).to_contain_text("you already decided on this approval")
+
+    # The second approver's card is drawn again live, with the first decision, and what they typed.
+    expect(second.locator("#run-approvals .approval-pending")).to_contain_text("1 of 2 decisions: admin approved")
+    assert second.locator("#run-approvals input[name=reason]").input_value() == "checked the target"
+    second.click("#run-approvals button[value=approve]")
+
+    audit = asker.locator("#run-approvals .approval-decided[data-status=approved] .audit")
+    expect(audit).to_contain_text("admin approved")
+    expect(audit).to_contain_text("approver approved")
+    asker.wait_for_selector("#run-status[data-status=completed]", timeout=30_000)
+
+
+def approval_id(page) -> str:
+    return page.locator("#run-approvals .approval").first.get_attribute("id").removeprefix("run-approval-")

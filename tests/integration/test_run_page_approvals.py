@@ -123,3 +123,15 @@ def test_the_approvals_card_needs_sight_of_the_run(celery_worker, client, owner,
     assert client.get(f"/runs/{run.pk}/approvals/").status_code == 404
     teammate.user_permissions.add(Permission.objects.get(codename="decide_approval"))
     assert client.get(f"/runs/{run.pk}/approvals/").status_code == 200
+
+
+def test_the_requester_may_decide_where_the_operator_allows_self_approval(celery_worker, client, approver, settings):
+    settings.ZENWEB_ALLOW_SELF_APPROVAL = True
+    run = waiting("wipe", approver)
+    client.force_login(approver)
+
+    html = card(client, run)
+
+    assert 'value="approve"' in html and "Your own request" not in html
+    # Never under the two-person rule.
+    assert 'value="approve"' not in card(client, waiting("wipe_two", approver))

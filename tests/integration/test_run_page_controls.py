@@ -84,3 +84,4 @@ def test_a_cancelled_run_reads_who_cancelled_it_and_not_an_error(client, owner):
 
     assert "<strong>Cancelled</strong>: cancelled by owner</div>" in html
     assert "Error:" not in html and 'class="run-error"' not in html
+    assert "status-error" not in html and '<span class="status status-cancelled">cancelled</span>' in html
