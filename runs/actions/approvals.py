@@ -189,7 +189,7 @@ def do_execute_approved_call(approval_id: int) -> None:
         registry, tools = step_tools(spec, step)
         ctx = stored_call_context(call, run, step, in_run=True, destructive_approved=True)
         outcome = registry.call(ctx, call.name, json.dumps(approval.arguments), tools)
-        ToolCall.objects.filter(pk=call.pk).update(bounds=outcome.bounds.as_data() if outcome.bounds else None)
+        store().set_call_bounds(call.pk, outcome.bounds.as_data() if outcome.bounds else None)
         store_artifacts(call, outcome.artifacts)
         deliver_result(
             call,

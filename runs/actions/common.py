@@ -21,7 +21,7 @@ from agents.runner import TurnResult
 from agents.spec import AgentSpec, WorkflowSpec
 from runs import queue
 from runs.actions.catalog import workflow_spec
-from runs.models import Approval, Artifact, Run, Step, ToolCall
+from runs.models import Artifact, Run, Step, ToolCall
 from runs.store.events import DjangoEventSink
 from runs.store.mailboxes import DjangoMailboxStore
 from runs.store.sql import store
@@ -183,10 +183,9 @@ def save_turn(step: Step, result: TurnResult, *, next_turn_queued: bool = False)
         store_artifacts(row, outcome.artifacts)
         if outcome.queued:
             queued.append(row.pk)
-        if outcome.child_run_id:
-            Run.objects.filter(pk=int(outcome.child_run_id)).update(parent_tool_call=row)
-        if outcome.approval_id:
-            Approval.objects.filter(pk=int(outcome.approval_id)).update(tool_call=row)
+        child_run_id = int(outcome.child_run_id) if outcome.child_run_id else None
+        approval_id = int(outcome.approval_id) if outcome.approval_id else None
+        store().link_to_call(row, child_run_id=child_run_id, approval_id=approval_id)
     # Service-backed calls become tasks of their own (runs/actions/tool_tasks.py).
     dispatch_after_commit(queued)
     return unread
@@ -229,15 +228,17 @@ def dispatch_after_commit(call_pks: list[int]) -> None:
 
 def store_artifacts(call: ToolCall, artifacts) -> None:
     """Keep what a tool call produced for people (never sent to the model)."""
-    Artifact.objects.bulk_create(
-        Artifact(
-            run_id=call.run_id,
-            tool_call=call,
-            kind=artifact.kind,
-            title=artifact.title[:200],
-            audience=artifact.audience,
-            source_tool=artifact.source_tool,
-            data=artifact.data,
-        )
-        for artifact in artifacts
+    store().add_artifacts(
+        [
+            Artifact(
+                run_id=call.run_id,
+                tool_call=call,
+                kind=artifact.kind,
+                title=artifact.title[:200],
+                audience=artifact.audience,
+                source_tool=artifact.source_tool,
+                data=artifact.data,
+            )
+            for artifact in artifacts
+        ]
     )

@@ -65,7 +65,7 @@ def do_coordinator_wake(run_id: int) -> None:
     if wake is None:
         # The wake that runs reads what this one was queued for; a later
         # request may queue another (runs/store/sql/runs.py wake_sql).
-        Run.objects.filter(pk=run_id, wake_queued__isnull=False).update(wake_queued=None)
+        store().clear_wake_mark(run_id)
         return
     try:
         while True:
@@ -76,14 +76,14 @@ def do_coordinator_wake(run_id: int) -> None:
             seen = run.wake_requests
             if _wake(coordinator, steps, inbox):
                 return
-            if Run.objects.filter(pk=run_id, wake_requests=seen).update(coordinator_busy=False):
+            if store().release_coordinator(run_id, unless_asked_since=seen):
                 schedule(run_id, idle=True)
                 return
             wake = store().read_wake(run_id)  # messages came meanwhile: read again
     except DoubleDrainError:
         # The run was cancelled or ended while this wake read its inbox; the
         # messages were dropped with their events. Nothing is left to do.
-        Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(coordinator_busy=False)
+        store().release_coordinator(run_id)
     except ProviderError as exc:
         # A call cut off by the run's timeout fails the run for that reason.
         run = Run.objects.select_related("workflow").get(pk=run_id)
@@ -124,7 +124,7 @@ def _wake(coordinator: Step, steps: list[WakeStep], inbox: list[RouterMessage]) 
 def release_wake(run_id: int) -> None:
     """Free the coordinator of a wake that stopped on a lost database
     connection (it was busy until its end): the retried wake can then run."""
-    Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(coordinator_busy=False)
+    store().release_coordinator(run_id)
 
 
 def _coordinator_rounds(
@@ -244,7 +244,7 @@ def _coordinator_rounds(
             if summary is not None:
                 run.result = summary
                 if not ends_run:  # else written with the run's end
-                    Run.objects.filter(pk=run.pk).update(result=summary)
+                    store().set_run_result(run.pk, summary)
             if ends_run:
                 finish_locked(run)
         if result.status == "failed":

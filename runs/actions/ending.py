@@ -98,12 +98,12 @@ def _apply_end(run: Run, end: machine.EndRun) -> None:
     steps are cancelled, their mail dropped as ``end.drop`` says."""
     if end.status == Run.Status.FAILED:
         DjangoEventSink(run.pk).emit(RuntimeEvent.of(Error(error=end.error)))
-    run.status = end.status
-    run.error = end.error
     if end.status == Run.Status.CANCELLED:
         # Stored before the steps stop: their mailboxes read it, and every
         # later send to them drops as workflow-cancelled.
-        run.save(update_fields=["status", "error"])
+        store().set_run_status(run, end.status, error=end.error)
+    else:
+        run.status, run.error = end.status, end.error
     _stop_unfinished_steps(run, _DROPS[end.drop])
     _end_run(run)
 
@@ -222,9 +222,7 @@ def settle_approval(approval: Approval, status: str, reason: str, decisions: tup
     for decision in decisions:
         if isinstance(decision, gates.StartRun):
             # Claimed here, once: the run leaves awaiting_approval exactly one time.
-            if Run.objects.filter(pk=approval.run_id, status=Run.Status.AWAITING_APPROVAL).update(
-                status=Run.Status.PENDING, destructive_approved=True
-            ):
+            if store().approve_run_start(approval.run_id):
                 Approval.objects.filter(pk=approval.pk).update(executed=True)
                 queue.send_after_commit(queue.START_RUN, approval.run_id)
         elif isinstance(decision, gates.RunApprovedCall):

@@ -85,10 +85,10 @@ def do_create_run(
             refusal = active_runs_refusal(user)
             if refusal:
                 raise TooManyRuns(refusal)
-        run = Run.objects.create(workflow=workflow, inputs=values, created_by=user, command=command, mode=mode)
+        made = {"workflow": workflow, "inputs": values, "created_by": user, "command": command, "mode": mode}
+        run = store().create_run(made)
         if spec.destructive:
-            Run.objects.filter(pk=run.pk).update(status=Run.Status.AWAITING_APPROVAL)
-            run.status = Run.Status.AWAITING_APPROVAL
+            store().set_run_status(run, Run.Status.AWAITING_APPROVAL)
             request_workflow_approval(run)
         else:
             queue.send_after_commit(queue.START_RUN, run.pk)

@@ -30,13 +30,8 @@ def deliver_result(
     """Store the late result of ``call``. Call with the run row locked.
     Returns False if the call had its result already. The step's next turn
     sees every result in the order the model asked for the calls."""
-    if not ToolCall.objects.filter(pk=call.pk, status__in=ToolCall.PENDING).update(
-        status=status,
-        ok=status == ToolCall.Status.DONE,
-        result=text,
-        error_kind=error_kind,
-        omitted=omitted,
-    ):
+    result = {"status": status, "ok": status == ToolCall.Status.DONE, "result": text}
+    if not store().deliver_call_result(call.pk, {**result, "error_kind": error_kind, "omitted": omitted}):
         return False
     step = Step.objects.select_for_update().get(pk=call.step_id)
     for message in step.transcript:

@@ -10,7 +10,6 @@ worst a model is asked twice and one answer is thrown away).
 from __future__ import annotations
 
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
@@ -49,7 +48,7 @@ def do_resume_run(run_id: int, reason: str) -> list[str]:
         # A wake that died with its worker left the flag set, a wake task the
         # broker lost its mark; the next wake takes over (a double drain is
         # caught and rolled back).
-        Run.objects.filter(pk=run_id).update(coordinator_busy=False, wake_queued=None)
+        store().reset_coordinator(run_id)
         request_coordinator_wake(run_id)
         DjangoEventSink(run_id).emit(RuntimeEvent.of(RunResumed(reason=reason, steps=nudged)))
     return nudged
@@ -64,11 +63,7 @@ def do_resume_after_restart(reason: str = "zenweb restarted") -> list[int]:
     leases back, queue again the calls that were running, start the pending
     runs and resume the running ones. Returns the ids of the runs touched.
     Only for a process that is the only worker of its database."""
-    live = Q(run__status=Run.Status.RUNNING)
-    Step.objects.filter(live).exclude(lease_owner="").update(lease_owner="", lease_expires=None)
-    ToolCall.objects.filter(live, status=ToolCall.Status.RUNNING).update(
-        status=ToolCall.Status.QUEUED, lease_owner="", lease_expires=None
-    )
+    store().hand_back_live_leases()
     pending = list(Run.objects.filter(status=Run.Status.PENDING).values_list("pk", flat=True))
     for run_id in pending:
         queue.send(queue.START_RUN, run_id)

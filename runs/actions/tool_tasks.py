@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
@@ -45,7 +45,7 @@ from runs.actions.catalog import workflow_spec
 from runs.actions.common import dispatch_after_commit, store_artifacts
 from runs.actions.pending import deliver_result
 from runs.actions.tooling import step_tools, stored_call_context
-from runs.models import Run, Step, ToolCall, ToolExecution
+from runs.models import Run, Step, ToolCall
 from runs.store.events import DjangoEventSink
 from runs.store.journal import DjangoToolJournal
 from runs.store.sql import store
@@ -124,9 +124,7 @@ def release_call(call_pk: int, owner: str) -> None:
     """Queue again a call ``owner`` held when its attempt stopped on a lost
     database connection; that attempt does not count against MAX_ATTEMPTS
     (those are for workers that died)."""
-    ToolCall.objects.filter(pk=call_pk, status=ToolCall.Status.RUNNING, lease_owner=owner).update(
-        status=ToolCall.Status.QUEUED, lease_owner="", lease_expires=None, attempts=F("attempts") - 1
-    )
+    store().requeue_call(call_pk, owner)
 
 
 def _claim(call_pk: int, owner: str) -> ToolCall | None:
@@ -135,13 +133,7 @@ def _claim(call_pk: int, owner: str) -> ToolCall | None:
         call = ToolCall.objects.select_related("run__workflow", "run__created_by", "step").get(pk=call_pk)
         store().lock_run(call.run_id)
         now = timezone.now()
-        if not ToolCall.objects.filter(pk=call_pk, status=ToolCall.Status.QUEUED).update(
-            status=ToolCall.Status.RUNNING,
-            attempts=F("attempts") + 1,
-            lease_owner=owner,
-            lease_expires=now + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS),
-            started=now,
-        ):
+        if not store().claim_call(call_pk, owner, now, now + timedelta(seconds=settings.ZENWEB_LEASE_SECONDS)):
             return None
         call.refresh_from_db(fields=["status", "attempts", "lease_owner", "lease_expires", "started"])
         started = ToolStarted(tool_call_id=call.tool_call_id, name=call.name, attempt=call.attempts, worker=owner)
@@ -155,14 +147,12 @@ def _finish(call: ToolCall, owner: str, outcome: ToolOutcome, status: str, durat
     queued again): then the other attempt delivers."""
     with transaction.atomic():
         store().lock_run(call.run_id)
-        if not ToolCall.objects.filter(pk=call.pk, status=ToolCall.Status.RUNNING, lease_owner=owner).update(
-            bounds=outcome.bounds.as_data() if outcome.bounds else None,
-            duration_ms=duration_ms,
-            counted=outcome.counted,
-            lease_owner="",
-            lease_expires=None,
-            finished=timezone.now(),
-        ):
+        returned = {
+            "bounds": outcome.bounds.as_data() if outcome.bounds else None,
+            "duration_ms": duration_ms,
+            "counted": outcome.counted,
+        }
+        if not store().finish_call(call.pk, owner, returned, timezone.now()):
             return
         store_artifacts(call, outcome.artifacts)
         data = {"name": call.name, "status": status, "ok": outcome.ok, "duration_ms": duration_ms}
@@ -278,18 +268,14 @@ def sweep_tool_calls(now: datetime, owners: Q | None = None) -> int:
         with transaction.atomic():
             store().lock_run(call.run_id)
             # Neither renewed nor taken since it was read.
-            same = Q(lease_owner=call.lease_owner, lease_expires=call.lease_expires)
-            held = Q(same, pk=call.pk, status=ToolCall.Status.RUNNING)
             expired_event = LeaseExpired(tool_call_id=call.tool_call_id, name=call.name, owner=call.lease_owner)
             if call.attempts < MAX_ATTEMPTS:
-                if not ToolCall.objects.filter(held).update(
-                    status=ToolCall.Status.QUEUED, lease_owner="", lease_expires=None
-                ):
+                if not store().expire_call_lease(call, requeue=True):
                     continue
                 DjangoEventSink(call.run_id).emit(RuntimeEvent.of(expired_event, call.step.step_id))
                 dispatch_after_commit([call.pk])
             else:
-                if not ToolCall.objects.filter(held).update(lease_owner="", lease_expires=None):
+                if not store().expire_call_lease(call, requeue=False):
                     continue
                 DjangoEventSink(call.run_id).emit(RuntimeEvent.of(expired_event, call.step.step_id))
                 message = f"{call.name} was lost with its worker {call.attempts} times; it is not tried again"
@@ -308,7 +294,7 @@ def stop_unfinished_calls(run_id: int, why: str, *, cancelled: bool = False) -> 
     now = timezone.now()
     status = ToolCall.Status.CANCELLED if cancelled else ToolCall.Status.FAILED
     for call in pending.select_related("step"):
-        ToolCall.objects.filter(pk=call.pk).update(lease_owner="", lease_expires=None, finished=now)
+        store().close_call_lease(call.pk, now)
         text = failure_text(f"{call.name} was stopped: {why}", RetryHint("unavailable", "finish"))
         deliver_result(
             call,
@@ -318,9 +304,7 @@ def stop_unfinished_calls(run_id: int, why: str, *, cancelled: bool = False) -> 
             event=ToolResult,
             event_data={"name": call.name, "status": status, "ok": False, "error_kind": "unavailable"},
         )
-    ToolExecution.objects.filter(step__run_id=run_id, status=ToolExecution.Status.RUNNING).update(
-        status=ToolExecution.Status.CANCELLED, finished=now
-    )
+    store().cancel_running_executions(run_id, now)
 
 
 def do_fail_tool_call(call_pk: int, error: str) -> None:
@@ -328,7 +312,7 @@ def do_fail_tool_call(call_pk: int, error: str) -> None:
     with transaction.atomic():
         call = ToolCall.objects.select_related("step").get(pk=call_pk)
         store().lock_run(call.run_id)
-        ToolCall.objects.filter(pk=call_pk).update(lease_owner="", lease_expires=None, finished=timezone.now())
+        store().close_call_lease(call_pk, timezone.now())
         _deliver_failure(call, error, "internal")
 
 

@@ -10,11 +10,13 @@ reaches its store through ``runs.store.sql.store()``.
 
 from __future__ import annotations
 
+from runs.store.sql.call_writes import ToolCallWrites
 from runs.store.sql.ends import EndStatements
 from runs.store.sql.live import LiveReads
 from runs.store.sql.messages import MessageStatements
 from runs.store.sql.queued_turns import QueuedTurnStatements
 from runs.store.sql.run_claims import RunClaimStatements
+from runs.store.sql.run_writes import RunWrites
 from runs.store.sql.server import ServerStatements
 from runs.store.sql.step_writes import StepWrites
 from runs.store.sql.turns import TurnStatements
@@ -31,5 +33,7 @@ class Store(
     ServerStatements,
     WorkerStatements,
     StepWrites,
+    RunWrites,
+    ToolCallWrites,
 ):
     """Every operation of the store (see the module's docstring)."""
