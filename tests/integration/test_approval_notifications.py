@@ -103,7 +103,7 @@ def gated_run(owner) -> tuple[Run, Approval]:
 
 
 def test_a_waiting_run_emails_each_approver_once_and_posts_one_signed_webhook(
-    celery_worker, webhook, owner, teammate, approver, second_approver
+    vendor, celery_worker, webhook, owner, teammate, approver, second_approver
 ):
     for user in (owner, teammate, approver, second_approver):
         with_email(user, f"{user.username}@example.com")
@@ -136,7 +136,7 @@ def test_a_waiting_run_emails_each_approver_once_and_posts_one_signed_webhook(
 
 
 def test_a_failing_receiver_is_retried_then_recorded_and_the_run_is_unaffected(
-    celery_worker, webhook, settings, owner, approver
+    vendor, celery_worker, webhook, settings, owner, approver
 ):
     settings.ZENWEB_APPROVAL_WEBHOOK_ATTEMPTS = 3
     receiver = webhook([500])

@@ -283,6 +283,11 @@ def test_dashboards_on_the_same_cursor_share_one_rendering_of_an_update(owner):
             "approve by approver",
         ),
         ("approval_lapsed", {"approval_id": 1, "reason": "step s1 failed"}, "step s1 failed"),
+        (
+            "notification_failed",
+            {"approval_id": 1, "channel": "webhook", "error": "the receiver answered 500", "attempts": 5},
+            "the webhook to approvers failed after 5 attempt(s): the receiver answered 500",
+        ),
         ("lease_expired", {"owner": "w1", "turn": 3}, "turn 3: the lease of w1 ran out"),
         ("run_stuck", {"reason": "no progress for 600 s"}, "no progress"),
     ],
