@@ -164,6 +164,12 @@ class FinishRun:
     done: the run ends (its status: ``CoordinatorFinished``)."""
 
 
+@dataclass(frozen=True)
+class LastRound:
+    """The coordinator has said its last word for this wake (an answer, or
+    finalize): it is not asked again, and the wake goes idle."""
+
+
 Decision = (
     StartSteps
     | StopSteps
@@ -182,5 +188,6 @@ Decision = (
     | ResumeStep
     | CoordinatorRounds
     | FinishRun
+    | LastRound
 )
 TurnDecision = FailStep | NextTurn | WakeAgain | DropMail | CompleteStep | AwaitCalls

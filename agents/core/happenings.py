@@ -168,6 +168,19 @@ class CoordinatorWoke:
     finalized: bool = False
 
 
+@dataclass(frozen=True)
+class CoordinatorAnswered:
+    """A round of the coordinator's wake for ``reason`` is recorded with
+    ``status`` (the runner's); ``finalized``: it called finalize;
+    ``owes_workers``: its workflow's coordinator must plan workers and has
+    spawned none."""
+
+    reason: Literal["plan", "messages", "finish"]
+    status: Literal["continue", "completed", "waiting", "failed"]
+    finalized: bool = False
+    owes_workers: bool = False
+
+
 Happening = (
     RunStarted
     | StepEnded
@@ -182,4 +195,5 @@ Happening = (
     | TurnAnswered
     | ForwardToEnded
     | CoordinatorWoke
+    | CoordinatorAnswered
 )

@@ -26,7 +26,8 @@ What happened, and what follows:
 - ``ForwardToEnded`` (the coordinator forwards to a step that ended): a
   resume, or the message drops: ``resumes.py``.
 - ``CoordinatorWoke``: plan, route its mail (within its wake-cycle cap),
-  or finish the run: ``wakes.py``.
+  or finish the run; ``CoordinatorAnswered``: whether a round was its
+  last word, and ends the run: ``wakes.py``.
 
 Dependents wait while the coordinator is busy or has mail to route (a
 message the finished step sent for them is in their inbox before their first
@@ -42,6 +43,7 @@ from agents.core import gates, resumes, turns, wakes
 from agents.core.decisions import Decision, EndRun, StartSteps, StopSteps, WakeCoordinator
 from agents.core.happenings import (
     ApprovalDecided,
+    CoordinatorAnswered,
     CoordinatorFinished,
     CoordinatorIdle,
     CoordinatorWoke,
@@ -91,18 +93,16 @@ def decide(state: RunState, happened: Happening) -> tuple[Decision, ...]:
             return _schedule(state, finished=None)
         case StepEnded():
             return after_step_end(state, happened)
-        case CoordinatorWoke():
-            return wakes.after_wake(state, happened)
+        case CoordinatorWoke() | CoordinatorAnswered():
+            return wakes.after_coordinator(state, happened)
         case CoordinatorFinished() | RunFailed() | RunCancelled():
             return _run_ends(state, happened)
         case ApprovalDecided():
             return gates.after_approval(happened)
         case DeadlinePassed():
             return gates.after_deadline(happened)
-        case TurnDue():
-            return turns.before_turn(happened)
-        case TurnAnswered():
-            return turns.after_answer(happened)
+        case TurnDue() | TurnAnswered():
+            return turns.after_turn_event(happened)
         case ForwardToEnded():
             return resumes.after_forward(happened)
         case _:

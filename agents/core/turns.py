@@ -19,6 +19,13 @@ from agents.core.decisions import AwaitCalls, CompleteStep, DropMail, FailStep, 
 from agents.core.happenings import ToolUse, TurnAnswered, TurnDue, WakeCount
 
 
+def after_turn_event(happened: TurnDue | TurnAnswered) -> tuple[TurnDecision, ...]:
+    """A turn about to be taken, or one recorded."""
+    if isinstance(happened, TurnDue):
+        return before_turn(happened)
+    return after_answer(happened)
+
+
 def before_turn(due: TurnDue) -> tuple[TurnDecision, ...]:
     """A turn past maxTurns is not taken: the step fails."""
     if due.turn > due.max_turns:

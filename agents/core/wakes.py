@@ -9,16 +9,28 @@ runs/actions/coordinator.py applies it.
 - Every step done (terminal, none resumed) and no mail: it finishes the
   run, gives the run's result first unless it has already; the run ends.
 - Otherwise the wake goes idle (nothing decided).
+
+After each of its rounds (``CoordinatorAnswered``): a round that did not
+fail and answered, or called finalize, is the wake's last; the last round
+of a finish ends the run, unless the coordinator owes workers (then the
+finish after the rounds fails the run for it).
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from agents.core.decisions import CoordinatorRounds, Decision, DropMail, FinishRun
-from agents.core.happenings import CoordinatorWoke
+from agents.core.decisions import CoordinatorRounds, Decision, DropMail, FinishRun, LastRound
+from agents.core.happenings import CoordinatorAnswered, CoordinatorWoke
 from agents.core.state import RunState, all_done
 from agents.core.turns import warning_cycle
+
+
+def after_coordinator(state: RunState, happened: CoordinatorWoke | CoordinatorAnswered) -> tuple[Decision, ...]:
+    """A coordinator wake's rule, or a round's."""
+    if isinstance(happened, CoordinatorWoke):
+        return after_wake(state, happened)
+    return after_round(happened)
 
 
 def after_wake(state: RunState, woke: CoordinatorWoke) -> tuple[Decision, ...]:
@@ -35,6 +47,15 @@ def after_wake(state: RunState, woke: CoordinatorWoke) -> tuple[Decision, ...]:
     if all_done(state):
         return (FinishRun(),) if woke.finalized else (_rounds("finish", woke), FinishRun())
     return ()
+
+
+def after_round(answered: CoordinatorAnswered) -> tuple[Decision, ...]:
+    """What follows one round of the coordinator's wake (see the module's docstring)."""
+    if answered.status == "failed" or not (answered.status == "completed" or answered.finalized):
+        return ()
+    if answered.reason == "finish" and not answered.owes_workers:
+        return (LastRound(), FinishRun())
+    return (LastRound(),)
 
 
 def _rounds(reason: Literal["plan", "messages", "finish"], woke: CoordinatorWoke) -> CoordinatorRounds:

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from agents import coordinator_prompts as prompts
 from agents.core import machine
-from agents.core.decisions import CoordinatorRounds, DropMail, FinishRun
+from agents.core.decisions import CoordinatorRounds, DropMail, FinishRun, LastRound
 from agents.events import Event as RuntimeEvent
 from agents.events.run_events import (
     AgentIdle,
@@ -227,16 +227,19 @@ def _coordinator_rounds(
                 # answer never gets here: it got a hint or failed the run).
                 summary = result.output.strip()[:MAX_MESSAGE_CHARS]
                 uow.sink.emit(RuntimeEvent.of(CoordinatorSynthesis(summary=summary), COORDINATOR))
+            turn.env.workers += sum(1 for call in result.tool_calls if call.name == "spawn_worker" and call.ok)
             # finalize is the coordinator's last word: the model is not asked
             # again to read its "finalized" (a request nobody needs, and tokens).
-            last = result.status != "failed" and (result.status == "completed" or result.finalized is not None)
-            if last:
-                uow.sink.emit(_idle(coordinator))
-            turn.env.workers += sum(1 for call in result.tool_calls if call.name == "spawn_worker" and call.ok)
             # The last round of a finish ends the run in its own transaction
             # (the run locked since uow.lock()), unless the workflow's
             # coordinator owes workers: the wake then fails the run for it.
-            ends_run = reason == "finish" and last and not _owes_workers(turn)
+            answered = machine.CoordinatorAnswered(
+                reason, result.status, result.finalized is not None, _owes_workers(turn)
+            )
+            after = machine.decide(machine.RunState(Run.Status.RUNNING), answered)
+            last, ends_run = LastRound() in after, FinishRun() in after
+            if last:
+                uow.sink.emit(_idle(coordinator))
             # The round's forwards and events go in before the turn is saved, in one statement.
             uow.flush()
             save_turn(coordinator, result)

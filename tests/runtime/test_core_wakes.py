@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agents.core import machine
-from agents.core.decisions import CoordinatorRounds, DropMail, FinishRun
-from agents.core.happenings import CoordinatorWoke
+from agents.core.decisions import CoordinatorRounds, DropMail, FinishRun, LastRound
+from agents.core.happenings import CoordinatorAnswered, CoordinatorWoke
 from agents.core.machine import RunState, StepState
 
 STATUSES = ("pending", "running", "completed", "failed", "skipped", "cancelled")
@@ -56,3 +56,19 @@ def test_mail_that_keeps_coming_is_routed_at_most_cap_times(cap, wakes):
                 routed += 1
                 cycles = decision.cycle
     assert routed == min(cap, wakes)
+
+
+@given(
+    st.sampled_from(["plan", "messages", "finish"]),
+    st.sampled_from(["continue", "completed", "waiting", "failed"]),
+    st.booleans(),
+    st.booleans(),
+)
+def test_a_round_that_answers_or_finalizes_is_the_last_and_a_finishs_last_ends_the_run(
+    reason, status, finalized, owes_workers
+):
+    decisions = machine.decide(RunState("running"), CoordinatorAnswered(reason, status, finalized, owes_workers))
+
+    last = status != "failed" and (status == "completed" or finalized)
+    assert (LastRound() in decisions) == last
+    assert (FinishRun() in decisions) == (last and reason == "finish" and not owes_workers)
