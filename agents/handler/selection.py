@@ -48,7 +48,7 @@ name that input in "missing" and ask in "message".
 Answer with ONLY one JSON object and nothing else:
 {{"_type": "COORDINATOR_SELECTION", "command_received": "<the command>", "workflow_selected": "<name or null>", \
 "workflow_args": {{}}, "status": "<status>", "missing": [], "message": null, "error": null, \
-"clarification_options": []}}"""
+"clarification_options": [], "selection_reason": "<why this workflow, in one sentence>"}}"""
 
 
 @dataclass(frozen=True)
@@ -85,12 +85,15 @@ def plan_selection(
     budget_tokens: int = DEFAULT_BUDGET_TOKENS,
     model: str | None = None,
     chosen: str | None = None,
+    context: dict[str, str] | None = None,
 ) -> SelectionPlan:
     """The request that asks a model to pick a workflow for ``command``.
 
     With ``chosen``, the person already picked the workflow (a clarification
     answered): the model is told so and reads the command's inputs for it;
     the caller passes that workflow's entry alone in ``entries``.
+    ``context`` (goal_focus, workflow_hint, original_query) is shown after
+    the command, as the Executor's, never above what the command says.
 
     The prompt is counted with ``model``'s encoding (``agents.llm.tokens``);
     when the full catalog would push it past ``budget_tokens``, the compact
@@ -100,16 +103,18 @@ def plan_selection(
     check_mode(mode)
     system = _SYSTEM.format(mode=mode)
     full_catalog = _catalog_json(entries, compact=False)
-    messages = _selection_messages(system, _user_message(command, mode, full_catalog, chosen))
+    messages = _selection_messages(system, _user_message(command, mode, full_catalog, chosen, context))
     full_tokens = sent_tokens = tokens.count_messages(messages, model)
     compacted = full_tokens > budget_tokens
     if compacted:
         compact = _catalog_json(entries, compact=True)
-        messages = _selection_messages(system, _user_message(command, mode, compact, chosen))
+        messages = _selection_messages(system, _user_message(command, mode, compact, chosen, context))
         sent_tokens = tokens.count_messages(messages, model)
     variables = {"command": command, "mode": mode, "catalog_json": full_catalog}
     if chosen is not None:
         variables["chosen"] = chosen
+    if context:
+        variables["context_json"] = json.dumps(context, ensure_ascii=False)
     request = CompletionRequest(
         agent=AGENT, messages=messages, model=model, temperature=TEMPERATURE, variables=variables
     )
@@ -178,8 +183,15 @@ def _selection_messages(system: str, user: str) -> list[dict[str, Any]]:
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def _user_message(command: str, mode: str, catalog_json: str, chosen: str | None = None) -> str:
+def _user_message(
+    command: str, mode: str, catalog_json: str, chosen: str | None = None, context: dict[str, str] | None = None
+) -> str:
     message = f"Workflow catalog (JSON):\n{catalog_json}\n\nCurrent mode: {mode}\n\nCommand:\n{command}"
+    if context:
+        message += (
+            "\n\nContext from the Executor (JSON; a workflow_hint never overrides what the command asks for):\n"
+            + json.dumps(context, ensure_ascii=False)
+        )
     if chosen is not None:
         message += (
             f"\n\nThe person chose the workflow {json.dumps(chosen)} for this command:"

@@ -20,6 +20,12 @@ _TTL = re.compile(r"^\s*(\d+)\s*([smhd]?)\s*$", re.I)
 _TTL_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
+SELECTION_REASON = (
+    'Why this workflow: "trigger matched: ..." (its triggers in the command), "name given: ..." '
+    "(the command or the person named it), or the model's own reason."
+)
+
+
 class SelectionError(ValueError):
     """The model's answer is not a usable COORDINATOR_SELECTION; the message says why."""
 
@@ -37,6 +43,18 @@ class ClarificationOption(_Shape):
     would_select: str
 
 
+class CommandContext(_Shape):
+    """What the Executor says with a command, besides the command itself. A
+    ``workflow_hint`` suggests a workflow; it never overrides what the
+    command asks for."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    goal_focus: str | None = Field(default=None, max_length=2000)
+    workflow_hint: str | None = Field(default=None, max_length=200)
+    original_query: str | None = Field(default=None, max_length=4000)
+
+
 class CoordinatorSelection(_Shape):
     """What the model proposes for one command. Nothing runs until ``decide`` agrees."""
 
@@ -49,6 +67,7 @@ class CoordinatorSelection(_Shape):
     message: str | None = None
     error: str | None = None
     clarification_options: list[ClarificationOption] = Field(default_factory=list)
+    selection_reason: str | None = Field(default=None, max_length=2000, description=SELECTION_REASON)
 
     @model_validator(mode="before")
     @classmethod
@@ -109,6 +128,27 @@ class SourcedClaim(_Shape):
         return self.url.strip()
 
 
+class Finding(_Shape):
+    """One thing a workflow found: a claim it recorded, with its source."""
+
+    model_config = ConfigDict(extra="allow")
+
+    claim: str | None = None
+    url: str | None = None
+    source_name: str | None = None
+    confidence: float | None = Field(default=None, ge=0, le=1)
+
+
+class WorkflowOutcome(_Shape):
+    """A run's result as the Executor reads it: what it found, how many
+    sources back it, how long it took, and its final text."""
+
+    findings: list[Finding] = Field(default_factory=list)
+    sources_visited: int = Field(default=0, ge=0, description="Distinct sources (url or source_ref) its claims cite.")
+    duration_ms: int = Field(default=0, ge=0, description="From the run's start to its end.")
+    summary: str = Field(default="", description="The run's final text.")
+
+
 class ToolRun(_Shape):
     tool: str
     status: str
@@ -123,7 +163,7 @@ class CoordinatorResult(_Shape):
     workflow_selected: str | None = None
     workflow_args: dict[str, Any] = Field(default_factory=dict)
     status: ResultStatus
-    result: Any = None
+    result: WorkflowOutcome | None = None
     claims: list[SourcedClaim] = Field(default_factory=list)
     tool_runs: list[ToolRun] = Field(default_factory=list)
     error: str | None = None
@@ -132,6 +172,7 @@ class CoordinatorResult(_Shape):
     missing: list[str] = Field(default_factory=list)
     message: str | None = None
     clarification_options: list[ClarificationOption] = Field(default_factory=list)
+    selection_reason: str | None = Field(default=None, description=SELECTION_REASON)
 
     def to_markdown(self, iteration: int) -> str:
         """The "Executor Iteration" section appended to the Executor's notes, with a claims table."""
@@ -195,11 +236,9 @@ def need_message(missing: list[str]) -> str:
     return f"Need {', '.join(missing)} to continue" if missing else ""
 
 
-def _result_count(result: Any, claims: list[SourcedClaim]) -> int:
-    if isinstance(result, dict) and isinstance(result.get("findings"), list):
-        return len(result["findings"])
-    if isinstance(result, list):
-        return len(result)
+def _result_count(result: WorkflowOutcome | None, claims: list[SourcedClaim]) -> int:
+    if result is not None and result.findings:
+        return len(result.findings)
     return len(claims)
 
 

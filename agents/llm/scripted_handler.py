@@ -102,6 +102,7 @@ def selection(command: str, catalog: list[dict[str, Any]], mode: str, chosen: st
         return answer
     entry = winners[0]
     answer["workflow_selected"] = entry["name"]
+    answer["selection_reason"] = _reason(entry, command, chosen)
     if entry.get("mode") == "code" and mode != "code":
         answer["status"] = "blocked"
         answer["error"] = f"{entry['name']} workflow requires code mode - currently in chat mode"
@@ -121,6 +122,18 @@ def selection(command: str, catalog: list[dict[str, Any]], mode: str, chosen: st
     else:
         answer["status"] = "selected"
     return answer
+
+
+def _reason(entry: dict[str, Any], command: str, chosen: str | None) -> str:
+    """Why ``entry`` was selected: the person chose it, the command names
+    it, or its triggers are in the command."""
+    if chosen is not None:
+        return f"name given: the person chose {chosen}"
+    words = _words(command)
+    if any(_phrase_score(words, phrase) for phrase in _name_phrases(entry["name"])):
+        return f"name given: the command names {entry['name']}"
+    matched = [trigger for trigger in entry.get("triggers", []) if _phrase_score(words, trigger)]
+    return f"trigger matched: {', '.join(matched)}"
 
 
 def mention_score(entry: dict[str, Any], command: str) -> int:

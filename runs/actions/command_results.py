@@ -8,10 +8,14 @@ person's decision before it starts)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from agents.handler import Claim as ClaimData
 from agents.handler import (
     CoordinatorResult,
+    Finding,
     ToolRun,
+    WorkflowOutcome,
     claims_problem,
     error_for_run,
 )
@@ -21,9 +25,10 @@ from runs.models import Command, Run
 NEEDS_APPROVAL = "Destructive operation requires explicit user approval"
 
 
-def coordinator_result(run: Run, text: str | None = None) -> CoordinatorResult:
-    """The COORDINATOR_RESULT of a run as it stands."""
-    text = text if text is not None else run.command
+def coordinator_result(run: Run, command: Command | None = None) -> CoordinatorResult:
+    """The COORDINATOR_RESULT of a run as it stands; ``command``, the run's
+    command if the caller has it, adds its context and selection reason."""
+    text = command.text if command is not None else run.command
     claims = [
         ClaimData(
             claim=c.claim,
@@ -45,30 +50,61 @@ def coordinator_result(run: Run, text: str | None = None) -> CoordinatorResult:
     base = {
         "command_received": text,
         "workflow_selected": run.workflow.name,
-        "workflow_args": run.inputs,
+        "workflow_args": workflow_args(run, command),
         "claims": claims,
         "tool_runs": tool_runs,
+        "selection_reason": (command.selection or {}).get("selection_reason") if command is not None else None,
     }
     if run.status == Run.Status.AWAITING_APPROVAL:
         return CoordinatorResult(**base, status="blocked", error=NEEDS_APPROVAL, requires_approval=True)
     if run.status == Run.Status.BLOCKED:
         return CoordinatorResult(**base, status="blocked", error=run.error, requires_approval=True)
     if run.status == Run.Status.COMPLETED:
+        outcome = workflow_outcome(run, claims)
         problem = claims_problem(claims)
         if problem:
-            return CoordinatorResult(**base, status="blocked", error=problem, requires_retry=True, result=run.result)
-        return CoordinatorResult(**base, status="success", result=run.result)
+            return CoordinatorResult(**base, status="blocked", error=problem, requires_retry=True, result=outcome)
+        return CoordinatorResult(**base, status="success", result=outcome)
     if run.is_terminal:
-        return CoordinatorResult(**base, status="error", error=error_for_run(run.status, run.error), result=run.result)
+        partial = workflow_outcome(run, claims) if run.result or claims else None
+        return CoordinatorResult(**base, status="error", error=error_for_run(run.status, run.error), result=partial)
     # Pending or running: nothing is known yet of how it ends.
     return CoordinatorResult(**base, status="running", result=None)
+
+
+def workflow_args(run: Run, command: Command | None) -> dict[str, Any]:
+    """The run's inputs, with the mode it runs in and the query it answers
+    (the context's ``original_query``, else the command). An input of the
+    same name is kept as given."""
+    context = (command.context if command is not None else None) or {}
+    original = context.get("original_query") or (command.text if command is not None else run.command)
+    extra: dict[str, Any] = {"mode": run.mode}
+    if original:
+        extra["original_query"] = original
+    return extra | run.inputs
+
+
+def workflow_outcome(run: Run, claims: list[ClaimData]) -> WorkflowOutcome:
+    """What the run found (its claims), how many distinct sources they cite,
+    how long it took and its final text."""
+    findings = [
+        Finding(claim=c.claim, url=c.url, source_name=c.source_name or None, confidence=c.confidence) for c in claims
+    ]
+    sources = {c.url or c.source_ref for c in claims if c.url or c.source_ref}
+    duration = run.finished - run.started if run.started and run.finished else None
+    return WorkflowOutcome(
+        findings=findings,
+        sources_visited=len(sources),
+        duration_ms=int(duration.total_seconds() * 1000) if duration else 0,
+        summary=run.result,
+    )
 
 
 def command_result(command: Command) -> CoordinatorResult:
     """A command's COORDINATOR_RESULT as it stands: its run's, if it started
     one, else the answer stored on it."""
     if command.run is not None:
-        return coordinator_result(command.run, command.text)
+        return coordinator_result(command.run, command)
     return CoordinatorResult.model_validate(command.result)
 
 
@@ -78,7 +114,7 @@ def finish_command(run: Run) -> None:
     command = Command.objects.filter(run=run).first()
     if command is None:
         return
-    result = coordinator_result(run, command.text)
+    result = coordinator_result(run, command)
     command.result = result.model_dump(mode="json", by_alias=True)
     command.status = result.status
     command.save(update_fields=["result", "status"])

@@ -20,6 +20,7 @@ from agents.events import Event as RuntimeEvent
 from agents.events.run_events import CatalogCompacted
 from agents.handler import (
     CatalogEntry,
+    CommandContext,
     CoordinatorResult,
     CoordinatorSelection,
     SelectionError,
@@ -30,7 +31,7 @@ from agents.handler import (
 )
 from agents.llm import ProviderError, build_provider
 from runs.actions.catalog import InputError, workflow_spec
-from runs.actions.command_results import NEEDS_APPROVAL
+from runs.actions.command_results import NEEDS_APPROVAL, workflow_args
 from runs.actions.lifecycle import TooManyRuns, active_runs_refusal, do_create_run
 from runs.actions.offers import offered_workflows
 from runs.models import Command, Event, Run, Workflow
@@ -39,25 +40,30 @@ from runs.store.events import DjangoEventSink
 log = logging.getLogger(__name__)
 
 
-def do_command(text: str, *, user=None, mode: str = "chat", chosen: str | None = None) -> Command:
+def do_command(
+    text: str, *, user=None, mode: str = "chat", chosen: str | None = None, context: CommandContext | None = None
+) -> Command:
     """Answer a command: select a workflow, check it, start it. Never raises
     for a bad command; the answer says what was wrong. Raises TooManyRuns
     (and stores no command) when ``user`` may start no run now, before the
     model is asked or when the run would be one too many: a 429, not an
     answer. ``chosen`` names the workflow the person picked from an answer's
-    clarification options: the handler reads the command for its inputs."""
+    clarification options: the handler reads the command for its inputs.
+    ``context`` (the Executor's goal focus, workflow hint, original query)
+    is stored on the command and shown to the model with it."""
     text = text.strip()
+    stored_context = context.model_dump(exclude_none=True) if context is not None else None
     workflows = offered_workflows()
     entries = [CatalogEntry.of(workflow_spec(w)) for w in workflows.values()]
     if chosen is not None:
         entries = [entry for entry in entries if entry.name == chosen]
         if not entries:
             not_offered = CoordinatorResult(command_received=text, status="error", error=f"Unknown workflow: {chosen}")
-            return _answer(Command(text=text, mode=mode, created_by=user), not_offered)
-    plan = plan_selection(text, entries, mode, chosen=chosen)
+            return _answer(Command(text=text, mode=mode, created_by=user, context=stored_context), not_offered)
+    plan = plan_selection(text, entries, mode, chosen=chosen, context=stored_context)
     if plan.compacted:
         log.info("command %r: catalog compacted (%s)", text[:80], plan.event_data())
-    command = Command(text=text, mode=mode, created_by=user, compact_catalog=plan.compacted)
+    command = Command(text=text, mode=mode, created_by=user, compact_catalog=plan.compacted, context=stored_context)
     refusal = active_runs_refusal(user)
     if refusal:  # before the model is asked: its selection could start nothing
         raise TooManyRuns(refusal)
@@ -70,11 +76,25 @@ def do_command(text: str, *, user=None, mode: str = "chat", chosen: str | None =
         return _answer(command, CoordinatorResult(command_received=text, status="error", error=error))
     except SelectionError as exc:
         return _answer(command, CoordinatorResult(command_received=text, status="error", error=str(exc)))
+    selection.selection_reason = _reason(selection, chosen)
     command.selection = selection.model_dump(mode="json", by_alias=True, exclude_none=True)
     decision = decide(selection, entries, mode)
     if decision.result is not None:
+        decision.result.selection_reason = selection.selection_reason
         return _answer(command, decision.result)
     return _start_or_refuse(command, workflows[decision.entry.name], decision.args, plan)
+
+
+def _reason(selection: CoordinatorSelection, chosen: str | None) -> str | None:
+    """Why the workflow was selected: what the model said, else that the
+    person named it; None when nothing was selected."""
+    if selection.selection_reason:
+        return selection.selection_reason
+    if chosen is not None:
+        return f"name given: the person chose {chosen}"
+    if selection.workflow_selected:
+        return "the model selected it without saying why"
+    return None
 
 
 def do_give_inputs(earlier: Command, given: dict[str, str], *, user=None) -> Command:
@@ -87,7 +107,7 @@ def do_give_inputs(earlier: Command, given: dict[str, str], *, user=None) -> Com
     items. Raises TooManyRuns as ``do_command`` does."""
     result = CoordinatorResult.model_validate(earlier.result)
     text = " ".join([earlier.text, *(f"{name}={value}" for name, value in given.items())])
-    command = Command(text=text, mode=earlier.mode, created_by=user)
+    command = Command(text=text, mode=earlier.mode, created_by=user, context=earlier.context)
     refusal = active_runs_refusal(user)
     if refusal:
         raise TooManyRuns(refusal)
@@ -102,7 +122,11 @@ def do_give_inputs(earlier: Command, given: dict[str, str], *, user=None) -> Com
     for name, value in given.items():
         args[name] = [item.strip() for item in value.split(",") if item.strip()] if name in entry.list_inputs else value
     selection = CoordinatorSelection(
-        command_received=text, workflow_selected=entry.name, workflow_args=args, status="selected"
+        command_received=text,
+        workflow_selected=entry.name,
+        workflow_args=args,
+        status="selected",
+        selection_reason=f"name given: inputs given for {entry.name}, which command {earlier.pk} selected",
     )
     command.selection = selection.model_dump(mode="json", by_alias=True, exclude_none=True)
     decision = decide(selection, [entry], earlier.mode)
@@ -168,9 +192,10 @@ def _pending_result(command: Command, run: Run) -> CoordinatorResult:
     return CoordinatorResult(
         command_received=command.text,
         workflow_selected=run.workflow.name,
-        workflow_args=run.inputs,
+        workflow_args=workflow_args(run, command),
         status="blocked" if waiting else "running",
         error=NEEDS_APPROVAL if waiting else None,
         requires_approval=waiting,
         result=None,
+        selection_reason=(command.selection or {}).get("selection_reason"),
     )

@@ -87,7 +87,9 @@ OWN_PATH = {
 
 
 def _amend(operation: dict[str, Any]) -> None:
-    operation["security"] = [{SCHEMES[name]: scopes} for each in operation["security"] for name, scopes in each.items()]
+    # A public operation (the handler shapes' schemas) has none: an empty list says so.
+    security = operation.get("security", [])
+    operation["security"] = [{SCHEMES[name]: scopes} for each in security for name, scopes in each.items()]
     for status, response in operation["responses"].items():
         if status in errors.MEANINGS:
             response["description"] = errors.MEANINGS[status]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from agents.events import EVENT_TYPES
-from agents.handler import CoordinatorResult, ResultStatus
+from agents.handler import CommandContext, CoordinatorResult, ResultStatus
 from runs.models import Approval, Run, ToolCall
 
 MAX_COMMAND_CHARS = 4000
@@ -73,6 +73,12 @@ class CommandRequest(_Request):
 
     command: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_COMMAND_CHARS)]
     mode: Mode = "chat"
+    context: CommandContext | None = Field(
+        default=None,
+        description="What the Executor says with the command (stored on it, shown to the handler's model): "
+        "`goal_focus`, `workflow_hint` (never overrides the command), `original_query` "
+        "(the result's `workflow_args.original_query`).",
+    )
 
 
 class DecideRequest(_Request):

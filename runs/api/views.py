@@ -15,7 +15,9 @@ from django.db.models import F, Q
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from ninja import Query, Router, Status
+from pydantic import BaseModel
 
+from agents.handler import CoordinatorResult, CoordinatorSelection
 from agents.spec import WorkflowValidationError
 from runs.actions import (
     TooManyRuns,
@@ -44,6 +46,11 @@ def _approves(user: Any) -> bool:
 def _is_staff(user: Any) -> bool:
     return user.is_staff
 
+
+SHAPES: dict[str, type[BaseModel]] = {
+    "COORDINATOR_SELECTION": CoordinatorSelection,
+    "COORDINATOR_RESULT": CoordinatorResult,
+}
 
 # by_alias keeps the "_type" alias on COORDINATOR_RESULTs.
 router = Router(by_alias=True)
@@ -75,7 +82,7 @@ def command_create(
     `Accept: text/markdown`: as Markdown."""
     check_command_rate(request)
     try:
-        command = do_command(payload.command, user=request.user, mode=payload.mode)
+        command = do_command(payload.command, user=request.user, mode=payload.mode, context=payload.context)
     except TooManyRuns as exc:
         raise ApiError(429, str(exc), retry_after=exc.retry_after) from None
     return _command_answer(request, response, command, query, final_status=201)
@@ -98,6 +105,22 @@ def command_detail(request: HttpRequest, response: HttpResponse, command_id: int
     if command is None:
         raise ApiError(404, f"command {command_id} not found")
     return _command_answer(request, response, command, query, final_status=200)
+
+
+@router.get(
+    "/schemas/{name}",
+    url_name="shape-schema",
+    auth=None,
+    summary="The JSON Schema of a handler shape (COORDINATOR_SELECTION, COORDINATOR_RESULT)",
+    response={200: dict[str, Any], 400: Invalid, 404: s.Error},
+)
+def shape_schema(request: HttpRequest, name: str) -> dict[str, Any]:
+    """The JSON Schema of COORDINATOR_SELECTION (what the handler's model
+    answers) or COORDINATOR_RESULT (what a command is answered), public."""
+    shape = SHAPES.get(name)
+    if shape is None:
+        raise ApiError(404, f"no schema {name!r}: there are {', '.join(SHAPES)}")
+    return shape.model_json_schema(by_alias=True)
 
 
 @router.get(

@@ -18,6 +18,9 @@ class Command(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="commands"
     )
+    context = models.JSONField(
+        null=True, blank=True, help_text="What the Executor said with it: goal_focus, workflow_hint, original_query."
+    )
     selection = models.JSONField(null=True, blank=True, help_text="The COORDINATOR_SELECTION the model answered.")
     result = models.JSONField(null=True, blank=True, help_text="The COORDINATOR_RESULT, final once the run ends.")
     status = models.CharField(max_length=24, blank=True)

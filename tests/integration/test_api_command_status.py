@@ -80,7 +80,7 @@ def test_a_get_at_once_after_the_post_never_says_success_before_the_run_complete
     assert seen[0][0] == (201 if seen[0][1] == "success" else 202)
     final = client.get(f"/api/commands/{body['id']}?wait=30").json()
     assert (final["status"], final["run"]["status"]) == ("success", "completed")
-    assert "echo: tides" in final["result"]["result"]
+    assert "echo: tides" in final["result"]["result"]["summary"]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -65,7 +65,8 @@ def test_it_starts_a_run_from_a_command_and_reports_its_result(celery_worker, ow
     assert response.status_code in (201, 202)  # final already, or still running
     body = response.json()
     assert body["result"]["workflow_selected"] == "echo"
-    assert body["result"]["workflow_args"] == {"subject": "tides"}
+    assert body["result"]["workflow_args"] == {"subject": "tides", "mode": "chat", "original_query": "echo for tides"}
+    assert body["result"]["selection_reason"] == "name given: the command names echo"
     run = Run.objects.get(pk=body["run"]["id"])
     assert body["run"]["url"] == f"http://testserver/runs/{run.pk}/"
     assert (run.created_by, run.command) == (owner, "echo for tides")
@@ -74,7 +75,7 @@ def test_it_starts_a_run_from_a_command_and_reports_its_result(celery_worker, ow
     later = client.get(f"/api/commands/{body['id']}").json()
     assert later["status"] == "success"
     assert later["run"]["status"] == "completed"
-    assert "echo: tides" in later["result"]["result"]
+    assert "echo: tides" in later["result"]["result"]["summary"]
 
 
 def test_it_refuses_a_command_while_the_caller_has_as_many_runs_under_way_as_allowed(

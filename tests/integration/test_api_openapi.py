@@ -30,6 +30,7 @@ def test_it_serves_an_openapi_document_of_every_route():
         ("/api/approvals", "get"),
         ("/api/approvals/{approval_id}/decide", "post"),
         ("/api/workflows", "post"),
+        ("/api/schemas/{name}", "get"),
     }
     assert set(document["components"]["securitySchemes"]) == {"token", "session"}
     decide = document["paths"]["/api/approvals/{approval_id}/decide"]["post"]
@@ -40,7 +41,8 @@ def test_it_serves_an_openapi_document_of_every_route():
     assert {p["name"] for p in approvals["parameters"]} == {"status", "limit", "before"}
     assert "next" in document["components"]["schemas"]["ApprovalList"]["required"]
     schemas = document["components"]["schemas"]
-    assert set(schemas["CommandRequest"]["properties"]) == {"command", "mode"}
+    assert set(schemas["CommandRequest"]["properties"]) == {"command", "mode", "context"}
+    assert document["paths"]["/api/schemas/{name}"]["get"]["security"] == []  # public
     # Every reference points at something the document defines.
     text = response.content.decode()
     for kind, name in re.findall(r'"#/components/(schemas|responses)/([^"]+)"', text):

@@ -82,7 +82,7 @@ def test_it_shows_a_finished_run_with_its_steps_and_result(celery_worker, owner)
     assert (steps["second"]["status"], steps["second"]["output"]) == ("completed", "second done with tides")
     assert [e["seq"] for e in body["events"]] == list(range(1, run.last_event_seq + 1))
     assert body["events"][0]["type"] == "workflow_start"
-    assert body["coordinator_result"]["result"] == run.result
+    assert body["coordinator_result"]["result"]["summary"] == run.result
 
 
 def test_it_cancels_a_run_for_a_token_holder(django_capture_on_commit_callbacks, owner, teammate):
