@@ -114,3 +114,15 @@ def test_the_run_page_shows_hidden_characters_escaped_and_flagged(client, owner,
     assert FLAG in call_row and "\\u202e" in call_row  # stored as JSON escapes
     assert not any(char in transcript for char in RAW)
     assert FLAG in transcript and OVERRIDE in transcript
+
+
+def test_the_run_pages_approvals_card_shows_a_hidden_command_escaped_and_flagged(client, approver, hidden, relayed):
+    client.force_login(approver)
+
+    for approval in (hidden, relayed):
+        html = client.get(f"/runs/{approval.run_id}/approvals/").content.decode()
+        card = re.search(rf'id="run-approval-{approval.pk}"(.*?)</article>', html, re.S)[1]
+
+        assert not any(char in html for char in RAW)
+        assert '<span class="hidden-flag" role="alert">contains hidden characters: shown escaped</span>' in card
+        assert OVERRIDE in card
