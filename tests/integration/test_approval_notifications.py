@@ -103,19 +103,21 @@ def gated_run(owner) -> tuple[Run, Approval]:
 
 
 def test_a_waiting_run_emails_each_approver_once_and_posts_one_signed_webhook(
-    vendor, celery_worker, webhook, owner, teammate, approver, second_approver
+    vendor, celery_worker, webhook, django_user_model, teammate, approver, second_approver
 ):
-    for user in (owner, teammate, approver, second_approver):
+    root = django_user_model.objects.create_superuser("root", password="root-pass")
+    for user in (teammate, approver, second_approver, root):
         with_email(user, f"{user.username}@example.com")
     receiver = webhook([200])
 
-    run, approval = gated_run(owner)
+    # The requester may decide others' requests, not this one: they are not told.
+    run, approval = gated_run(approver)
 
     wait_for(lambda: len(mail.outbox) >= 2 and receiver.posts)
-    # The approvers, one message each; not the requester, not someone who may not decide.
+    # One message each to those who may decide; not someone without the permission.
     assert sorted(address for message in mail.outbox for address in message.to) == [
         "approver2@example.com",
-        "approver@example.com",
+        "root@example.com",
     ]
     link = f"{BASE_URL}/runs/{run.pk}/"
     for message in mail.outbox:
@@ -127,7 +129,7 @@ def test_a_waiting_run_emails_each_approver_once_and_posts_one_signed_webhook(
     assert payload["link"] == link
     assert (payload["run_id"], payload["approval_id"], payload["workflow"]["name"]) == (run.pk, approval.pk, "gated")
     assert (payload["tool"], payload["arguments"]) == ("run_shell", approval.arguments)
-    assert payload["requested_by"] == "owner"
+    assert payload["requested_by"] == "approver"
     assert SECRET not in body.decode()
     # The run waits for the decision as it would without notices.
     run.refresh_from_db()
