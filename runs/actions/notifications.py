@@ -24,6 +24,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import EmailMessage, get_connection
 from django.urls import reverse
+from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from agents.events.tool_events import NotificationFailed
@@ -73,11 +74,13 @@ def run_link(run_id: int) -> str:
 
 def do_email_approvers(approval_id: int) -> int:
     """Email each approver of ``approval_id`` (one message each, so no one
-    sees the others' addresses); returns how many were sent. A failure of
-    the mail server is logged and recorded on the run."""
+    sees the others' addresses), once: the task that claims ``emailed_at``
+    sends, a redelivered one does nothing. Returns how many were sent. A
+    failure of the mail server is logged and recorded on the run (not tried
+    again: some may have gone out)."""
     approval = _waiting(approval_id)
     recipients = approvers_to_tell(approval) if approval else []
-    if not approval or not recipients:
+    if not approval or not recipients or not _claim_emails(approval_id):
         return 0
     subject, body = email_text(approval)
     messages = [EmailMessage(subject, body, to=[user.email]) for user in recipients]
@@ -196,6 +199,11 @@ def record_failure(approval: Approval, channel: str, error: str, attempts: int) 
     log.warning("approval %d: the %s notice failed after %d attempt(s): %s", approval.pk, channel, attempts, error)
     failed = NotificationFailed(approval_id=approval.pk, channel=channel, error=error[:500], attempts=attempts)
     DjangoEventSink(approval.run_id).emit(RuntimeEvent.of(failed, approval.step_id))
+
+
+def _claim_emails(approval_id: int) -> bool:
+    """Whether this task is the one to email the approvers (the first to ask)."""
+    return bool(Approval.objects.filter(pk=approval_id, emailed_at__isnull=True).update(emailed_at=timezone.now()))
 
 
 def _waiting(approval_id: int) -> Approval | None:

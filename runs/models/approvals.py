@@ -46,6 +46,8 @@ class Approval(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     # Set once, by whoever claims the approved work: it never runs twice.
     executed = models.BooleanField(default=False)
+    # Set once, by the task that emails its approvers: a redelivered task sends none again.
+    emailed_at = models.DateTimeField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:

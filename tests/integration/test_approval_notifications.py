@@ -17,7 +17,7 @@ from django.core.mail.backends.base import BaseEmailBackend
 from runs import queue
 from runs.actions import do_create_run
 from runs.actions.approvals import do_decide
-from runs.actions.notifications import SIGNATURE_HEADER, email_text
+from runs.actions.notifications import SIGNATURE_HEADER, do_email_approvers, email_text
 from runs.models import Approval, Run, Step
 from tests.conftest import register, wait_for
 
@@ -200,6 +200,17 @@ def test_a_mail_server_that_refuses_is_recorded_and_the_run_waits_on(celery_work
     assert (event.data["channel"], event.data["error"]) == ("email", "ConnectionRefusedError: mail server down")
     run.refresh_from_db()
     assert run.status == Run.Status.AWAITING_APPROVAL
+
+
+def test_a_redelivered_email_task_sends_nothing_again(recorded_tasks, owner, approver):
+    with_email(approver, "approver@example.com")
+    run = do_create_run(register("approvals/wipe"), {}, user=owner)
+    approval = run.approvals.get()
+
+    assert do_email_approvers(approval.pk) == 1
+    assert do_email_approvers(approval.pk) == 0
+
+    assert [message.to for message in mail.outbox] == [["approver@example.com"]]
 
 
 def test_the_email_says_when_the_link_is_only_a_path(recorded_tasks, settings, owner):
