@@ -37,12 +37,18 @@ class Waiting:
 def approvals_context(run: Run, user, *, refusal: str = "") -> dict:
     """The run's pending approvals, each with ``refusal`` (why ``user`` may
     not decide it, "" if they may), and its latest decided ones."""
-    approvals = run.approvals.select_related("requested_by").prefetch_related("decisions__user")
+    # One query for a run that asked for none (most runs), whose page loads this too.
+    approvals = list(run.approvals.select_related("requested_by").prefetch_related("decisions__user").order_by("pk"))
     pending = [
         Waiting(approval, decision_refusal(user, approval))
-        for approval in approvals.filter(status=Approval.Status.PENDING).order_by("created")
+        for approval in approvals
+        if approval.status == Approval.Status.PENDING
     ]
-    decided = list(approvals.exclude(status=Approval.Status.PENDING).order_by("-decided_at", "-pk")[:DECIDED_SHOWN])
+    decided = sorted(
+        (approval for approval in approvals if approval.status != Approval.Status.PENDING),
+        key=lambda approval: (approval.decided_at is not None, approval.decided_at, approval.pk),
+        reverse=True,
+    )[:DECIDED_SHOWN]
     return {"run": run, "pending_approvals": pending, "decided_approvals": decided, "decide_error": refusal}
 
 
