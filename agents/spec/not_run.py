@@ -87,7 +87,8 @@ def workflow_warnings(spec: WorkflowSpec, text: str, source: str) -> list[SpecPr
     what is not run yet, and expressions that read what no run gives."""
     lines = _lines(text)
     found = [*not_run(spec), *expression_warnings(spec)]
-    return [SpecProblem(source, line_for(lines, loc), dotted(loc), f"warning: {message}") for loc, message in found]
+    warnings = [SpecProblem(source, line_for(lines, loc), dotted(loc), f"warning: {message}") for loc, message in found]
+    return sorted(warnings, key=lambda w: w.line or 0)
 
 
 def not_run_refusal(spec: WorkflowSpec, text: str, source: str) -> str | None:

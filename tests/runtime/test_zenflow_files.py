@@ -213,7 +213,7 @@ def test_an_until_of_text_stays_zenweb_s_and_an_until_of_cel_is_a_warning(tmp_pa
     legacy_text = text.replace("\"steps.fix.content.contains('LGTM')\"", "LGTM")
     legacy = load_workflow(write(tmp_path, legacy_text, "b.yaml"))
 
-    assert [w.field for w in workflow_warnings(spec, text, "a.yaml")] == ["steps[0].loop.delay", "steps[0].loop.until"]
+    assert [w.field for w in workflow_warnings(spec, text, "a.yaml")] == ["steps[0].loop.until", "steps[0].loop.delay"]
     assert legacy.steps[0].loop.until == "LGTM"
     assert [w.field for w in workflow_warnings(legacy, legacy_text, "b.yaml")] == ["steps[0].loop.delay"]
 
