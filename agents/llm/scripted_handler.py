@@ -3,7 +3,10 @@ the command's words, offline, never guessing.
 
 The workflow is the catalog entry whose name and triggers the command
 mentions most (a typo of one letter in a word of five or more still counts,
-for less); a tie, or no mention, asks which one. Its inputs are what the
+for less); a tie, or no mention, asks which one, the options ranked by how
+many of the command's words each one's name, triggers and description
+share. A command that names a workflow the catalog lacks ("run the X
+workflow") selects it as said, for ``decide`` to answer it is unknown. Its inputs are what the
 command says and nothing else:
 
 - ``name=value`` and ``name: value`` (quoted, or up to the next such pair);
@@ -56,6 +59,11 @@ _OR = re.compile(r"\bor\b", re.I)
 _DANGLING = re.compile(r"(?:\band|&|\+|/)\s*$", re.I)
 _PUNCTUATION = "\"'“”‘’.,!?;:()"
 _TYPO_MIN_LENGTH = 5
+# "Run the X workflow": a command that names a workflow as one.
+_NAMED = re.compile(
+    r"\b(?:run|start|launch|execute|use|trigger)\s+(?:the\s+|a\s+|an\s+|my\s+)?([A-Za-z][\w-]{0,63})\s+(?:workflow|pipeline)\b",
+    re.I,
+)
 
 
 @dataclass
@@ -92,12 +100,18 @@ def selection(command: str, catalog: list[dict[str, Any]], mode: str, chosen: st
         "workflow_selected": None,
         "workflow_args": {},
     }
+    named = named_workflow(command) if not winners else None
+    if named is not None:
+        # "Run the frobnicate workflow" with no frobnicate in the catalog:
+        # selected as said, for decide to answer "Unknown workflow: frobnicate".
+        answer |= {"workflow_selected": named, "status": "selected", "selection_reason": f"name given: {named}"}
+        return answer
     if len(winners) != 1:
         answer["status"] = "needs_clarification"
         answer["message"] = "Which workflow do you mean?"
         answer["clarification_options"] = [
             {"interpretation": entry.get("description") or entry["name"], "would_select": entry["name"]}
-            for entry in (winners or catalog)[:MAX_OPTIONS]
+            for entry in ranked(winners or catalog, command)[:MAX_OPTIONS]
         ]
         return answer
     entry = winners[0]
@@ -122,6 +136,27 @@ def selection(command: str, catalog: list[dict[str, Any]], mode: str, chosen: st
     else:
         answer["status"] = "selected"
     return answer
+
+
+def named_workflow(command: str) -> str | None:
+    """The workflow a command names as one ("run the X workflow"), if it does."""
+    match = _NAMED.search(command)
+    if match is None or match.group(1).lower() in _FRAME_WORDS:
+        return None
+    return match.group(1)
+
+
+def ranked(entries: list[dict[str, Any]], command: str) -> list[dict[str, Any]]:
+    """``entries``, those whose name, triggers and description share the
+    most words with ``command`` first."""
+    words = {word for word in _words(command) if word not in _FRAME_WORDS and word not in _PREPOSITIONS}
+
+    def overlap(entry: dict[str, Any]) -> int:
+        phrases = [*_name_phrases(entry["name"]), *entry.get("triggers", []), entry.get("description") or ""]
+        own = {word for phrase in phrases for word in _words(phrase)}
+        return sum(1 for word in words if word in own or any(_typo_of(word, target) for target in own))
+
+    return sorted(entries, key=lambda entry: -overlap(entry))  # stable: ties keep the catalog's order
 
 
 def _reason(entry: dict[str, Any], command: str, chosen: str | None) -> str:

@@ -62,7 +62,12 @@ def _mcp_tool_roles() -> dict[str, frozenset[Role]]:
 
 
 def do_register_workflow(
-    yaml_text: str, source: str = "<string>", *, also_offered: Iterable[str] = (), from_file: bool = True
+    yaml_text: str,
+    source: str = "<string>",
+    *,
+    also_offered: Iterable[str] = (),
+    from_file: bool = True,
+    ad_hoc: bool = False,
 ) -> tuple[Workflow, bool]:
     """Validate a workflow and store it as the next version of its name.
 
@@ -71,25 +76,32 @@ def do_register_workflow(
     ``also_offered`` names workflow tools registered in the same batch.
     ``from_file=False``: the text came over the API or a form, and
     ``source`` is only its name (includes cannot reach the server's files).
+    ``ad_hoc`` (run_workflow FILE): stored for one run, never offered, and
+    no name's latest version (offers.py); text equal to the latest offered
+    or ad-hoc version reuses it.
     """
     spec = parse_workflow(yaml_text, source, known_tools=known_tool_roles(also_offered), from_file=from_file)
     with transaction.atomic():
-        latest = Workflow.objects.filter(name=spec.name).order_by("-version").first()
+        versions = Workflow.objects.filter(name=spec.name).order_by("-version")
+        newest = versions.first()
+        latest = newest if ad_hoc else versions.exclude(offer=Workflow.Offer.AD_HOC).first()
         if latest and latest.yaml_text == yaml_text:
             return latest, False
         if spec.tool is not None:
             problem = _offer_problem(spec.name, spec.tool.name)
             if problem:
                 raise WorkflowValidationError([SpecProblem(source, _tool_name_line(yaml_text), "tool.name", problem)])
-        version = max(spec.version, latest.version + 1 if latest else 1)
+        version = max(spec.version, newest.version + 1 if newest else 1)
         workflow = Workflow.objects.create(
+            offer=Workflow.Offer.AD_HOC if ad_hoc else Workflow.Offer.LATEST,
             name=spec.name,
             version=version,
             description=spec.description,
             source=source,
             yaml_text=yaml_text,
             spec=spec.to_data(),
-            tool_name=spec.tool.name if spec.tool else "",
+            # An ad-hoc version is offered to no one, agents included.
+            tool_name=spec.tool.name if spec.tool and not ad_hoc else "",
         )
     return workflow, True
 

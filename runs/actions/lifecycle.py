@@ -53,7 +53,13 @@ def active_runs_refusal(user) -> str | None:
 
 
 def do_create_run(
-    workflow: Workflow, inputs: Mapping[str, object], *, user=None, command: str = "", mode: str | None = None
+    workflow: Workflow,
+    inputs: Mapping[str, object],
+    *,
+    user=None,
+    command: str = "",
+    mode: str | None = None,
+    ad_hoc: bool = False,
 ) -> Run:
     """Create a pending run and have a worker start it after commit. A
     destructive workflow waits for approval first (``awaiting_approval``).
@@ -61,13 +67,14 @@ def do_create_run(
     chat mode with InputError, as a command does. None (a caller that names
     the workflow itself: the CLI, the demo) takes the workflow's own.
     TooManyRuns (an InputError) when ``user`` has too many under way;
-    NotOffered (one too) for a version people may not start (offers.py).
+    NotOffered (one too) for a version people may not start (offers.py);
+    ``ad_hoc`` (run_workflow FILE) starts the ad-hoc version it registered.
 
     The count and the creation share one transaction under a lock on the
     person's row, so a burst of starts admits exactly the limit: on
     PostgreSQL SELECT ... FOR UPDATE, on SQLite the write lock every
     transaction takes at BEGIN (transaction_mode IMMEDIATE)."""
-    refusal = start_refusal(workflow)
+    refusal = None if ad_hoc and workflow.offer == Workflow.Offer.AD_HOC else start_refusal(workflow)
     if refusal:
         raise NotOffered(refusal)
     refusal = not_run_yet(workflow)

@@ -22,9 +22,10 @@ class NotOffered(InputError):
 
 
 def _offered(versions: Iterable[Workflow]) -> list[Workflow]:
-    """Of one name's versions, newest first: those that may start."""
+    """Of one name's versions, newest first: those that may start. An ad-hoc
+    version (``run_workflow FILE``) is none of them, nor the latest."""
     offered = []
-    for index, version in enumerate(versions):
+    for index, version in enumerate(v for v in versions if v.offer != Offer.AD_HOC):
         if version.offer == Offer.ENABLED or (version.offer == Offer.LATEST and index == 0):
             offered.append(version)
     return offered
@@ -47,7 +48,9 @@ def offered_workflows() -> dict[str, Workflow]:
 def start_refusal(workflow: Workflow) -> str | None:
     """Why ``workflow`` may not start, saying which version is current; None
     if it may."""
-    versions = list(Workflow.objects.filter(name=workflow.name).order_by("-version"))
+    if workflow.offer == Offer.AD_HOC:
+        return f"{workflow} was stored for one run of its file (run_workflow) and is not offered"
+    versions = list(Workflow.objects.filter(name=workflow.name).exclude(offer=Offer.AD_HOC).order_by("-version"))
     offered = _offered(versions)
     if any(version.pk == workflow.pk for version in offered):
         return None

@@ -338,7 +338,9 @@ class DjangoToolHost:
                 kind="unavailable",
                 action="replan",
             )
-        version = Workflow.objects.filter(name=workflow).order_by("-version").first()
+        version = (
+            Workflow.objects.filter(name=workflow).exclude(offer=Workflow.Offer.AD_HOC).order_by("-version").first()
+        )
         if version is None:
             raise ToolError(f"Unknown workflow {workflow!r}", kind="unavailable", action="replan")
         refusal = start_refusal(version) or not_run_yet(version)  # retired, or not runnable yet

@@ -27,6 +27,9 @@ class Workflow(models.Model):
         LATEST = "latest", "while it is the latest version"
         ENABLED = "enabled", "re-enabled by staff, though older"
         RETIRED = "retired", "retired: never started"
+        # `run_workflow FILE`: kept for the run it started, never offered
+        # (nor counted as a name's latest version).
+        AD_HOC = "ad_hoc", "ad hoc: stored for its run, never offered"
 
     offer = models.CharField(max_length=16, choices=Offer.choices, default=Offer.LATEST)
 

@@ -82,6 +82,9 @@ def test_it_follows_a_run_to_completion(data_dir):
     assert types.index("coordinator_message") < types.index("agent_inbox_drain")
     assert "second says: second got: the subject is tides" in result.stdout
     assert result.stdout.strip().endswith("completed")
+    # The file is stored for its run, not offered to commands (docs/commands-and-approvals.md).
+    with sqlite3.connect(data_dir / "zenweb.sqlite3") as db:
+        assert db.execute("select offer from runs_workflow where name = 'relay'").fetchall() == [("ad_hoc",)]
 
 
 def test_it_exits_non_zero_when_the_run_fails(data_dir):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from runs.actions import NotOffered, do_create_run, do_register_workflow
+from runs.actions import NotOffered, do_create_run, do_register_workflow, offered_workflows
 from runs.actions.commands import do_command
 from runs.models import Run, Workflow
 from tests.integration.api_client import ECHO, api, post
@@ -96,3 +96,33 @@ def test_a_retired_version_is_refused_and_a_re_enabled_older_one_starts(
         "latest",
         "retired",
     ]
+
+
+def test_a_file_run_ad_hoc_is_stored_for_its_run_and_offered_to_no_command(owner, django_capture_on_commit_callbacks):
+    catalog = do_register_workflow(ECHO, "echo.yaml")[0]
+    tried = ECHO.replace("Say the subject back.", "A local edit, tried once.")
+    with django_capture_on_commit_callbacks(execute=False):
+        ad_hoc, created = do_register_workflow(tried, "scratch/echo.yaml", ad_hoc=True)
+        run = do_create_run(ad_hoc, {"subject": "x"}, command="run_workflow scratch/echo.yaml", ad_hoc=True)
+
+        assert (created, ad_hoc.version, ad_hoc.offer) == (True, 2, Workflow.Offer.AD_HOC)
+        assert run.workflow == ad_hoc
+        # The catalog still offers its own version, to commands and the start form.
+        command = do_command("echo for tides", user=owner)
+        assert command.run.workflow == catalog
+        with pytest.raises(NotOffered, match="stored for one run of its file"):
+            do_create_run(ad_hoc, {"subject": "x"}, user=owner)
+
+    # Registering the catalog's text again changes nothing; a new text is the next version.
+    assert do_register_workflow(ECHO, "echo.yaml") == (catalog, False)
+    assert do_register_workflow(ECHO.replace("back.", "back!"), "echo.yaml")[0].version == 3
+
+
+def test_a_file_run_ad_hoc_of_a_new_name_is_not_in_the_catalog(owner, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        scratch = do_register_workflow(ECHO.replace("name: echo", "name: scratch"), "scratch.yaml", ad_hoc=True)[0]
+        do_create_run(scratch, {"subject": "x"}, ad_hoc=True)
+        command = do_command("Run the scratch workflow for tides", user=owner)
+
+    assert (command.status, command.result["error"]) == ("error", "Unknown workflow: scratch")
+    assert "scratch" not in offered_workflows()

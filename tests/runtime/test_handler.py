@@ -133,6 +133,23 @@ def test_it_lists_every_tied_workflow_as_an_option(catalog):
     assert [o.would_select for o in decision.result.clarification_options] == ["research", "memory_query"]
 
 
+def test_it_ranks_the_options_by_how_well_each_workflow_matches_the_command(catalog):
+    decision = handle("retrieve it from memory", catalog)
+
+    assert decision.result.status == "needs_clarification"
+    options = [o.would_select for o in decision.result.clarification_options]
+    assert options[0] == "memory_query"
+    assert sorted(options) == sorted(["research", "file_read", "file_write_edit", "memory_query", "delete_files"])
+
+
+def test_offline_a_command_naming_a_workflow_the_catalog_lacks_is_unknown(catalog):
+    decision = handle("Please run the teleport workflow to Mars", catalog)
+
+    assert decision.entry is None
+    assert (decision.result.status, decision.result.error) == ("error", "Unknown workflow: teleport")
+    assert handle("run the workflow", catalog).result.status == "needs_clarification"
+
+
 def test_it_reports_an_unknown_workflow_as_an_error_and_starts_nothing(catalog):
     decision = decide(selected("teleport", query="x"), catalog, "chat")
 

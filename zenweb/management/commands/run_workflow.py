@@ -36,8 +36,9 @@ class Command(BaseCommand):
         except OSError as exc:
             raise CommandError(f"{path}: cannot read: {exc.strerror}") from None
         try:
-            workflow, _ = actions.do_register_workflow(text, path)
-            run = actions.do_create_run(workflow, values, command=f"run_workflow {path}")
+            # Stored for this run only: a file tried out is not offered to commands.
+            workflow, _ = actions.do_register_workflow(text, path, ad_hoc=True)
+            run = actions.do_create_run(workflow, values, command=f"run_workflow {path}", ad_hoc=True)
         except WorkflowValidationError as exc:
             raise CommandError(f"{path} is not a valid workflow:\n{exc}", returncode=2) from None
         except actions.InputError as exc:
