@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0022_command_context'),
+        ('runs', '0023_approval_emailed_at'),
     ]
 
     operations = [
