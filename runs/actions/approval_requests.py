@@ -23,6 +23,7 @@ from runs.actions.catalog import REGISTRY, workflow_spec
 from runs.actions.notifications import queue_notices
 from runs.models import Approval, Run
 from runs.store.events import DjangoEventSink
+from runs.store.sql import store
 
 
 def arguments_hash(subject: dict[str, Any]) -> str:
@@ -47,18 +48,20 @@ def request_approval(
     ``sink``, a turn's, else written at once). Call inside the transaction
     that pauses the work."""
     policy = workflow_spec(run.workflow).approval
-    approval = Approval.objects.create(
-        run=run,
-        kind=kind,
-        step_id=step_id,
-        what=what,
-        why=why,
-        arguments=arguments,
-        actions=actions or [],
-        arguments_hash=arguments_hash(subject),
-        requested_by=run.created_by,
-        required_approvals=policy.approvers,
-        expires_at=timezone.now() + timedelta(seconds=policy.expires_after) if policy.expires_after else None,
+    approval = store().create_approval(
+        {
+            "run": run,
+            "kind": kind,
+            "step_id": step_id,
+            "what": what,
+            "why": why,
+            "arguments": arguments,
+            "actions": actions or [],
+            "arguments_hash": arguments_hash(subject),
+            "requested_by": run.created_by,
+            "required_approvals": policy.approvers,
+            "expires_at": timezone.now() + timedelta(seconds=policy.expires_after) if policy.expires_after else None,
+        }
     )
     # "actions" is stored only when there are some.
     requested = ApprovalRequested(

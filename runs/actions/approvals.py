@@ -74,9 +74,8 @@ def do_decide(approval_id: int, user, decision: str, reason: str, seen_hash: str
             raise ApprovalError("you already decided on this approval")
         if decision == "approve" and approval.requested_by_id == user.pk:
             _refuse_self_approval(approval)
-        ApprovalDecision.objects.create(
-            approval=approval, user=user, decision=decision, reason=reason, arguments_hash=approval.arguments_hash
-        )
+        decided_by = {"approval": approval, "user": user, "decision": decision, "reason": reason}
+        store().add_approval_decision({**decided_by, "arguments_hash": approval.arguments_hash})
         approvals = approval.decisions.filter(decision="approve").count()
         decided = ApprovalDecided(
             approval_id=approval.pk,
@@ -163,9 +162,7 @@ def do_execute_approved_call(approval_id: int) -> None:
         return
     with transaction.atomic():
         store().lock_run(approval.run_id)
-        if not Approval.objects.filter(pk=approval.pk, status=Approval.Status.APPROVED, executed=False).update(
-            executed=True
-        ):
+        if not store().mark_approval_executed(approval.pk, only_approved=True):
             return
         run = Run.objects.select_related("workflow", "created_by").get(pk=approval.run_id)
         step: Step = Step.objects.get(pk=call.step_id)

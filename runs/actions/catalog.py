@@ -18,6 +18,7 @@ from agents.tools import Role, default_registry
 from agents.tools.mcp import servers as mcp_servers
 from agents.tools.workflows import WORKFLOW_TOOL_ROLES
 from runs.models import Workflow
+from runs.store.sql import store
 
 # The built-in tools: what a workflow may name, and what its steps call.
 REGISTRY = default_registry()
@@ -92,16 +93,18 @@ def do_register_workflow(
             if problem:
                 raise WorkflowValidationError([SpecProblem(source, _tool_name_line(yaml_text), "tool.name", problem)])
         version = max(spec.version, newest.version + 1 if newest else 1)
-        workflow = Workflow.objects.create(
-            offer=Workflow.Offer.AD_HOC if ad_hoc else Workflow.Offer.LATEST,
-            name=spec.name,
-            version=version,
-            description=spec.description,
-            source=source,
-            yaml_text=yaml_text,
-            spec=spec.to_data(),
-            # An ad-hoc version is offered to no one, agents included.
-            tool_name=spec.tool.name if spec.tool and not ad_hoc else "",
+        workflow = store().create_workflow(
+            {
+                "offer": Workflow.Offer.AD_HOC if ad_hoc else Workflow.Offer.LATEST,
+                "name": spec.name,
+                "version": version,
+                "description": spec.description,
+                "source": source,
+                "yaml_text": yaml_text,
+                "spec": spec.to_data(),
+                # An ad-hoc version is offered to no one, agents included.
+                "tool_name": spec.tool.name if spec.tool and not ad_hoc else "",
+            }
         )
     return workflow, True
 

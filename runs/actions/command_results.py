@@ -20,6 +20,7 @@ from agents.handler import (
     error_for_run,
 )
 from runs.models import Command, Run
+from runs.store.sql import store
 
 # What a destructive workflow waiting on a person reports (docs/commands-and-approvals.md).
 NEEDS_APPROVAL = "Destructive operation requires explicit user approval"
@@ -117,4 +118,4 @@ def finish_command(run: Run) -> None:
     result = coordinator_result(run, command)
     command.result = result.model_dump(mode="json", by_alias=True)
     command.status = result.status
-    command.save(update_fields=["result", "status"])
+    store().set_command_result(command)

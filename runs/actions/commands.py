@@ -36,6 +36,7 @@ from runs.actions.lifecycle import TooManyRuns, active_runs_refusal, do_create_r
 from runs.actions.offers import offered_workflows
 from runs.models import Command, Event, Run, Workflow
 from runs.store.events import DjangoEventSink
+from runs.store.sql import store
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +168,7 @@ def _start(command: Command, workflow: Workflow, args: dict, plan: SelectionPlan
         result = _pending_result(command, run)
         command.result = result.model_dump(mode="json", by_alias=True)
         command.status = result.status
-        command.save()
+        store().save_command(command)
 
 
 def catalog_compaction(command: Command) -> dict | None:
@@ -180,7 +181,7 @@ def catalog_compaction(command: Command) -> dict | None:
 def _answer(command: Command, result: CoordinatorResult) -> Command:
     command.result = result.model_dump(mode="json", by_alias=True)
     command.status = result.status
-    command.save()
+    store().save_command(command)
     return command
 
 

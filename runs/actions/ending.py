@@ -211,10 +211,7 @@ def settle_approval(approval: Approval, status: str, reason: str, decisions: tup
     rejection or lapse) and apply what the state machine decides follows
     it (machine.decide with ApprovalDecided: agents/core/gates.py):
     the run starts or ends blocked, the call runs or is refused."""
-    approval.status = status
-    approval.decided_at = timezone.now()
-    approval.reason = reason
-    approval.save(update_fields=["status", "reason", "decided_at"])
+    store().settle_approval(approval, status, reason)
     if status == Approval.Status.LAPSED:
         DjangoEventSink(approval.run_id).emit(
             RuntimeEvent.of(ApprovalLapsed(approval_id=approval.pk, reason=reason), approval.step_id)
@@ -223,7 +220,7 @@ def settle_approval(approval: Approval, status: str, reason: str, decisions: tup
         if isinstance(decision, gates.StartRun):
             # Claimed here, once: the run leaves awaiting_approval exactly one time.
             if store().approve_run_start(approval.run_id):
-                Approval.objects.filter(pk=approval.pk).update(executed=True)
+                store().mark_approval_executed(approval.pk)
                 queue.send_after_commit(queue.START_RUN, approval.run_id)
         elif isinstance(decision, gates.RunApprovedCall):
             queue.send_after_commit(queue.EXECUTE_APPROVED_CALL, approval.pk)

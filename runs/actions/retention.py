@@ -23,7 +23,8 @@ from django.db import transaction
 
 from agents import workspace_quota
 from runs.actions.tooling import workspace_of
-from runs.models import Event, Message, Run
+from runs.models import Event, Run
+from runs.store.sql import store
 
 # Runs deleted in one transaction, and events in one statement.
 RUNS_AT_ONCE = 50
@@ -62,12 +63,10 @@ def do_purge_runs(cutoff: datetime) -> Purged:
             return Purged(runs, events)
         for run_id, last_seq in batch:
             for start in range(0, last_seq, EVENTS_AT_ONCE):
-                window = Event.objects.filter(run_id=run_id, seq__gt=start, seq__lte=start + EVENTS_AT_ONCE)
-                events += window.delete()[0]
+                events += store().delete_events(run_id, start, start + EVENTS_AT_ONCE)
         ids = [run_id for run_id, _ in batch]
         with transaction.atomic():
-            Message.objects.filter(run_id__in=ids).delete()
-            Run.objects.filter(pk__in=ids).delete()
+            store().delete_runs(ids)
         for run_id in ids:
             # Its own file system unmounted and its image deleted first (agents/workspace_quota.py).
             workspace_quota.remove(workspace_of(run_id))

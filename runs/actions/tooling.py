@@ -33,7 +33,7 @@ from runs.actions.approval_requests import bound_calls, request_approval, reques
 from runs.actions.catalog import REGISTRY, InputError, check_inputs, not_run_yet, workflow_spec
 from runs.actions.common import router_for
 from runs.actions.offers import start_refusal
-from runs.models import Approval, Claim, Run, Step, ToolCall, Workflow
+from runs.models import Approval, Run, Step, ToolCall, Workflow
 from runs.store.events import DjangoEventSink
 from runs.store.sql import store
 from runs.store.unit_of_work import UnitOfWork
@@ -193,6 +193,10 @@ def stored_call_context(
     )
 
 
+# A claim's source fields, each "" when the claim leaves it out.
+CLAIM_SOURCE = ("source_name", "source_domain", "url", "title", "source_type", "source_ref")
+
+
 class DjangoToolHost:
     """The run store for tools that change a run's shape. Called inside the
     transaction that records the turn, with the run row locked."""
@@ -219,19 +223,17 @@ class DjangoToolHost:
 
     def record_claim(self, ctx: ToolContext, claim: dict[str, Any]) -> str:
         ttl = claim.get("ttl") or ""
-        row = Claim.objects.create(
-            run_id=self.run_id,
-            step_id=ctx.step_id,
-            claim=claim["claim"],
-            confidence=claim["confidence"],
-            source_name=claim.get("source_name") or "",
-            source_domain=claim.get("source_domain") or "",
-            url=claim.get("url") or "",
-            title=claim.get("title") or "",
-            source_type=claim.get("source_type") or "",
-            source_ref=claim.get("source_ref") or "",
-            ttl=ttl,
-            expires_at=timezone.now() + ttl_delta(ttl) if ttl else None,
+        source = {name: claim.get(name) or "" for name in CLAIM_SOURCE}
+        row = store().add_claim(
+            {
+                "run_id": self.run_id,
+                "step_id": ctx.step_id,
+                "claim": claim["claim"],
+                "confidence": claim["confidence"],
+                **source,
+                "ttl": ttl,
+                "expires_at": timezone.now() + ttl_delta(ttl) if ttl else None,
+            }
         )
         recorded = ClaimRecorded(claim_id=row.pk, claim=row.claim[:500], confidence=row.confidence, url=row.url[:500])
         self.sink.emit(RuntimeEvent.of(recorded, ctx.step_id))
@@ -351,14 +353,16 @@ class DjangoToolHost:
         except InputError as exc:
             raise ToolError(str(exc), kind="invalid_call", action="correct_call") from None
         spec = workflow_spec(version)
-        child = Run.objects.create(
-            workflow=version,
-            inputs=values,
-            created_by=parent.created_by,
-            command=f"tool call {ctx.meta.tool_call_id} of run {parent.pk} (step {ctx.step_id})",
-            # A destructive workflow called as a tool passes the same gate as
-            # one a person starts: it waits for its own approval.
-            status=Run.Status.AWAITING_APPROVAL if spec.destructive else Run.Status.PENDING,
+        child = store().create_run(
+            {
+                "workflow": version,
+                "inputs": values,
+                "created_by": parent.created_by,
+                "command": f"tool call {ctx.meta.tool_call_id} of run {parent.pk} (step {ctx.step_id})",
+                # A destructive workflow called as a tool passes the same gate as
+                # one a person starts: it waits for its own approval.
+                "status": Run.Status.AWAITING_APPROVAL if spec.destructive else Run.Status.PENDING,
+            }
         )
         # The ToolCall row is written with the turn, after this; save_turn links it.
         linked = ChildRunLinked(

@@ -15,6 +15,7 @@ from runs.store.sql.ends import EndStatements
 from runs.store.sql.live import LiveReads
 from runs.store.sql.messages import MessageStatements
 from runs.store.sql.queued_turns import QueuedTurnStatements
+from runs.store.sql.record_writes import RecordWrites
 from runs.store.sql.run_claims import RunClaimStatements
 from runs.store.sql.run_writes import RunWrites
 from runs.store.sql.server import ServerStatements
@@ -35,5 +36,6 @@ class Store(
     StepWrites,
     RunWrites,
     ToolCallWrites,
+    RecordWrites,
 ):
     """Every operation of the store (see the module's docstring)."""
