@@ -24,7 +24,6 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import EmailMessage, get_connection
 from django.urls import reverse
-from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from agents.events.tool_events import NotificationFailed
@@ -32,6 +31,7 @@ from agents.hidden_characters import escape_hidden
 from runs import queue
 from runs.models import Approval
 from runs.store.events import DjangoEventSink
+from runs.store.sql import store
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +203,7 @@ def record_failure(approval: Approval, channel: str, error: str, attempts: int) 
 
 def _claim_emails(approval_id: int) -> bool:
     """Whether this task is the one to email the approvers (the first to ask)."""
-    return bool(Approval.objects.filter(pk=approval_id, emailed_at__isnull=True).update(emailed_at=timezone.now()))
+    return store().mark_approval_emailed(approval_id)
 
 
 def _waiting(approval_id: int) -> Approval | None:

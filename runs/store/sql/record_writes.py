@@ -34,6 +34,12 @@ class RecordWrites(Statements):
             rows = rows.filter(status=Approval.Status.APPROVED, executed=False)
         return bool(rows.update(executed=True))
 
+    def mark_approval_emailed(self, approval_id: int) -> bool:
+        """Approval ``approval_id``'s approvers are being emailed now, unless
+        they were already: whether this call is the one to email them."""
+        rows = Approval.objects.filter(pk=approval_id, emailed_at__isnull=True)
+        return bool(rows.update(emailed_at=timezone.now()))
+
     def save_command(self, command: Command) -> None:
         """``command`` with its answer (its result and status): made, or written again."""
         command.save()
