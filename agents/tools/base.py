@@ -243,7 +243,7 @@ class Tool:
         if self.result_model is not None:
             result = {"name": self.result_model.__name__, "schema": self.result_model.model_json_schema()}
         else:
-            result = {"name": "Text", "schema": {"type": "string"}}
+            result = {"name": "Text", "schema": {"type": "string", "description": "Plain text, read as it is."}}
         server_data = []
         for kind, audience in self.server_data:
             model = ARTIFACT_SCHEMAS.get(kind)

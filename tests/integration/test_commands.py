@@ -7,9 +7,11 @@ import os
 import sqlite3
 import subprocess
 import sys
+from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.core.management import CommandError, call_command
 
 from tests.conftest import WORKFLOWS
 
@@ -131,6 +133,22 @@ def test_it_exports_the_tool_schemas(data_dir, tmp_path):
     # The schema is the one the model sees: the injected workspace path is not in it.
     assert set(tools["zenweb.files.write_file"]["payload"]["schema"]["properties"]) == {"path", "content"}
     assert tools["zenweb.research.search"]["server_data"][0]["kind"] == "table"
+    # A tool's result model is its result schema (tests/runtime/test_tool_result_schemas.py).
+    assert tools["zenweb.files.read_file"]["result"]["name"] == "ReadFileResult"
+
+
+@pytest.mark.django_db
+def test_it_exports_the_tool_schemas_to_a_path_given_as_an_argument(tmp_path):
+    output = tmp_path / "schemas.json"
+    stdout = StringIO()
+
+    call_command("export_tool_schemas", str(output), stdout=stdout)
+
+    assert stdout.getvalue().startswith("wrote ") and stdout.getvalue().strip().endswith(str(output))
+    search = next(t for t in json.loads(output.read_text())["tools"] if t["id"] == "zenweb.research.search")
+    assert search["result"]["schema"]["$defs"]["SearchFinding"]["required"][:3] == ["source_ref", "title", "url"]
+    with pytest.raises(CommandError, match="give the file once"):
+        call_command("export_tool_schemas", str(output), "--output", str(tmp_path / "other.json"))
 
 
 def test_it_registers_a_workflow_file_as_the_next_version(data_dir, tmp_path):

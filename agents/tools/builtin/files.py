@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agents import linear_regex
 from agents.tools.base import Role, Tool, ToolContext, ToolError
+from agents.tools.builtin.result_models import GlobResult, GrepResult, ReadFileResult
 from agents.tools.builtin.workspace import (
     quota_of,
     read_bytes,
@@ -291,6 +292,7 @@ FILE_TOOLS = (
         _read_file,
         tags=("read-only",),
         bounded=True,
+        result_model=ReadFileResult,
     ),
     _tool(
         "write_file",
@@ -317,6 +319,7 @@ FILE_TOOLS = (
         _glob,
         tags=("read-only",),
         bounded=True,
+        result_model=GlobResult,
     ),
     _tool(
         "grep",
@@ -326,5 +329,6 @@ FILE_TOOLS = (
         _grep,
         tags=("read-only",),
         bounded=True,
+        result_model=GrepResult,
     ),
 )

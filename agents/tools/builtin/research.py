@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from agents.tools.base import Role, Tool, ToolContext, ToolError
+from agents.tools.builtin.result_models import SearchResult
 from agents.tools.results import MAX_RESULT_CHARS, Artifact, Bounds, ToolAnswer
 
 CORPUS = Path(__file__).parent / "corpus" / "research.json"
@@ -248,6 +249,7 @@ RESEARCH_TOOLS = (
         toolset="research",
         tags=("read-only",),
         bounded=True,
+        result_model=SearchResult,
         server_data=(("table", "evidence"),),
     ),
     Tool(

@@ -12,9 +12,13 @@ class Command(BaseCommand):
     help = "Write every tool's id, description and JSON schemas to tool_schemas.json (Goa-AI's catalog shape)."
 
     def add_arguments(self, parser):
-        parser.add_argument("--output", default="tool_schemas.json", help="file to write, or - for stdout")
+        parser.add_argument("path", nargs="?", help="file to write, or - for stdout (as --output)")
+        parser.add_argument("--output", help="file to write, or - for stdout (default: tool_schemas.json)")
 
-    def handle(self, *args, output: str, **options):
+    def handle(self, *args, path: str | None, output: str | None, **options):
+        if path and output and path != output:
+            raise CommandError(f"give the file once: {path} or --output {output}")
+        output = path or output or "tool_schemas.json"
         registry = catalog_registry()
         text = json.dumps(registry.catalog(), indent=2, sort_keys=True) + "\n"
         if output == "-":
