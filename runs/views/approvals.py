@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
-from runs.actions.approvals import PERMISSION, ApprovalError, do_decide, do_lapse_expired
+from runs.actions.approvals import PERMISSION, ApprovalError, decision_refusal, do_decide, do_lapse_expired
 from runs.models import Approval
 
 
@@ -25,7 +25,11 @@ def approval_list(request: HttpRequest) -> HttpResponse:
         "decisions__user"
     )
     context = {
-        "pending": list(approvals.filter(status=Approval.Status.PENDING).order_by("created")),
+        # Each with why this person may not decide it ("" if they may): the form is only for those who may.
+        "pending": [
+            (approval, decision_refusal(request.user, approval))
+            for approval in approvals.filter(status=Approval.Status.PENDING).order_by("created")
+        ],
         "decided": list(approvals.exclude(status=Approval.Status.PENDING).order_by("-decided_at")[:50]),
         "self_approval": settings.ZENWEB_ALLOW_SELF_APPROVAL,
     }

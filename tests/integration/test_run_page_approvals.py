@@ -135,3 +135,17 @@ def test_the_requester_may_decide_where_the_operator_allows_self_approval(celery
     assert 'value="approve"' in html and "Your own request" not in html
     # Never under the two-person rule.
     assert 'value="approve"' not in card(client, waiting("wipe_two", approver))
+
+
+def test_the_queue_offers_no_second_decision_under_the_two_person_rule(celery_worker, client, owner, approver):
+    run = waiting("wipe_two", owner)
+    client.force_login(approver)
+    client.post(
+        f"/approvals/{run.approvals.get().pk}/decide/",
+        {"decision": "approve", "reason": "one of two", "arguments_hash": run.approvals.get().arguments_hash},
+    )
+
+    html = client.get("/approvals/").content.decode()
+
+    assert "You already decided on this approval." in html
+    assert 'value="approve"' not in html
