@@ -95,7 +95,8 @@ async def test_it_sends_the_status_and_the_rows_of_the_steps_an_update_touched(o
     html = await comm.receive_from(timeout=5)
     rows = await comm.receive_from(timeout=5)
 
-    assert 'id="run-header" hx-swap-oob="true"' in html
+    header = re.search(r'<section [^>]*id="run-header"[^>]*>', html)
+    assert header and 'hx-swap-oob="true"' in header[0] and f'data-status="{run.status}"' in header[0]
     assert 'id="event-list" hx-swap-oob="beforeend"' in html
     assert 'id="last-seq" data-seq="2"' in html
     # The rows come in a frame of their own that starts with them: the HTML
