@@ -35,6 +35,16 @@ class CelError(ValueError):
     """An expression that does not parse, fails to evaluate, or gives the wrong type."""
 
 
+class CelMissingData(CelError):
+    """An expression that reads what its variables lack (a step that has not
+    finished, a key its result has not): zenflow skips a step whose
+    ``condition`` fails so, where it fails a step for any other error."""
+
+
+# celpy's words for a member or key its variables lack.
+_MISSING = ("no such member", "no such key", "no such attribute")
+
+
 @dataclass(frozen=True)
 class Expression:
     """A parsed expression and the variables it reads."""
@@ -97,10 +107,16 @@ def evaluate(text: str, variables: Mapping[str, Any]) -> Any:
     try:
         value = program.evaluate(activation)
     except CELEvalError as exc:
-        raise CelError(f"CEL expression {text!r} failed: {_reason(exc)}") from None
+        raise _failed(text, exc) from None
     if isinstance(value, CELEvalError):
-        raise CelError(f"CEL expression {text!r} failed: {_reason(value)}")
+        raise _failed(text, value)
     return _plain(value)
+
+
+def _failed(text: str, error: Exception) -> CelError:
+    reason = _reason(error)
+    kind = CelMissingData if any(words in reason for words in _MISSING) else CelError
+    return kind(f"CEL expression {text!r} failed: {reason}")
 
 
 def _reason(error: Exception) -> str:

@@ -378,3 +378,27 @@ def clip(text: str) -> str:
 
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
+
+
+def step_conditions(spec: WorkflowSpec) -> dict[tuple[str, ...], str]:
+    """The ``condition`` of each step that has one and runs as a step (not
+    a container, not inside a repeat-until loop: agents.spec.not_run), by
+    its path of step ids (``("deploy", "ship")`` for ``deploy[3].ship``)."""
+    found: dict[tuple[str, ...], str] = {}
+
+    def walk(steps: Sequence[StepSpec], path: tuple[str, ...]) -> None:
+        for step in steps:
+            if step.loop is not None and step.loop.kind == "forEach":
+                walk(step.loop.steps, (*path, step.id))
+            elif step.included is not None:
+                walk(step.included.steps, (*path, step.id))
+            elif step.loop is None and step.include is None and step.condition is not None:
+                found[(*path, step.id)] = step.condition
+
+    walk(spec.steps, ())
+    return found
+
+
+def condition_path(runtime_id: str) -> tuple[str, ...]:
+    """The path of step ids ``step_conditions`` keys a runtime step by."""
+    return tuple(part.id for part in ids.parse(runtime_id))

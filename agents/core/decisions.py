@@ -29,6 +29,16 @@ class StopSteps:
 
 
 @dataclass(frozen=True)
+class SkipStep:
+    """Pending step ``step_id`` does not run: its ``condition`` is false (or
+    reads what no finished step gave), said in its step_skipped event as
+    ``reason``. Its dependents go on as after a completed step."""
+
+    step_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class WakeCoordinator:
     reason: Literal["plan", "finish"]
 
@@ -173,6 +183,7 @@ class LastRound:
 Decision = (
     StartSteps
     | StopSteps
+    | SkipStep
     | WakeCoordinator
     | EndRun
     | StartRun

@@ -29,6 +29,10 @@ What happened, and what follows:
   or finish the run; ``CoordinatorAnswered``: whether a round was its
   last word, and ends the run: ``wakes.py``.
 
+A step about to start whose ``condition`` (CEL) is not true is skipped
+(``SkipStep``; its dependents go on) or, when it fails to evaluate, failed
+with the failure policy after it: ``conditions.py``.
+
 Dependents wait while the coordinator is busy or has mail to route (a
 message the finished step sent for them is in their inbox before their first
 turn). A coordinator that can spawn workers is woken to plan first, and when
@@ -37,10 +41,11 @@ every step is done it is woken to finish. An ended run decides nothing.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal, assert_never
 
-from agents.core import gates, resumes, turns, wakes
-from agents.core.decisions import Decision, EndRun, StartSteps, StopSteps, WakeCoordinator
+from agents.core import conditions, gates, resumes, turns, wakes
+from agents.core.decisions import Decision, EndRun, FailStep, SkipStep, StartSteps, StopSteps, WakeCoordinator
 from agents.core.happenings import (
     ApprovalDecided,
     CoordinatorAnswered,
@@ -58,7 +63,7 @@ from agents.core.happenings import (
     TurnAnswered,
     TurnDue,
 )
-from agents.core.ready import iteration_keys, ready
+from agents.core.ready import DONE, iteration_keys, ready
 from agents.core.state import UNREAD, CoordinatorState, FailurePolicy, RunState, StepState, StepStatus, all_done
 
 __all__ = [
@@ -151,6 +156,9 @@ def _schedule(state: RunState, finished: str | None) -> tuple[Decision, ...]:
         return ()
     decisions: list[Decision] = []
     start = starts_after(state, finished) if finished is not None else full_pass(state)
+    unmet = conditions.first_unmet(state, start) if start and state.conditions else None
+    if unmet is not None:
+        return _after_unmet(state, unmet)
     if start:
         decisions.append(StartSteps(start, needs_run_lock=not caps_cannot_bind(state)))
     if all_done(state):
@@ -158,6 +166,19 @@ def _schedule(state: RunState, finished: str | None) -> tuple[Decision, ...]:
     elif state.coordinator.plans_first:
         decisions.append(WakeCoordinator("plan"))
     return tuple(decisions)
+
+
+def _after_unmet(state: RunState, unmet: SkipStep | FailStep) -> tuple[Decision, ...]:
+    """A step that would start and whose condition is not true: skipped,
+    and a full pass over what that frees (its dependents go on); or failed
+    (the condition did not evaluate), with the failure policy after it."""
+    if isinstance(unmet, SkipStep):
+        return (unmet, *_schedule(state.with_status({unmet.step_id: "skipped"}), finished=None))
+    steps = tuple(
+        s._replace(status="failed", error=unmet.error) if s.runtime_id == unmet.step_id else s for s in state.steps
+    )
+    failed = replace(state, steps=steps)
+    return (unmet, *after_step_end(failed, StepEnded(unmet.step_id, "failed")))
 
 
 def full_pass(state: RunState) -> tuple[str, ...]:
@@ -176,7 +197,7 @@ def starts_after(state: RunState, finished: str) -> tuple[str, ...]:
         s.kind == "step"
         and s.status == "pending"
         and s.runtime_id not in dependents
-        and all(status.get(dep, "pending") == "completed" for dep in s.depends_on)
+        and all(status.get(dep, "pending") in DONE for dep in s.depends_on)
         for s in state.steps
     )
     return _ready(state, among=None if held else dependents)

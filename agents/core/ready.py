@@ -13,6 +13,10 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Protocol, TypeVar
 
 TERMINAL = frozenset({"completed", "failed", "skipped", "cancelled"})
+# A dependency in one of these lets its dependents start: a step skipped for
+# its condition (zenflow's rule); a failure policy's skip reaches every
+# dependent of the failed step at once, so none waits on such a one.
+DONE = frozenset({"completed", "skipped"})
 
 
 class Schedulable(Protocol):
@@ -34,7 +38,7 @@ def ready(
 
     ``status`` maps runtime ids to step statuses (missing means pending) and
     holds ``completed`` for each repeat-until loop that is done. A step may
-    start when every dependency completed, fewer than ``max_running`` steps
+    start when every dependency completed (or was skipped: ``DONE``), fewer than ``max_running`` steps
     run, and in each enclosing forEach loop its iteration is already under way
     or fewer than the loop's ``max_concurrency`` iterations are.
 
@@ -51,7 +55,7 @@ def ready(
         for step in steps
         if (among is None or step.runtime_id in among)
         and state(step.runtime_id) == "pending"
-        and all(state(dep) == "completed" for dep in step.depends_on)
+        and all(state(dep) in DONE for dep in step.depends_on)
     ]
     if room <= 0 or not candidates:
         return []

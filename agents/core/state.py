@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal, NamedTuple
 
 from agents.core.ready import TERMINAL
@@ -49,7 +49,10 @@ class RunState:
     a repeat-until loop or a coordinator that spawns workers can add steps
     while the run goes on. ``others_unfinished``: steps left out of
     ``steps`` (not read, where a prefilter found that none of them may
-    start), some of them unfinished."""
+    start), some of them unfinished. ``conditions``: the CEL ``condition``
+    of each pending step that has one (runtime id -> expression), and
+    ``outputs`` the finished steps' outputs it reads (both empty, and never
+    read, in a run none of whose pending steps has one)."""
 
     status: str
     steps: tuple[StepState, ...] = ()
@@ -58,6 +61,8 @@ class RunState:
     on_step_failure: FailurePolicy = "cascade"
     steps_may_be_added: bool = False
     others_unfinished: bool = False
+    conditions: Mapping[str, str] = field(default_factory=dict)
+    outputs: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def ended(self) -> bool:

@@ -27,8 +27,21 @@ def not_run(spec: WorkflowSpec) -> Iterator[tuple[Location, str]]:
     """Every field of ``spec`` zenweb accepts but does not run, with why."""
     yield from _options_not_run(spec)
     yield from _agents_not_run(spec)
+    in_repeat = _in_repeat_loops(spec)
     for at, step in walk_steps(spec.steps, ("steps",)):
         yield from _step_not_run(step, at, spec)
+        if step.condition is not None and (step.loop is not None or id(step) in in_repeat):
+            where = "a loop's" if step.loop is not None else "a step inside a repeat-until loop's"
+            yield (*at, "condition"), f"{NOT_RUN}: {where} condition (a false one would skip it)"
+
+
+def _in_repeat_loops(spec: WorkflowSpec) -> set[int]:
+    """The ids of the step objects inside repeat-until loops."""
+    found: set[int] = set()
+    for _, step in walk_steps(spec.steps, ("steps",)):
+        if step.loop is not None and step.loop.kind == "repeat":
+            found.update(id(inner) for _, inner in walk_steps(step.loop.steps, ()))
+    return found
 
 
 def _options_not_run(spec: WorkflowSpec) -> Iterator[tuple[Location, str]]:
@@ -52,8 +65,6 @@ def _agents_not_run(spec: WorkflowSpec) -> Iterator[tuple[Location, str]]:
 
 
 def _step_not_run(step: Any, at: Location, spec: WorkflowSpec) -> Iterator[tuple[Location, str]]:
-    if step.condition is not None:
-        yield (*at, "condition"), f"{NOT_RUN}: condition (a false one would skip the step)"
     if step.retries:
         yield (*at, "retries"), f"{NOT_RUN}: retries of a failed step"
     if step.timeout is not None:

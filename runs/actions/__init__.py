@@ -10,6 +10,7 @@ lifecycle.py   creating and starting runs
 ending.py      finishing, failing, cancelling and blocking runs
 scheduling.py  which steps start, when the coordinator wakes (agents/core decides)
 run_states.py  the state machine's view of a run, from its step rows
+not_started.py steps that end before they start: a false condition, one that failed
 steps.py       step turns and wake cycles
 turn_inputs.py what a step's turn is given: variables, dependencies' outputs
 step_ends.py   failed and cancelled steps, failure policies, loop iterations

@@ -4,6 +4,7 @@ run's coordinator: whether it spawns workers and must plan first."""
 
 from __future__ import annotations
 
+from agents import expansion
 from agents.core import machine
 from agents.router import COORDINATOR
 from agents.spec import WorkflowSpec
@@ -12,9 +13,14 @@ from runs.models import Run, Step
 from runs.store.sql import StepRow, step_row_of
 
 
-def run_state(status: str, rows: list[StepRow], spec: WorkflowSpec, coordinator: machine.CoordinatorState):
+def run_state(
+    status: str, rows: list[StepRow], spec: WorkflowSpec, coordinator: machine.CoordinatorState, run_id: int = 0
+):
     """The state machine's view of a run from its step rows (in position
-    order, the coordinator left out; ``step_row`` makes one of a Step)."""
+    order, the coordinator left out; ``step_row`` makes one of a Step).
+    With ``run_id``: the conditions of its pending steps, and the finished
+    steps' outputs they read (only in a workflow with conditions)."""
+    conditions = pending_conditions(spec, rows) if run_id else {}
     return machine.RunState(
         status=status,
         steps=tuple(step_state(row) for row in rows),
@@ -22,7 +28,46 @@ def run_state(status: str, rows: list[StepRow], spec: WorkflowSpec, coordinator:
         max_running=spec.options.max_concurrency,
         on_step_failure=spec.options.on_step_failure,
         steps_may_be_added=can_add_steps(spec, rows),
+        conditions=conditions,
+        outputs=finished_outputs(run_id) if conditions else {},
     )
+
+
+def has_conditions(spec: WorkflowSpec) -> bool:
+    """Whether a step of ``spec`` has a ``condition`` that runs."""
+    return bool(_conditions(spec))
+
+
+def pending_conditions(spec: WorkflowSpec, rows: list[StepRow]) -> dict[str, str]:
+    """The ``condition`` of each pending step of ``rows`` that has one."""
+    conditions = _conditions(spec)
+    if not conditions:
+        return {}
+    found = {}
+    for row in rows:
+        if row.kind == Step.Kind.STEP and row.status == Step.Status.PENDING:
+            condition = conditions.get(expansion.condition_path(row.step_id))
+            if condition is not None:
+                found[row.step_id] = condition
+    return found
+
+
+def finished_outputs(run_id: int) -> dict[str, str]:
+    """The outputs of run ``run_id``'s finished steps (what conditions read)."""
+    finished = Step.objects.filter(run_id=run_id, status__in=Step.TERMINAL).exclude(kind=Step.Kind.COORDINATOR)
+    return dict(finished.values_list("step_id", "output"))
+
+
+# Each workflow version's conditions, found once (a spec is kept for the
+# life of the process: runs.actions.catalog), with the spec it was found in.
+_CONDITIONS: dict[int, tuple[WorkflowSpec, dict[tuple[str, ...], str]]] = {}
+
+
+def _conditions(spec: WorkflowSpec) -> dict[tuple[str, ...], str]:
+    kept = _CONDITIONS.get(id(spec))
+    if kept is None or kept[0] is not spec:
+        kept = _CONDITIONS[id(spec)] = (spec, expansion.step_conditions(spec))
+    return kept[1]
 
 
 def step_state(row: StepRow) -> machine.StepState:

@@ -21,13 +21,15 @@ from django.utils import timezone
 
 from agents import expansion
 from agents.core import machine
+from agents.core.decisions import FailStep, SkipStep
 from agents.core.ready import past_cap
 from agents.events import Event as RuntimeEvent
 from agents.events.run_events import StepStart
 from agents.spec import WorkflowSpec
 from runs import queue
 from runs.actions.catalog import spec_of
-from runs.actions.run_states import coordinator_plans_first, run_state, spawns_workers
+from runs.actions.not_started import not_started
+from runs.actions.run_states import coordinator_plans_first, has_conditions, run_state, spawns_workers
 from runs.models import Run, Step
 from runs.store.events import NoticeAfterCommit
 from runs.store.sql import StepRow, Successor, store
@@ -162,8 +164,9 @@ def decides_without_lock(spec: WorkflowSpec) -> bool:
     workers may have to plan first; a repeat-until loop adds iterations).
     Otherwise whether a cap binds (the run's, a forEach loop's) is the state
     machine's to say, from those rows: when one can, the pass under the
-    lock decides."""
-    return not spawns_workers(spec) and "repeat" not in expansion.loop_kinds(spec)
+    lock decides. Nor in a workflow with step conditions: what they read
+    (the finished steps' outputs) is read under the lock."""
+    return not spawns_workers(spec) and "repeat" not in expansion.loop_kinds(spec) and not has_conditions(spec)
 
 
 def _start_without_lock(
@@ -226,7 +229,7 @@ def _decide_locked(
     if status == Run.Status.RUNNING and not (coordinator.busy or coordinator.has_mail):
         # Whether it plans first is read only where decide weighs it.
         coordinator = replace(coordinator, plans_first=coordinator_plans_first(run_id, spec))
-    state = run_state(status, rows, spec, coordinator)
+    state = run_state(status, rows, spec, coordinator, run_id)
     return apply_decisions(run_id, rows, machine.decide(state, happened), worker)
 
 
@@ -236,14 +239,16 @@ def schedule_start(run_id: int, spec: WorkflowSpec, rows: list[StepRow], worker:
     just created: a new run's coordinator is not busy, has no mail, and
     has not planned yet; nothing need be read back. With ``worker``, the
     step started with its first turn claimed for it, if exactly one starts."""
-    state = run_state(Run.Status.RUNNING, rows, spec, machine.CoordinatorState(plans_first=spawns_workers(spec)))
+    coordinator = machine.CoordinatorState(plans_first=spawns_workers(spec))
+    state = run_state(Run.Status.RUNNING, rows, spec, coordinator, run_id)
     return apply_decisions(run_id, rows, machine.decide(state, machine.RunStarted()), worker)
 
 
 def apply_decisions(run_id: int, rows: list[StepRow], decisions: tuple, worker: str | None = None) -> EagerTurn | None:
     """Apply the state machine's ``decisions`` on a run whose lock is held,
     decided from its step ``rows``: start steps, request the coordinator's
-    wake. With ``worker``, the step started with its first turn claimed for
+    wake, skip (or fail) a step whose condition is not true and stop what
+    that failure stops. With ``worker``, the step started with its first turn claimed for
     it, if exactly one starts."""
     claimed = None
     for decision in decisions:
@@ -251,6 +256,8 @@ def apply_decisions(run_id: int, rows: list[StepRow], decisions: tuple, worker: 
             claimed = _start(run_id, rows, decision.step_ids, worker) or claimed
         elif isinstance(decision, machine.WakeCoordinator):
             request_coordinator_wake(run_id)
+        elif isinstance(decision, SkipStep | FailStep | machine.StopSteps):
+            not_started(run_id, decision)
     return claimed
 
 

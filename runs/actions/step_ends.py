@@ -225,7 +225,7 @@ def apply_failure_policy(stopped: Step, reason: str) -> None:
     spec = spec_of(workflow_id, created)
     plans = coordinator_plans_first(stopped.run_id, spec) if not (busy or has_mail) else False
     coordinator = machine.CoordinatorState(busy=busy, has_mail=has_mail, plans_first=plans)
-    state = run_state(status, rows, spec, coordinator)
+    state = run_state(status, rows, spec, coordinator, stopped.run_id)
     decisions = machine.decide(state, machine.StepEnded(stopped.step_id, stopped.status))
     stops = [d for d in decisions if isinstance(d, machine.StopSteps)]
     affected = [step for stop in stops for step in _stop_steps(stopped.run_id, stop, reason)]

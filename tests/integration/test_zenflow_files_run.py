@@ -25,6 +25,25 @@ def test_a_file_in_zenflow_s_language_runs_to_its_end_offline(celery_worker):
     assert {"release.push", "again.push"} <= done
 
 
+def test_a_false_condition_skips_its_step_and_the_steps_after_it_go_on(celery_worker):
+    run = wait_for_run(do_create_run(register("zenflow/condition"), {}), timeout=60)
+
+    assert run.status == Run.Status.COMPLETED
+    statuses = dict(run.steps.values_list("step_id", "status"))
+    assert statuses == {
+        "coordinator": "completed",
+        "check": "completed",
+        "fix": "skipped",
+        "report": "completed",
+        "page": "skipped",
+        "close": "completed",
+    }
+    skipped = {e.step_id: e.data["reason"] for e in run.events.filter(type="step_skipped")}
+    assert skipped["fix"] == "condition false: steps.check.content.contains('unhealthy')"
+    assert skipped["page"].startswith("condition read what no finished step gave")
+    assert not run.events.filter(type="step_start", step_id__in=["fix", "page"]).exists()
+
+
 def test_a_run_of_a_file_using_what_zenweb_does_not_run_yet_is_refused_naming_field_step_and_line():
     workflow = register("zenflow/not_run")
 
@@ -34,8 +53,7 @@ def test_a_run_of_a_file_using_what_zenweb_does_not_run_yet_is_refused_naming_fi
     message = str(caught.value)
     assert message.endswith(
         "uses what zenweb does not run yet, so no run starts: "
-        "steps[1].condition (step deploy, line 14): condition (a false one would skip the step); "
-        "steps[1].retries (step deploy, line 15): retries of a failed step"
+        "steps[1].retries (step deploy, line 14): retries of a failed step"
     )
     assert not Run.objects.exists()
 

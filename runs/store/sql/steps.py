@@ -203,6 +203,7 @@ def prefilter_guess_params() -> dict:
         "run_running": Run.Status.RUNNING,
         "coordinator": COORDINATOR,
         "completed": Step.Status.COMPLETED,
+        "skipped": Step.Status.SKIPPED,
     }
 
 
@@ -213,14 +214,15 @@ def prefilter_guess_holds(dependencies: str) -> str:
     worker last read them (scheduling.known_start, eager_successor); these
     check, as the completion is written, that what it decided on still
     holds: the run running, its coordinator neither busy nor holding
-    unread mail, every step ``s`` depends on completed (``dependencies``:
+    unread mail, every step ``s`` depends on completed or skipped (for its
+    condition: agents.core.ready.DONE) (``dependencies``:
     the store's ``dependencies_of_s``). Where one does not, nothing starts
     and the pass after commit decides again."""
     return (
         f"r.status = %(run_running)s AND NOT r.coordinator_busy "
         f"AND NOT EXISTS(SELECT 1 {unread_from('r.id', '%(coordinator)s')}) "
         f"AND NOT EXISTS(SELECT 1 FROM {table(Step)} d WHERE d.run_id = s.run_id "
-        f"AND d.step_id IN ({dependencies}) AND d.status <> %(completed)s)"
+        f"AND d.step_id IN ({dependencies}) AND d.status NOT IN (%(completed)s, %(skipped)s))"
     )
 
 
