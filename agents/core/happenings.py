@@ -173,12 +173,26 @@ class CoordinatorAnswered:
     """A round of the coordinator's wake for ``reason`` is recorded with
     ``status`` (the runner's); ``finalized``: it called finalize;
     ``owes_workers``: its workflow's coordinator must plan workers and has
-    spawned none."""
+    spawned none; ``spawned``: this wake spawned workers, which have yet to
+    run."""
 
     reason: Literal["plan", "messages", "finish"]
     status: Literal["continue", "completed", "waiting", "failed"]
     finalized: bool = False
     owes_workers: bool = False
+    spawned: bool = False
+
+
+@dataclass(frozen=True)
+class WorkerAsked:
+    """The coordinator asks for a worker (spawn_worker) that waits for
+    ``depends_on`` (the state shows those steps), in its wake for
+    ``reason``, the ``cycle``-th of its ``max_cycles`` (options.maxWakeCycles)."""
+
+    depends_on: tuple[str, ...]
+    reason: Literal["plan", "messages", "finish"]
+    cycle: int
+    max_cycles: int
 
 
 Happening = (
@@ -196,4 +210,5 @@ Happening = (
     | ForwardToEnded
     | CoordinatorWoke
     | CoordinatorAnswered
+    | WorkerAsked
 )

@@ -18,7 +18,9 @@ What happened, and what follows:
   cancelled or skipped, or with ``abort`` every unfinished step cancelled),
   then a full pass.
 - ``CoordinatorFinished``: the run ends with ``run_end``'s status, or
-  failed if its coordinator owed workers it never spawned.
+  failed if its coordinator owed workers it never spawned; while a step is
+  pending or running (a worker it spawned as it finished) nothing: the run
+  goes on, and that step's end wakes the coordinator to finish again.
 - ``RunFailed``, ``RunCancelled``: the run ends ``failed`` or ``cancelled``.
 - ``ApprovalDecided``, ``DeadlinePassed``: ``gates.py``.
 - ``TurnDue``, ``TurnAnswered`` (a step's turn: maxTurns, the tool caps,
@@ -27,7 +29,8 @@ What happened, and what follows:
   resume, or the message drops: ``resumes.py``.
 - ``CoordinatorWoke``: plan, route its mail (within its wake-cycle cap),
   or finish the run; ``CoordinatorAnswered``: whether a round was its
-  last word, and ends the run: ``wakes.py``.
+  last word, and ends the run; ``WorkerAsked``: whether a spawn is
+  refused: ``wakes.py``.
 
 A step about to start whose ``condition`` (CEL) is not true is skipped
 (``SkipStep``; its dependents go on) or, when it fails to evaluate, failed
@@ -62,6 +65,7 @@ from agents.core.happenings import (
     StepsChanged,
     TurnAnswered,
     TurnDue,
+    WorkerAsked,
 )
 from agents.core.ready import DONE, iteration_keys, ready
 from agents.core.state import UNREAD, CoordinatorState, FailurePolicy, RunState, StepState, StepStatus, all_done
@@ -98,7 +102,7 @@ def decide(state: RunState, happened: Happening) -> tuple[Decision, ...]:
             return _schedule(state, finished=None)
         case StepEnded():
             return after_step_end(state, happened)
-        case CoordinatorWoke() | CoordinatorAnswered():
+        case CoordinatorWoke() | CoordinatorAnswered() | WorkerAsked():
             return wakes.after_coordinator(state, happened)
         case CoordinatorFinished() | RunFailed() | RunCancelled():
             return _run_ends(state, happened)
@@ -121,9 +125,11 @@ NO_WORKERS = "coordinator: no worker was spawned, and this workflow's coordinato
 
 def _run_ends(state: RunState, happened: CoordinatorFinished | RunFailed | RunCancelled) -> tuple[EndRun, ...]:
     """A run that has not ended ends: after its coordinator's finish with
-    ``run_end``'s status (failed if it owed workers), after a failure
-    failed, after a cancel cancelled."""
+    ``run_end``'s status (failed if it owed workers), unless a step is still
+    to run; after a failure failed, after a cancel cancelled."""
     if state.ended:
+        return ()
+    if isinstance(happened, CoordinatorFinished) and any(not s.terminal for s in state.steps):
         return ()
     if isinstance(happened, CoordinatorFinished) and happened.owes_workers:
         return (EndRun("failed", NO_WORKERS),)

@@ -17,6 +17,9 @@ from agents.tools.registry import ToolOutcome, ToolRegistry
 EMPTY_ANSWER = "empty answer from the model"
 EMPTY_FINALIZE = "finalize with an empty result"
 FINALIZE = "finalize"
+# A finalize in the wake that spawned workers would give the run its result
+# before they ran: the coordinator is woken with their results instead.
+AWAITED_WORKERS = "finalize refused: workers spawned in this wake have not run yet"
 SPAWN_WORKER = "spawn_worker"
 # Calls of any kind one answer may ask for, bookkeeping (messages, claims)
 # included, which no call cap counts: each is a row and events, and a
@@ -81,13 +84,19 @@ def over_call_cap(calls: list[ToolCallRequest], registry: ToolRegistry, env: Too
     )
 
 
-def finalize_refusal(arguments: str, needs_workers: bool) -> str | None:
+def finalize_refusal(arguments: str, needs_workers: bool, awaited_workers: int = 0) -> str | None:
     """Why a coordinator's finalize does not end the run: no worker yet
-    (coordinator.requireWorkers), or an empty summary (EMPTY_FINALIZE)."""
+    (coordinator.requireWorkers), workers spawned in this wake that have
+    not run (AWAITED_WORKERS), or an empty summary (EMPTY_FINALIZE)."""
     if needs_workers:
         return (
             "finalize refused: this workflow's coordinator must plan the work with spawn_worker "
             "(coordinator.requireWorkers) and no worker has been spawned"
+        )
+    if awaited_workers:
+        return (
+            f"{AWAITED_WORKERS} ({awaited_workers}); end this turn, and you are woken with their results "
+            "once they finish: finalize then"
         )
     try:
         summary = bounded_json.loads(arguments or "{}").get("summary")
@@ -109,6 +118,8 @@ def refused_call(reason: str, over_cap: bool, env: ToolEnv) -> ToolOutcome:
         hint = RetryHint("domain_rejection", "finish" if exhausted else "replan")
     elif reason == EMPTY_FINALIZE:
         hint = RetryHint("invalid_call", "finish", fields=["summary"])
+    elif reason.startswith(AWAITED_WORKERS):
+        hint = RetryHint("domain_rejection", "finish")
     else:
         hint = RetryHint(
             "domain_rejection",

@@ -149,18 +149,19 @@ class _Calls:
         if over_cap is not None:
             self.result.over_call_cap = True
             self.result.call_cap_exhausted = cap_exhausted(self.env)
-        workers = self.env.workers
+        workers, awaited = self.env.workers, self.env.awaited_workers
         for call, occurrence in with_occurrence(calls):
-            refusal = over_cap if over_cap is not None else self._finalize_refusal(call, workers)
+            refusal = over_cap if over_cap is not None else self._finalize_refusal(call, workers, awaited)
             outcome = self._run(call, occurrence, refusal, over_cap is not None)
             if call.name == SPAWN_WORKER and outcome.ok:
                 workers += 1
+                awaited += 1
 
-    def _finalize_refusal(self, call: ToolCallRequest, workers: int) -> str | None:
+    def _finalize_refusal(self, call: ToolCallRequest, workers: int, awaited: int) -> str | None:
         """Why the coordinator's finalize is refused, if it is."""
         if call.name != FINALIZE or self.turn.role != "coordinator":
             return None
-        refusal = finalize_refusal(call.arguments, self.env.require_workers and not workers)
+        refusal = finalize_refusal(call.arguments, self.env.require_workers and not workers, awaited)
         if refusal == EMPTY_FINALIZE:
             self.result.error = EMPTY_FINALIZE
         return refusal

@@ -60,6 +60,9 @@ class ToolEnv:
     # coordinator.requireWorkers, and the workers the run had before this turn.
     require_workers: bool = False
     workers: int = 0
+    # Workers the coordinator spawned in this wake, which have yet to run:
+    # a finalize waits for their results (the coordinator is woken with them).
+    awaited_workers: int = 0
     # How tool processes start (None: the default sandbox).
     sandbox: Sandbox | None = None
 

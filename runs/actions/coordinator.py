@@ -116,8 +116,9 @@ def _wake(coordinator: Step, steps: list[WakeStep], inbox: list[RouterMessage]) 
                     router_for(run.pk).close(COORDINATOR, DropReason.MAX_WAKE_CYCLES)
             case FinishRun():
                 owes = workflow_spec(run.workflow).coordinator.require_workers and not _workers(run.pk)
-                do_finish_run(run.pk, owes_workers=owes)
-                return True
+                # A run whose coordinator spawned workers as it finished goes
+                # on: the wake goes idle, they start, and their end wakes it again.
+                return do_finish_run(run.pk, owes_workers=owes)
     return False
 
 
@@ -176,7 +177,7 @@ def _coordinator_rounds(
     registry, tools = tools_for(spec, "coordinator", agent.tool_names)
     # A round's writes: held, and written together when it is recorded.
     uow = UnitOfWork(run.pk)
-    turn.env = tool_env(run, coordinator, uow)
+    turn.env = tool_env(run, coordinator, uow, wake=wake)
     # A wake for messages may well have nothing to say; one that must plan
     # or finish the run has not done its part with an empty answer.
     turn.empty_answer_retries = spec.options.max_empty_answer_retries if reason in ("plan", "finish") else None
@@ -221,20 +222,24 @@ def _coordinator_rounds(
                 turn, request, completion, shown, router=router, sink=uow.sink, registry=registry, tools=tools
             )
             summary = result.finalized
-            if summary is None and reason == "finish" and result.status == "completed" and not _owes_workers(turn):
+            spawned = sum(1 for call in result.tool_calls if call.name == "spawn_worker" and call.ok)
+            turn.env.workers += spawned
+            turn.env.awaited_workers += spawned
+            # Workers spawned in this wake have yet to run: an answer is not the run's result.
+            gives_result = not _owes_workers(turn) and not turn.env.awaited_workers
+            if summary is None and reason == "finish" and result.status == "completed" and gives_result:
                 # A model that writes the summary as its answer instead of
                 # calling finalize has still given the run's result (an empty
                 # answer never gets here: it got a hint or failed the run).
                 summary = result.output.strip()[:MAX_MESSAGE_CHARS]
                 uow.sink.emit(RuntimeEvent.of(CoordinatorSynthesis(summary=summary), COORDINATOR))
-            turn.env.workers += sum(1 for call in result.tool_calls if call.name == "spawn_worker" and call.ok)
             # finalize is the coordinator's last word: the model is not asked
             # again to read its "finalized" (a request nobody needs, and tokens).
             # The last round of a finish ends the run in its own transaction
             # (the run locked since uow.lock()), unless the workflow's
             # coordinator owes workers: the wake then fails the run for it.
             answered = machine.CoordinatorAnswered(
-                reason, result.status, result.finalized is not None, _owes_workers(turn)
+                reason, result.status, result.finalized is not None, _owes_workers(turn), turn.env.awaited_workers > 0
             )
             after = machine.decide(machine.RunState(Run.Status.RUNNING), answered)
             last, ends_run = LastRound() in after, FinishRun() in after
@@ -249,7 +254,7 @@ def _coordinator_rounds(
                 if not ends_run:  # else written with the run's end
                     store().set_run_result(run.pk, summary)
             if ends_run:
-                finish_locked(run)
+                ends_run = finish_locked(run)
         if result.status == "failed":
             do_fail_run(run.pk, f"coordinator: {result.error}")
             return False

@@ -31,33 +31,39 @@ from runs.store.events import DjangoEventSink
 from runs.store.sql import RunEnd, store
 
 
-def do_finish_run(run_id: int, owes_workers: bool = False) -> None:
-    """End a run whose steps are all done (see ``finish_locked``)."""
+def do_finish_run(run_id: int, owes_workers: bool = False) -> bool:
+    """End a run whose steps are all done (see ``finish_locked``): whether it ended."""
     with transaction.atomic():
         run = _locked(run_id)
-        if not run.is_terminal:
-            finish_locked(run, owes_workers)
+        return not run.is_terminal and finish_locked(run, owes_workers)
 
 
-def finish_locked(run: Run, owes_workers: bool = False) -> None:
+def finish_locked(run: Run, owes_workers: bool = False) -> bool:
     """End ``run``, running and locked in the caller's transaction (read
-    under that lock, or since), whose steps are all done: with the status
-    the state machine decides (machine.CoordinatorFinished; failed if its
-    coordinator ``owes_workers``). Its ``result`` is written with its end."""
+    under that lock, or since), with the status the state machine decides
+    (machine.CoordinatorFinished; failed if its coordinator
+    ``owes_workers``): whether it ended. A run with a step still to run (a
+    worker its coordinator spawned as it finished) goes on. Its ``result``
+    is written with its end."""
     rows = store().end_steps(run.pk)
     workers = [row for row in rows if row.kind != Step.Kind.COORDINATOR]
     steps = [machine.StepState(runtime_id=row.step_id, status=row.status, error=row.error) for row in workers]
     state = machine.RunState(status=run.status, steps=tuple(steps))
-    for end in machine.decide(state, machine.CoordinatorFinished(owes_workers)):
-        if isinstance(end, machine.EndRun) and owes_workers:
+    ends = [
+        d for d in machine.decide(state, machine.CoordinatorFinished(owes_workers)) if isinstance(d, machine.EndRun)
+    ]
+    if not ends:
+        return False
+    for end in ends:
+        if owes_workers:
             _apply_end(run, end)  # a failure of its own: said with an error event
-            return
-        if isinstance(end, machine.EndRun):
-            run.status = end.status
-            if end.error and not run.error:
-                run.error = end.error
+            return True
+        run.status = end.status
+        if end.error and not run.error:
+            run.error = end.error
     closed = any(row.mailbox_closed_reason for row in rows if row.kind == Step.Kind.COORDINATOR)
     _end_run(run, _Read(resuming=any(row.resuming for row in rows), coordinator_closed=closed))
+    return True
 
 
 def do_fail_run(run_id: int, error: str) -> None:

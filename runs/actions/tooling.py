@@ -14,6 +14,9 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from agents.core import machine
+from agents.core.decisions import CoordinatorRounds, RefuseCall
+from agents.core.happenings import WorkerAsked
 from agents.events import Event as RuntimeEvent
 from agents.events import EventSink
 from agents.events.run_events import WorkerSpawned
@@ -122,16 +125,17 @@ def workspace_of(run_id: int) -> Path:
     return Path(settings.ZENWEB_WORKSPACES) / f"run-{run_id}"
 
 
-def tool_env(run: Run, step: Step, uow: UnitOfWork | None = None) -> ToolEnv:
+def tool_env(run: Run, step: Step, uow: UnitOfWork | None = None, wake: CoordinatorRounds | None = None) -> ToolEnv:
     """What the tools of ``step``'s turn get: the run store, the workspace,
     injected values, the destructive-work approval and the call it works for.
-    ``uow``: the turn's unit of work, which the run store writes through."""
+    ``uow``: the turn's unit of work, which the run store writes through;
+    ``wake``: the coordinator's wake this turn is of (what its spawns are decided on)."""
     parent = step.spawned_by
     if not parent and run.parent_tool_call_id:
         parent = run.parent_tool_call.tool_call_id
     spec = workflow_spec(run.workflow)
     return ToolEnv(
-        host=DjangoToolHost(run.pk, uow),
+        host=DjangoToolHost(run.pk, uow, wake),
         workspace=workspace_of(run.pk),
         injected={"user": run.created_by.get_username() if run.created_by else ""},
         destructive_approved=run.destructive_approved,
@@ -201,9 +205,10 @@ class DjangoToolHost:
     """The run store for tools that change a run's shape. Called inside the
     transaction that records the turn, with the run row locked."""
 
-    def __init__(self, run_id: int, uow: UnitOfWork | None = None) -> None:
+    def __init__(self, run_id: int, uow: UnitOfWork | None = None, wake: CoordinatorRounds | None = None) -> None:
         self.run_id = run_id
         self.uow = uow
+        self.wake = wake
 
     @property
     def sink(self) -> EventSink:
@@ -295,6 +300,7 @@ class DjangoToolHost:
                 action="correct_call",
                 fields=["depends_on"],
             )
+        self._refuse_what_cannot_run(run, steps, request)
         before = _upstream(request.depends_on, steps)
         for other in workers:
             clash = sorted(set(request.writes) & set(other.writes))
@@ -327,6 +333,16 @@ class DjangoToolHost:
         )
         self.sink.emit(RuntimeEvent.of(spawned, step_id))
         return step_id
+
+    def _refuse_what_cannot_run(self, run: Run, steps: dict[str, Step], request: WorkerRequest) -> None:
+        """Raise the state machine's refusal of a worker that could not run,
+        or whose result no wake is left to read (machine.WorkerAsked)."""
+        wake = self.wake or CoordinatorRounds("plan", 0, 0)
+        state = machine.RunState(run.status, tuple(machine.StepState(s.step_id, s.status) for s in steps.values()))
+        asked = WorkerAsked(tuple(request.depends_on), wake.reason, wake.cycle, wake.max_cycles)
+        for decision in machine.decide(state, asked):
+            if isinstance(decision, RefuseCall):
+                raise ToolError(decision.reason)
 
     def start_child_run(self, ctx: ToolContext, workflow: str, inputs: dict[str, Any]) -> str:
         parent = Run.objects.select_related("created_by").get(pk=self.run_id)

@@ -159,3 +159,25 @@ def test_a_run_whose_coordinator_must_plan_workers_and_planned_none_fails(celery
         "coordinator: no worker was spawned, and this workflow's coordinator must plan workers (requireWorkers)"
     )
     assert run.result == ""
+
+
+def test_a_coordinator_reads_its_workers_results_and_spawns_a_fix_up_that_runs(celery_worker, openai_endpoint):
+    spawn = ("call_1", "spawn_worker", json.dumps({"task": "Collect the prices.", "agent": "worker"}))
+    openai_endpoint.push_tool_calls([spawn])  # the plan wake
+    openai_endpoint.push_text("One worker planned.")
+    fix_up = json.dumps({"task": "Collect the reviews worker-1 missed.", "agent": "worker"})
+    openai_endpoint.push_tool_calls([("call_2", "spawn_worker", fix_up)])  # the finish wake, after reading worker-1
+    openai_endpoint.push_text("A fix-up collects the reviews.")
+    both = "Prices from worker-1, reviews from worker-2."
+    openai_endpoint.push_tool_calls([("call_3", "finalize", json.dumps({"summary": both}))])  # finish, again
+
+    run = wait_for_run(do_create_run(register("openai_fixup"), {}))
+
+    # Its second wake showed the model worker-1's result; its third, both.
+    second, third = messages(openai_endpoint, 2)[-1]["content"], messages(openai_endpoint, 4)[-1]["content"]
+    assert "- worker-1: worker-1 found three prices" in second and "worker-2" not in second
+    assert "- worker-1: worker-1 found three prices" in third
+    assert "- worker-2: worker-2 found three prices" in third
+    assert run.steps.get(step_id="worker-2").status == Step.Status.COMPLETED
+    assert (run.status, run.result) == (Run.Status.COMPLETED, both)
+    assert len(openai_endpoint.requests) == 5

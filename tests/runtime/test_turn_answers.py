@@ -196,9 +196,15 @@ def test_a_coordinator_that_must_plan_workers_cannot_finalize_without_one():
     assert text.startswith("error: finalize refused: this workflow's coordinator must plan the work with spawn_worker")
     hint = json.loads(text.split("\nretry_hint: ")[1])
     assert (hint["kind"], hint["action"]) == ("domain_rejection", "replan")
-    # A worker spawned earlier in the same turn counts.
+    # A worker spawned earlier in the same turn counts; but it has yet to
+    # run, so the finalize waits for the wake that brings its result.
     planned = turns.answer(calls(("spawn_worker", {"task": "work"}), ("finalize", {"summary": "planned and done"})))
-    assert planned.finalized == "planned and done"
+    assert planned.finalized is None
+    waits = planned.transcript[-1]["content"]
+    assert waits.startswith("error: finalize refused: workers spawned in this wake have not run yet (1)")
+    assert "you are woken with their results once they finish" in waits
+    later = Turns("coordinator", env=ToolEnv(host=Host(), require_workers=True, workers=1))
+    assert later.answer(calls(("finalize", {"summary": "planned and done"}))).finalized == "planned and done"
 
 
 def test_a_finalize_with_an_empty_result_fails_the_turn():

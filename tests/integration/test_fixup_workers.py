@@ -1,0 +1,56 @@
+"""The coordinator iterates: woken with its workers' results, it spawns
+fix-ups, which run; the run ends once it finalizes with nothing left to run."""
+
+from __future__ import annotations
+
+import pytest
+
+from runs.actions import do_create_run
+from runs.models import Run, Step
+from tests.conftest import assert_gapless, register, wait_for_run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def run_of(name: str) -> Run:
+    return wait_for_run(do_create_run(register(f"tools/{name}"), {}, command=f"run {name}"))
+
+
+def wakes_of(run: Run) -> list[str]:
+    return [e.data["reason"] for e in run.events.filter(type="agent_wake", step_id="coordinator").order_by("seq")]
+
+
+def test_a_fix_up_spawned_after_reading_the_results_runs_and_is_in_the_result(celery_worker):
+    run = run_of("fixup")
+
+    workers = {s.step_id: s.status for s in run.steps.filter(kind=Step.Kind.STEP)}
+    assert workers == {"worker-1": Step.Status.COMPLETED, "worker-2": Step.Status.COMPLETED}
+    assert run.status == Run.Status.COMPLETED
+    assert "worker-1: worker-1 done" in run.result
+    assert "worker-2: worker-2 done" in run.result
+    # Woken to finish once worker-1 was done, and again once its fix-up was.
+    assert wakes_of(run) == ["plan", "finish", "finish"]
+    assert_gapless(run)
+
+
+def test_a_finalize_in_the_answer_that_spawns_a_fix_up_is_refused(celery_worker):
+    run = run_of("fixup")
+
+    early = run.tool_calls.get(name="finalize", tool_call_id="call-coordinator-3-2")
+    assert early.ok is False
+    assert early.result.startswith("error: finalize refused: workers spawned in this wake have not run yet (1)")
+    assert run.result != "Only the prices."
+
+
+def test_a_fix_up_past_the_wake_cycle_cap_is_refused_and_the_run_ends_with_what_it_has(celery_worker):
+    run = run_of("fixup_capped")
+
+    refused = run.tool_calls.filter(name="spawn_worker").order_by("id")[1]
+    assert refused.ok is False
+    assert "the coordinator has taken 2 of its 2 wake cycles (maxWakeCycles)" in refused.result
+    assert "finalize with what the workers found" in refused.result
+    assert list(run.steps.filter(kind=Step.Kind.STEP).values_list("step_id", "status")) == [
+        ("worker-1", Step.Status.COMPLETED)
+    ]
+    assert (run.status, run.result) == (Run.Status.COMPLETED, "Only the prices: no fix-up could run.")
+    assert wakes_of(run) == ["plan", "finish"]
