@@ -9,7 +9,7 @@ import time
 from agents.handler import FINAL_STATUSES, CoordinatorResult
 from runs.actions.command_results import command_result
 from runs.models import Command
-from runs.store.sql.idle import release_while_waiting
+from runs.store.sql import store
 
 POLL_SECONDS = 0.25
 
@@ -19,7 +19,7 @@ def result_within(command: Command, seconds: int) -> CoordinatorResult:
     deadline = time.monotonic() + seconds
     result = command_result(command)
     while result.status not in FINAL_STATUSES and time.monotonic() < deadline:
-        release_while_waiting()
+        store().release_while_waiting()
         time.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
         command.refresh_from_db(fields=["result", "status"])
         if command.run is not None:

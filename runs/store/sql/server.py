@@ -38,6 +38,14 @@ class ServerStatements(Statements):
             return f"the {named} lacks {len(unapplied)} migrations: run `manage.py migrate` first"
         return None
 
+    def release_while_waiting(self) -> None:
+        """A web request that waits (a command's ``?wait=N``) gives its
+        connection back (to the pool) between its reads, so that waiting
+        clients hold none; inside a transaction (a test's, an atomic block)
+        it keeps it."""
+        if not self.in_transaction():
+            database().close()
+
     def connect_past_the_pool(self) -> None:
         """Open and close one connection of the web process's pool's kind
         without the pool (zenweb/databases.py), where there is one
