@@ -54,3 +54,17 @@ def test_a_fix_up_past_the_wake_cycle_cap_is_refused_and_the_run_ends_with_what_
     ]
     assert (run.status, run.result) == (Run.Status.COMPLETED, "Only the prices: no fix-up could run.")
     assert wakes_of(run) == ["plan", "finish"]
+
+
+def test_a_fix_up_for_a_failed_worker_runs_and_one_that_waits_for_it_is_refused(celery_worker):
+    run = run_of("fixup_after_failure")
+
+    waits, redo = run.tool_calls.filter(name="spawn_worker", step__step_id="coordinator").order_by("id")[1:]
+    assert waits.ok is False
+    assert "this worker would never start: it depends on worker-1 ended failed" in waits.result
+    assert redo.result == "spawned: worker-2"
+    steps = dict(run.steps.filter(kind=Step.Kind.STEP).values_list("step_id", "status"))
+    assert steps == {"worker-1": Step.Status.FAILED, "worker-2": Step.Status.COMPLETED}
+    # One step failed and its fix-up completed: partial, with the fix-up's output in the result.
+    assert run.status == Run.Status.PARTIAL
+    assert "worker-2: worker-2 done" in run.result
