@@ -33,7 +33,9 @@ INJECTED = "[injected]"
 
 class ToolError(Exception):
     """A tool refused the call; the message goes back to the model with a
-    retry hint of ``kind`` and ``action``."""
+    retry hint of ``kind`` and ``action``. ``cause`` is the error beneath it
+    (another ToolError, say a child run's across an agent-as-tool hop, or
+    any exception); ``raise ToolError(...) from exc`` sets it too."""
 
     def __init__(
         self,
@@ -43,12 +45,32 @@ class ToolError(Exception):
         action: RecoveryAction = "replan",
         fields: list[str] | None = None,
         question: str = "",
+        cause: BaseException | None = None,
     ) -> None:
         super().__init__(message)
         self.kind = kind
         self.action = action
         self.fields = fields or []
         self.question = question
+        self.cause = cause
+
+    @classmethod
+    def from_error(cls, error: BaseException, **hint: Any) -> ToolError:
+        """``error`` as a ToolError (itself, if it is one), keeping it as the cause."""
+        if isinstance(error, ToolError):
+            return error
+        return cls(str(error) or type(error).__name__, cause=error, **hint)
+
+    def causes(self) -> list[str]:
+        """The messages of the errors beneath this one, outermost first."""
+        found: list[str] = []
+        seen = {id(self)}
+        below = self.cause or self.__cause__
+        while below is not None and id(below) not in seen:
+            seen.add(id(below))
+            found.append(str(below) if isinstance(below, ToolError) else f"{type(below).__name__}: {below}")
+            below = getattr(below, "cause", None) or below.__cause__
+        return found
 
 
 @dataclass(frozen=True)

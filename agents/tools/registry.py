@@ -112,7 +112,8 @@ class ToolRegistry:
             known = self._tools.get(name)
             why = f"tool {name!r} is not available to the {ctx.role}" if known else f"unknown tool {name!r}"
             available = ", ".join(t.name for t in allowed)
-            hint = RetryHint("invalid_call", "replan", question=f"Which of these tools fits: {available}?")
+            question = f"Which of these tools fits: {available}?"
+            hint = RetryHint("invalid_call", "replan", question=question, tool=name, why="tool_unavailable")
             return _failed(f"{why}. Available tools: [{available}]", hint, counted=not (known and known.bookkeeping))
         counted = not tool.bookkeeping
         data = _parsed(tool, raw_arguments, counted)
@@ -141,7 +142,8 @@ class ToolRegistry:
                 approved = _visible(args.model_dump(mode="json"), tool)
                 approval = ctx.require_host().request_approval(ctx, tool.name, approved)
             except ToolError as exc:
-                return _failed(str(exc), RetryHint(exc.kind, exc.action), shown, counted=counted)
+                hint = RetryHint(exc.kind, exc.action, tool=tool.name)
+                return _failed(str(exc), hint, shown, counted=counted, causes=exc.causes())
             text = f"waiting for approval {approval}: a person must allow this {tool.name} call"
             return ToolOutcome(text, ok=True, arguments=shown, pending=True, approval_id=approval, counted=counted)
         if ctx.defer and not tool.inline:
@@ -159,12 +161,17 @@ class ToolRegistry:
                 returned = tool.run(ctx, args)
         except ToolError as exc:
             hint = RetryHint(
-                exc.kind, exc.action, fields=exc.fields, prior_input=_visible(data, tool), question=exc.question
+                exc.kind,
+                exc.action,
+                fields=exc.fields,
+                prior_input=_visible(data, tool),
+                question=exc.question,
+                tool=tool.name,
             )
-            return _failed(str(exc), hint, shown, counted=counted)
+            return _failed(str(exc), hint, shown, counted=counted, causes=exc.causes())
         except Exception as exc:  # noqa: BLE001 - a broken tool must not kill the step
             log.exception("tool %s raised", tool.name)
-            hint = RetryHint("internal", "replan", prior_input=_visible(data, tool))
+            hint = RetryHint("internal", "replan", prior_input=_visible(data, tool), tool=tool.name)
             return _failed(
                 f"{tool.name} failed unexpectedly: {type(exc).__name__}: {str(exc)[:500]}", hint, shown, counted=counted
             )
@@ -195,7 +202,7 @@ class ToolRegistry:
                 problem = f"{tool.name} returned a malformed {artifact.kind} artifact: {exc}"
         if problem:
             log.error("tool contract broken: %s", problem)
-            return _failed(problem, RetryHint("malformed_result", "replan"), shown, counted=counted)
+            return _failed(problem, RetryHint("malformed_result", "replan", tool=tool.name), shown, counted=counted)
         text, omitted = result.model_text(self.max_result_chars)
         return ToolOutcome(
             text, ok=True, arguments=shown, bounds=result.bounds, artifacts=artifacts, omitted=omitted, counted=counted
@@ -235,11 +242,15 @@ def idempotency_key(ctx: ToolContext, name: str, arguments: dict[str, Any]) -> s
 
 
 def _failed(
-    message: str, hint: RetryHint, arguments: dict[str, Any] | None = None, *, counted: bool = True
+    message: str,
+    hint: RetryHint,
+    arguments: dict[str, Any] | None = None,
+    *,
+    counted: bool = True,
+    causes: list[str] | None = None,
 ) -> ToolOutcome:
-    return ToolOutcome(
-        failure_text(message, hint), ok=False, arguments=arguments, error_kind=hint.kind, counted=counted
-    )
+    text = failure_text(message, hint, causes)
+    return ToolOutcome(text, ok=False, arguments=arguments, error_kind=hint.kind, counted=counted)
 
 
 def _redact(data: dict[str, Any], tool: Tool) -> dict[str, Any]:
@@ -261,13 +272,15 @@ def _parsed(tool: Tool, raw_arguments: str, counted: bool) -> dict[str, Any] | T
     try:
         data = bounded_json.loads(raw_arguments or "{}", what=f"arguments for {name}")
     except json.JSONDecodeError as exc:
-        hint = RetryHint("invalid_call", "correct_call", prior_input=raw_arguments, example_input=_example(tool))
+        hint = RetryHint(
+            "invalid_call", "correct_call", prior_input=raw_arguments, example_input=_example(tool), tool=name
+        )
         return _failed(f"arguments for {name} are not valid JSON: {exc}", hint, counted=counted)
     except ValueError as exc:  # too long or too deep to read: not echoed back
-        hint = RetryHint("invalid_call", "correct_call", example_input=_example(tool))
+        hint = RetryHint("invalid_call", "correct_call", example_input=_example(tool), tool=name)
         return _failed(str(exc), hint, counted=counted)
     if not isinstance(data, dict):
-        hint = RetryHint("invalid_call", "correct_call", prior_input=data, example_input=_example(tool))
+        hint = RetryHint("invalid_call", "correct_call", prior_input=data, example_input=_example(tool), tool=name)
         kind = type(data).__name__
         return _failed(
             f"invalid arguments for {name}: (root): Input should be an object, not {kind}", hint, counted=counted
@@ -286,7 +299,7 @@ def _validated(tool: Tool, data: dict[str, Any], shown: dict[str, Any], counted:
         if not errors:
             # Only injected fields failed: the host did not supply them; not the model's fault.
             missing = ", ".join(tool.injected)
-            hint = RetryHint("unavailable", "finish")
+            hint = RetryHint("unavailable", "finish", tool=name)
             return _failed(f"{name} cannot run here: {missing} not available", hint, shown, counted=counted)
         problems = "; ".join(f"{_dotted(err['loc'])}: {err['msg']}" for err in errors)
         hint = RetryHint(
@@ -295,6 +308,8 @@ def _validated(tool: Tool, data: dict[str, Any], shown: dict[str, Any], counted:
             fields=sorted({_dotted(err["loc"]) for err in errors if err["loc"]}),
             prior_input=_visible(data, tool),
             example_input=_example(tool),
+            tool=name,
+            why="missing_fields" if all(err["type"] == "missing" for err in errors) else None,
         )
         return _failed(f"invalid arguments for {name}: {problems}", hint, shown, counted=counted)
 

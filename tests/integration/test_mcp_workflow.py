@@ -50,7 +50,7 @@ def test_it_runs_a_workflow_whose_agent_calls_mcp_tools_and_the_run_page_shows_t
     assert json.loads(echo.arguments) == {"message": "hello from zenweb"}
     assert echo.session_id == f"{run.pk}/call"
     invalid = calls[("everything__get-sum", False)]
-    assert invalid.error_kind == "invalid_call" and '"fields": ["b"]' in invalid.result
+    assert invalid.error_kind == "invalid_call" and '"missing_fields": ["b"]' in invalid.result
     assert "is 42" in calls[("everything__get-sum", True)].result
 
     client.force_login(owner)

@@ -78,6 +78,20 @@ def test_each_bad_call_of_a_turn_gets_its_own_error_and_the_model_its_next_turn(
         assert error.startswith("error: ") and hint.startswith("retry_hint: {")
     assert "message" in answers[0]["content"] and "unknown tool 'no_such_tool'" in answers[1]["content"]
     assert "not valid JSON" in answers[2]["content"] and "not available to the step" in answers[3]["content"]
+    # The hints the model reads, in the retry-hint vocabulary (docs/tools.md).
+    hints = [json.loads(m["content"].split("\n")[-1].removeprefix("retry_hint: ")) for m in answers]
+    assert [h["reason"] for h in hints] == [
+        "invalid_arguments",  # text missing and message not a field
+        "tool_unavailable",
+        "invalid_arguments",
+        "tool_unavailable",
+        "invalid_arguments",
+    ]
+    assert hints[0]["tool"] == "send_message" and hints[0]["restrict_to_tool"] is True
+    assert hints[0]["missing_fields"] == ["message", "text"]
+    assert hints[0]["example_input"] == {"text": "..."} and hints[0]["prior_input"] == {"message": "wrong field"}
+    assert hints[1]["clarifying_question"].startswith("Which of these tools fits")
+    assert all(h["message"] for h in hints)
     stored = run.tool_calls.filter(step__step_id="analyse").order_by("id")
     assert [(call.tool_call_id, call.ok) for call in stored] == [(call_id, False) for call_id, _, _ in bad]
 

@@ -24,7 +24,7 @@ def test_it_lets_a_model_repair_a_call_from_the_retry_hint(celery_worker):
     first, second = run.tool_calls.filter(step__step_id="learner").order_by("id")
     assert not first.ok
     hint = json.loads(first.result.splitlines()[-1].removeprefix("retry_hint: "))
-    assert hint["fields"] == ["message", "text"]
+    assert hint["missing_fields"] == ["message", "text"]
     assert hint["example_input"] == {"text": "..."}
     assert (second.ok, second.result) == (True, "queued: msg-send-1")
     assert run.status == Run.Status.COMPLETED

@@ -58,7 +58,7 @@ def test_it_refuses_paths_that_leave_the_workspace(step, outside, name, extra, p
     assert f"path {path!r}" in outcome.text
     assert hint_of(outcome)["kind"] == "invalid_call"
     assert hint_of(outcome)["action"] == "correct_call"
-    assert hint_of(outcome)["fields"] == ["path"]
+    assert hint_of(outcome)["missing_fields"] == ["path"]
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
     assert (outside / "secret.txt").read_text() == "do not read"
 
@@ -146,7 +146,7 @@ def test_it_edits_only_text_that_occurs_exactly_once(step, workspace):
 
     assert twice.ok is False
     assert "occurs 2 times in config.py" in twice.text
-    assert hint_of(twice)["fields"] == ["old"]
+    assert hint_of(twice)["missing_fields"] == ["old"]
     assert never.ok is False
     assert "does not occur in config.py" in never.text
     assert unchanged == "a = 1\nb = 1\n"
@@ -234,7 +234,7 @@ def test_it_names_the_field_of_a_bad_listing_request(step, name, arguments, fiel
 
     assert outcome.ok is False
     assert hint_of(outcome)["kind"] == "invalid_call"
-    assert hint_of(outcome)["fields"] == [field]
+    assert hint_of(outcome)["missing_fields"] == [field]
 
 
 def test_it_never_shows_the_workspace_to_the_model():
@@ -285,7 +285,7 @@ def test_grep_says_which_syntax_its_linear_time_matching_lacks(step, workspace, 
     assert outcome.ok is False
     assert "pattern uses syntax grep does not support" in outcome.text
     assert named in outcome.text and "backreferences" in outcome.text
-    assert hint_of(outcome)["fields"] == ["pattern"]
+    assert hint_of(outcome)["missing_fields"] == ["pattern"]
 
 
 def test_grep_matches_an_exponential_backtracking_pattern_line_by_line_in_linear_time(step, workspace):

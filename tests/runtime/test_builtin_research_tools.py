@@ -66,7 +66,7 @@ def test_it_refuses_a_cursor_it_did_not_hand_out(step):
     assert outcome.ok is False
     assert "cursor 'page-2'" in outcome.text
     assert hint_of(outcome)["kind"] == "invalid_call"
-    assert hint_of(outcome)["fields"] == ["cursor"]
+    assert hint_of(outcome)["missing_fields"] == ["cursor"]
 
 
 def test_it_summarizes_a_price_history_and_charts_it_for_people(step):
@@ -93,7 +93,7 @@ def test_it_suggests_close_ids_for_an_unknown_document(step):
     assert outcome.ok is False
     assert "unknown document 'rev-aster-swift'" in outcome.text
     assert "rev-aster-swift-14" in outcome.text
-    assert hint_of(outcome)["fields"] == ["document_id"]
+    assert hint_of(outcome)["missing_fields"] == ["document_id"]
     assert outcome.artifacts == []
 
 

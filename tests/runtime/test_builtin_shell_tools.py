@@ -49,7 +49,7 @@ def test_it_stops_a_command_that_runs_too_long_with_its_children(step, workspace
     assert outcome.error_kind == "timeout"
     assert "timed out after 1s" in outcome.text
     assert "started" in outcome.text
-    assert hint_of(outcome)["fields"] == ["timeout"]
+    assert hint_of(outcome)["missing_fields"] == ["timeout"]
     # Its pid inside the sandbox's PID namespace means nothing out here: look for its command line.
     assert processes_running("sleep 30.25") == []
 

@@ -80,8 +80,8 @@ def test_it_gives_a_retry_hint_naming_the_field_at_fault(stdio_server):
     assert (wrong_type.ok, wrong_type.error_kind) == (False, "invalid_call")
     assert "message: 3 is not of type 'string'" in wrong_type.text
     hint = json.loads(wrong_type.text.split("retry_hint: ", 1)[1])
-    assert hint["fields"] == ["message"] and hint["action"] == "correct_call"
-    assert json.loads(missing.text.split("retry_hint: ", 1)[1])["fields"] == ["b"]
+    assert hint["missing_fields"] == ["message"] and hint["action"] == "correct_call"
+    assert json.loads(missing.text.split("retry_hint: ", 1)[1])["missing_fields"] == ["b"]
 
 
 def test_it_turns_an_is_error_result_into_a_failed_call(stdio_server):

@@ -151,10 +151,14 @@ def test_it_lists_the_available_tools_for_an_unknown_tool():
     assert outcome.ok is False
     first, hint = outcome.text.split("\n")
     assert first == "error: unknown tool 'spawn_agent'. Available tools: [forward_to_agent, narrate, finalize]"
+    # What the model reads: Goa-AI's RetryHint names, with kind and action as aliases.
     assert json.loads(hint.removeprefix("retry_hint: ")) == {
+        "reason": "tool_unavailable",
+        "tool": "spawn_agent",
+        "clarifying_question": "Which of these tools fits: forward_to_agent, narrate, finalize?",
+        "message": "Do not repeat this call as it was: choose another tool or approach.",
         "kind": "invalid_call",
         "action": "replan",
-        "question": "Which of these tools fits: forward_to_agent, narrate, finalize?",
     }
     assert run.nothing_happened("writer")
 
@@ -303,12 +307,18 @@ def test_it_hints_how_to_correct_invalid_arguments():
 
     assert outcome.text.startswith("error: invalid arguments for forward_to_agent: text: Field required")
     assert hint_of(outcome) == {
-        "kind": "invalid_call",
-        "action": "correct_call",
-        "fields": ["text", "txt"],
+        "reason": "invalid_arguments",  # txt is not missing: it is wrong
+        "tool": "forward_to_agent",
+        "restrict_to_tool": True,
+        "missing_fields": ["text", "txt"],
         "prior_input": {"target_step_id": "writer", "txt": "hi"},
         "example_input": {"target_step_id": "...", "text": "..."},
+        "message": "Correct the arguments and call this tool again.",
+        "kind": "invalid_call",
+        "action": "correct_call",
     }
+    missing = run.call(COORDINATOR, "forward_to_agent", {"target_step_id": "writer"})
+    assert (hint_of(missing)["reason"], hint_of(missing)["missing_fields"]) == ("missing_fields", ["text"])
 
 
 def test_it_hints_with_the_raw_input_when_the_arguments_are_not_json():
@@ -317,10 +327,14 @@ def test_it_hints_with_the_raw_input_when_the_arguments_are_not_json():
     outcome = run.call("writer", "send_message", '{"text": "unterminated')
 
     assert hint_of(outcome) == {
-        "kind": "invalid_call",
-        "action": "correct_call",
+        "reason": "invalid_arguments",
+        "tool": "send_message",
+        "restrict_to_tool": True,
         "prior_input": '{"text": "unterminated',
         "example_input": {"text": "..."},
+        "message": "Correct the arguments and call this tool again.",
+        "kind": "invalid_call",
+        "action": "correct_call",
     }
 
 
@@ -357,3 +371,27 @@ def test_it_lists_every_tool_in_the_catalog_shape():
     assert set(send) == {"id", "service", "toolset", "title", "description", "tags", "payload", "result", "server_data"}
     assert send["payload"]["name"] == "SendMessageArgs"
     assert send["payload"]["schema"]["required"] == ["text"]
+
+
+def test_a_tool_errors_cause_chain_reaches_the_model():
+    from agents.tools.base import ToolError
+    from agents.tools.errors import RetryHint, failure_text
+
+    root = OSError("connection reset by peer")
+    try:
+        try:
+            raise ToolError("the child run failed", kind="unavailable", cause=root)
+        except ToolError as inner:
+            raise ToolError("workflow tool summarize failed", kind="unavailable") from inner
+    except ToolError as outer:
+        error = outer
+
+    assert error.causes() == ["the child run failed", "OSError: connection reset by peer"]
+    assert ToolError.from_error(root).cause is root
+    text = failure_text(str(error), RetryHint(error.kind, error.action, tool="summarize"), error.causes())
+    assert text.splitlines()[:3] == [
+        "error: workflow tool summarize failed",
+        "cause: the child run failed",
+        "cause: OSError: connection reset by peer",
+    ]
+    assert json.loads(text.splitlines()[-1].removeprefix("retry_hint: "))["reason"] == "tool_unavailable"
