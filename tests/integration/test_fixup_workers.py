@@ -8,6 +8,7 @@ import pytest
 from runs.actions import do_create_run
 from runs.models import Run, Step
 from tests.conftest import assert_gapless, register, wait_for_run
+from tests.integration.api_client import api, post
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -68,3 +69,16 @@ def test_a_fix_up_for_a_failed_worker_runs_and_one_that_waits_for_it_is_refused(
     # One step failed and its fix-up completed: partial, with the fix-up's output in the result.
     assert run.status == Run.Status.PARTIAL
     assert "worker-2: worker-2 done" in run.result
+
+
+def test_a_commands_answer_over_the_api_waits_for_the_fix_up_and_holds_both_outputs(celery_worker, owner):
+    register("tools/fixup")
+    client = api(owner)
+
+    body = post(client, "/api/commands?wait=30", {"command": "Run the fixup workflow"}).json()
+
+    assert (body["status"], body["run"]["status"]) == ("success", "completed")
+    summary = body["result"]["result"]["summary"]
+    assert "worker-1: worker-1 done" in summary and "worker-2: worker-2 done" in summary
+    steps = {s["step_id"]: s["status"] for s in client.get(f"/api/runs/{body['run']['id']}").json()["steps"]}
+    assert steps == {"coordinator": "completed", "worker-1": "completed", "worker-2": "completed"}
