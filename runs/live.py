@@ -130,10 +130,10 @@ APPROVAL_EVENTS = frozenset(
 
 def governance_context(run: Run) -> dict:
     """What people read: the claims and the coordinator's result."""
-    has_command = Command.objects.filter(run=run).exists()
+    command = Command.objects.filter(run=run).first()
     return {
         "claims": list(run.claims.all()),
-        "coordinator_result": coordinator_result(run) if has_command or run.is_terminal else None,
+        "coordinator_result": coordinator_result(run, command) if command or run.is_terminal else None,
     }
 
 

@@ -15,7 +15,7 @@ from agents.hidden_characters import escape_hidden, escaped_in, hidden_in
 from runs.actions.budgets import totals_of
 from runs.actions.command_results import coordinator_result
 from runs.api import schemas as s
-from runs.models import Approval, ApprovalDecision, Event, Run, ToolCall
+from runs.models import Approval, ApprovalDecision, Command, Event, Run, ToolCall
 
 T = TypeVar("T", bound=Model)
 
@@ -63,7 +63,7 @@ def run_detail(request: HttpRequest, run: Run, after: int) -> s.RunDetail:
         ],
         tool_calls=[_tool_call(call) for call in run.tool_calls.select_related("step").order_by("id")],
         tokens=s.TokenTotals.model_validate(totals_of(steps).as_data()),
-        coordinator_result=coordinator_result(run),
+        coordinator_result=coordinator_result(run, Command.objects.filter(run=run).first()),
         events=[_event(e) for e in events],
         next_after=events[-1].seq if events else after,
         more=more,

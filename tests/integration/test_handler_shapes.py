@@ -172,6 +172,10 @@ def test_a_commands_result_has_the_contracts_shape_and_says_why(celery_worker, o
     assert result["workflow_args"]["original_query"] == "cheap laptops?"
     assert result["selection_reason"] == "name given: the command names research"
     assert Command.objects.get(pk=body["id"]).context == context
+    # The run's own page in the API says the same.
+    detail = client.get(f"/api/runs/{body['run']['id']}").json()["coordinator_result"]
+    assert detail["selection_reason"] == result["selection_reason"]
+    assert detail["workflow_args"] == result["workflow_args"]
     jsonschema.validate(result, published("COORDINATOR_RESULT"))
 
 
