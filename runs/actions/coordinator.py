@@ -156,10 +156,11 @@ def _coordinator_rounds(
     outputs = {s.step_id: s.output if s.status == Step.Status.COMPLETED else f"({s.status}) {s.error}" for s in steps}
     # Every wake says where the run stands: the system prompt was written at the first.
     extra = prompts.states_text(view.steps)
+    fix_ups = _fix_ups(agent, wake)
     if reason == "plan":
         extra += "\n\n" + prompts.plan_prompt(view)
     elif reason == "finish":
-        extra += "\n\n" + _finish_prompt(outputs, FINISH_OUTPUT_CHARS)
+        extra += "\n\n" + _finish_prompt(outputs, FINISH_OUTPUT_CHARS, fix_ups)
     turn = AgentTurn(
         run_id=str(run.pk),
         step_id=COORDINATOR,
@@ -202,7 +203,9 @@ def _coordinator_rounds(
             compact = None
             if reason == "finish" and round_no == 0:
                 compact_extra = (
-                    prompts.states_text(view.steps) + "\n\n" + _finish_prompt(outputs, COMPACT_FINISH_OUTPUT_CHARS)
+                    prompts.states_text(view.steps)
+                    + "\n\n"
+                    + _finish_prompt(outputs, COMPACT_FINISH_OUTPUT_CHARS, fix_ups)
                 )
                 compact = build_request(turn, tools, shown, compact_extra)
             where = {"reason": reason, "cycle": coordinator.turns, "round": round_no + 1}
@@ -288,11 +291,24 @@ def prompt_tokens(request: CompletionRequest) -> int:
     return tokens.count_messages(request.messages, request.model) + tokens.count_tools(request.tools, request.model)
 
 
-def _finish_prompt(outputs: dict[str, str], limit: int) -> str:
+def _finish_prompt(outputs: dict[str, str], limit: int, fix_ups: str) -> str:
     return (
         "Every step has finished. Their results:\n"
         + "\n".join(f"- {step_id}: {text[:limit]}" for step_id, text in outputs.items())
-        + "\nCall finalize(summary) with the run's result."
+        + f"\n{fix_ups}Call finalize(summary) with the run's result."
+    )
+
+
+def _fix_ups(agent: AgentSpec, wake: CoordinatorRounds) -> str:
+    """What the finish prompt says of fix-ups: a coordinator that spawns
+    workers may ask for more while a wake is left to read their results."""
+    if "spawn_worker" not in agent.tool_names:
+        return ""
+    if wake.cycle >= wake.max_cycles:
+        return f"No worker can be added: this is wake {wake.cycle} of {wake.max_cycles} (maxWakeCycles). "
+    return (
+        "If the results miss something, spawn_worker a fix-up for it and end your turn: you are woken "
+        "again with its result. Otherwise: "
     )
 
 

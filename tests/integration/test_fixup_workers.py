@@ -55,6 +55,10 @@ def test_a_fix_up_past_the_wake_cycle_cap_is_refused_and_the_run_ends_with_what_
     ]
     assert (run.status, run.result) == (Run.Status.COMPLETED, "Only the prices: no fix-up could run.")
     assert wakes_of(run) == ["plan", "finish"]
+    # Its finish prompt said so before it asked.
+    transcript = run.steps.get(step_id="coordinator").transcript
+    [finish] = [m["content"] for m in transcript if "Every step has finished" in str(m.get("content"))]
+    assert "No worker can be added: this is wake 2 of 2 (maxWakeCycles)." in finish
 
 
 def test_a_fix_up_for_a_failed_worker_runs_and_one_that_waits_for_it_is_refused(celery_worker):

@@ -190,6 +190,7 @@ def test_a_coordinator_reads_its_workers_results_and_spawns_a_fix_up_that_runs(c
     # Its second wake showed the model worker-1's result; its third, both.
     second, third = messages(openai_endpoint, 2)[-1]["content"], messages(openai_endpoint, 4)[-1]["content"]
     assert "- worker-1: worker-1 found three prices" in second and "worker-2" not in second
+    assert "If the results miss something, spawn_worker a fix-up for it" in second
     assert "- worker-1: worker-1 found three prices" in third
     assert "- worker-2: worker-2 found three prices" in third
     assert run.steps.get(step_id="worker-2").status == Step.Status.COMPLETED

@@ -76,6 +76,8 @@ def test_it_shows_the_coordinator_working_between_wake_and_idle(celery_worker):
         "containers_run/judge_no",
         "containers_run/each_relay",
         "tools/planned",
+        "tools/fixup",
+        "tools/fixup_after_failure",
     ],
 )
 def test_it_matches_the_final_steps_and_messages_at_the_last_seq(celery_worker, name):
