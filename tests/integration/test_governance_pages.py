@@ -54,7 +54,9 @@ def test_a_commands_page_asks_again_while_running_and_stops_once_final(
     command = Command.objects.get()
     live = f"/commands/{command.pk}/live/"
 
-    assert f'hx-get="{live}" hx-trigger="every 2s"' in client.get(f"/commands/{command.pk}/").content.decode()
+    page = client.get(f"/commands/{command.pk}/").content.decode()
+    assert f'hx-get="{live}" hx-trigger="every 2s"' in page
+    assert "Why this workflow: name given: the command names research" in page
     Run.objects.filter(pk=command.run_id).update(status=Run.Status.FAILED, error="the model endpoint is down")
     fragment = client.get(live).content.decode()
 
