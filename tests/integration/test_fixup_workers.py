@@ -86,3 +86,15 @@ def test_a_commands_answer_over_the_api_waits_for_the_fix_up_and_holds_both_outp
     assert "worker-1: worker-1 done" in summary and "worker-2: worker-2 done" in summary
     steps = {s["step_id"]: s["status"] for s in client.get(f"/api/runs/{body['run']['id']}").json()["steps"]}
     assert steps == {"coordinator": "completed", "worker-1": "completed", "worker-2": "completed"}
+
+
+def test_the_run_page_shows_the_fix_up_completed_and_both_outputs_in_the_result(celery_worker, client, owner):
+    run = wait_for_run(do_create_run(register("tools/fixup"), {}, user=owner))
+    client.force_login(owner)
+
+    html = client.get(f"/runs/{run.pk}/").content.decode()
+
+    fix_up = html.split('<tbody id="step-worker-2" class="step">')[1].split("</tbody>")[0]
+    assert 'data-status="completed"' in fix_up and "spawned by the coordinator" in fix_up
+    result = html.split('<div class="run-result">')[1].split("</div>")[0]
+    assert "worker-1: worker-1 done" in result and "worker-2: worker-2 done" in result
