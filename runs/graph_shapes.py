@@ -1,193 +1,174 @@
-"""What the routing graph is made of: nodes, edges, container bands and the
-graph, with the SVG coordinates and titles that
-templates/runs/partials/routing_graph.html draws (runs/graph_layout.py
-places them).
+"""What the run's graph is made of: nodes (the coordinator, steps, loops,
+workers, child runs), edges (dependencies, spawns, child runs, messages
+sent, forwarded and dropped) and the containers that box steps together.
+
+No coordinates: static/js/graph.js lays the graph out in the browser (with
+the vendored dagre) from ``Graph.data()``, which
+templates/runs/partials/routing_graph.html embeds as JSON.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-
-from agents.router import COORDINATOR
-from runs.models import Step
+from typing import Any
 
 # The node that stands for addresses that are no step. Step ids cannot
 # contain "?", so it never clashes with one.
 NOWHERE = "?nowhere"
 
-GLYPHS = {
-    "pending": "○",
-    "running": "◐",
-    "completed": "✓",
-    "failed": "✕",
-    "skipped": "–",
-    "cancelled": "–",
-}
-
 # (message sender, recipient, drop reason or "") -> how many.
 Traffic = Mapping[tuple[str, str, str], int]
 
 
+class NodeKind:
+    COORDINATOR = "coordinator"
+    STEP = "step"
+    LOOP = "loop"
+    WORKER = "worker"
+    CHILD = "child"
+    NOWHERE = "nowhere"
+
+
+class EdgeKind:
+    """``depends``: the target waits for the source; ``spawn``: the
+    coordinator spawned a worker; ``child``: a step's tool call started a
+    child run; ``sent``: messages a step sent the coordinator; ``forward``:
+    messages the coordinator sent or forwarded to a step; ``drop``: messages
+    dropped on the way (red, the reasons in the title)."""
+
+    DEPENDS = "depends"
+    SPAWN = "spawn"
+    CHILD = "child"
+    SENT = "sent"
+    FORWARD = "forward"
+    DROP = "drop"
+
+
 @dataclass(frozen=True)
-class Scale:
-    """Sizes in viewBox units. ``spacing`` is the distance between
-    neighbours on a ring (a truncated label fits), ``gap`` between rings;
-    ``zoom`` is CSS pixels per unit at full width (smaller when the page is)."""
-
-    node_r: float
-    hub_r: float
-    font: float
-    label_chars: int
-    spacing: float
-    gap: float
-    first_ring: float
-    zoom: float
-
-
-SMALL = Scale(node_r=18, hub_r=30, font=11, label_chars=13, spacing=92, gap=0, first_ring=120, zoom=1.0)
-LARGE = Scale(node_r=12, hub_r=26, font=9, label_chars=11, spacing=66, gap=74, first_ring=150, zoom=1.25)
-
-
-@dataclass(frozen=True)
-class Spoke:
-    """What the layout needs of a step, whichever source it came from."""
+class GraphStep:
+    """What the graph needs of a step, whichever source it came from (a Step
+    row, or a replayed step's state with the row's structure)."""
 
     id: str
     agent: str
     status: str
-    kind: str = Step.Kind.STEP
+    kind: str = "step"
     working: bool = False
+    depends_on: tuple[str, ...] = ()
+    spawned_by: str = ""
+    container: str = ""
+
+
+@dataclass(frozen=True)
+class ChildRun:
+    """A run started by a tool call of one of this run's steps."""
+
+    run_id: int
+    workflow: str
+    status: str
+    step_id: str
+    url: str
 
 
 @dataclass(frozen=True)
 class Node:
     id: str
-    label: str
-    agent: str
-    status: str
     kind: str
-    x: float
-    y: float
-    r: float
+    status: str
+    detail: str = ""
     working: bool = False
-    group: str = ""
+    container: str = ""
+    url: str = ""
     note: str = ""
-    font: float = SMALL.font
-
-    @property
-    def glyph(self) -> str:
-        return "?" if self.id == NOWHERE else GLYPHS.get(self.status, "·")
 
     @property
     def title(self) -> str:
-        if self.id == NOWHERE:
+        if self.kind == NodeKind.NOWHERE:
             return f"not a step: {self.note}"
-        parts = [self.id]
-        if self.agent and self.agent != self.id:
-            parts.append(f"agent {self.agent}")
-        parts.append(f"loop, {self.status}" if self.kind == Step.Kind.LOOP else self.status)
+        parts = [self.id, self.detail, self.status]
         if self.working:
             parts.append("working")
         if self.note:
             parts.append(self.note)
-        return " · ".join(parts)
+        return " · ".join(part for part in parts if part)
 
-    @property
-    def is_hub(self) -> bool:
-        return self.id == COORDINATOR
-
-    # Where the template draws things: a loop's square, the label under the
-    # node, "working" above it, the glyph scaled to the node.
-    @property
-    def left(self) -> float:
-        return rounded(self.x - self.r)
-
-    @property
-    def top(self) -> float:
-        return rounded(self.y - self.r)
-
-    @property
-    def side(self) -> float:
-        return rounded(2 * self.r)
-
-    @property
-    def label_y(self) -> float:
-        return rounded(self.y + self.r + self.font + 1)
-
-    @property
-    def working_y(self) -> float:
-        return rounded(self.y - self.r - 4)
-
-    @property
-    def glyph_size(self) -> float:
-        return rounded(self.r * 1.1)
+    def data(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "status": self.status,
+            "detail": self.detail,
+            "working": self.working,
+            "container": self.container,
+            "url": self.url,
+            "title": self.title,
+        }
 
 
 @dataclass(frozen=True)
 class Edge:
-    """Messages one way between two nodes: delivered, or dropped (then
-    ``reasons`` counts why). ``addresses`` counts the senders or
-    recipients behind the nowhere node."""
+    """One kind of link between two nodes; message edges count messages
+    (``reasons`` counts a drop's reasons, ``addresses`` the senders or
+    recipients behind the nowhere node)."""
 
     source: str
     target: str
-    count: int
-    dropped: bool
+    kind: str
+    count: int = 0
     reasons: tuple[tuple[str, int], ...] = ()
     addresses: tuple[tuple[str, int], ...] = ()
-    x1: float = 0
-    y1: float = 0
-    x2: float = 0
-    y2: float = 0
-    lx: float = 0
-    ly: float = 0
-    width: float = 1.5
+
+    @property
+    def dropped(self) -> bool:
+        return self.kind == EdgeKind.DROP
+
+    @property
+    def counted(self) -> bool:
+        return self.kind in (EdgeKind.SENT, EdgeKind.FORWARD, EdgeKind.DROP)
 
     @property
     def label(self) -> str:
+        if not self.counted:
+            return ""
         return f"✕{self.count}" if self.dropped else str(self.count)
 
     @property
     def title(self) -> str:
         source = "nowhere" if self.source == NOWHERE else self.source
         target = "nowhere" if self.target == NOWHERE else self.target
+        if self.kind == EdgeKind.DEPENDS:
+            return f"{target} waits for {source}"
+        if self.kind == EdgeKind.SPAWN:
+            return f"{source} spawned {target}"
+        if self.kind == EdgeKind.CHILD:
+            return f"{source} started {target}"
         noun = "message" if self.count == 1 else "messages"
-        text = f"{source} → {target}: {self.count} {noun}"
+        verb = {EdgeKind.SENT: "sent", EdgeKind.FORWARD: "sent or forwarded"}.get(self.kind, "dropped")
+        text = f"{source} → {target}: {self.count} {noun} {verb}"
         if self.dropped:
-            text += " dropped: " + counted(self.reasons)
+            text += ": " + counted(self.reasons)
         if self.addresses:
             text += f" ({'from' if self.source == NOWHERE else 'to'} {counted(self.addresses)})"
         return text
 
-
-@dataclass(frozen=True)
-class Group:
-    """A top-level container: arc paths behind its steps and a label."""
-
-    id: str
-    label: str
-    arcs: tuple[str, ...]
-    band: float
-    lx: float
-    ly: float
+    def data(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "target": self.target,
+            "kind": self.kind,
+            "count": self.count,
+            "label": self.label,
+            "title": self.title,
+        }
 
 
 @dataclass(frozen=True)
 class Graph:
     nodes: tuple[Node, ...]
     edges: tuple[Edge, ...]
-    groups: tuple[Group, ...]
-    size: float
-    scale: Scale
-
-    @property
-    def viewbox(self) -> str:
-        return f"0 0 {self.size:g} {self.size:g}"
-
-    @property
-    def width(self) -> int:
-        return round(self.size * self.scale.zoom)
+    # Container runtime id -> its enclosing container's ("" at top level).
+    containers: Mapping[str, str]
 
     @property
     def working(self) -> list[Node]:
@@ -196,13 +177,17 @@ class Graph:
     def node(self, node_id: str) -> Node | None:
         return next((node for node in self.nodes if node.id == node_id), None)
 
-    def edge(self, source: str, target: str, *, dropped: bool = False) -> Edge | None:
-        return next((e for e in self.edges if (e.source, e.target, e.dropped) == (source, target, dropped)), None)
+    def edge(self, source: str, target: str, kind: str) -> Edge | None:
+        return next((e for e in self.edges if (e.source, e.target, e.kind) == (source, target, kind)), None)
+
+    def data(self) -> dict[str, Any]:
+        """What static/js/graph.js draws."""
+        return {
+            "nodes": [node.data() for node in self.nodes],
+            "edges": [edge.data() for edge in self.edges],
+            "containers": [{"id": c, "parent": parent} for c, parent in self.containers.items()],
+        }
 
 
 def counted(items: Iterable[tuple[str, int]]) -> str:
     return ", ".join(f"{name} ×{n}" for name, n in items)
-
-
-def rounded(value: float) -> float:
-    return round(value, 1)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from django.db.models import Max
 
+from agents import ids
 from agents.core.decisions import coordinator_end
 from agents.events import parse
 from agents.events.run_events import (
@@ -32,12 +33,11 @@ from agents.events.run_events import (
     WorkflowEnd,
     WorkflowStart,
 )
-from agents.events.tool_events import ApprovalRequested
+from agents.events.tool_events import ApprovalRequested, ChildRunLinked
 from agents.router import COORDINATOR
 from runs.actions.containers import repeat_loop_of
-from runs.graph import graph_of
-from runs.graph_layout import in_display_order
-from runs.graph_shapes import Graph, Spoke
+from runs.graph import GRAPH_STEP_FIELDS, child_runs, graph_of, graph_step
+from runs.graph_shapes import ChildRun, Graph, GraphStep
 from runs.models import Event, Run, Step
 
 # The latest events shown under the graph.
@@ -68,6 +68,11 @@ class ReplayState:
     steps: dict[str, ReplayStep] = field(default_factory=dict)
     traffic: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     events: list[Event] = field(default_factory=list)
+    # What never changes of a step (dependencies, spawner, container), from its row.
+    rows: dict[str, Step] = field(default_factory=dict, repr=False)
+    # The run's child runs, and those linked by the events so far.
+    children: list[ChildRun] = field(default_factory=list, repr=False)
+    linked: set[int] = field(default_factory=set)
     _sent: dict[str, tuple[str, str]] = field(default_factory=dict, repr=False)
 
     @property
@@ -82,8 +87,7 @@ class ReplayState:
     @property
     def ordered_steps(self) -> list[ReplayStep]:
         """Steps under their top-level container, as the graph places them."""
-        spokes = in_display_order([Spoke(s.step_id, s.agent, s.status, s.kind) for s in self.steps.values()])
-        return [self.steps[spoke.id] for spoke in spokes]
+        return [self.steps[step_id] for step_id in in_display_order(list(self.steps))]
 
     @property
     def statuses(self) -> dict[str, str]:
@@ -95,7 +99,15 @@ class ReplayState:
 
     @property
     def graph(self) -> Graph:
-        return graph_of(self.coordinator_status, self.coordinator_working, self.steps.values(), self.traffic)
+        steps = [self._graph_step(self.steps[step_id]) for step_id in in_display_order(list(self.steps))]
+        children = [child for child in self.children if child.run_id in self.linked]
+        return graph_of(self.coordinator_status, self.coordinator_working, steps, self.traffic, children)
+
+    def _graph_step(self, step: ReplayStep) -> GraphStep:
+        row = self.rows.get(step.step_id)
+        if row is None:
+            return GraphStep(step.step_id, step.agent, step.status, step.kind, step.status == Step.Status.RUNNING)
+        return graph_step(row, step.status)
 
     def apply(self, event: Event) -> None:
         """Move the state past one event."""
@@ -133,6 +145,8 @@ class ReplayState:
                 if self._sent.pop(message_id, None):
                     self.traffic[(sender, recipient, "")] -= 1
                 self.traffic[(sender, recipient, reason)] += 1
+            case ChildRunLinked(run_id=child):
+                self.linked.add(child)
             case ApprovalRequested(kind="workflow") if self.run_status == Run.Status.PENDING:
                 self.run_status = Run.Status.AWAITING_APPROVAL
             case WorkflowEnd(status=status):
@@ -161,6 +175,23 @@ class ReplayState:
         return self.steps[step_id]
 
 
+def in_display_order(step_ids: list[str]) -> list[str]:
+    """Steps under their top-level container, in order of first appearance:
+    a loop's later iterations come after the steps that follow the loop, but
+    sit inside it (as runs.live.in_display_order does for Step rows)."""
+    first: dict[str, int] = {}
+    for n, step_id in enumerate(step_ids):
+        first.setdefault(_top(step_id), n)
+    return [step_id for _, step_id in sorted(enumerate(step_ids), key=lambda item: (first[_top(item[1])], item[0]))]
+
+
+def _top(step_id: str) -> str:
+    try:
+        return ids.parse(step_id)[0].id
+    except ValueError:
+        return step_id
+
+
 def last_seq(run: Run) -> int:
     return run.events.aggregate(last=Max("seq"))["last"] or 0
 
@@ -170,16 +201,15 @@ def state_at(run: Run, seq: int | None = None) -> ReplayState:
     the log, 1..last, as the scrubber is; None means the last event)."""
     last = last_seq(run)
     seq = last if seq is None else max(min(1, last), min(seq, last))
-    state = ReplayState(run.pk, last_seq=last)
+    rows = {step.step_id: step for step in run.steps.only(*GRAPH_STEP_FIELDS)}
+    state = ReplayState(run.pk, last_seq=last, rows=rows, children=child_runs(run))
     for event in run.events.filter(seq__lte=seq).order_by("seq"):
         state.apply(event)
     # A step's agent never changes, but a step that has not started yet has
     # no event naming it: take it from the step's row.
-    unnamed = [step.step_id for step in state.steps.values() if not step.agent and step.kind == Step.Kind.STEP]
-    if unnamed:
-        agents = dict(run.steps.filter(step_id__in=unnamed).values_list("step_id", "agent"))
-        for step_id in unnamed:
-            state.steps[step_id].agent = agents.get(step_id, "")
+    for step in state.steps.values():
+        if not step.agent and step.kind == Step.Kind.STEP and step.step_id in rows:
+            step.agent = rows[step.step_id].agent
     return state
 
 

@@ -69,7 +69,7 @@ class ToolResult(EventData):
 
 class ChildRunLinked(EventData):
     type: Literal["child_run_linked"] = "child_run_linked"
-    concerns = frozenset({"tool_calls"})
+    concerns = frozenset({"tool_calls", "graph"})
     run_id: int
     agent_id: str
     parent_run_id: int
@@ -78,7 +78,7 @@ class ChildRunLinked(EventData):
 
 class ChildRunResult(EventData):
     type: Literal["child_run_result"] = "child_run_result"
-    concerns = frozenset({"tool_calls"})
+    concerns = frozenset({"tool_calls", "graph"})
     tool_call_id: str
     run_id: int
     status: str

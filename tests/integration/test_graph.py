@@ -1,11 +1,11 @@
-"""The routing graph: a node per step around the coordinator, an edge per
-direction counted from Message rows, drops as red edges with their reasons,
-escaped text, and a layout that holds fifty steps."""
+"""The run's graph as data: a node per step, loop, worker and child run;
+dependencies, spawns and child runs; messages counted per direction from
+Message rows, drops with their reasons; loop iterations boxed; escaped
+text. static/js/graph.js draws it (tests/browser/test_graph.py)."""
 
 from __future__ import annotations
 
-import itertools
-import math
+import json
 import re
 
 import pytest
@@ -17,7 +17,7 @@ from runs import live
 from runs.actions import do_create_run
 from runs.graph import routing_graph
 from runs.graph_shapes import NOWHERE
-from runs.models import Message, Run, Step
+from runs.models import Message, Run, Step, ToolCall
 from runs.store.events import DjangoEventSink
 from tests.conftest import register, wait_for_run
 
@@ -26,8 +26,17 @@ pytestmark = pytest.mark.django_db(transaction=True)
 XSS = "<script>x</script>"
 
 
-def svg_of(run: Run) -> str:
-    return render_to_string("runs/partials/routing_graph.html", {"graph": routing_graph(run)})
+def card_of(run: Run, **context) -> str:
+    return render_to_string("runs/partials/routing_graph.html", {"graph": routing_graph(run)} | context)
+
+
+def drawn(page: str) -> dict:
+    """The graph the card hands static/js/graph.js."""
+    return json.loads(re.search(r'<script id="routing-graph-data" type="application/json">(.*?)</script>', page)[1])
+
+
+def edges_of(data: dict) -> set[tuple[str, str, str]]:
+    return {(e["source"], e["target"], e["kind"]) for e in data["edges"]}
 
 
 def delivered(run: Run) -> dict[tuple[str, str], int]:
@@ -47,39 +56,39 @@ def bare_run(**fields) -> Run:
     return Run.objects.create(workflow=register("relay"), inputs={"subject": "x"}, **fields)
 
 
-def test_it_draws_a_node_per_step_around_the_coordinator(celery_worker):
+def test_it_draws_every_step_with_what_it_waits_for(celery_worker):
     run = wait_for_run(do_create_run(register("hub_and_spoke"), {}), timeout=60)
 
     graph = routing_graph(run)
 
     assert [node.id for node in graph.nodes] == ["coordinator", "research", "check_prices", "writer"]
-    hub = graph.node("coordinator")
-    assert (hub.x, hub.y) == (graph.size / 2, graph.size / 2)
-    radii = {round(math.dist((node.x, node.y), (hub.x, hub.y))) for node in graph.nodes[1:]}
-    assert len(radii) == 1
     assert {node.status for node in graph.nodes} == {"completed"}
-    assert graph.node("writer").agent == "author"
-    page = svg_of(run)
-    for node_id in ("coordinator", "research", "check_prices", "writer"):
-        assert f'data-node="{node_id}"' in page
+    assert graph.node("writer").detail == "author"
+    assert graph.edge("research", "writer", "depends").title == "writer waits for research"
+    assert graph.edge("check_prices", "writer", "depends") is not None
+    data = drawn(card_of(run))
+    assert [n["id"] for n in data["nodes"]] == ["coordinator", "research", "check_prices", "writer"]
+    assert ("check_prices", "writer", "depends") in edges_of(data)
 
 
-def test_it_counts_delivered_messages_per_direction(celery_worker):
+def test_it_counts_messages_sent_and_forwarded_per_direction(celery_worker):
     run = wait_for_run(do_create_run(register("hub_and_spoke"), {}), timeout=60)
 
     graph = routing_graph(run)
 
-    assert {(e.source, e.target): e.count for e in graph.edges if not e.dropped} == delivered(run)
-    assert graph.edge("research", "coordinator").count == 1
-    assert graph.edge("coordinator", "writer").count == 1
-    assert graph.edge("writer", "coordinator").count == 1
-    assert 'data-source="coordinator" data-target="writer" data-count="1"' in svg_of(run)
+    messages = {(e.source, e.target): e.count for e in graph.edges if e.kind in ("sent", "forward")}
+    assert messages == delivered(run)
+    assert graph.edge("research", "coordinator", "sent").count == 1
+    assert graph.edge("coordinator", "writer", "forward").count == 1
+    assert graph.edge("writer", "coordinator", "sent").title == "writer → coordinator: 1 message sent"
+    edge = next(e for e in drawn(card_of(run))["edges"] if (e["source"], e["target"]) == ("coordinator", "writer"))
+    assert (edge["kind"], edge["count"], edge["label"]) == ("forward", 1, "1")
 
 
-def test_it_reads_the_graph_in_two_queries(celery_worker, django_assert_num_queries):
+def test_it_reads_the_graph_in_three_queries(celery_worker, django_assert_num_queries):
     run = wait_for_run(do_create_run(register("relay"), {"subject": "tides"}))
 
-    with django_assert_num_queries(2):
+    with django_assert_num_queries(3):  # the steps, the messages, the child runs
         routing_graph(run)
 
 
@@ -88,15 +97,13 @@ def test_it_draws_drops_as_separate_red_edges_with_their_reasons(celery_worker):
 
     graph = routing_graph(run)
 
-    sent = graph.edge("chatty", "coordinator")
-    dropped = graph.edge("chatty", "coordinator", dropped=True)
+    sent = graph.edge("chatty", "coordinator", "sent")
+    dropped = graph.edge("chatty", "coordinator", "drop")
     assert (sent.count, dropped.count, dropped.reasons) == (1, 1, (("mailbox-full", 1),))
     assert dropped.title == "chatty → coordinator: 1 message dropped: mailbox-full ×1"
-    page = svg_of(run)
-    assert page.count('data-dropped="true"') == 1
-    assert 'stroke-dasharray="5 4" marker-end="url(#rg-arrow-drop)"' in page
-    assert "<title>chatty → coordinator: 1 message dropped: mailbox-full ×1</title>" in page
-    assert ">✕1</text>" in page
+    data = drawn(card_of(run))
+    drops = [e for e in data["edges"] if e["kind"] == "drop"]
+    assert [(e["label"], e["title"]) for e in drops] == [("✕1", dropped.title)]
 
 
 def test_it_sends_forwards_to_an_unknown_step_to_the_nowhere_node(celery_worker):
@@ -104,16 +111,57 @@ def test_it_sends_forwards_to_an_unknown_step_to_the_nowhere_node(celery_worker)
 
     graph = routing_graph(run)
 
-    edge = graph.edge("coordinator", NOWHERE, dropped=True)
+    edge = graph.edge("coordinator", NOWHERE, "drop")
     assert (edge.count, edge.reasons, edge.addresses) == (1, (("unknown-step", 1),), (("nobody", 1),))
     assert edge.title == "coordinator → nowhere: 1 message dropped: unknown-step ×1 (to nobody ×1)"
-    nowhere = graph.node(NOWHERE)
-    assert nowhere.title == "not a step: nobody ×1"
-    assert 0 < nowhere.x < graph.size and 0 < nowhere.y < graph.size
-    assert graph.edge("talker", "coordinator").count == 1
+    assert graph.node(NOWHERE).title == "not a step: nobody ×1"
+    assert graph.edge("talker", "coordinator", "sent").count == 1
 
 
-def test_it_escapes_step_ids_recipients_and_reasons_in_the_svg():
+def test_it_draws_workers_spawned_by_the_coordinator_and_their_dependencies(celery_worker):
+    run = wait_for_run(do_create_run(register("research_brief"), {}), timeout=60)
+
+    graph = routing_graph(run)
+
+    workers = [node.id for node in graph.nodes if node.kind == "worker"]
+    assert workers == ["worker-1", "worker-2", "worker-3"]
+    assert all(graph.edge("coordinator", worker, "spawn") for worker in workers)
+    assert graph.edge("worker-1", "worker-3", "depends") and graph.edge("worker-2", "worker-3", "depends")
+    assert graph.node("worker-3").detail == "worker · writer"
+
+
+def test_it_boxes_each_loop_iteration_inside_its_loop(celery_worker):
+    run = wait_for_run(do_create_run(register("loop_review"), {}), timeout=60)
+
+    graph = routing_graph(run)
+
+    assert graph.node("refine").kind == "loop"
+    assert graph.containers == {"refine": "", "refine.0": "refine", "refine.1": "refine"}
+    assert graph.node("refine.1.review").container == "refine.1"
+    assert graph.node("refine").container == "refine"
+    assert graph.edge("refine.1.draft", "refine.1.review", "depends")
+    # The loop's row waits for each iteration's last step.
+    assert graph.edge("refine.0.review", "refine", "depends") and graph.edge("refine.1.review", "refine", "depends")
+    assert graph.edge("refine.0.draft", "refine", "depends") is None
+    assert graph.edge("research", "refine.0.draft", "depends") and graph.edge("refine", "publish", "depends")
+
+
+def test_it_draws_a_child_run_linked_to_its_page_from_the_step_that_started_it():
+    run = bare_run()
+    Step.objects.create(run=run, step_id="coordinator", kind="coordinator", agent="coordinator")
+    step = Step.objects.create(run=run, step_id="delegate", agent="caller", position=1, status="running")
+    call = ToolCall.objects.create(run=run, step=step, tool_call_id="call-1", name="run_workflow", arguments="{}")
+    child = bare_run(parent_tool_call=call, status="running")
+
+    graph = routing_graph(run)
+
+    node = graph.node(f"run:{child.pk}")
+    assert (node.kind, node.status, node.url) == ("child", "running", f"/runs/{child.pk}/")
+    assert node.detail == f"run #{child.pk} · relay"
+    assert graph.edge("delegate", f"run:{child.pk}", "child").title == f"delegate started run:{child.pk}"
+
+
+def test_it_escapes_step_ids_recipients_and_reasons_in_the_card():
     run = bare_run()
     Step.objects.create(run=run, step_id="coordinator", kind="coordinator", agent="coordinator")
     img = "<img src=x onerror=alert(1)>"
@@ -121,14 +169,14 @@ def test_it_escapes_step_ids_recipients_and_reasons_in_the_svg():
     message(run, "m1", "coordinator", XSS, drop_reason="unknown-step")
     message(run, "m2", img, "coordinator", drop_reason=XSS)
 
-    page = svg_of(run)
+    page = card_of(run)
 
     assert "<script>" not in page
     assert "<img" not in page
-    assert "&lt;script&gt;x&lt;/script&gt;" in page
-    assert "unknown-step ×1 (to &lt;script&gt;x&lt;/script&gt; ×1)" in page
-    assert "1 message dropped: &lt;script&gt;x&lt;/script&gt; ×1</title>" in page
-    assert 'data-node="&lt;img src=x onerror=alert(1)&gt;"' in page
+    assert "</script>x" not in page
+    titles = [e["title"] for e in drawn(page)["edges"]]
+    assert f"coordinator → nowhere: 1 message dropped: unknown-step ×1 (to {XSS} ×1)" in titles
+    assert img in [n["id"] for n in drawn(page)["nodes"]]
 
 
 def test_it_marks_the_working_step_and_the_busy_coordinator():
@@ -138,68 +186,19 @@ def test_it_marks_the_working_step_and_the_busy_coordinator():
     Step.objects.create(run=run, step_id="second", agent="receiver", status="failed", position=2)
 
     graph = routing_graph(run)
-    page = svg_of(run)
 
     assert [node.id for node in graph.working] == ["coordinator", "first"]
-    assert page.count(' rg-working"') == 2
-    assert page.count(">working</text>") == 2
-    assert ">✕</text>" in page and ">◐</text>" in page
-    assert graph.node("second").title == "second · agent receiver · failed"
-
-
-def test_it_keeps_container_steps_together_under_their_container():
-    run = bare_run()
-    rows = ["intro", "refine", "refine.0.draft", "deploy[0].ship", "deploy[1].ship", "outro", "refine.1.draft"]
-    for position, step_id in enumerate(rows):
-        Step.objects.create(run=run, step_id=step_id, kind="loop" if step_id == "refine" else "step", position=position)
-
-    graph = routing_graph(run)
-
-    assert [node.id for node in graph.nodes[1:]] == [
-        "intro",
-        "refine",
-        "refine.0.draft",
-        "refine.1.draft",
-        "deploy[0].ship",
-        "deploy[1].ship",
-        "outro",
-    ]
-    assert [(group.id, len(group.arcs)) for group in graph.groups] == [("refine", 1), ("deploy", 1)]
-    assert {node.id: node.group for node in graph.nodes}["refine.1.draft"] == "refine"
-    assert '<rect x="' in svg_of(run)  # the loop's own row is a square
-
-
-def test_it_lays_out_fifty_steps_inside_the_viewbox_without_overlap():
-    run = bare_run()
-    Step.objects.create(run=run, step_id="coordinator", kind="coordinator", agent="coordinator")
-    ids = [f"a-rather-long-step-name-{n}" for n in range(30)] + [f"fan[{n}].work" for n in range(20)]
-    for position, step_id in enumerate(ids, start=1):
-        Step.objects.create(run=run, step_id=step_id, agent="worker", position=position)
-    for n in range(50):
-        message(run, f"m{n}", ids[n], "coordinator")
-
-    page = svg_of(run)
-
-    width, height = map(float, re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', page).groups())
-    circles = [tuple(map(float, c)) for c in re.findall(r'<circle cx="([\d.]+)" cy="([\d.]+)" r="([\d.]+)"', page)]
-    assert len(circles) == 51
-    for x, y, r in circles:
-        assert r <= x <= width - r and r <= y <= height - r
-    for (x1, y1, r1), (x2, y2, r2) in itertools.combinations(circles, 2):
-        assert math.dist((x1, y1), (x2, y2)) > r1 + r2
-    # Labels are cut short; the full id is in the node's title.
-    assert ">a-rather-l…</text>" in page
-    assert "<title>a-rather-long-step-name-7 · agent worker · pending</title>" in page
-    assert page.count('data-count="1"') == 50
+    assert [n["working"] for n in drawn(card_of(run))["nodes"]] == [True, True, False]
+    assert graph.node("second").title == "second · receiver · failed"
 
 
 def test_it_renders_out_of_band_for_live_updates():
     run = bare_run()
 
-    page = render_to_string("runs/partials/routing_graph.html", {"graph": routing_graph(run), "oob": True})
+    page = card_of(run, oob=True)
 
     assert page.startswith('<section class="card routing-graph" id="routing-graph" hx-swap-oob="true">')
-    assert 'data-node="coordinator"' in page
+    assert [n["id"] for n in drawn(page)["nodes"]] == ["coordinator"]
 
 
 def run_of_three_steps(owner) -> Run:
@@ -257,5 +256,5 @@ def test_it_serves_a_stale_graph_to_those_who_may_see_the_run(owner, teammate, c
         f'<section class="card routing-graph" id="routing-graph" data-seq="1" hx-get="/runs/{run.pk}/graph/" '
         'hx-trigger="graph-stale" hx-swap="outerHTML">'
     )
-    assert 'data-node="first" data-status="completed"' in page
+    assert {n["id"]: n["status"] for n in drawn(page)["nodes"]}["first"] == "completed"
     assert hidden.status_code == 404
