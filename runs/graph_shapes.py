@@ -87,6 +87,8 @@ class Node:
         if self.kind == NodeKind.NOWHERE:
             return f"not a step: {self.note}"
         parts = [self.id, self.detail, self.status]
+        if self.container:
+            parts.append(f"in {self.container}")
         if self.working:
             parts.append("working")
         if self.note:

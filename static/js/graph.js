@@ -13,9 +13,11 @@
   var MIN_SCALE = 0.85;
   var GLYPHS = { pending: "○", running: "◐", completed: "✓", failed: "✕", skipped: "–", cancelled: "–", partial: "◑",
                  blocked: "■", awaiting_approval: "…" };
-  // Edges that point at the coordinator are laid out from it, so that it
-  // stays on top; they are drawn the right way round.
-  var TOWARDS_HUB = { sent: true, drop: true };
+  // Loops, forEach and their iterations are boxes (dagre's compound nodes)
+  // up to this many nodes; past it their cost dominates the layout (a
+  // 500-node run took several times as long), so a big run's nodes name
+  // their box in their tooltip instead.
+  var BOXED_UP_TO = 150;
   var state = { picked: null, scroll: null };
   var measure = document.createElement("canvas").getContext("2d");
 
@@ -77,27 +79,74 @@
     el("title", {}, parent).textContent = text;
   }
 
+  // Messages all go through the coordinator: laid out with the structure
+  // they would pull every node towards it over every rank, which costs
+  // dagre most of its time on a big run. dagre places the structure
+  // (dependencies, spawns, child runs; the coordinator above what nothing
+  // else starts); messages are drawn afterwards as curves (message()).
+  function isMessage(edge) {
+    return edge.kind === "sent" || edge.kind === "forward" || edge.kind === "drop";
+  }
+
   function layout(data) {
     var g = new dagre.graphlib.Graph({ compound: true, multigraph: true });
-    g.setGraph({ rankdir: "TB", nodesep: 22, ranksep: 34, edgesep: 8, marginx: 10, marginy: 10 });
+    g.setGraph({ rankdir: "TB", nodesep: 22, ranksep: 40, edgesep: 8, marginx: 12, marginy: 12 });
     g.setDefaultEdgeLabel(function () { return {}; });
-    data.containers.forEach(function (c) { g.setNode("box:" + c.id, { box: c.id }); });
-    data.containers.forEach(function (c) { if (c.parent) g.setParent("box:" + c.id, "box:" + c.parent); });
+    var boxed = data.nodes.length <= BOXED_UP_TO;
+    if (boxed) {
+      data.containers.forEach(function (c) { g.setNode("box:" + c.id, { box: c.id }); });
+      data.containers.forEach(function (c) { if (c.parent) g.setParent("box:" + c.id, "box:" + c.parent); });
+    }
     data.nodes.forEach(function (node) {
       var b = box(node);
       g.setNode(node.id, { node: node, width: b.width, height: b.height, shape: b });
-      if (node.container) g.setParent(node.id, "box:" + node.container);
+      if (boxed && node.container) g.setParent(node.id, "box:" + node.container);
     });
+    var started = {};
     data.edges.forEach(function (edge, n) {
-      var flip = !!TOWARDS_HUB[edge.kind] && edge.target === "coordinator";
-      var label = edge.label ? { width: Math.ceil(textWidth(edge.label, DETAIL)) + 6, height: 14, labelpos: "c" } : {};
-      label.edge = edge;
-      label.flip = flip;
-      g.setEdge(flip ? edge.target : edge.source, flip ? edge.source : edge.target, label, String(n));
+      if (isMessage(edge)) return;
+      started[edge.target] = true;
+      g.setEdge(edge.source, edge.target, { edge: edge }, String(n));
+    });
+    data.nodes.forEach(function (node) {
+      if (node.kind !== "coordinator" && !started[node.id] && g.hasNode("coordinator")) {
+        g.setEdge("coordinator", node.id, { layoutOnly: true }, "start:" + node.id);
+      }
     });
     dagre.layout(g);
     return g;
   }
+
+  // Where a line from the centre of ``n`` towards (x, y) leaves its box.
+  function rim(n, x, y) {
+    var dx = x - n.x, dy = y - n.y;
+    if (!dx && !dy) return { x: n.x, y: n.y };
+    var sx = dx ? (n.width / 2) / Math.abs(dx) : Infinity, sy = dy ? (n.height / 2) / Math.abs(dy) : Infinity;
+    var k = Math.min(sx, sy);
+    return { x: n.x + dx * k, y: n.y + dy * k };
+  }
+
+  // A message edge: a curve between the two boxes, the two directions and
+  // the drops side by side; its count sits near the step's end.
+  var SIDE = { sent: -8, forward: 8, drop: 0 }, AT = { sent: 0.35, forward: 0.8, drop: 0.55 };
+  function message(g, edge) {
+    var s = g.node(edge.source), t = g.node(edge.target);
+    if (!s || !t) return null;
+    var shift = SIDE[edge.kind];
+    var a = rim(s, t.x + shift, t.y), b = rim(t, s.x + shift, s.y);
+    a.x += shift; b.x += shift;
+    var midY = (a.y + b.y) / 2;
+    var c1 = { x: a.x, y: midY }, c2 = { x: b.x, y: midY };
+    var k = AT[edge.kind], u = 1 - k;
+    var label = {
+      x: u * u * u * a.x + 3 * u * u * k * c1.x + 3 * u * k * k * c2.x + k * k * k * b.x,
+      y: u * u * u * a.y + 3 * u * u * k * c1.y + 3 * u * k * k * c2.y + k * k * k * b.y,
+    };
+    var d = "M" + r(a.x) + " " + r(a.y) + "C" + r(c1.x) + " " + r(c1.y) + " " + r(c2.x) + " " + r(c2.y) + " " + r(b.x) + " " + r(b.y);
+    return { edge: edge, d: d, x: label.x, y: label.y, width: Math.ceil(textWidth(edge.label, DETAIL)) + 6 };
+  }
+
+  function r(v) { return Math.round(v * 10) / 10; }
 
   function path(points) {
     var d = "M" + points[0].x + " " + points[0].y;
@@ -109,19 +158,22 @@
     return d + "L" + last.x + " " + last.y;
   }
 
+  // A structural edge as dagre routed it: its points into a path.
+  function routed(e) {
+    return { edge: e.edge, d: path(e.points.map(function (p) { return { x: r(p.x), y: r(p.y) }; })) };
+  }
+
   function drawEdge(layer, e) {
     var edge = e.edge;
-    var points = e.points.map(function (p) { return { x: Math.round(p.x * 10) / 10, y: Math.round(p.y * 10) / 10 }; });
-    if (e.flip) points.reverse();
     var g = el("g", { "class": "rg-edge rg-" + edge.kind + (edge.kind === "drop" ? " rg-dropped" : ""), "data-kind": edge.kind,
                       "data-source": edge.source, "data-target": edge.target }, layer);
     if (edge.label) g.setAttribute("data-count", edge.count);
     if (edge.kind === "drop") g.setAttribute("data-dropped", "true");
     titled(g, edge.title);
-    el("path", { d: path(points), "marker-end": "url(#rg-arrow-" + edge.kind + ")" }, g);
+    el("path", { d: e.d, "marker-end": "url(#rg-arrow-" + edge.kind + ")" }, g);
     if (edge.label) {
-      el("rect", { x: e.x - e.width / 2, y: e.y - 7, width: e.width, height: 14, rx: 3, "class": "rg-count-bg" }, g);
-      var t = el("text", { x: e.x, y: e.y, dy: ".35em", "text-anchor": "middle", "class": "rg-count" }, g);
+      el("rect", { x: r(e.x - e.width / 2), y: r(e.y - 7), width: e.width, height: 14, rx: 3, "class": "rg-count-bg" }, g);
+      var t = el("text", { x: r(e.x), y: r(e.y), dy: ".35em", "text-anchor": "middle", "class": "rg-count" }, g);
       t.textContent = edge.label;
     }
   }
@@ -194,7 +246,14 @@
       if (n.box !== undefined) drawBox(boxes, n);
       else if (n.node) drawNode(nodes, n, clickable);
     });
-    g.edges().forEach(function (e) { drawEdge(edges, g.edge(e)); });
+    g.edges().forEach(function (e) {
+      var laid = g.edge(e);
+      if (laid.edge) drawEdge(edges, routed(laid));
+    });
+    data.edges.forEach(function (edge) {
+      var curve = isMessage(edge) && message(g, edge);
+      if (curve) drawEdge(edges, curve);
+    });
     canvas.replaceChildren(svg);
     card.dataset.drawn = "true";
     return svg;

@@ -136,3 +136,76 @@ def test_a_click_on_a_node_shows_its_steps_events_and_opens_the_step(open_page, 
     assert page.locator("#event-filters .chip-step input[name=step]").evaluate_all("els => els.map(e => e.value)") == [
         "research"
     ]
+
+
+LONG_IDS = {
+    "nodes": [
+        {
+            "id": "coordinator",
+            "kind": "coordinator",
+            "status": "running",
+            "detail": "hub",
+            "working": True,
+            "container": "",
+            "url": "",
+            "title": "coordinator",
+        },
+        {
+            "id": "deploy[12].ship_to_the_region-with.a_rather_long-name",
+            "kind": "step",
+            "status": "pending",
+            "detail": "shipper",
+            "working": False,
+            "container": "",
+            "url": "",
+            "title": "the whole id",
+        },
+        {
+            "id": "supercalifragilisticexpialidocious_and_antidisestablishmentarianism",
+            "kind": "step",
+            "status": "pending",
+            "detail": "x",
+            "working": False,
+            "container": "",
+            "url": "",
+            "title": "one long word",
+        },
+    ],
+    "edges": [],
+    "containers": [],
+}
+
+LINES = """() => [...document.querySelectorAll('#routing-graph .rg-node')].map((n) => ({
+  id: n.dataset.node,
+  title: n.querySelector('title').textContent,
+  lines: [...n.querySelectorAll('.rg-label')].map((t) => t.textContent),
+}))"""
+
+
+def test_long_ids_wrap_after_a_separator_or_are_truncated_never_cut_mid_word(open_page, server):
+    page = open_page()
+    log_in(page, server)
+    page.evaluate(
+        """(data) => {
+          const card = document.createElement('section');
+          card.id = 'routing-graph';
+          const json = document.createElement('script');
+          json.type = 'application/json'; json.id = 'routing-graph-data'; json.textContent = JSON.stringify(data);
+          const canvas = document.createElement('div');
+          canvas.className = 'graph-canvas';
+          card.append(json, canvas);
+          document.querySelector('main').append(card);
+          window.zenwebGraph.render(card);
+        }""",
+        LONG_IDS,
+    )
+
+    nodes = {node["id"]: node for node in page.evaluate(LINES)}
+    wrapped = nodes["deploy[12].ship_to_the_region-with.a_rather_long-name"]
+    assert len(wrapped["lines"]) > 1
+    # Every line but the last ends at a separator: no word is cut in two.
+    assert all(line[-1] in ".[]_-:/ " for line in wrapped["lines"][:-1]), wrapped["lines"]
+    assert "".join(wrapped["lines"]).replace("… ", "").endswith("name")
+    word = nodes["supercalifragilisticexpialidocious_and_antidisestablishmentarianism"]
+    assert word["lines"][-1].endswith("…") and word["title"] == "one long word"
+    assert page.evaluate(OVERFLOWS) == []
