@@ -26,12 +26,15 @@ TARGETS = {
     "run_page": Target("<", 100, "< 100 ms"),
     "event_page": Target("<", 100, "< 100 ms"),
     "runs_list": Target("<", 150, "< 150 ms"),
+    "graph_card": None,
 }
 STEPS = [f"step-{n}" for n in range(1, 9)]
 PAGES = {
     "run_page": "run page /runs/<id>/ (50,000 events)",
     "event_page": "event page /runs/<id>/events/ (50,000 events)",
     "runs_list": "runs list / (10,000 runs)",
+    # The run page's graph alone (the card a big run's page fetches): its share of the run page.
+    "graph_card": "graph card /runs/<id>/graph/ (50,000 events)",
 }
 
 WORKFLOW_YAML = """\
@@ -243,6 +246,7 @@ def pages(events: int, runs: int, requests: int) -> dict[str, Any]:
         "run_page": reverse("runs:detail", args=[seeded["run_id"]]),
         "event_page": reverse("runs:events", args=[seeded["run_id"]]),
         "runs_list": reverse("runs:list"),
+        "graph_card": reverse("runs:graph", args=[seeded["run_id"]]),
     }
     timings: dict[str, list[float]] = {}
     queries: dict[str, int] = {}
