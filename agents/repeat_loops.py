@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agents import bounded_json, ids
+from agents.core import machine
+from agents.core.decisions import AskJudge, EndLoop
+from agents.core.happenings import IterationEnded
+from agents.core.state import UNREAD
 from agents.expansion import (
     MAX_RUN_STEPS,
     ExpansionError,
@@ -25,6 +29,7 @@ from agents.expansion import (
     root_scope,
 )
 from agents.spec import LoopSpec, StepSpec, WorkflowSpec
+from agents.spec.expressions import until_is_cel
 
 _JUDGE_YES = frozenset({"yes", "true", "done", "approved"})
 # A JSON answer inside a Markdown code fence, as models often write one.
@@ -33,11 +38,14 @@ _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 @dataclass(frozen=True)
 class LoopDecision:
-    """What follows an iteration of a repeat-until loop: ``done`` (``reason``
-    says why), ``judge`` (ask ``agent`` the ``prompt``, pass its answer to
+    """What follows an iteration of a repeat-until loop (``decide``'s
+    decision, with what applying it needs): ``done`` (``reason`` says why),
+    ``judge`` (ask ``agent`` the ``prompt``, pass its answer to
     ``judge_decision``, then call ``next_iteration`` again with the verdict),
-    ``more`` (create ``steps``, the next iteration), or ``fail`` (the next
-    iteration's steps would take the run past ``MAX_RUN_STEPS``: ``reason``)."""
+    ``more`` (create ``steps``, the next iteration), or ``fail`` (``reason``:
+    the loop exhausted its iterations, its until failed to evaluate, an
+    iteration did not complete, or the next iteration's steps would take the
+    run past ``MAX_RUN_STEPS``)."""
 
     action: Literal["done", "judge", "more", "fail"]
     reason: str = ""
@@ -57,44 +65,34 @@ def next_iteration(
     verdict: bool | None = None,
     run_steps: int = 0,
 ) -> LoopDecision:
-    """Decide what follows iteration ``finished_iteration`` of the repeat-until
-    loop ``loop_runtime_id``; ``outputs`` maps runtime ids to step outputs.
-
-    In order: ``done`` when the output of the loop's last inner step contains
-    the ``until`` text (case-sensitive), ``done`` after ``maxIterations``
-    iterations, and with ``untilAgent``: ``judge`` until a ``verdict`` is given,
-    then ``done`` for True. Otherwise ``more``: iteration N+1, whose steps get
-    the last output as ``previous_output`` (and in the instructions of its
-    first steps), or ``fail`` when those steps and the run's ``run_steps``
-    would be more than ``MAX_RUN_STEPS``. ``inputs`` are the run's inputs,
-    needed when a dependency of the loop is a forEach loop. Call it once
-    every step of the iteration completed: a missing output counts as empty.
-    """
+    """What follows iteration ``finished_iteration`` of the repeat-until
+    loop ``loop_runtime_id``, every step of which completed (``outputs``
+    maps runtime ids to step outputs), as ``decide``
+    rules (agents/core/loops.py), with what the decision needs: ``done`` with
+    the loop's output, ``fail``, ``judge`` with the judge's prompt, or
+    ``more``: iteration N+1's steps, which get the last output as
+    ``previous_output`` (and in the instructions of its first steps), or
+    ``fail`` when those steps and the run's ``run_steps`` would be more than
+    ``MAX_RUN_STEPS``. ``inputs`` are the run's inputs, needed when a
+    dependency of the loop is a forEach loop. A missing output counts as
+    empty."""
     step, scope, deps = _locate(spec, loop_runtime_id, inputs or {}, outputs)
     loop = step.loop
     if loop is None or loop.kind != "repeat":
         raise ValueError(f"{loop_runtime_id!r} is not a repeat-until loop")
-    last_id = ids.repeat_id(loop_runtime_id, finished_iteration, loop.steps[-1].id)
-    output = outputs.get(last_id, "")
-
-    def done(reason: str) -> LoopDecision:
-        return LoopDecision("done", reason, loop_output(loop, loop_runtime_id, finished_iteration, outputs))
-
-    if loop.until is not None and loop.until in output:
-        return done(f"{last_id} said {loop.until!r}")
-    max_iterations = loop.max_iterations or 1
-    if finished_iteration + 1 >= max_iterations:
-        return done(f"maxIterations ({max_iterations}) reached")
-    if loop.until_agent is not None:
-        if verdict is None:
-            judge = spec.agents.get(loop.until_agent)
-            schema = judge.result_schema if judge is not None else None
-            prompt = judge_prompt(loop_runtime_id, last_id, output, schema)
-            return LoopDecision("judge", agent=loop.until_agent, prompt=prompt)
-        if verdict:
-            return done(f"{loop.until_agent} judged iteration {finished_iteration} done")
+    ended = iteration_ended(loop, loop_runtime_id, finished_iteration, outputs, verdict=verdict)
+    decision = machine.decide(UNREAD, ended)[0]
+    if isinstance(decision, EndLoop):
+        if decision.status == "failed":
+            return LoopDecision("fail", decision.reason)
+        return LoopDecision("done", decision.reason, loop_output(loop, loop_runtime_id, finished_iteration, outputs))
+    if isinstance(decision, AskJudge):
+        judge = spec.agents.get(decision.agent)
+        schema = judge.result_schema if judge is not None else None
+        prompt = judge_prompt(loop_runtime_id, ended.last_id, ended.output, schema)
+        return LoopDecision("judge", agent=decision.agent, prompt=prompt)
     n = finished_iteration + 1
-    iteration = repeat_scope(scope, step, loop_runtime_id, n, output)
+    iteration = repeat_scope(scope, step, loop_runtime_id, n, ended.output)
     try:
         steps = tuple(expand_list(loop.steps, iteration, deps).steps)
     except ExpansionError as exc:
@@ -106,6 +104,60 @@ def next_iteration(
             f"a run has at most {MAX_RUN_STEPS:,}",
         )
     return LoopDecision("more", steps=steps)
+
+
+def incomplete_iteration(loop_runtime_id: str, n: int) -> LoopDecision:
+    """What follows iteration ``n`` of a repeat-until loop when a step of it
+    did not complete, as ``decide`` rules: the loop fails."""
+    (decision,) = machine.decide(UNREAD, IterationEnded(loop_runtime_id, n, 0, completed=False))
+    assert isinstance(decision, EndLoop)
+    return LoopDecision("fail", decision.reason)
+
+
+def iteration_ended(
+    loop: LoopSpec,
+    loop_runtime_id: str,
+    n: int,
+    outputs: Mapping[str, str],
+    *,
+    verdict: bool | None = None,
+) -> IterationEnded:
+    """What ``decide`` is told when iteration ``n`` of ``loop`` ended. A CEL
+    ``until`` reads zenflow's variables: ``steps`` (the iteration's steps by
+    their bare ids and runtime ids), ``content`` and ``status`` of its last
+    step, ``iteration`` (0-based)."""
+    last_id = ids.repeat_id(loop_runtime_id, n, loop.steps[-1].id)
+    output = outputs.get(last_id, "")
+    is_cel = loop.until is not None and until_is_cel(loop.until)
+    variables: dict[str, Any] = {}
+    if is_cel:
+        prefix = f"{loop_runtime_id}.{n}."
+        steps: dict[str, Any] = {}
+        for runtime_id, content in outputs.items():
+            if runtime_id.startswith(prefix):
+                finished = {"content": content, "status": "completed", "result": {}}
+                steps[runtime_id] = steps[runtime_id[len(prefix) :]] = finished
+        variables = {
+            "steps": steps,
+            "iteration": n,
+            "content": output,
+            "status": "completed",
+            "result": {},
+            "item": None,
+            "index": 0,
+        }
+    return IterationEnded(
+        loop_runtime_id,
+        n,
+        loop.max_iterations or 1,
+        last_id=last_id,
+        output=output,
+        until=loop.until,
+        until_is_cel=is_cel,
+        variables=variables,
+        judge=loop.until_agent,
+        verdict=verdict,
+    )
 
 
 def loop_output(loop: LoopSpec, runtime_id: str, last_iteration: int, outputs: Mapping[str, str]) -> str:

@@ -180,6 +180,36 @@ class LastRound:
     finalize): it is not asked again, and the wake goes idle."""
 
 
+@dataclass(frozen=True)
+class EndLoop:
+    """Repeat-until loop ``loop_id`` ends ``status``, for ``reason`` (its
+    loop_end event; a failed loop's error, its failure policy after)."""
+
+    loop_id: str
+    status: Literal["completed", "failed"]
+    reason: str
+
+
+@dataclass(frozen=True)
+class AskJudge:
+    """Ask loop ``loop_id``'s untilAgent ``agent`` whether iteration
+    ``iteration`` ended it, then decide again with its verdict."""
+
+    loop_id: str
+    iteration: int
+    agent: str
+
+
+@dataclass(frozen=True)
+class NextIteration:
+    """Start iteration ``iteration`` of loop ``loop_id``."""
+
+    loop_id: str
+    iteration: int
+
+
+IterationDecision = EndLoop | AskJudge | NextIteration
+
 Decision = (
     StartSteps
     | StopSteps
@@ -200,5 +230,8 @@ Decision = (
     | CoordinatorRounds
     | FinishRun
     | LastRound
+    | EndLoop
+    | AskJudge
+    | NextIteration
 )
 TurnDecision = FailStep | NextTurn | WakeAgain | DropMail | CompleteStep | AwaitCalls

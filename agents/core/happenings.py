@@ -4,8 +4,9 @@ case in ``decide``, and the decisions it returns (agents/core/decisions.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 
 @dataclass(frozen=True)
@@ -195,6 +196,27 @@ class WorkerAsked:
     max_cycles: int
 
 
+@dataclass(frozen=True)
+class IterationEnded:
+    """Iteration ``iteration`` (0-based) of repeat-until loop ``loop_id``
+    ended: every step of it ``completed``, or not. ``output`` is its last
+    inner step's (``last_id``). ``until``: the loop's, CEL when ``until_is_cel``
+    (read over ``variables``, zenflow's), else text the output contains.
+    ``judge``: its untilAgent, whose ``verdict`` is None until it was asked."""
+
+    loop_id: str
+    iteration: int
+    max_iterations: int
+    completed: bool = True
+    last_id: str = ""
+    output: str = ""
+    until: str | None = None
+    until_is_cel: bool = False
+    variables: Mapping[str, Any] = field(default_factory=dict)
+    judge: str | None = None
+    verdict: bool | None = None
+
+
 Happening = (
     RunStarted
     | StepEnded
@@ -211,4 +233,5 @@ Happening = (
     | CoordinatorWoke
     | CoordinatorAnswered
     | WorkerAsked
+    | IterationEnded
 )

@@ -32,6 +32,9 @@ What happened, and what follows:
   last word, and ends the run; ``WorkerAsked``: whether a spawn is
   refused: ``wakes.py``.
 
+``IterationEnded`` (a repeat-until loop's iteration ended): the loop ends,
+its judge is asked, or its next iteration starts: ``loops.py``.
+
 A step about to start whose ``condition`` (CEL) is not true is skipped
 (``SkipStep``; its dependents go on) or, when it fails to evaluate, failed
 with the failure policy after it: ``conditions.py``.
@@ -47,7 +50,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal, assert_never
 
-from agents.core import conditions, gates, resumes, turns, wakes
+from agents.core import conditions, gates, loops, resumes, turns, wakes
 from agents.core.decisions import Decision, EndRun, FailStep, SkipStep, StartSteps, StopSteps, WakeCoordinator
 from agents.core.happenings import (
     ApprovalDecided,
@@ -58,6 +61,7 @@ from agents.core.happenings import (
     DeadlinePassed,
     ForwardToEnded,
     Happening,
+    IterationEnded,
     RunCancelled,
     RunFailed,
     RunStarted,
@@ -114,6 +118,8 @@ def decide(state: RunState, happened: Happening) -> tuple[Decision, ...]:
             return turns.after_turn_event(happened)
         case ForwardToEnded():
             return resumes.after_forward(happened)
+        case IterationEnded():
+            return loops.after_iteration(happened)
         case _:
             assert_never(happened)
 

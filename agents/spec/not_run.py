@@ -13,7 +13,7 @@ import yaml
 
 from agents.spec.checks import include_target
 from agents.spec.errors import SpecProblem, dotted
-from agents.spec.expressions import expression_warnings, for_each_is_cel, until_is_cel, walk_steps
+from agents.spec.expressions import expression_warnings, for_each_is_cel, walk_steps
 from agents.spec.shorthands import file_reference, loop_own_step
 from agents.spec.workflow import WorkflowSpec
 from agents.spec.yaml_locations import Location, line_for, parse_with_locations
@@ -87,8 +87,6 @@ def _step_not_run(step: Any, at: Location, spec: WorkflowSpec) -> Iterator[tuple
 def _loop_not_run(loop: Any, at: Location, spec: WorkflowSpec) -> Iterator[tuple[Location, str]]:
     if loop.delay:
         yield (*at, "delay"), f"{NOT_RUN}: a delay between iterations"
-    if loop.until is not None and until_is_cel(loop.until):
-        yield (*at, "until"), f"{NOT_RUN}: until as a CEL expression (zenweb's until is text to look for)"
     if for_each_is_cel(loop.for_each, spec.inputs):
         yield (*at, "forEach"), f"{NOT_RUN}: forEach as a CEL expression (an input's name or a list runs)"
 

@@ -43,9 +43,11 @@ class LoopSpec(SpecModel):
 
     Repeat-until (no ``forEach``): iteration N runs as ``<id>.N.<inner>``, one
     iteration after another. ``maxIterations`` (1 to 100) is required. The loop
-    is done after an iteration when the output of its last listed inner step
-    contains the ``until`` text (a case-sensitive substring), or when the
-    ``untilAgent`` judge answers yes, or after ``maxIterations`` iterations.
+    is done after an iteration when its ``until`` holds (a CEL expression, or
+    text the output of its last listed inner step contains, case-sensitive),
+    or when the ``untilAgent`` judge says done; after ``maxIterations``
+    iterations it fails if it has either, and completes if it has neither
+    (agents/core/loops.py).
     What steps that depend on it read is ``outputMode``'s: ``last`` (the
     default), the last inner step's output of the last iteration;
     ``cumulative``, that step's output of every iteration.

@@ -55,14 +55,17 @@ def after_step_terminal(step: Step) -> bool:
     loop = run.steps.select_for_update().get(step_id=loop_id)
     if loop.is_terminal:
         return False
+    iteration = iteration_of(prefix)
     if any(member.status != Step.Status.COMPLETED for member in members):
-        _end_loop(run, loop, Step.Status.FAILED, f"iteration {iteration_of(prefix)} did not complete")
+        apply_loop_decision(run, loop, iteration, repeat_loops.incomplete_iteration(loop_id, iteration))
         return True
-    decide(run, loop, iteration_of(prefix))
+    decide(run, loop, iteration)
     return True
 
 
 def decide(run: Run, loop: Step, iteration: int, verdict: bool | None = None) -> None:
+    """Apply what the state machine decides follows iteration ``iteration``
+    of ``loop`` (agents/core/loops.py, through repeat_loops.next_iteration)."""
     outputs = dict(run.steps.filter(step_id__startswith=f"{loop.step_id}.").values_list("step_id", "output"))
     decision = repeat_loops.next_iteration(
         workflow_spec(run.workflow),
@@ -73,6 +76,11 @@ def decide(run: Run, loop: Step, iteration: int, verdict: bool | None = None) ->
         verdict=verdict,
         run_steps=run.steps.filter(kind=Step.Kind.STEP).count(),
     )
+    apply_loop_decision(run, loop, iteration, decision)
+
+
+def apply_loop_decision(run: Run, loop: Step, iteration: int, decision: repeat_loops.LoopDecision) -> None:
+    """End the loop, ask its judge, or create its next iteration's steps."""
     sink = DjangoEventSink(run.pk)
     if decision.action == "done":
         _end_loop(run, loop, Step.Status.COMPLETED, decision.reason, output=decision.output)

@@ -102,12 +102,15 @@ def test_it_ends_a_loop_when_its_judge_says_yes(celery_worker):
     assert (judged.step_id, judged.data["done"], judged.data["answer"]) == ("polish", True, "Yes, ship it.")
 
 
-def test_it_stops_a_judged_loop_at_max_iterations(celery_worker):
+def test_a_judged_loop_that_runs_out_of_iterations_fails_as_zenflows_does(celery_worker):
     run = run_of("containers_run/judge_no")
 
-    assert set(statuses(run)) == {"polish", "polish.0.draft", "polish.1.draft"}
-    assert [e.data["done"] for e in run.events.filter(type="loop_judged")] == [False]
-    assert run.events.get(type="loop_end").data["reason"] == "maxIterations (2) reached"
+    assert statuses(run) == {"polish": "failed", "polish.0.draft": "completed", "polish.1.draft": "completed"}
+    # The judge is asked after every iteration, the last one included.
+    assert [e.data["done"] for e in run.events.filter(type="loop_judged")] == [False, False]
+    end = run.events.get(type="loop_end").data
+    assert end == {"status": "failed", "reason": "loop exhausted 2 iterations: judge agent never returned done"}
+    assert run.status == Run.Status.PARTIAL  # its drafts completed
 
 
 def test_it_fails_a_loop_whose_iteration_failed_and_cancels_its_dependents(celery_worker):

@@ -44,6 +44,36 @@ def test_a_false_condition_skips_its_step_and_the_steps_after_it_go_on(celery_wo
     assert not run.events.filter(type="step_start", step_id__in=["fix", "page"]).exists()
 
 
+def test_a_cel_until_ends_its_loop_and_the_step_after_it_runs(celery_worker):
+    run = wait_for_run(do_create_run(register("zenflow/until"), {}), timeout=60)
+
+    assert run.status == Run.Status.COMPLETED
+    done = set(run.steps.filter(status="completed").values_list("step_id", flat=True))
+    assert {"cycle.0.fix", "cycle.1.fix", "cycle", "report"} <= done
+    assert not run.steps.filter(step_id__startswith="cycle.2.").exists()
+    end = run.events.get(type="loop_end", step_id="cycle").data
+    assert end == {
+        "status": "completed",
+        "reason": "until \"steps.fix.content.contains('round 1') && iteration == 1\" held",
+    }
+
+
+def test_a_loop_whose_cel_until_never_holds_fails_after_its_iterations(celery_worker):
+    run = wait_for_run(do_create_run(register("zenflow/until_exhausted"), {}), timeout=60)
+
+    statuses = dict(run.steps.exclude(kind="coordinator").values_list("step_id", "status"))
+    assert statuses == {
+        "cycle": "failed",
+        "cycle.0.fix": "completed",
+        "cycle.1.fix": "completed",
+        "report": "cancelled",
+    }
+    reason = "loop exhausted 2 iterations: until condition never became true"
+    assert run.events.get(type="loop_end", step_id="cycle").data == {"status": "failed", "reason": reason}
+    assert run.steps.get(step_id="cycle").error == reason
+    assert run.status == Run.Status.PARTIAL
+
+
 def test_a_run_of_a_file_using_what_zenweb_does_not_run_yet_is_refused_naming_field_step_and_line():
     workflow = register("zenflow/not_run")
 

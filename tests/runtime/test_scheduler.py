@@ -114,14 +114,16 @@ def test_it_refuses_nested_loops_that_expand_past_the_most_steps_a_run_may_have(
 
 
 def test_a_finished_loop_gives_its_dependents_its_last_or_every_iterations_output():
-    outputs = {"refine.0.review": "tighten the intro", "refine.1.review": "better", "refine.2.review": "good"}
+    outputs = {"refine.0.review": "tighten the intro", "refine.1.review": "better", "refine.2.review": "APPROVED"}
     last = next_iteration(fixture("loop"), "refine", 2, outputs)
     spec = fixture("loop")
     spec.step("refine").loop.output_mode = "cumulative"
     cumulative = next_iteration(spec, "refine", 2, outputs)
 
-    assert (last.action, last.reason, last.output) == ("done", "maxIterations (3) reached", "good")
-    assert cumulative.output == "## Iteration 0\ntighten the intro\n\n## Iteration 1\nbetter\n\n## Iteration 2\ngood"
+    assert (last.action, last.reason, last.output) == ("done", "refine.2.review said 'APPROVED'", "APPROVED")
+    assert (
+        cumulative.output == "## Iteration 0\ntighten the intro\n\n## Iteration 1\nbetter\n\n## Iteration 2\nAPPROVED"
+    )
 
 
 def test_it_fails_a_repeat_until_iteration_that_would_take_the_run_past_its_most_steps():
@@ -214,11 +216,43 @@ def test_it_matches_the_until_text_case_sensitively_in_the_last_step_only():
     assert next_iteration(fixture("loop"), "refine", 0, outputs).action == "more"
 
 
-def test_it_ends_a_loop_after_max_iterations():
+def test_a_loop_whose_until_never_held_fails_after_max_iterations_as_zenflows_does():
     decision = next_iteration(fixture("loop"), "refine", 2, {"refine.2.review": "still rough"})
 
-    assert decision.action == "done"
-    assert decision.reason == "maxIterations (3) reached"
+    assert decision.action == "fail"
+    assert decision.reason == "loop exhausted 3 iterations: until condition never became true"
+
+
+def test_a_loop_without_until_or_judge_completes_after_max_iterations():
+    spec = fixture("loop")
+    spec.step("refine").loop.until = None
+
+    decision = next_iteration(spec, "refine", 2, {"refine.2.review": "still rough"})
+
+    assert (decision.action, decision.reason) == ("done", "maxIterations (3) reached")
+
+
+def test_a_cel_until_ends_the_loop_reading_the_iterations_steps():
+    spec = fixture("loop")
+    spec.step("refine").loop.until = "steps.draft.content.contains('v2') && iteration == 1"
+    outputs = {"refine.1.draft": "draft v2", "refine.1.review": "fine"}
+
+    done = next_iteration(spec, "refine", 1, outputs)
+    more = next_iteration(spec, "refine", 0, {"refine.0.draft": "draft v2", "refine.0.review": "fine"})
+
+    assert (done.action, done.output) == ("done", "fine")
+    assert done.reason == "until \"steps.draft.content.contains('v2') && iteration == 1\" held"
+    assert more.action == "more"
+
+
+def test_a_cel_until_that_fails_to_evaluate_fails_the_loop():
+    spec = fixture("loop")
+    spec.step("refine").loop.until = "content + 1 == 2"
+
+    decision = next_iteration(spec, "refine", 0, {"refine.0.review": "fine"})
+
+    assert decision.action == "fail"
+    assert decision.reason.startswith("loop until eval (iteration 1): CEL expression 'content + 1 == 2' failed")
 
 
 def test_it_starts_the_next_iteration_with_the_previous_output():
@@ -267,8 +301,19 @@ def test_a_judge_with_a_result_schema_decides_with_its_done():
     assert judge_decision("Done.") is True
 
 
-def test_it_does_not_ask_the_judge_after_the_last_iteration():
-    assert next_iteration(fixture("judged"), "polish", 3, {}).action == "done"
+def test_it_asks_the_judge_after_the_last_iteration_too_and_fails_the_loop_without_its_yes():
+    spec = fixture("judged")
+
+    asked = next_iteration(spec, "polish", 3, {})
+    exhausted = next_iteration(spec, "polish", 3, {}, verdict=False)
+    done = next_iteration(spec, "polish", 3, {}, verdict=True)
+
+    assert asked.action == "judge"
+    assert (exhausted.action, exhausted.reason) == (
+        "fail",
+        "loop exhausted 4 iterations: judge agent never returned done",
+    )
+    assert done.action == "done"
 
 
 @pytest.mark.parametrize(

@@ -207,13 +207,13 @@ def test_a_step_without_an_agent_runs_as_the_default_agent_and_a_loop_without_st
     assert spec.steps[0].loop.output_mode == "cumulative"
 
 
-def test_an_until_of_text_stays_zenweb_s_and_an_until_of_cel_is_a_warning(tmp_path):
+def test_an_until_of_text_stays_zenweb_s_and_an_until_of_cel_runs_without_a_warning(tmp_path):
     text = VALID["loop-repeat-until"]
     spec = load_workflow(write(tmp_path, text))
     legacy_text = text.replace("\"steps.fix.content.contains('LGTM')\"", "LGTM")
     legacy = load_workflow(write(tmp_path, legacy_text, "b.yaml"))
 
-    assert [w.field for w in workflow_warnings(spec, text, "a.yaml")] == ["steps[0].loop.until", "steps[0].loop.delay"]
+    assert [w.field for w in workflow_warnings(spec, text, "a.yaml")] == ["steps[0].loop.delay"]
     assert legacy.steps[0].loop.until == "LGTM"
     assert [w.field for w in workflow_warnings(legacy, legacy_text, "b.yaml")] == ["steps[0].loop.delay"]
 
