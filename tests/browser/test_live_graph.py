@@ -4,6 +4,8 @@ than two steps as big: ZENWEB_LIVE_GRAPH_STEPS=2)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -58,3 +60,19 @@ def test_it_fetches_a_big_runs_stale_graph_itself(open_page, server):
     assert page.locator("#graph-stale").get_attribute("data-seq") == "1"
     expect(page.locator("#routing-graph")).to_have_attribute("data-seq", "1")
     assert page.locator('#step-first [data-status="completed"]').count() == 1
+
+
+def test_a_redrawn_graph_keeps_the_node_a_person_picked(open_page, server):
+    run = int(server.shell(CREATE_RUN).strip())
+    page = open_page()
+    log_in(page, server, next_path=f"/runs/{run}/")
+    page.locator('#routing-graph [data-node="second"]').click()
+    expect(page).to_have_url(re.compile(rf"/runs/{run}/\?step=second$"))
+
+    with page.expect_request(lambda request: request.url.endswith(f"/runs/{run}/graph/"), timeout=15_000):
+        server.shell(FINISH_FIRST.format(run=run))
+
+    # The card was swapped for a new one and drawn again: the pick is kept.
+    expect(page.locator('#routing-graph [data-node="first"]')).to_have_attribute("data-status", "completed")
+    expect(page.locator('#routing-graph [data-node="second"]')).to_have_class(re.compile(r"\brg-picked\b"))
+    assert page.locator("#routing-graph .rg-picked").count() == 1
