@@ -41,8 +41,8 @@ from runs.actions.ending import close_approval, settle_approval
 from runs.actions.pending import deliver_result
 from runs.actions.tooling import step_tools, stored_call_context
 from runs.models import Approval, ApprovalDecision, Run, Step, ToolCall
-from runs.store.events import DjangoEventSink
 from runs.store.sql import store
+from runs.store.unit_of_work import UnitOfWork
 
 PERMISSION = "runs.decide_approval"
 
@@ -63,8 +63,8 @@ def do_decide(approval_id: int, user, decision: str, reason: str, seen_hash: str
     run_id = Approval.objects.values_list("run_id", flat=True).get(pk=approval_id)
     # A lapse is recorded in its own transaction: the refusal below must not undo it.
     _lapse_if_expired(approval_id, run_id)
-    with transaction.atomic():
-        store().lock_run(run_id)
+    with transaction.atomic(), UnitOfWork(run_id) as uow:
+        uow.lock_run()
         approval = Approval.objects.select_for_update().select_related("run__workflow").get(pk=approval_id)
         if approval.status != Approval.Status.PENDING:
             raise ApprovalError(f"approval {approval.pk} is already {approval.status}")
@@ -85,7 +85,8 @@ def do_decide(approval_id: int, user, decision: str, reason: str, seen_hash: str
             approvals=approvals,
             required=approval.required_approvals,
         )
-        DjangoEventSink(run_id).emit(RuntimeEvent.of(decided, approval.step_id))
+        uow.sink.emit(RuntimeEvent.of(decided, approval.step_id))
+        uow.flush()  # before the events of what the decision leads to
         if decision == "reject":
             close_approval(approval, Approval.Status.REJECTED, f"rejected by {user.get_username()}: {reason}")
         else:

@@ -35,8 +35,8 @@ from runs.actions.command_results import NEEDS_APPROVAL, workflow_args
 from runs.actions.lifecycle import TooManyRuns, active_runs_refusal, do_create_run
 from runs.actions.offers import offered_workflows
 from runs.models import Command, Event, Run, Workflow
-from runs.store.events import DjangoEventSink
 from runs.store.sql import store
+from runs.store.unit_of_work import opened
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +163,8 @@ def _start(command: Command, workflow: Workflow, args: dict, plan: SelectionPlan
         run = do_create_run(workflow, args, user=user, command=command.text, mode=mode)
         if plan is not None and plan.compacted:
             # The run keeps the record: a command row has no event log.
-            DjangoEventSink(run.pk).emit(RuntimeEvent.of(CatalogCompacted(**plan.event_data())))
+            with opened(run.pk) as uow:
+                uow.sink.emit(RuntimeEvent.of(CatalogCompacted(**plan.event_data())))
         command.run = run
         result = _pending_result(command, run)
         command.result = result.model_dump(mode="json", by_alias=True)

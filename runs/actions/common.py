@@ -63,16 +63,13 @@ def router_for(
     *,
     finishing: bool = False,
     context_sender: str | None = None,
-    run_locked: bool = False,
     uow: UnitOfWork | None = None,
 ) -> MessageRouter:
     """The router of a run (a Run with its workflow, or its id). ``finishing``
     is set during the coordinator's last wake: a forward to a finished step
     then drops as resume-shutdown. ``context_sender`` is the step whose
     message the coordinator is handling: a bare target id that matches
-    several iterations picks that step's. ``run_locked``: see
-    DjangoMailboxStore; only for a router used inside the block that took
-    the run's lock. ``uow``: the unit of work whose block the router
+    several iterations picks that step's. ``uow``: the unit of work whose block the router
     routes in (its mailbox store and sink hold what it writes)."""
     if not isinstance(run, Run):
         # Built several times a turn: load only what the limits, the resumer
@@ -82,7 +79,7 @@ def router_for(
     if uow is not None:
         store, sink = uow.mailboxes, uow.sink
     else:
-        store, sink = DjangoMailboxStore(run.pk, run_locked=run_locked), DjangoEventSink(run.pk)
+        store, sink = DjangoMailboxStore(run.pk), DjangoEventSink(run.pk)
     return MessageRouter(
         store,
         sink,

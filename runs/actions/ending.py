@@ -27,15 +27,15 @@ from runs.actions.common import router_for
 from runs.actions.pending import deliver_result
 from runs.actions.tool_tasks import stop_unfinished_calls
 from runs.models import Approval, Run, Step, ToolCall
-from runs.store.events import DjangoEventSink
 from runs.store.sql import RunEnd, store
+from runs.store.unit_of_work import UnitOfWork, opened
 
 
 def do_finish_run(run_id: int, owes_workers: bool = False) -> bool:
     """End a run whose steps are all done (see ``finish_locked``): whether it ended."""
-    with transaction.atomic():
-        run = _locked(run_id)
-        return not run.is_terminal and finish_locked(run, owes_workers)
+    with transaction.atomic(), UnitOfWork(run_id) as uow:
+        run = _locked(run_id, uow)
+        return not run.is_terminal and _finish(run, owes_workers, uow)
 
 
 def finish_locked(run: Run, owes_workers: bool = False) -> bool:
@@ -45,6 +45,12 @@ def finish_locked(run: Run, owes_workers: bool = False) -> bool:
     ``owes_workers``): whether it ended. A run with a step still to run (a
     worker its coordinator spawned as it finished) goes on. Its ``result``
     is written with its end."""
+    with UnitOfWork(run.pk) as uow:
+        uow.mark_locked()
+        return _finish(run, owes_workers, uow)
+
+
+def _finish(run: Run, owes_workers: bool, uow: UnitOfWork) -> bool:
     rows = store().end_steps(run.pk)
     workers = [row for row in rows if row.kind != Step.Kind.COORDINATOR]
     steps = [machine.StepState(runtime_id=row.step_id, status=row.status, error=row.error) for row in workers]
@@ -56,13 +62,13 @@ def finish_locked(run: Run, owes_workers: bool = False) -> bool:
         return False
     for end in ends:
         if owes_workers:
-            _apply_end(run, end)  # a failure of its own: said with an error event
+            _apply_end(run, end, uow)  # a failure of its own: said with an error event
             return True
         run.status = end.status
         if end.error and not run.error:
             run.error = end.error
     closed = any(row.mailbox_closed_reason for row in rows if row.kind == Step.Kind.COORDINATOR)
-    _end_run(run, _Read(resuming=any(row.resuming for row in rows), coordinator_closed=closed))
+    _end_run(run, uow, _Read(resuming=any(row.resuming for row in rows), coordinator_closed=closed))
     return True
 
 
@@ -81,49 +87,52 @@ def do_cancel_run(run_id: int, reason: str = "cancelled") -> bool:
 def end_run(run_id: int, end: machine.EndRun) -> None:
     """Apply ``end``, as the state machine decided it (a refused approval
     blocks the run, a deadline fails it), unless the run has ended."""
-    with transaction.atomic():
-        run = _locked(run_id)
+    with transaction.atomic(), UnitOfWork(run_id) as uow:
+        run = _locked(run_id, uow)
         if not run.is_terminal:
-            _apply_end(run, end)
+            _apply_end(run, end, uow)
 
 
 def _decide_end(run_id: int, happened: machine.Happening) -> bool:
     """What the state machine decides ``happened`` leads to, under the
     run's lock, applied: whether the run ended (not if it had already)."""
-    with transaction.atomic():
-        run = _locked(run_id)
+    with transaction.atomic(), UnitOfWork(run_id) as uow:
+        run = _locked(run_id, uow)
         ends = [d for d in machine.decide(machine.RunState(run.status), happened) if isinstance(d, machine.EndRun)]
         for end in ends:
-            _apply_end(run, end)
+            _apply_end(run, end, uow)
     return bool(ends)
 
 
-def _apply_end(run: Run, end: machine.EndRun) -> None:
+def _apply_end(run: Run, end: machine.EndRun, uow: UnitOfWork) -> None:
     """End ``run`` (locked, not ended) before its steps are all done, as
     ``end`` says: a failure's error is an event of its own; the unfinished
     steps are cancelled, their mail dropped as ``end.drop`` says."""
     if end.status == Run.Status.FAILED:
-        DjangoEventSink(run.pk).emit(RuntimeEvent.of(Error(error=end.error)))
+        uow.sink.emit(RuntimeEvent.of(Error(error=end.error)))
     if end.status == Run.Status.CANCELLED:
         # Stored before the steps stop: their mailboxes read it, and every
         # later send to them drops as workflow-cancelled.
         store().set_run_status(run, end.status, error=end.error)
     else:
         run.status, run.error = end.status, end.error
-    _stop_unfinished_steps(run, _DROPS[end.drop])
-    _end_run(run)
+    _stop_unfinished_steps(run, _DROPS[end.drop], uow)
+    _end_run(run, uow)
 
 
 _DROPS = {"target_terminal": DropReason.TARGET_TERMINAL, "workflow_cancelled": DropReason.WORKFLOW_CANCELLED}
 
 
-def _locked(run_id: int) -> Run:
-    """Run ``run_id`` with its workflow (its router reads it), the run's row locked."""
-    return Run.objects.select_for_update(of=("self",)).select_related("workflow").get(pk=run_id)
+def _locked(run_id: int, uow: UnitOfWork) -> Run:
+    """Run ``run_id`` with its workflow (its router reads it), the run's row
+    locked in ``uow``'s block."""
+    run = Run.objects.select_for_update(of=("self",)).select_related("workflow").get(pk=run_id)
+    uow.mark_locked()
+    return run
 
 
-def _stop_unfinished_steps(run: Run, reason: DropReason) -> None:
-    router = router_for(run, run_locked=True)
+def _stop_unfinished_steps(run: Run, reason: DropReason, uow: UnitOfWork) -> None:
+    router = router_for(run, uow=uow)
     for step in run.steps.exclude(status__in=Step.TERMINAL).exclude(kind=Step.Kind.COORDINATOR):
         store().end_step(step, Step.Status.CANCELLED)
         router.close(step.step_id, reason)
@@ -142,7 +151,7 @@ class _Read(NamedTuple):
 _UNREAD = _Read(resuming=True, coordinator_closed=False)
 
 
-def _end_run(run: Run, read: _Read = _UNREAD) -> None:
+def _end_run(run: Run, uow: UnitOfWork, read: _Read = _UNREAD) -> None:
     run.finished = timezone.now()
     run.coordinator_busy = False
     # The coordinator lives as long as its run and ends the way the run did.
@@ -160,14 +169,17 @@ def _end_run(run: Run, read: _Read = _UNREAD) -> None:
     if not read.coordinator_closed:
         # A closed mailbox holds nothing unread: closing it drops what waits,
         # and every later send to it drops.
-        router_for(run, run_locked=True).close(COORDINATOR, DropReason.TARGET_TERMINAL)
+        router_for(run, uow=uow).close(COORDINATOR, DropReason.TARGET_TERMINAL)
+    # What follows writes events of its own: the held ones go first.
+    uow.flush()
     if left.calls or left.executions:
         # A worker still running one of its calls finds it closed and writes nothing after the end.
         stop_unfinished_calls(run.pk, f"the run ended {run.status}", cancelled=run.status == Run.Status.CANCELLED)
     if left.approvals:
         # Work that ended needs no decision any more; its lapses come before the end.
         lapse_pending(run.pk, f"the run ended {run.status}")
-    DjangoEventSink(run.pk).emit(RuntimeEvent.of(WorkflowEnd(status=run.status, result=run.result, error=run.error)))
+    uow.sink.emit(RuntimeEvent.of(WorkflowEnd(status=run.status, result=run.result, error=run.error)))
+    uow.flush()
     if left.children:
         cancel_children_after_commit(run)
     if left.command:
@@ -219,9 +231,9 @@ def settle_approval(approval: Approval, status: str, reason: str, decisions: tup
     the run starts or ends blocked, the call runs or is refused."""
     store().settle_approval(approval, status, reason)
     if status == Approval.Status.LAPSED:
-        DjangoEventSink(approval.run_id).emit(
-            RuntimeEvent.of(ApprovalLapsed(approval_id=approval.pk, reason=reason), approval.step_id)
-        )
+        # Written before what follows, which writes events of its own.
+        with opened(approval.run_id) as uow:
+            uow.sink.emit(RuntimeEvent.of(ApprovalLapsed(approval_id=approval.pk, reason=reason), approval.step_id))
     for decision in decisions:
         if isinstance(decision, gates.StartRun):
             # Claimed here, once: the run leaves awaiting_approval exactly one time.

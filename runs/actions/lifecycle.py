@@ -24,8 +24,8 @@ from runs.actions.offers import NotOffered, start_refusal
 from runs.actions.run_states import step_row
 from runs.actions.scheduling import Eager, schedule_start
 from runs.models import Run, Step, Workflow
-from runs.store.events import DjangoEventSink
 from runs.store.sql import store
+from runs.store.unit_of_work import UnitOfWork
 
 
 class TooManyRuns(InputError):
@@ -115,7 +115,7 @@ def do_start_run(run_id: int, worker: str | None = None) -> Eager | None:
     ``worker``: the worker starting it, which takes what follows itself
     when it is one thing: the first turn of the one step that starts, or
     the coordinator's first wake (see scheduling.schedule); returned."""
-    with transaction.atomic():
+    with transaction.atomic(), UnitOfWork(run_id) as uow:
         run = store().start_run(run_id, timezone.now())
         if run is None:
             return None
@@ -135,7 +135,8 @@ def do_start_run(run_id: int, worker: str | None = None) -> Eager | None:
             steps=[step.runtime_id for step in runtime],
             **_parent_of(run),
         )
-        DjangoEventSink(run.pk).emit(RuntimeEvent.of(started))
+        uow.sink.emit(RuntimeEvent.of(started))
+        uow.flush()  # before the events of what starts
         rows = [step_row(step) for step in steps if step.kind != Step.Kind.COORDINATOR]
         return schedule_start(run.pk, spec, rows, worker)
 

@@ -13,7 +13,7 @@ from agents.events import Event as RuntimeEvent
 from agents.events.run_events import ProviderRetry as ProviderRetryEvent
 from agents.llm import PartialOutput, ProviderRetry
 from runs import partials
-from runs.store.events import DjangoEventSink
+from runs.store.unit_of_work import UnitOfWork
 
 
 def do_record_provider_retry(run_id: int, step_id: str, retry: ProviderRetry) -> None:
@@ -21,8 +21,8 @@ def do_record_provider_retry(run_id: int, step_id: str, retry: ProviderRetry) ->
     a timeout or connection error), what the endpoint said (the provider
     redacted its key), which attempt failed and how long until the next."""
     data = ProviderRetryEvent(status=retry.status, message=retry.message[:1000], attempt=retry.attempt, wait=retry.wait)
-    with transaction.atomic():
-        DjangoEventSink(run_id).emit(RuntimeEvent.of(data, step_id))
+    with transaction.atomic(), UnitOfWork(run_id) as uow:
+        uow.sink.emit(RuntimeEvent.of(data, step_id))
 
 
 @dataclass

@@ -13,8 +13,8 @@ from agents.events import Event as RuntimeEvent
 from agents.events.tool_events import ChildRunResult, ToolResult
 from runs import queue
 from runs.models import Run, Step, ToolCall
-from runs.store.events import DjangoEventSink
 from runs.store.sql import store
+from runs.store.unit_of_work import opened
 
 
 def deliver_result(
@@ -45,7 +45,8 @@ def deliver_result(
         step.turn_queued = timezone.now()
     store().save_transcript(step, turn_queued=next_turn)
     delivered = event(tool_call_id=call.tool_call_id, result=text[:2000], **event_data)
-    DjangoEventSink(call.run_id).emit(RuntimeEvent.of(delivered, step.step_id))
+    with opened(call.run_id) as uow:
+        uow.sink.emit(RuntimeEvent.of(delivered, step.step_id))
     if next_turn:
         turn = step.turns + 1
         queue.send_after_commit(queue.RUN_STEP_TURN, step.pk, turn)

@@ -18,8 +18,8 @@ from runs import queue
 from runs.actions.common import dispatch_after_commit
 from runs.actions.tool_tasks import queued_calls
 from runs.models import Run, Step, ToolCall
-from runs.store.events import DjangoEventSink
 from runs.store.sql import store
+from runs.store.unit_of_work import UnitOfWork
 from runs.store.wakes import request_coordinator_wake
 
 
@@ -27,8 +27,8 @@ def do_resume_run(run_id: int, reason: str) -> list[str]:
     """Re-enqueue the next turn of every running step that is not waiting on a
     tool call, the task of every queued call, and wake the coordinator. Returns the step ids nudged; a run
     that is not running is left alone."""
-    with transaction.atomic():
-        store().lock_run(run_id)
+    with transaction.atomic(), UnitOfWork(run_id) as uow:
+        uow.lock_run()
         run = Run.objects.get(pk=run_id)
         if run.status != Run.Status.RUNNING:
             return []
@@ -50,7 +50,7 @@ def do_resume_run(run_id: int, reason: str) -> list[str]:
         # caught and rolled back).
         store().reset_coordinator(run_id)
         request_coordinator_wake(run_id)
-        DjangoEventSink(run_id).emit(RuntimeEvent.of(RunResumed(reason=reason, steps=nudged)))
+        uow.sink.emit(RuntimeEvent.of(RunResumed(reason=reason, steps=nudged)))
     return nudged
 
 

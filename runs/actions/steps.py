@@ -156,6 +156,7 @@ def _take_turn(step: Step, turn: int, owner: str, known: EagerTurn) -> Eager | N
             return
         # The turn's events and messages go in together, in one statement on PostgreSQL.
         with uow:
+            uow.mark_locked()  # by _record_turn
             try:
                 result = apply_completion(
                     agent_turn, request, completion, inbox, router=router, sink=uow.sink, registry=registry, tools=tools

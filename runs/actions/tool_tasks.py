@@ -46,10 +46,10 @@ from runs.actions.common import dispatch_after_commit, store_artifacts
 from runs.actions.pending import deliver_result
 from runs.actions.tooling import step_tools, stored_call_context
 from runs.models import Run, Step, ToolCall
-from runs.store.events import DjangoEventSink
 from runs.store.journal import DjangoToolJournal
 from runs.store.sql import store
 from runs.store.sql.errors import connection_lost
+from runs.store.unit_of_work import UnitOfWork, opened
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,8 @@ def _claim(call_pk: int, owner: str) -> ToolCall | None:
             return None
         call.refresh_from_db(fields=["status", "attempts", "lease_owner", "lease_expires", "started"])
         started = ToolStarted(tool_call_id=call.tool_call_id, name=call.name, attempt=call.attempts, worker=owner)
-        DjangoEventSink(call.run_id).emit(RuntimeEvent.of(started, call.step.step_id))
+        with opened(call.run_id) as uow:
+            uow.sink.emit(RuntimeEvent.of(started, call.step.step_id))
     return call
 
 
@@ -265,19 +266,20 @@ def sweep_tool_calls(now: datetime, owners: Q | None = None) -> int:
     lost = Q(lease_expires__lt=now) if owners is None else owners
     expired = ToolCall.objects.filter(lost, status=ToolCall.Status.RUNNING).exclude(lease_owner="")
     for call in expired.select_related("step"):
-        with transaction.atomic():
-            store().lock_run(call.run_id)
+        with transaction.atomic(), UnitOfWork(call.run_id) as uow:
+            uow.lock_run()
             # Neither renewed nor taken since it was read.
             expired_event = LeaseExpired(tool_call_id=call.tool_call_id, name=call.name, owner=call.lease_owner)
             if call.attempts < MAX_ATTEMPTS:
                 if not store().expire_call_lease(call, requeue=True):
                     continue
-                DjangoEventSink(call.run_id).emit(RuntimeEvent.of(expired_event, call.step.step_id))
+                uow.sink.emit(RuntimeEvent.of(expired_event, call.step.step_id))
                 dispatch_after_commit([call.pk])
             else:
                 if not store().expire_call_lease(call, requeue=False):
                     continue
-                DjangoEventSink(call.run_id).emit(RuntimeEvent.of(expired_event, call.step.step_id))
+                uow.sink.emit(RuntimeEvent.of(expired_event, call.step.step_id))
+                uow.flush()  # before the failure's result
                 message = f"{call.name} was lost with its worker {call.attempts} times; it is not tried again"
                 _deliver_failure(call, message, "unavailable")
             swept += 1

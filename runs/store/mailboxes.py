@@ -23,22 +23,20 @@ class HeldMessages(Protocol):
     def hold_message(self, values: dict, *, wake: bool) -> None: ...
     def write_messages(self) -> None: ...
 
+    # Whether the block's transaction holds the run's lock.
+    locked: bool
+
 
 class DjangoMailboxStore:
     """Mailboxes are Message rows; a mailbox is addressable when its Step row
     exists, and closed when the step's ``mailbox_closed`` is set."""
 
-    def __init__(self, run_id: int, *, run_locked: bool = False, uow: HeldMessages | None = None) -> None:
-        """``run_locked``: the caller took the run's lock in a block that
-        encloses every use of this store (a step turn's transaction), so the
-        store does not take it again: one round trip fewer under the lock.
-        A lock taken in a savepoint the store outlives would not do: a
-        savepoint rolled back releases the locks taken inside it.
-
-        ``uow``: the unit of work (runs/store/unit_of_work.py) whose block
-        holds this store's messages; without one each is written at once."""
+    def __init__(self, run_id: int, *, uow: HeldMessages | None = None) -> None:
+        """``uow``: the unit of work (runs/store/unit_of_work.py) whose block
+        holds this store's messages; without one each is written at once.
+        When its block holds the run's lock (``uow.locked``), the store does
+        not take it again: one round trip fewer under the lock."""
         self.run_id = run_id
-        self.run_locked = run_locked
         self.uow = uow
 
     def register(self, mailbox: str) -> None:
@@ -123,7 +121,7 @@ class DjangoMailboxStore:
         # it here too makes a drain or close wait for them and for each other,
         # then read what they committed, so no message is both drained and
         # dropped, drained twice, or left unread in a closed mailbox.
-        if not self.run_locked:
+        if self.uow is None or not self.uow.locked:
             store().lock_run(self.run_id)
 
     def _save(self, message: RouterMessage, drop_reason: str = "", wake: bool = False) -> None:

@@ -74,14 +74,14 @@ class _Undo:
 class UnitOfWork:
     """One run's writes of one block (see the module's docstring)."""
 
-    def __init__(self, run_id: int, *, run_locked: bool = True) -> None:
-        """``run_locked``: the block takes the run's lock before it routes
-        (a turn's first statement, or ``lock``), so the mailbox store does
-        not take it again."""
+    def __init__(self, run_id: int) -> None:
         self.run_id = run_id
         self.sink = HeldEventSink(self)
         self._notice = NoticeAfterCommit(run_id)
-        self.mailboxes = DjangoMailboxStore(run_id, run_locked=run_locked, uow=self)
+        self.mailboxes = DjangoMailboxStore(run_id, uow=self)
+        # Whether this block's transaction holds the run's lock (``lock``,
+        # ``mark_locked``): the mailbox store then does not take it again.
+        self.locked = False
         self._held: _Held | None = None
         self._undo: _Undo | None = None
 
@@ -91,6 +91,7 @@ class UnitOfWork:
         if not store().in_transaction():
             raise RuntimeError("a unit of work is opened inside a transaction")
         self._held = _Held()
+        self.locked = False
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -99,6 +100,7 @@ class UnitOfWork:
                 self.flush()
         finally:
             self._held = None
+            self.locked = False
 
     @property
     def is_open(self) -> bool:
@@ -110,7 +112,24 @@ class UnitOfWork:
         (store().locked_counter: one round trip on PostgreSQL)."""
         held = self._open()
         held.last_no, status, held.states = store().locked_counter(self.run_id)
+        self.locked = True
         return status
+
+    def lock_run(self) -> None:
+        """Take the run's lock (store().lock_run), for a block that changes
+        mailboxes or ends steps under it."""
+        self._open()
+        store().lock_run(self.run_id)
+        self.locked = True
+
+    def mark_locked(self) -> None:
+        """The block's transaction took the run's lock with a statement
+        that did more (a turn's record, a run read for update): the
+        mailbox store need not take it again. Only for a lock taken in
+        this block's transaction, not in a savepoint it outlives (a
+        savepoint rolled back releases the locks taken inside it)."""
+        self._open()
+        self.locked = True
 
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[None]:
@@ -254,6 +273,16 @@ class UnitOfWork:
         if self._held is None:
             raise RuntimeError(f"run {self.run_id}: written through a unit of work outside its block")
         return self._held
+
+
+@contextlib.contextmanager
+def opened(run_id: int) -> Iterator[UnitOfWork]:
+    """A unit of work of ``run_id`` opened in the caller's transaction, or
+    in a transaction of its own outside any (no savepoint: an error fails
+    the caller's transaction, as any of its statements' would), for an
+    action that writes outside a turn."""
+    with transaction.atomic(savepoint=False), UnitOfWork(run_id) as uow:
+        yield uow
 
 
 class HeldEventSink:
