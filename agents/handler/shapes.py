@@ -11,6 +11,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agents.criteria import ConstraintCheck, CriterionCheck
+
 SelectionStatus = Literal["selected", "needs_more_info", "needs_clarification", "blocked"]
 ResultStatus = Literal["running", "success", "error", "blocked", "needs_more_info", "needs_clarification"]
 # Every status but "running" is an answer that stays (docs/api.md, "Command status").
@@ -173,6 +175,10 @@ class CoordinatorResult(_Shape):
     message: str | None = None
     clarification_options: list[ClarificationOption] = Field(default_factory=list)
     selection_reason: str | None = Field(default=None, description=SELECTION_REASON)
+    # Checked when the run completed: the workflow's successCriteria, and the
+    # budget and count the command states (agents.criteria).
+    criteria: list[CriterionCheck] = Field(default_factory=list)
+    constraints: list[ConstraintCheck] = Field(default_factory=list)
 
     def to_markdown(self, iteration: int) -> str:
         """The "Executor Iteration" section appended to the Executor's notes, with a claims table."""

@@ -3,6 +3,7 @@ instructions and its dependencies' outputs, capped), and each request."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from agents.llm.base import CompletionRequest
@@ -17,11 +18,15 @@ MAX_PROMPT_CHARS = 120 * 1024
 PREVIEW_CHARS = 2000
 
 
-def step_prompt(instructions: str, dependency_outputs: dict[str, str]) -> str:
-    """The first user message of a step: its instructions, then what its
-    dependencies produced, each capped so one chatty step cannot crowd out
-    the rest."""
+def step_prompt(instructions: str, dependency_outputs: dict[str, str], criteria: Sequence[str] = ()) -> str:
+    """The first user message of a step: its instructions, the workflow's
+    success criteria (checked against the run's claims when it ends), then
+    what its dependencies produced, each capped so one chatty step cannot
+    crowd out the rest."""
     parts = [instructions.strip() or "Do your part of the workflow."]
+    if criteria:
+        listed = "\n".join(f"- {criterion}" for criterion in criteria)
+        parts.append(f"## Success criteria\nThe run's claims are checked against these when it ends:\n{listed}")
     for step_id, output in dependency_outputs.items():
         parts.append(f"## Output of step {step_id}\n{capped(output, MAX_DEPENDENCY_CHARS)}")
     return capped("\n\n".join(parts), MAX_PROMPT_CHARS)

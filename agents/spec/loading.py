@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from agents.criteria import criterion_problem
 from agents.spec.checks import include_path_problem, include_target
 from agents.spec.errors import SpecProblem, WorkflowValidationError, dotted, plural
 from agents.spec.fields import DEFER_CHECKS, MAX_INCLUDE_DEPTH, PATTERN_HINTS
@@ -98,6 +99,8 @@ def _parse(text: str, source: str, context: _IncludeContext) -> WorkflowSpec:
     default_agent(data)
 
     included, include_problems = _resolve_includes(data, source, lines, context)
+    # Reported with the other problems, whether or not the fields parsed.
+    include_problems += [SpecProblem(source, line_for(lines, at), dotted(at), m) for at, m in _criteria_problems(data)]
     known_tools = context.known_tools
     outer = context.root_inputs or frozenset()
     try:
@@ -131,6 +134,16 @@ def _parse(text: str, source: str, context: _IncludeContext) -> WorkflowSpec:
     if problems or include_problems:
         raise WorkflowValidationError(problems + include_problems)
     return spec
+
+
+def _criteria_problems(data: dict[str, Any]) -> Iterator[tuple[Location, str]]:
+    """``successCriteria`` entries zenweb cannot check after a run (agents.criteria)."""
+    key = "successCriteria" if "successCriteria" in data else "success_criteria"
+    entries = data.get(key)
+    for j, entry in enumerate(entries if isinstance(entries, list) else []):
+        problem = criterion_problem(entry) if isinstance(entry, str) else None
+        if problem:
+            yield (key, j), problem
 
 
 def _gates_lost(spec: WorkflowSpec, sub: WorkflowSpec, path: str) -> list[str]:

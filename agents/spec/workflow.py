@@ -176,6 +176,7 @@ class WorkflowSpec(SpecModel):
     # and which work waits for a person's approval.
     triggers: list[str] = Field(default_factory=list)
     outputs: list[str] = Field(default_factory=list)
+    # Each entry one zenweb checks after a run (agents.criteria); loading refuses others.
     success_criteria: list[str] = Field(default_factory=list)
     mode: Mode = "chat"
     destructive: bool = False

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agents.criteria import check_constraints, check_criteria, failed
 from agents.handler import Claim as ClaimData
 from agents.handler import (
     CoordinatorResult,
@@ -19,6 +20,7 @@ from agents.handler import (
     claims_problem,
     error_for_run,
 )
+from runs.actions.catalog import workflow_spec
 from runs.models import Command, Run
 from runs.store.sql import store
 
@@ -62,10 +64,13 @@ def coordinator_result(run: Run, command: Command | None = None) -> CoordinatorR
         return CoordinatorResult(**base, status="blocked", error=run.error, requires_approval=True)
     if run.status == Run.Status.COMPLETED:
         outcome = workflow_outcome(run, claims)
-        problem = claims_problem(claims)
+        criteria = check_criteria(workflow_spec(run.workflow).success_criteria, claims, text)
+        constraints = check_constraints(text, claims)
+        checked = base | {"result": outcome, "criteria": criteria, "constraints": constraints}
+        problem = claims_problem(claims) or failed(criteria, constraints)
         if problem:
-            return CoordinatorResult(**base, status="blocked", error=problem, requires_retry=True, result=outcome)
-        return CoordinatorResult(**base, status="success", result=outcome)
+            return CoordinatorResult(**checked, status="blocked", error=problem, requires_retry=True)
+        return CoordinatorResult(**checked, status="success")
     if run.is_terminal:
         partial = workflow_outcome(run, claims) if run.result or claims else None
         return CoordinatorResult(**base, status="error", error=error_for_run(run.status, run.error), result=partial)
