@@ -121,3 +121,29 @@ def test_a_missing_input_is_given_in_a_field_and_the_run_starts_with_it(open_pag
     assert "research" in page.locator("#run-header h1").inner_text()
     assert "query=laptops under $1000" in page.locator("#run-inputs").inner_text()
     wait_until_finished(page)
+
+
+def test_it_shows_each_criterion_and_constraint_of_a_command_over_its_budget(open_page, server):
+    page = open_page()
+    log_in(page, server)
+
+    send_command(page, server, "Run research workflow for the top 5 laptops under $500")
+    page.wait_for_url(re.compile(r".*/runs/\d+/$"))
+    wait_until_finished(page)
+
+    governance = page.locator("#run-governance")
+    assert governance.locator(".status").first.inner_text().strip() == "blocked"
+    assert "requires retry" in governance.inner_text()
+    checks = [" ".join(item.split()) for item in page.locator("#run-criteria li").all_inner_texts()]
+    over = "'Aster Swift 14 @ $849' over the budget of $500"
+    assert checks == [
+        "met every claim has a url and a source_ref all 2 claims have one",
+        f"not met every price within the budget {over}",
+        f"violated budget: at most $500 {over}",
+        "satisfied count: at most 5 2 claims recorded",
+    ]
+    screenshot(page, "run-with-criteria")
+
+    page.goto(f"{server.base_url}/catalog/")
+    research = page.locator("#workflow-research .criteria").inner_text()
+    assert research == "success criteria: every claim has a url and a source_ref; every price within the budget"
