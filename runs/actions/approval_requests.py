@@ -22,8 +22,8 @@ from agents.tools.registry import call_key, has_effects
 from runs.actions.catalog import REGISTRY, workflow_spec
 from runs.actions.notifications import queue_notices
 from runs.models import Approval, Run
-from runs.store.events import DjangoEventSink
 from runs.store.sql import store
+from runs.store.unit_of_work import opened
 
 
 def arguments_hash(subject: dict[str, Any]) -> str:
@@ -45,7 +45,7 @@ def request_approval(
     sink: EventSink | None = None,
 ) -> Approval:
     """Create a pending approval and say so in the run's events (through
-    ``sink``, a turn's, else written at once). Call inside the transaction
+    ``sink``, a turn's, else a unit of work of its own). Call inside the transaction
     that pauses the work."""
     policy = workflow_spec(run.workflow).approval
     approval = store().create_approval(
@@ -72,7 +72,11 @@ def request_approval(
         arguments=arguments,
         **({"actions": actions} if actions else {}),
     )
-    (sink or DjangoEventSink(run.pk)).emit(RuntimeEvent.of(requested, step_id))
+    if sink is not None:
+        sink.emit(RuntimeEvent.of(requested, step_id))
+    else:
+        with opened(run.pk) as uow:
+            uow.sink.emit(RuntimeEvent.of(requested, step_id))
     queue_notices(approval)
     return approval
 

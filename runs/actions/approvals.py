@@ -161,8 +161,8 @@ def do_execute_approved_call(approval_id: int) -> None:
     call = approval.tool_call
     if approval.kind != Approval.Kind.TOOL or call is None:
         return
-    with transaction.atomic():
-        store().lock_run(approval.run_id)
+    with transaction.atomic(), UnitOfWork(approval.run_id) as uow:
+        uow.lock_run()
         if not store().mark_approval_executed(approval.pk, only_approved=True):
             return
         run = Run.objects.select_related("workflow", "created_by").get(pk=approval.run_id)
@@ -185,8 +185,9 @@ def do_execute_approved_call(approval_id: int) -> None:
             raise ApprovalError(f"approval {approval.pk}: the stored arguments do not match what was approved")
         spec = workflow_spec(run.workflow)
         registry, tools = step_tools(spec, step)
-        ctx = stored_call_context(call, run, step, in_run=True, destructive_approved=True)
+        ctx = stored_call_context(call, run, step, uow=uow, destructive_approved=True)
         outcome = registry.call(ctx, call.name, json.dumps(approval.arguments), tools)
+        uow.flush()  # what the call wrote, before its result's event
         store().set_call_bounds(call.pk, outcome.bounds.as_data() if outcome.bounds else None)
         store_artifacts(call, outcome.artifacts)
         deliver_result(

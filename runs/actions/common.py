@@ -22,10 +22,9 @@ from agents.spec import AgentSpec, WorkflowSpec
 from runs import queue
 from runs.actions.catalog import workflow_spec
 from runs.models import Artifact, Run, Step, ToolCall
-from runs.store.events import DjangoEventSink
 from runs.store.mailboxes import DjangoMailboxStore
 from runs.store.sql import store
-from runs.store.unit_of_work import UnitOfWork
+from runs.store.unit_of_work import UnitOfWork, UnitPerEventSink
 
 
 @dataclass(frozen=True)
@@ -79,7 +78,7 @@ def router_for(
     if uow is not None:
         store, sink = uow.mailboxes, uow.sink
     else:
-        store, sink = DjangoMailboxStore(run.pk), DjangoEventSink(run.pk)
+        store, sink = DjangoMailboxStore(run.pk), UnitPerEventSink(run.pk)
     return MessageRouter(
         store,
         sink,

@@ -12,15 +12,21 @@ from agents.events.run_events import Error, StepSkipped
 from agents.router import DropReason
 from runs.actions.common import router_for
 from runs.models import Step
-from runs.store.events import DjangoEventSink
 from runs.store.sql import store
+from runs.store.unit_of_work import UnitOfWork
 
 
 def not_started(run_id: int, decision: SkipStep | FailStep | machine.StopSteps) -> None:
     """Apply ``decision`` in run ``run_id``, whose lock the caller holds:
     each step it names that has not ended ends with its event, its mailbox
     closed."""
-    sink = DjangoEventSink(run_id)
+    with UnitOfWork(run_id) as uow:
+        uow.mark_locked()  # by the caller
+        _end_steps(run_id, decision, uow)
+
+
+def _end_steps(run_id: int, decision: SkipStep | FailStep | machine.StopSteps, uow: UnitOfWork) -> None:
+    sink = uow.sink
     step_ids = decision.step_ids if isinstance(decision, machine.StopSteps) else (decision.step_id,)
     for step in Step.objects.filter(run_id=run_id, step_id__in=step_ids).exclude(status__in=Step.TERMINAL):
         if isinstance(decision, SkipStep):
@@ -34,4 +40,4 @@ def not_started(run_id: int, decision: SkipStep | FailStep | machine.StopSteps) 
             reason = f"dependency failed: {decision.status} by onStepFailure"
             sink.emit(RuntimeEvent.of(StepSkipped(reason=reason, status=decision.status), step.step_id))
         if step.kind == Step.Kind.STEP:
-            router_for(run_id).close(step.step_id, DropReason.TARGET_TERMINAL)
+            router_for(run_id, uow=uow).close(step.step_id, DropReason.TARGET_TERMINAL)

@@ -19,9 +19,9 @@ from runs.actions.model_calls import model_call
 from runs.actions.step_ends import run_of, schedule_after_commit
 from runs.actions.turn_inputs import build_agent_turn, turn_variables
 from runs.models import Run, Step
-from runs.store.events import DjangoEventSink
 from runs.store.mailboxes import DjangoMailboxStore
 from runs.store.sql import store
+from runs.store.unit_of_work import UnitOfWork
 
 
 def do_resume_turn(step_pk: int) -> None:
@@ -43,25 +43,24 @@ def do_resume_turn(step_pk: int) -> None:
     agent_turn.empty_answer_retries = None  # one answer: an empty one replies "(no answer)"
     # One answer, no tools: a resumed step replies; it does not start work.
     request = build_request(agent_turn, [], inbox)
-    sink = DjangoEventSink(run.pk)
     try:
         with model_call(run.pk, step.step_id) as hooks:
             completion = provider_for(agent).complete(request, **hooks)
     except ProviderError as exc:
         do_fail_resume(step.pk, str(exc))
         return
-    with transaction.atomic():
-        store().lock_run(run.pk)
+    with transaction.atomic(), UnitOfWork(run.pk) as uow:
+        uow.lock_run()
         if not store().count_resume_turn(step):
             return
-        router = router_for(run.pk)
+        router = router_for(run.pk, uow=uow)
         result = apply_completion(
-            agent_turn, request, completion, inbox, router=router, sink=sink, registry=REGISTRY, tools=[]
+            agent_turn, request, completion, inbox, router=router, sink=uow.sink, registry=REGISTRY, tools=[]
         )
         save_turn(step, result)
         reply = router.send(step.step_id, result.output or "(no answer)", MessageType.RESUME_REPLY)
         completed = ResumeCompleted(reply=result.output[:2000], message_id=reply.message_id)
-        sink.emit(RuntimeEvent.of(completed, step.step_id))
+        uow.sink.emit(RuntimeEvent.of(completed, step.step_id))
         store().end_resume(step.pk)
         # Messages forwarded while this resume ran have no turn to read them.
         router.drop_unread(step.step_id, DropReason.TARGET_TERMINAL)
@@ -70,11 +69,11 @@ def do_resume_turn(step_pk: int) -> None:
 
 def do_fail_resume(step_pk: int, error: str) -> None:
     """A resume that could not answer: say why, drop what it was given."""
-    with transaction.atomic():
-        store().lock_run(run_of(step_pk))
+    with transaction.atomic(), UnitOfWork(run_of(step_pk)) as uow:
+        uow.lock_run()
         step = Step.objects.get(pk=step_pk)
         if not store().end_resume(step.pk):
             return
-        DjangoEventSink(step.run_id).emit(RuntimeEvent.of(ResumeFailed(error=error), step.step_id))
-        router_for(step.run_id).drop_unread(step.step_id, DropReason.TARGET_TERMINAL)
+        uow.sink.emit(RuntimeEvent.of(ResumeFailed(error=error), step.step_id))
+        router_for(step.run_id, uow=uow).drop_unread(step.step_id, DropReason.TARGET_TERMINAL)
         schedule_after_commit(step.run_id)

@@ -91,7 +91,7 @@ def do_execute_tool_call(call_pk: int) -> None:
     outcome = journal.get(key)
     if outcome is None:
         journal.begin(key, call.name)
-        ctx = stored_call_context(call, run, step, in_run=False, destructive_approved=run.destructive_approved)
+        ctx = stored_call_context(call, run, step, uow=None, destructive_approved=run.destructive_approved)
         arguments = _model_arguments(call, registry.get(call.name))
         with leases.renewing(call.pk, owner, model=ToolCall):
             outcome, stopped = _within(

@@ -37,9 +37,8 @@ from runs.actions.catalog import REGISTRY, InputError, check_inputs, not_run_yet
 from runs.actions.common import router_for
 from runs.actions.offers import start_refusal
 from runs.models import Approval, Run, Step, ToolCall, Workflow
-from runs.store.events import DjangoEventSink
 from runs.store.sql import store
-from runs.store.unit_of_work import UnitOfWork
+from runs.store.unit_of_work import UnitOfWork, UnitPerEventSink
 
 
 def tools_for(spec: WorkflowSpec, role: str, requested: Iterable[str]) -> tuple[ToolRegistry, list[Tool]]:
@@ -176,19 +175,21 @@ def step_tools(spec: WorkflowSpec, step: Step) -> tuple[ToolRegistry, list[Tool]
 
 
 def stored_call_context(
-    call: ToolCall, run: Run, step: Step, *, in_run: bool, destructive_approved: bool
+    call: ToolCall, run: Run, step: Step, *, uow: UnitOfWork | None, destructive_approved: bool
 ) -> ToolContext:
     """The context for running a stored call after the turn that asked for
-    it: an approved call (``in_run``: with the run locked, it may message,
-    emit and change the run) or a call run as its own task (none of those,
-    so no transaction stays open while the tool runs)."""
-    env = tool_env(run, step)
+    it: an approved call (``uow``: the open unit of work of the block that
+    locked the run; through it the call may message, emit and change the
+    run) or a call run as its own task (``uow`` None: none of those, so no
+    transaction stays open while the tool runs)."""
+    env = tool_env(run, step, uow)
+    in_run = uow is not None
     return ToolContext(
         meta=ToolCallMeta(str(run.pk), call.session_id, call.turn_id, call.tool_call_id, call.parent_tool_call_id),
         step_id=step.step_id,
         role="step",
-        router=router_for(run.pk) if in_run else None,  # type: ignore[arg-type]
-        sink=DjangoEventSink(run.pk) if in_run else None,  # type: ignore[arg-type]
+        router=router_for(run, uow=uow) if in_run else None,  # type: ignore[arg-type]
+        sink=uow.sink if uow is not None else None,  # type: ignore[arg-type]
         host=env.host if in_run else None,
         workspace=env.workspace,
         injected={**env.injected, "run_id": str(run.pk), "workspace": str(env.workspace)},
@@ -213,10 +214,10 @@ class DjangoToolHost:
     @property
     def sink(self) -> EventSink:
         """The turn's unit of work's sink while it records the turn; else
-        (a side effect run before that) one that writes at once."""
+        (a side effect run before that) one that writes each event at once."""
         if self.uow is not None and self.uow.is_open:
             return self.uow.sink
-        return DjangoEventSink(self.run_id)
+        return UnitPerEventSink(self.run_id)
 
     def isolated(self, *, held: bool = False):
         # A savepoint: a tool that raises leaves no half-written rows (or

@@ -285,6 +285,19 @@ def opened(run_id: int) -> Iterator[UnitOfWork]:
         yield uow
 
 
+class UnitPerEventSink:
+    """The event sink of code that writes outside a unit of work's block (a
+    turn's side effects before its record, a router built without one):
+    each event written by a unit of work of its own (``opened``), at once."""
+
+    def __init__(self, run_id: int) -> None:
+        self.run_id = run_id
+
+    def emit(self, event: RuntimeEvent) -> None:
+        with opened(self.run_id) as uow:
+            uow.sink.emit(event)
+
+
 class HeldEventSink:
     """The event sink of a unit of work: its events wait for the block's flush."""
 
