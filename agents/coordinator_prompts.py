@@ -41,6 +41,8 @@ class RunView:
     steps: Sequence[PromptStep]
     command: str = ""
     description: str = ""
+    # The workflow's successCriteria, checked against the run's claims when it ends.
+    criteria: Sequence[str] = ()
 
 
 def render(text: str, inputs: Mapping[str, Any]) -> str:
@@ -100,6 +102,9 @@ def _run_text(view: RunView) -> str:
     if view.command:
         lines.append(f"The command that started it: {_one_line(view.command)[:COMMAND_CHARS]}")
     lines.append(f"Its inputs: {_inputs_json(view.inputs)}")
+    if view.criteria:
+        lines.append("Its success criteria (the run's claims are checked against them when it ends):")
+        lines += [f"- {criterion}" for criterion in view.criteria]
     if view.steps:
         lines.append("Steps:")
         for step in view.steps:

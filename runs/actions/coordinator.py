@@ -151,6 +151,7 @@ def _coordinator_rounds(
         steps=[prompts.PromptStep(s.step_id, s.agent, s.status, s.instructions) for s in steps],
         command=run.command,
         description=spec.description,
+        criteria=spec.success_criteria,
     )
     transcript = coordinator.transcript or [{"role": "system", "content": prompts.system_prompt(view, agent.system)}]
     outputs = {s.step_id: s.output if s.status == Step.Status.COMPLETED else f"({s.status}) {s.error}" for s in steps}

@@ -4,6 +4,8 @@ checked against the run's claims, and a failed one blocks the command."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from runs.actions import do_create_run
@@ -113,3 +115,18 @@ def test_the_model_is_told_the_workflows_criteria(celery_worker, openai_endpoint
         "The run's claims are checked against these when it ends:\n"
         "- every claim has a url and a source_ref\n- every price within the budget",
     }
+
+
+def test_the_coordinator_is_told_the_workflows_criteria(celery_worker, openai_endpoint):
+    finalize = ("call_fin", "finalize", json.dumps({"summary": "Priced."}))
+    openai_endpoint.push_tool_calls([finalize])
+    openai_endpoint.push_text("done")
+
+    run = wait_for_run(do_create_run(register("commands/criteria_coordinator"), {}))
+
+    assert run.status == Run.Status.COMPLETED
+    system = openai_endpoint.requests[0].body["messages"][0]["content"]
+    assert (
+        "Its success criteria (the run's claims are checked against them when it ends):\n"
+        "- at least 1 claim\n- every price within the budget\n"
+    ) in system
