@@ -8,6 +8,7 @@ app_name = "runs"
 urlpatterns = [
     path("", views.run_list, name="list"),
     path("runs/start/", views.run_start, name="start"),
+    path("runs/demo/", views.run_demo, name="demo"),
     path("catalog/", views.catalog, name="catalog"),
     path("runs/<int:run_id>/", views.run_detail, name="detail"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="cancel"),

@@ -6,6 +6,7 @@ from runs.views.approvals import approval_decide, approval_list
 from runs.views.claims import claim_list
 from runs.views.commands import command_create, command_detail, command_inputs, command_live, workflow_register
 from runs.views.control import run_resume
+from runs.views.demo import run_demo
 from runs.views.events import run_events
 from runs.views.export import export_events_schema, run_export
 from runs.views.replay import run_replay
@@ -25,6 +26,7 @@ __all__ = [
     "run_approval_decide",
     "run_approvals",
     "run_cancel",
+    "run_demo",
     "run_detail",
     "run_events",
     "run_export",

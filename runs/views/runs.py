@@ -23,10 +23,11 @@ from agents.spec import Mode
 from runs import actions, live
 from runs.actions.tooling import catalog_registry, mcp_server_statuses
 from runs.graph import graph_context
-from runs.models import Run, Step, Workflow
+from runs.models import Approval, Run, Step, Workflow
 from runs.views.access import run_for_user
 from runs.views.events import EventFilter, event_filter_context, newest_page
 from runs.views.run_approvals import approvals_context
+from runs.views.start_form import start_choices, unconfirmed_destructive
 
 # The newest events render with the page; older ones load on demand.
 EVENTS_ON_PAGE = 200
@@ -138,11 +139,23 @@ def _list_page(request: HttpRequest) -> HttpResponse:
             "start_form": request.session.pop("start_form", None),
             "statuses": [*Run.Status.choices, (STUCK, "stuck (under way, no progress)")],
             "workflows": latest.values(),
+            "start_choices": start_choices(latest.values()),
             "usernames": list(users) if request.user.is_staff else [],
-        }
+        } | _first_screen(request.user)
         response = render(request, "runs/list.html", context)
     patch_vary_headers(response, ["HX-Request"])
     return response
+
+
+def _first_screen(user) -> dict:
+    """What the runs page's "what to do next" card counts: the approvals
+    waiting for a decision (for who may decide) and the person's own runs
+    waiting for one."""
+    pending = Approval.objects.filter(status=Approval.Status.PENDING)
+    return {
+        "approvals_waiting": pending.count() if user.has_perm("runs.decide_approval") else 0,
+        "own_runs_waiting": Run.objects.filter(created_by=user, status=Run.Status.AWAITING_APPROVAL).count(),
+    }
 
 
 @require_safe
@@ -203,6 +216,9 @@ def run_start(request: HttpRequest) -> HttpResponse:
     if sent["workflow"] is None:  # the form's select sends a workflow's id
         return refuse(f"workflow: expected a workflow's id, got {chosen!r}")
     workflow = get_object_or_404(Workflow, pk=sent["workflow"])
+    refusal = unconfirmed_destructive(workflow, request.POST)
+    if refusal:
+        return refuse(refusal)
     inputs: dict[str, str] = {}
     lines: dict[str, int] = {}
     for number, line in enumerate(text.splitlines(), start=1):

@@ -367,11 +367,19 @@ document.addEventListener("htmx:oobBeforeSwap", function (e) {
 
 // The start form's inputs hint follows the chosen workflow, also a choice
 // the browser restored on a reload or going back (the page is drawn with
-// the first workflow's hint).
+// no workflow chosen). A destructive workflow's fieldset (what it will do,
+// and the tick it needs) shows, enabled, only while it is the one chosen: a
+// hidden fieldset stays disabled, so its required tick holds back no other.
 (function () {
   function hint(select) {
     var chosen = select.selectedOptions[0];
-    select.form.elements.inputs.placeholder = chosen ? chosen.dataset.inputs || "" : "";
+    var inputs = select.form.elements.inputs;
+    inputs.placeholder = chosen && chosen.value ? chosen.dataset.inputs || "" : "choose a workflow to see its inputs";
+    select.form.querySelectorAll("fieldset.destructive-confirm").forEach(function (fieldset) {
+      var shown = fieldset.dataset.workflow === select.value;
+      fieldset.hidden = !shown;
+      fieldset.disabled = !shown;
+    });
   }
   document.addEventListener("change", function (e) {
     if (e.target.name === "workflow" && e.target.closest(".start-form")) hint(e.target);

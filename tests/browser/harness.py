@@ -304,6 +304,10 @@ def start_run_from_list(page, server: Server, workflow: str = "hub_and_spoke") -
     select = page.locator("form.start-form select[name=workflow]")
     label = next(text.strip() for text in select.locator("option").all_inner_texts() if text.startswith(workflow))
     select.select_option(label=label)
+    # A destructive workflow starts only with the tick beside what it will do.
+    tick = page.locator("form.start-form fieldset.destructive-confirm:not([hidden]) input[name=confirm]")
+    if tick.count():
+        tick.check()
     page.click("form.start-form button[type=submit]")
     page.wait_for_url(re.compile(r".*/runs/\d+/$"))
 

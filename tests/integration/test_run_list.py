@@ -198,8 +198,9 @@ def test_its_query_count_does_not_grow_with_runs(client, owner, staff, relay, xs
     )
     client.force_login(owner if who == "owner" else staff)
 
-    # session, user, count, page, progress, workflows, usernames (staff), permissions (two, for the menu)
-    with django_assert_max_num_queries(9):
+    # session, user, count, page, progress, workflows, usernames (staff), permissions (two, for the menu),
+    # the person's runs waiting for approval (the "what to do next" card)
+    with django_assert_max_num_queries(10):
         page = client.get("/", {"status": "pending", "workflow": "relay", "q": "run"})
     # session, user, count, page, progress, and permissions (two: an approver sees more runs)
     with django_assert_max_num_queries(7):

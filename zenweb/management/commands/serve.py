@@ -62,6 +62,7 @@ class Command(BaseCommand):
         base = f"http://{host}:{port}"
         self.stdout.write(self.style.SUCCESS(f"zenweb is at {base}/"))
         self.stdout.write(login)
+        self.stdout.write(f"to watch a run move: log in, then press “Watch a demo” on {base}/ (about 25 s, offline)")
         if self._wants_demo(demo=demo, no_demo=no_demo):
             self._start_demos(admin, base)
         try:
