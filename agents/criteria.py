@@ -19,8 +19,9 @@ matter; ``N`` is a whole number):
 
 Constraints read from a command: a budget ("under $1000", "below $800",
 "at most $1,200", "max $500", "budget $900") and a count ("top 5",
-"5 best", "3 cheapest"). Each is checked on every run of the command,
-whatever its workflow's criteria say.
+"5 best", "3 cheapest") against the items found: the claims that state a
+price when any does, else every claim. Each is checked on every run of the
+command, whatever its workflow's criteria say.
 """
 
 from __future__ import annotations
@@ -145,8 +146,13 @@ def check_constraints(command: str, claims: Sequence[ClaimLike]) -> list[Constra
         )
     count = read_count(command)
     if count is not None:
-        status = "violated" if len(claims) > count else "satisfied"
-        why = f"{_claims(len(claims))} recorded"
+        # The items found: the claims that state a price when any does (a
+        # run may add claims about an item, such as its battery life).
+        priced = [c for c in claims if price_of(c.claim) is not None]
+        items = len(priced) if priced else len(claims)
+        status = "violated" if items > count else "satisfied"
+        why = f"{items} priced {'claim' if items == 1 else 'claims'}" if priced else _claims(items)
+        why += " recorded"
         checks.append(ConstraintCheck(constraint=f"count: at most {count}", status=status, why=why))
     return checks
 

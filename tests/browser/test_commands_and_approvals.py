@@ -124,6 +124,7 @@ def test_a_missing_input_is_given_in_a_field_and_the_run_starts_with_it(open_pag
 
 
 def test_it_shows_each_criterion_and_constraint_of_a_command_over_its_budget(open_page, server):
+    # The catalog's research workflow checks its claims' sources and prices.
     page = open_page()
     log_in(page, server)
 
@@ -134,15 +135,23 @@ def test_it_shows_each_criterion_and_constraint_of_a_command_over_its_budget(ope
     governance = page.locator("#run-governance")
     assert governance.locator(".status").first.inner_text().strip() == "blocked"
     assert "requires retry" in governance.inner_text()
-    checks = [" ".join(item.split()) for item in page.locator("#run-criteria li").all_inner_texts()]
+    checks = [" ".join(item.split()) for item in page.locator("#run-governance #result-checks li").all_inner_texts()]
     over = "'Aster Swift 14 @ $849' over the budget of $500"
     assert checks == [
         "met every claim has a url and a source_ref all 2 claims have one",
         f"not met every price within the budget {over}",
         f"violated budget: at most $500 {over}",
-        "satisfied count: at most 5 2 claims recorded",
+        "satisfied count: at most 5 1 priced claim recorded",
     ]
     screenshot(page, "run-with-criteria")
+
+    # The command's page says the same.
+    governance.locator("a", has_text="command #").click()
+    page.wait_for_url(re.compile(r".*/commands/\d+/$"))
+    assert page.locator("#command-status").inner_text().strip() == "blocked"
+    assert [
+        " ".join(item.split()) for item in page.locator("#command-live #result-checks li").all_inner_texts()
+    ] == checks
 
     page.goto(f"{server.base_url}/catalog/")
     research = page.locator("#workflow-research .criteria").inner_text()

@@ -58,7 +58,7 @@ def test_claims_within_the_budget_and_count_succeed_with_each_check_recorded(cel
     assert all(c["met"] for c in body["result"]["criteria"])
     assert body["result"]["constraints"] == [
         {"constraint": "budget: at most $1,500", "status": "satisfied", "why": "every price stated is at most $1,500"},
-        {"constraint": "count: at most 3", "status": "satisfied", "why": "2 claims recorded"},
+        {"constraint": "count: at most 3", "status": "satisfied", "why": "2 priced claims recorded"},
     ]
 
 
@@ -71,7 +71,7 @@ def test_more_claims_than_the_command_asks_for_violate_its_count(celery_worker, 
     )
 
     assert body["status"] == "blocked"
-    assert body["result"]["error"] == "constraint violated: count: at most 1 (2 claims recorded)"
+    assert body["result"]["error"] == "constraint violated: count: at most 1 (2 priced claims recorded)"
     # No budget stated: the price criterion holds, and says why.
     assert body["result"]["criteria"][2] == {
         "criterion": "every price within the budget",
