@@ -35,9 +35,9 @@ from runs.actions.model_calls import model_call
 from runs.actions.run_states import coordinator_plans_first, run_state
 from runs.actions.scheduling import apply_decisions, schedule
 from runs.models import Run, Step, ToolCall
-from runs.store.events import DjangoEventSink
 from runs.store.mailboxes import DjangoMailboxStore
 from runs.store.sql import store
+from runs.store.unit_of_work import UnitOfWork, UnitPerEventSink, opened
 
 
 def after_step_terminal(step: Step) -> bool:
@@ -81,7 +81,7 @@ def decide(run: Run, loop: Step, iteration: int, verdict: bool | None = None) ->
 
 def apply_loop_decision(run: Run, loop: Step, iteration: int, decision: repeat_loops.LoopDecision) -> None:
     """End the loop, ask its judge, or create its next iteration's steps."""
-    sink = DjangoEventSink(run.pk)
+    sink = UnitPerEventSink(run.pk)  # what it calls writes events of its own
     if decision.action == "done":
         _end_loop(run, loop, Step.Status.COMPLETED, decision.reason, output=decision.output)
     elif decision.action == "fail":
@@ -126,13 +126,14 @@ def do_judge_loop(loop_pk: int, iteration: int) -> None:
             _end_loop(run, Step.objects.select_for_update().get(pk=loop_pk), Step.Status.FAILED, f"judge: {exc}")
         return
     verdict = repeat_loops.judge_decision(answer)
-    with transaction.atomic():
-        store().lock_run(run.pk)
+    with transaction.atomic(), UnitOfWork(run.pk) as uow:
+        uow.lock_run()
         loop = Step.objects.select_for_update().get(pk=loop_pk)
         if loop.is_terminal:
             return
         judged = LoopJudged(iteration=iteration, done=verdict, answer=answer[:2000])
-        DjangoEventSink(run.pk).emit(RuntimeEvent.of(judged, loop.step_id))
+        uow.sink.emit(RuntimeEvent.of(judged, loop.step_id))
+        uow.flush()  # before the decision's events
         decide(run, loop, iteration, verdict)
 
 
@@ -140,7 +141,8 @@ def _end_loop(run: Run, loop: Step, status: str, reason: str, *, output: str = "
     """End a repeat-until loop ``status``, for ``reason`` (in its loop_end
     event); a completed one's ``output`` is what its dependents read."""
     store().end_step(loop, status, output=output, error="" if status == Step.Status.COMPLETED else reason)
-    DjangoEventSink(run.pk).emit(RuntimeEvent.of(LoopEnd(status=status, reason=reason), loop.step_id))
+    with opened(run.pk) as uow:
+        uow.sink.emit(RuntimeEvent.of(LoopEnd(status=status, reason=reason), loop.step_id))
     if status != Step.Status.COMPLETED:
         apply_failure_policy(loop, f"loop {loop.step_id} failed")
     # A loop inside another repeat-until loop ends that loop's iteration too.
@@ -160,15 +162,17 @@ def do_fail_step(step_pk: int, error: str) -> bool:
     """Record why a step failed; its pending approvals lapse, and what the
     state machine decides follows is applied (apply_failure_policy). False
     if it had ended already."""
-    with transaction.atomic():
-        store().lock_run(run_of(step_pk))
+    with transaction.atomic(), UnitOfWork(run_of(step_pk)) as uow:
+        uow.lock_run()
         step = Step.objects.select_for_update().get(pk=step_pk)
         if step.is_terminal:
             return False
         store().end_step(step, Step.Status.FAILED, error=error)
-        DjangoEventSink(step.run_id).emit(RuntimeEvent.of(Error(error=error), step.step_id))
+        uow.sink.emit(RuntimeEvent.of(Error(error=error), step.step_id))
+        uow.flush()  # before the lapses' events
         _step_stopped(step, f"step {step.step_id} failed")
-        router_for(step.run_id).close(step.step_id)
+        router_for(step.run_id, uow=uow).close(step.step_id)
+        uow.flush()  # before the events of what the failure leads to
         apply_failure_policy(step, f"dependency {step.step_id} failed")
         after_step_terminal(step)
     return True
@@ -193,18 +197,20 @@ def do_stop_waiting_step(run_id: int, step_id: str) -> None:
 
 def cancel_step(step: Step, inbox: list[RouterMessage]) -> None:
     """A forward of kind cancel stops the step at this turn boundary."""
-    with transaction.atomic():
-        store().lock_run(step.run_id)
+    with transaction.atomic(), UnitOfWork(step.run_id) as uow:
+        uow.lock_run()
         if not store().end_step(step, Step.Status.CANCELLED, only_from=Step.Status.RUNNING):
             return
-        router = router_for(step.run_id)
+        router = router_for(step.run_id, uow=uow)
         router.drain(step.step_id, only=inbox)
         cancel = next(m for m in inbox if m.type == MessageType.CANCEL)
         cancelled = StepCancelled(message_id=cancel.message_id, reason=cancel.content)
-        DjangoEventSink(step.run_id).emit(RuntimeEvent.of(cancelled, step.step_id))
+        uow.sink.emit(RuntimeEvent.of(cancelled, step.step_id))
+        uow.flush()  # before the lapses' events
         step.status = Step.Status.CANCELLED
         _step_stopped(step, f"step {step.step_id} was cancelled: {cancel.content}")
         router.close(step.step_id)
+        uow.flush()  # before the events of what the cancel leads to
         apply_failure_policy(step, f"dependency {step.step_id} was cancelled")
         after_step_terminal(step)
 
@@ -250,16 +256,22 @@ def _stop_steps(run_id: int, stop: machine.StopSteps, reason: str) -> list[Step]
     stops, each with its event, its mailbox closed, what it waited for gone."""
     if stop.aborted:
         reason = f"run aborted: {reason.removeprefix('dependency ')}"
-    sink = DjangoEventSink(run_id)
-    router = router_for(run_id)
+    with UnitOfWork(run_id) as uow:
+        uow.mark_locked()  # by the caller
+        return _stop_each(run_id, stop, reason, uow)
+
+
+def _stop_each(run_id: int, stop: machine.StopSteps, reason: str, uow: UnitOfWork) -> list[Step]:
+    router = router_for(run_id, uow=uow)
     by_id = {step.step_id: step for step in Step.objects.filter(run_id=run_id, step_id__in=stop.step_ids)}
     affected = [by_id[step_id] for step_id in stop.step_ids]
     drop = DropReason.WORKFLOW_CANCELLED if stop.drop == "workflow_cancelled" else DropReason.TARGET_TERMINAL
     for step in affected:
         was_running = step.status == Step.Status.RUNNING
         store().end_step(step, stop.status)
-        sink.emit(RuntimeEvent.of(StepSkipped(reason=reason, status=stop.status), step.step_id))
+        uow.sink.emit(RuntimeEvent.of(StepSkipped(reason=reason, status=stop.status), step.step_id))
         if was_running:  # only a running step can wait for a decision or a child
+            uow.flush()  # before the lapses' events
             _step_stopped(step, f"step {step.step_id} was {stop.status}: {reason}")
         if step.kind == Step.Kind.STEP:
             router.close(step.step_id, drop)
