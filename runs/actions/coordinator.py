@@ -39,7 +39,7 @@ from runs.actions.run_states import plans_first
 from runs.actions.scheduling import schedule
 from runs.actions.tooling import tool_env, tools_for
 from runs.models import Run, Step
-from runs.store.events import DjangoEventSink, broadcast
+from runs.store.events import broadcast
 from runs.store.sql import WakeStep, store
 from runs.store.sql.errors import connection_lost
 from runs.store.unit_of_work import UnitOfWork
@@ -112,8 +112,8 @@ def _wake(coordinator: Step, steps: list[WakeStep], inbox: list[RouterMessage]) 
                     return True  # the finish's last round ended the run
             case DropMail():
                 # Past its wake-cycle cap the coordinator stops reading.
-                with transaction.atomic():
-                    router_for(run.pk).close(COORDINATOR, DropReason.MAX_WAKE_CYCLES)
+                with transaction.atomic(), UnitOfWork(run.pk) as uow:
+                    router_for(run.pk, uow=uow).close(COORDINATOR, DropReason.MAX_WAKE_CYCLES)
             case FinishRun():
                 owes = workflow_spec(run.workflow).coordinator.require_workers and not _workers(run.pk)
                 # A run whose coordinator spawned workers as it finished goes
@@ -137,7 +137,6 @@ def _coordinator_rounds(
     run = coordinator.run
     spec = workflow_spec(run.workflow)
     agent = spec.agents.get(COORDINATOR) or AgentSpec()
-    sink = DjangoEventSink(run.pk)
     # Counted here: only the wake that holds coordinator_busy changes the coordinator's turns.
     reason, cycle = wake.reason, wake.cycle
     woke = [RuntimeEvent.of(AgentWake(reason=reason, cycle=cycle, messages=len(inbox)), COORDINATOR)]
@@ -210,7 +209,7 @@ def _coordinator_rounds(
                 )
                 compact = build_request(turn, tools, shown, compact_extra)
             where = {"reason": reason, "cycle": coordinator.turns, "round": round_no + 1}
-            request = _record_over_budget(sink, request, compact, budget, where)
+            request = _record_over_budget(run.pk, request, compact, budget, where)
             # Recorded once a wake; later rounds are the same conversation grown.
             budget = None
         with model_call(run.pk, COORDINATOR) as hooks:
@@ -265,8 +264,8 @@ def _coordinator_rounds(
         turn.transcript = result.transcript
         if last:
             return ends_run
-    with transaction.atomic():
-        sink.emit(_idle(coordinator))
+    with transaction.atomic(), uow:
+        uow.sink.emit(_idle(coordinator))
     return False
 
 
@@ -314,7 +313,7 @@ def _fix_ups(agent: AgentSpec, wake: CoordinatorRounds) -> str:
 
 
 def _record_over_budget(
-    sink: DjangoEventSink,
+    run_id: int,
     request: CompletionRequest,
     compact: CompletionRequest | None,
     budget: int,
@@ -325,6 +324,6 @@ def _record_over_budget(
     data = where | {"prompt_tokens": prompt_tokens(request), "budget_tokens": budget, "compacted": compact is not None}
     if compact is not None:
         data["compact_tokens"] = prompt_tokens(compact)
-    with transaction.atomic():
-        sink.emit(RuntimeEvent.of(CoordinatorOverBudget.model_validate(data), COORDINATOR))
+    with transaction.atomic(), UnitOfWork(run_id) as uow:
+        uow.sink.emit(RuntimeEvent.of(CoordinatorOverBudget.model_validate(data), COORDINATOR))
     return compact or request
