@@ -192,9 +192,10 @@ def _in_sync_to_async_thread() -> bool:
 
 
 class DjangoEventSink:
-    """Writes each event as it is emitted, inside the caller's transaction.
-    A turn's events go through its unit of work's sink instead
-    (runs/store/unit_of_work.py), which writes them together."""
+    """Writes each event as it is emitted, inside the caller's transaction:
+    for tests that set up a run's events. The actions write theirs through
+    a unit of work (runs/store/unit_of_work.py), which holds them and
+    writes them together."""
 
     def __init__(self, run_id: int) -> None:
         self.run_id = run_id

@@ -1,6 +1,6 @@
-"""A turn's writes, held and written together: ``UnitOfWork``.
+"""An action's writes, held and written together: ``UnitOfWork``.
 
-An action makes one for a run and hands out what writes through it: its
+Every action makes one for a run (or is handed its caller's) and hands out what writes through it: its
 event sink (``uow.sink``) and its mailbox store (``uow.mailboxes``), for a
 router, a tool host, a turn's tool calls. Inside ``with uow:`` (itself
 inside the transaction) they hold what they write instead of writing it:
@@ -22,6 +22,11 @@ numbers its event at once, ahead of the held ones). Nothing is written if
 the block raises; ``savepoint`` forgets what a rolled-back savepoint held,
 and ``undoable`` does so for a call that writes only through the block,
 with a savepoint only once it reaches the database.
+
+Whether the block holds the run's lock is ``locked``: set by ``lock`` and
+``lock_run``, which take it, and by ``mark_locked`` for a lock the block's
+transaction took with a statement that did more; the mailbox store then
+does not take it again.
 """
 
 from __future__ import annotations
