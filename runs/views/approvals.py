@@ -12,10 +12,11 @@ from django.views.decorators.http import require_POST, require_safe
 
 from runs.actions.approvals import PERMISSION, ApprovalError, decision_refusal, do_decide, do_lapse_expired
 from runs.models import Approval
+from runs.views.htmx_requests import HtmxHttpRequest
 
 
 @require_safe
-def approval_list(request: HttpRequest) -> HttpResponse:
+def approval_list(request: HtmxHttpRequest) -> HttpResponse:
     """Pending approvals first, then the latest decided ones. htmx polls the
     list (the partial) so new requests appear without a reload."""
     if not request.user.has_perm(PERMISSION):

@@ -12,18 +12,14 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST, require_safe
-from django_htmx.middleware import HtmxDetails
 
 from runs.actions.approvals import ApprovalError, decision_refusal, do_decide
 from runs.models import Approval, Run
 from runs.views.access import run_for_user
+from runs.views.htmx_requests import HtmxHttpRequest
 
 # Decided approvals shown under the pending ones, newest first.
 DECIDED_SHOWN = 5
-
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails  # set by django_htmx's middleware
 
 
 @dataclass(frozen=True)
