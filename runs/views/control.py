@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRefresh
@@ -11,10 +11,11 @@ from django_htmx.http import HttpResponseClientRefresh
 from runs import actions
 from runs.actions.recovery import do_resume_run
 from runs.models import Run
+from runs.views.htmx_requests import HtmxHttpRequest
 
 
 @require_POST
-def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
+def run_resume(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     try:
         run = actions.access_run(request.user, run_id)
     except Run.DoesNotExist:

@@ -29,7 +29,6 @@ MYPY_IGNORED = {
     "runs.actions.steps",
     "runs.actions.tooling",
     "runs.views.commands",
-    "runs.views.control",
     "runs.views.events",
     "runs.views.replay",
     "runs.views.runs",
