@@ -3,17 +3,18 @@ graph and the step states at the chosen event."""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_safe
 
 from runs.replay import replay_context
 from runs.views.access import run_for_user
+from runs.views.htmx_requests import HtmxHttpRequest
 
 
 @require_safe
-def run_replay(request: HttpRequest, run_id: int) -> HttpResponse:
+def run_replay(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     """GET /runs/<id>/replay/?seq=N (default: the last event). htmx gets
     only the graph card; a history restore gets the whole page."""
     run = run_for_user(request, run_id)

@@ -30,7 +30,6 @@ MYPY_IGNORED = {
     "runs.actions.tooling",
     "runs.views.commands",
     "runs.views.events",
-    "runs.views.replay",
     "runs.views.runs",
 }
 
