@@ -14,7 +14,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.harness import log_in, screenshot, status, step_status, wait_until_finished
+from tests.browser.harness import log_in, screenshot, step_status, wait_until_finished
 
 pytestmark = pytest.mark.browser
 
@@ -39,12 +39,11 @@ def test_the_first_screen_says_what_to_do_and_a_demo_moves_live(open_page, serve
     page.wait_for_url(re.compile(r".*/runs/\d+/$"))
     # Seen as it happens on the open page, not found at its end.
     page.wait_for_function("() => document.querySelector('#step-search .status')?.dataset.status === 'running'")
-    assert status(page) == "running"
+    expect(page.locator("#run-status")).to_have_attribute("data-status", "running")
     event = "#event-list details.event[data-type={}][data-step={}]"
     page.wait_for_selector(event.format("tool_call", "search"))
     # The tip the coordinator forwarded, read by the writer as it starts.
     page.wait_for_selector(event.format("agent_inbox_drain", "write"), timeout=DEMO_TIMEOUT_MS)
-    assert step_status(page, "write") == "running"
     rows = wait_until_finished(page, timeout_ms=DEMO_TIMEOUT_MS)
 
     assert [row["type"] for row in rows].count("step_start") == 3
