@@ -14,7 +14,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.harness import log_in, screenshot, step_status, wait_until_finished
+from tests.browser.harness import log_in, page_width, screenshot, step_status, wait_until_finished
 
 pytestmark = pytest.mark.browser
 
@@ -89,6 +89,12 @@ def test_a_long_result_is_collapsed_to_its_first_lines(open_page, server):
     expect(page.get_by_text("step-39: done")).to_be_hidden()
     assert collapsed["height"] < 200, f"the collapsed result is {collapsed['height']}px high"
 
+    screenshot(page, "run-result-collapsed")
+
     page.click("#run-result-all .show-all")
     expect(page.get_by_text("step-39: done")).to_be_visible()
     expect(page.locator("#run-result-all .show-less")).to_be_visible()
+
+    page.set_viewport_size({"width": 600, "height": 900})
+    page.reload()
+    assert page_width(page) <= 600, "the run page scrolls sideways at 600 px with a collapsed result"
