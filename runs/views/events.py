@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db.models import Q, QuerySet
-from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http import HttpResponse, QueryDict
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
@@ -18,6 +18,7 @@ from django.views.decorators.http import require_safe
 from agents.events.groups import GROUPS, SEVERITIES, SEVERITY_RULES, types_in
 from runs.models import Event, Run
 from runs.views.access import run_for_user
+from runs.views.htmx_requests import HtmxHttpRequest
 
 EVENTS_PER_PAGE = 200
 
@@ -128,6 +129,18 @@ def _page(events: QuerySet[Event], before: int | None, after: int | None) -> tup
     return rows, older, newer
 
 
+def _ends(rows: list[Event], before: int | None, after: int | None) -> tuple[int, int]:
+    """Where the next pages start, older before the first, newer after the
+    last: the page's ends, or for an empty page the bound it was read from
+    (an empty newest page ends at 0: anything newer is new)."""
+    if rows:
+        return rows[0].seq, rows[-1].seq
+    if after is not None:
+        return after + 1, after
+    bound = before or 1
+    return bound, bound - 1
+
+
 def newest_page(run: Run, chosen: EventFilter) -> tuple[list[Event], str]:
     """The newest page of the events ``chosen`` lets through, and the address of the older ones ("" if none)."""
     rows, older, _newer = _page(chosen.apply(Event.objects.filter(run_id=run.pk)), None, None)
@@ -135,7 +148,7 @@ def newest_page(run: Run, chosen: EventFilter) -> tuple[list[Event], str]:
 
 
 @require_safe
-def run_events(request: HttpRequest, run_id: int) -> HttpResponse:
+def run_events(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     """GET /runs/<id>/events/?step=&group=&severity=&type=&before=&after=
 
     htmx gets the rows (runs/partials/event_stream.html) with a control that
@@ -149,9 +162,7 @@ def run_events(request: HttpRequest, run_id: int) -> HttpResponse:
     rows, older, newer = _page(events, before, after)
 
     forward = after is not None
-    # Where the next pages start: the page's ends, or the bound asked for.
-    first = rows[0].seq if rows else (after + 1 if forward else before)
-    last = rows[-1].seq if rows else (after if forward else (before or 1) - 1)
+    first, last = _ends(rows, before, after)
     # An htmx page is added to what is already shown: it only goes on the way it was read.
     context = {
         "run": run,

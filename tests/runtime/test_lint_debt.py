@@ -29,7 +29,6 @@ MYPY_IGNORED = {
     "runs.actions.steps",
     "runs.actions.tooling",
     "runs.views.commands",
-    "runs.views.events",
     "runs.views.runs",
 }
 
