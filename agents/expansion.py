@@ -402,3 +402,21 @@ def step_conditions(spec: WorkflowSpec) -> dict[tuple[str, ...], str]:
 def condition_path(runtime_id: str) -> tuple[str, ...]:
     """The path of step ids ``step_conditions`` keys a runtime step by."""
     return tuple(part.id for part in ids.parse(runtime_id))
+
+
+def step_retries(spec: WorkflowSpec) -> dict[tuple[str, ...], int]:
+    """The ``retries`` of each step that has some and runs as a step (not a
+    container), by its path of step ids (``condition_path``)."""
+    found: dict[tuple[str, ...], int] = {}
+
+    def walk(steps: Sequence[StepSpec], path: tuple[str, ...]) -> None:
+        for step in steps:
+            if step.loop is not None:
+                walk(step.loop.steps, (*path, step.id))
+            elif step.included is not None:
+                walk(step.included.steps, (*path, step.id))
+            elif step.include is None and step.retries:
+                found[(*path, step.id)] = step.retries
+
+    walk(spec.steps, ())
+    return found

@@ -210,6 +210,18 @@ class NextIteration:
 
 IterationDecision = EndLoop | AskJudge | NextIteration
 
+
+@dataclass(frozen=True)
+class RetryStep:
+    """Step ``step_id`` runs again as attempt ``attempt`` (1 the first
+    retry): a fresh transcript, its own maxTurns and timeout, its tool calls
+    journaled apart from the failed attempt's, which failed with ``error``."""
+
+    step_id: str
+    attempt: int
+    error: str
+
+
 Decision = (
     StartSteps
     | StopSteps
@@ -233,5 +245,6 @@ Decision = (
     | EndLoop
     | AskJudge
     | NextIteration
+    | RetryStep
 )
 TurnDecision = FailStep | NextTurn | WakeAgain | DropMail | CompleteStep | AwaitCalls

@@ -217,6 +217,17 @@ class IterationEnded:
     verdict: bool | None = None
 
 
+@dataclass(frozen=True)
+class AttemptFailed:
+    """Attempt ``attempt`` (0 the first) of step ``step_id`` failed with
+    ``error``; the step may be retried ``retries`` times (its ``retries``)."""
+
+    step_id: str
+    attempt: int
+    retries: int
+    error: str
+
+
 Happening = (
     RunStarted
     | StepEnded
@@ -234,4 +245,5 @@ Happening = (
     | CoordinatorAnswered
     | WorkerAsked
     | IterationEnded
+    | AttemptFailed
 )

@@ -35,6 +35,9 @@ What happened, and what follows:
 ``IterationEnded`` (a repeat-until loop's iteration ended): the loop ends,
 its judge is asked, or its next iteration starts: ``loops.py``.
 
+``AttemptFailed`` (a running step failed): it runs again while it has
+``retries`` left, else it fails and the failure policy follows: ``retries.py``.
+
 A step about to start whose ``condition`` (CEL) is not true is skipped
 (``SkipStep``; its dependents go on) or, when it fails to evaluate, failed
 with the failure policy after it: ``conditions.py``.
@@ -50,10 +53,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal, assert_never
 
-from agents.core import conditions, gates, loops, resumes, turns, wakes
+from agents.core import conditions, gates, loops, resumes, retries, turns, wakes
 from agents.core.decisions import Decision, EndRun, FailStep, SkipStep, StartSteps, StopSteps, WakeCoordinator
 from agents.core.happenings import (
     ApprovalDecided,
+    AttemptFailed,
     CoordinatorAnswered,
     CoordinatorFinished,
     CoordinatorIdle,
@@ -118,10 +122,18 @@ def decide(state: RunState, happened: Happening) -> tuple[Decision, ...]:
             return turns.after_turn_event(happened)
         case ForwardToEnded():
             return resumes.after_forward(happened)
-        case IterationEnded():
-            return loops.after_iteration(happened)
+        case IterationEnded() | AttemptFailed():
+            return _again_or_end(happened)
         case _:
             assert_never(happened)
+
+
+def _again_or_end(happened: IterationEnded | AttemptFailed) -> tuple[Decision, ...]:
+    """Whether a loop runs another iteration (``loops.py``) or a failed step
+    another attempt (``retries.py``), or what ends it."""
+    if isinstance(happened, IterationEnded):
+        return loops.after_iteration(happened)
+    return retries.after_failed_attempt(happened)
 
 
 # A workflow whose coordinator must plan workers (coordinator.requireWorkers)

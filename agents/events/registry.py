@@ -46,6 +46,7 @@ EventType = Literal[
     "resume_failed",
     # zenweb's own, in the same style
     "step_cancelled",
+    "step_retry",
     "loop_iteration",
     "loop_judge",
     "loop_judged",

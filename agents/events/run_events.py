@@ -52,6 +52,16 @@ class StepSkipped(EventData):
     status: str
 
 
+class StepRetry(EventData):
+    """A failed step runs again: ``attempt`` is the new attempt's number (2
+    the first retry), ``error`` why the one before failed."""
+
+    type: Literal["step_retry"] = "step_retry"
+    concerns = GRAPH
+    attempt: int
+    error: str
+
+
 class StepCancelled(EventData):
     type: Literal["step_cancelled"] = "step_cancelled"
     concerns = GRAPH
@@ -272,6 +282,7 @@ PAYLOADS: tuple[type[EventData], ...] = (
     StepStart,
     StepEnd,
     StepSkipped,
+    StepRetry,
     StepCancelled,
     Error,
     RunResumed,

@@ -56,16 +56,17 @@ class ScriptedProvider:
         # A script answers at once, whole: nothing to stream or retry.
         self.calls += 1
         turn = sum(1 for m in request.messages if m.get("role") == "assistant")
-        if self.script and turn < len(self.script):
-            return self._play(request, self.script[turn], turn)
+        script = _of_attempt(self.script, request.variables.get("step.attempt", "1"))
+        if script and turn < len(script):
+            return self._play(request, script[turn], turn)
         if request.agent == "coordinator":
             return _coordinator_policy(request)
         if request.agent == "workflow_handler" and not self.script:
             return _workflow_handler_policy(request)
-        if self.script:
+        if script:
             raise ProviderError(
                 f"scripted provider: the script of agent {request.agent!r} has "
-                f"{len(self.script)} turns and turn {turn + 1} was asked for"
+                f"{len(script)} turns and turn {turn + 1} was asked for"
             )
         return _answer(f"{request.agent} finished: {_first_line(request)}", request)
 
@@ -86,6 +87,13 @@ class ScriptedProvider:
             ]
             return Completion(content=None, tool_calls=calls, usage=_usage(request, calls=calls))
         return _answer(_fill(entry.say or "", variables), request)
+
+
+def _of_attempt(script: list[ScriptTurn], attempt: str) -> list[ScriptTurn]:
+    """The turns of ``script`` played in ``attempt`` of its step (1 the first)."""
+    if all(entry.attempt is None for entry in script):
+        return script
+    return [entry for entry in script if entry.attempt is None or str(entry.attempt) == attempt]
 
 
 def _coordinator_policy(request: CompletionRequest) -> Completion:

@@ -73,8 +73,8 @@ def tool_context(
     return ToolContext(
         meta=ToolCallMeta(
             run_id=turn.run_id,
-            session_id=f"{turn.run_id}/{turn.step_id}",
-            turn_id=f"{turn.step_id}/{turn.turn}",
+            session_id=f"{turn.run_id}/{turn.step_id}" + (f"/attempt-{turn.attempt}" if turn.attempt else ""),
+            turn_id=f"{turn.step_id}/{turn.turn}" + (f"/attempt-{turn.attempt}" if turn.attempt else ""),
             tool_call_id=call_id,
             parent_tool_call_id=env.parent_tool_call_id,
         ),

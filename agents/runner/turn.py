@@ -29,6 +29,9 @@ class AgentSession:
     # (options.maxEmptyAnswerRetries); None: an empty answer is a plain
     # answer (a coordinator with nothing to route).
     empty_answer_retries: int | None = DEFAULT_EMPTY_ANSWER_RETRIES
+    # The step's attempt (0 the first; retries run it again): its tool calls
+    # are journaled apart from an earlier attempt's.
+    attempt: int = 0
 
     @property
     def turn(self) -> int:

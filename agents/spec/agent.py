@@ -23,6 +23,9 @@ class ScriptTurn(SpecModel):
     calls: list[ScriptCall] | None = Field(default=None, min_length=1)
     fail: str | None = None
     delay: float = Field(default=0, ge=0, le=60)
+    # Played only in this attempt of its step (1 the first; a step's retries
+    # run it again); the script's other attempts skip it.
+    attempt: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _exactly_one_action(self) -> ScriptTurn:

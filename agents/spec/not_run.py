@@ -65,8 +65,8 @@ def _agents_not_run(spec: WorkflowSpec) -> Iterator[tuple[Location, str]]:
 
 
 def _step_not_run(step: Any, at: Location, spec: WorkflowSpec) -> Iterator[tuple[Location, str]]:
-    if step.retries:
-        yield (*at, "retries"), f"{NOT_RUN}: retries of a failed step"
+    if step.retries and (step.loop is not None or step.include is not None):
+        yield (*at, "retries"), f"{NOT_RUN}: retries of a loop or an include (a step's retries run)"
     if step.timeout is not None:
         yield (*at, "timeout"), f"{NOT_RUN}: a step's own timeout (options.stepTimeout is run)"
     if step.max_retries:

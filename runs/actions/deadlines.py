@@ -57,7 +57,7 @@ def stopped_by_deadline(run: Run, step: Step, options: WorkflowOptions) -> bool:
         return True
     reason = step_timeout_breach(step, options)
     if reason is not None:
-        apply_deadline(gates.DeadlinePassed("step", reason, step.step_id), run.pk, step.pk)
+        apply_deadline(gates.DeadlinePassed("step", reason, step.step_id), run.pk, step.pk, step.attempt)
         return True
     return False
 
@@ -75,9 +75,10 @@ def do_enforce_step_timeouts(run_id: int, options: WorkflowOptions) -> int:
         run_id=run_id, kind=Step.Kind.STEP, status=Step.Status.RUNNING, started__lt=cutoff
     ).order_by("position")
     failed = 0
-    for step in late.only("pk", "step_id", "started"):
+    for step in late.only("pk", "step_id", "started", "attempt"):
         reason = step_timeout_breach(step, options)
-        if reason is not None and apply_deadline(gates.DeadlinePassed("step", reason, step.step_id), run_id, step.pk):
+        passed = gates.DeadlinePassed("step", reason or "", step.step_id)
+        if reason is not None and apply_deadline(passed, run_id, step.pk, step.attempt):
             failed += 1
     return failed
 
@@ -97,15 +98,17 @@ def do_enforce_budget(run_id: int) -> bool:
     return breach is not None
 
 
-def apply_deadline(passed: gates.DeadlinePassed, run_id: int, step_pk: int | None = None) -> bool:
+def apply_deadline(
+    passed: gates.DeadlinePassed, run_id: int, step_pk: int | None = None, attempt: int | None = None
+) -> bool:
     """Carry out what follows ``passed``: the run fails, or the step
-    ``step_pk`` does (and its failure policy follows). False if it had
-    ended already."""
+    ``step_pk`` does, in its ``attempt`` (it may be retried; its failure
+    policy follows a failure). False if it had ended already."""
     ended = False
     for decision in machine.decide(machine.UNREAD, passed):
         if isinstance(decision, machine.EndRun):
             end_run(run_id, decision)
             ended = True
         elif isinstance(decision, gates.FailStep) and step_pk is not None:
-            ended = do_fail_step(step_pk, decision.error) or ended
+            ended = do_fail_step(step_pk, decision.error, attempt) or ended
     return ended

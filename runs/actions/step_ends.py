@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from agents import repeat_loops
+from agents import expansion, repeat_loops
 from agents.core import machine
+from agents.core.decisions import RetryStep
+from agents.core.happenings import AttemptFailed
 from agents.events import Event as RuntimeEvent
 from agents.events.run_events import (
     Error,
@@ -21,6 +23,7 @@ from agents.events.run_events import (
     LoopJudge,
     LoopJudged,
     StepCancelled,
+    StepRetry,
     StepSkipped,
 )
 from agents.llm import ProviderError
@@ -158,15 +161,19 @@ def schedule_after_commit(run_id: int, state: tuple | None = None, finished: Ste
     transaction.on_commit(lambda: schedule(run_id, state, finished))
 
 
-def do_fail_step(step_pk: int, error: str) -> bool:
-    """Record why a step failed; its pending approvals lapse, and what the
-    state machine decides follows is applied (apply_failure_policy). False
-    if it had ended already."""
+def do_fail_step(step_pk: int, error: str, attempt: int | None = None) -> bool:
+    """Record why a step failed, or run it again (its retries); its pending
+    approvals lapse, and what the state machine decides follows is applied
+    (apply_failure_policy). False if it had ended already, or if the
+    ``attempt`` that failed is not the step's running one (a late failure of
+    an attempt that was retried)."""
     with transaction.atomic(), UnitOfWork(run_of(step_pk)) as uow:
         uow.lock_run()
         step = Step.objects.select_for_update().get(pk=step_pk)
-        if step.is_terminal:
+        if step.is_terminal or (attempt is not None and attempt != step.attempt):
             return False
+        if _retried(step, error, uow):
+            return True
         store().end_step(step, Step.Status.FAILED, error=error)
         uow.sink.emit(RuntimeEvent.of(Error(error=error), step.step_id))
         uow.flush()  # before the lapses' events
@@ -176,6 +183,33 @@ def do_fail_step(step_pk: int, error: str) -> bool:
         apply_failure_policy(step, f"dependency {step.step_id} failed")
         after_step_terminal(step)
     return True
+
+
+def _retried(step: Step, error: str, uow: UnitOfWork) -> bool:
+    """Whether the state machine runs ``step`` again after its attempt
+    failed with ``error`` (its ``retries``: agents/core/retries.py), and if
+    so the retry, applied: a fresh attempt whose first turn is queued, what
+    the failed attempt waited for gone, a step_retry event. Call with the
+    run's lock held."""
+    retries = retries_of(step) if step.kind == Step.Kind.STEP else 0
+    if not retries:
+        return False
+    (decision,) = machine.decide(machine.UNREAD, AttemptFailed(step.step_id, step.attempt, retries, error))
+    if not isinstance(decision, RetryStep):
+        return False
+    lapse_pending(step.run_id, f"step {step.step_id} attempt {step.attempt + 1} failed", step_id=step.step_id)
+    cancel_step_children_after_commit(step)
+    store().retry_step(step, decision.attempt)
+    retry = StepRetry(attempt=decision.attempt + 1, error=error)
+    uow.sink.emit(RuntimeEvent.of(retry, step.step_id))
+    queue.send_after_commit(queue.RUN_STEP_TURN, step.pk, 1)
+    return True
+
+
+def retries_of(step: Step) -> int:
+    """How many times ``step`` may run again after a failed attempt."""
+    run = Run.objects.select_related("workflow").get(pk=step.run_id)
+    return expansion.step_retries(workflow_spec(run.workflow)).get(expansion.condition_path(step.step_id), 0)
 
 
 def do_stop_waiting_step(run_id: int, step_id: str) -> None:

@@ -97,7 +97,7 @@ def _take_turn(step: Step, turn: int, owner: str, known: EagerTurn) -> Eager | N
     max_turns = agent.max_turns or spec.options.max_turns  # the agent's own (zenflow's); 0 is unset
     for decision in machine.decide(machine.UNREAD, machine.TurnDue(step.step_id, turn, max_turns)):
         if isinstance(decision, FailStep):
-            do_fail_step(step.pk, decision.error)
+            do_fail_step(step.pk, decision.error, step.attempt)
             return
     if stopped_by_deadline(run, step, spec.options):
         return
@@ -134,7 +134,7 @@ def _take_turn(step: Step, turn: int, owner: str, known: EagerTurn) -> Eager | N
     except ProviderError as exc:
         # A call cut off by a deadline fails for the deadline's reason.
         if not stopped_by_deadline(run, step, spec.options):
-            do_fail_step(step.pk, str(exc))
+            do_fail_step(step.pk, str(exc), step.attempt)
         return
     if late or stopped_by_deadline(run, step, spec.options):
         return
@@ -304,7 +304,7 @@ def _after_answer(step: Step, turn: int, result: TurnResult, unread: int, uow: U
         match decision:
             case FailStep(error=error):
                 uow.flush()  # the turn's events before the failure's, written at once
-                do_fail_step(step.pk, error)
+                do_fail_step(step.pk, error, step.attempt)
             case AwaitCalls(unread=True):
                 # Tasks, a child run or a person answer its calls; the last
                 # answer takes the next turn. A cancel that came while the

@@ -25,6 +25,7 @@ def build_agent_turn(
         transcript=step.transcript,
         variables=variables,
         env=tool_env(run, step, uow),
+        attempt=step.attempt,
     )
 
 
@@ -32,6 +33,9 @@ def turn_variables(run: Run, step: Step, inbox: list[RouterMessage]) -> dict[str
     variables = {name: str(value) for name, value in run.inputs.items()}
     variables.update(step.variables)
     variables["step"] = step.step_id
+    # The attempt, for the model's provider (the scripted one plays a turn
+    # in one attempt only); no placeholder or input can be named so.
+    variables["step.attempt"] = str(step.attempt + 1)
     variables["inbox"] = inbox[-1].content if inbox else ""
     return variables
 

@@ -128,6 +128,8 @@ class Step(models.Model):
     output = models.TextField(blank=True)
     error = models.TextField(blank=True)
     turns = models.PositiveIntegerField(default=0)
+    # The attempt running (0 the first); a failed step's retries run it again.
+    attempt = models.PositiveIntegerField(default=0)
     prompt_tokens = models.PositiveBigIntegerField(default=0)
     completion_tokens = models.PositiveBigIntegerField(default=0)
     # Blank while the mailbox is open; else the drop reason later sends get.

@@ -66,6 +66,7 @@ SAYS: dict[type[EventData], Callable[[Any], str]] = {
     run.AgentWake: lambda e: f"cycle {e.cycle}: {e.reason}",
     run.MaxWakeCyclesWarning: lambda e: f"wake cycle {e.cycle} of at most {e.max}",
     run.StepCancelled: lambda e: f"cancelled by {e.message_id}: {e.reason}",
+    run.StepRetry: lambda e: f"attempt {e.attempt}, the one before failed: {e.error}",
     run.ResumeStarted: lambda e: f"resume {e.resume} for {e.message_id}",
     run.ResumeCompleted: lambda e: e.reply,
     run.ResumeFailed: lambda e: e.error,

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import pytest
 
+from agents.events.registry import parse
 from runs.actions import do_create_run
 from runs.actions.catalog import InputError
+from runs.actions.tooling import workspace_of
 from runs.models import Run
+from runs.templatetags.event_summary import summary_of
 from tests.conftest import register, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -74,6 +77,35 @@ def test_a_loop_whose_cel_until_never_holds_fails_after_its_iterations(celery_wo
     assert run.status == Run.Status.PARTIAL
 
 
+def test_a_failed_step_retries_as_a_fresh_attempt_whose_tool_calls_are_its_own(celery_worker):
+    run = wait_for_run(do_create_run(register("zenflow/retry"), {}), timeout=60)
+
+    assert run.status == Run.Status.COMPLETED
+    write = run.steps.get(step_id="write")
+    assert (write.status, write.attempt, write.output) == ("completed", 1, "wrote out.txt again")
+    assert run.steps.get(step_id="report").status == "completed"
+    retry = run.events.get(type="step_retry", step_id="write").data
+    assert retry == {"attempt": 2, "error": "the model went away"}
+    assert summary_of(parse("step_retry", retry)) == "attempt 2, the one before failed: the model went away"
+    # Each attempt ran its own write once: two journal entries, one run each,
+    # and the first attempt's call kept apart from the second's.
+    executions = list(write.tool_executions.values_list("name", "attempts"))
+    assert executions == [("write_file", 1), ("write_file", 1)]
+    calls = sorted(write.tool_calls.values_list("tool_call_id", "turn_id"))
+    assert calls == [("call-writer-1-1", "write/1/attempt-1"), ("call-writer-1-1@attempt-0", "write/1")]
+    assert (workspace_of(run.pk) / "out.txt").read_text() == "written"
+
+
+def test_a_step_that_fails_every_attempt_fails_after_its_retries(celery_worker):
+    run = wait_for_run(do_create_run(register("zenflow/retry_fails"), {}), timeout=60)
+
+    step = run.steps.get(step_id="flaky")
+    assert (step.status, step.attempt, step.error) == ("failed", 2, "down again")
+    assert [e.data["attempt"] for e in run.events.filter(type="step_retry")] == [2, 3]
+    assert run.steps.get(step_id="after").status == "cancelled"
+    assert run.status == Run.Status.FAILED
+
+
 def test_a_run_of_a_file_using_what_zenweb_does_not_run_yet_is_refused_naming_field_step_and_line():
     workflow = register("zenflow/not_run")
 
@@ -83,7 +115,7 @@ def test_a_run_of_a_file_using_what_zenweb_does_not_run_yet_is_refused_naming_fi
     message = str(caught.value)
     assert message.endswith(
         "uses what zenweb does not run yet, so no run starts: "
-        "steps[1].retries (step deploy, line 14): retries of a failed step"
+        "steps[1].timeout (step deploy, line 14): a step's own timeout (options.stepTimeout is run)"
     )
     assert not Run.objects.exists()
 

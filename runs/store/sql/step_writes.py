@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db.models import F
+from django.db.models import F, Value
+from django.db.models.functions import Concat
 from django.utils import timezone
 
-from runs.models import Run, Step
+from runs.models import Run, Step, ToolCall
 from runs.store.sql.base import Statements
 
 
@@ -35,6 +36,33 @@ class StepWrites(Statements):
         for name, value in values.items():
             setattr(step, name, value)
         return True
+
+    def retry_step(self, step: Step, attempt: int) -> None:
+        """``step`` runs again as attempt ``attempt`` (a failed one's retry):
+        a fresh transcript, turn count and wake cycles, started now (its own
+        step timeout), no lease. The failed attempt's tool calls keep their
+        rows, their ids marked with its attempt (the new attempt's model may
+        name its calls alike); those still pending end cancelled."""
+        calls = ToolCall.objects.filter(step_id=step.pk)
+        calls.filter(status__in=ToolCall.PENDING).update(status=ToolCall.Status.CANCELLED, finished=timezone.now())
+        marked = Concat(F("tool_call_id"), Value(f"@attempt-{attempt - 1}"))
+        calls.exclude(tool_call_id__contains="@attempt-").update(tool_call_id=marked)
+        values = {
+            "attempt": attempt,
+            "transcript": [],
+            "turns": 0,
+            "output": "",
+            "error": "",
+            "wake_cycles": 0,
+            "held_since": None,
+            "lease_owner": "",
+            "lease_expires": None,
+            "started": timezone.now(),
+            "turn_queued": timezone.now(),
+        }
+        Step.objects.filter(pk=step.pk).update(**values)
+        for name, value in values.items():
+            setattr(step, name, value)
 
     def mark_resuming(self, step_pk: int, *, starts: bool) -> None:
         """Step ``step_pk`` is resumed for a message; a resume that ``starts``
