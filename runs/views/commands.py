@@ -54,7 +54,8 @@ def command_inputs(request: HttpRequest, command_id: int) -> HttpResponse:
     """The inputs a command's answer asked for (``missing``), given in its
     page's form: the same workflow starts with them (``do_give_inputs``)."""
     earlier = _get_command_for_user(request, command_id)
-    missing = earlier.result.get("missing") or []
+    # A command with no answer stored (the field is nullable) asked for nothing.
+    missing = (earlier.result or {}).get("missing") or []
     given = {name: request.POST.get(f"input-{name}", "").strip() for name in missing}
     empty = [name for name, value in given.items() if not value]
     if not missing or empty:
@@ -135,9 +136,12 @@ def workflow_register(request: HttpRequest) -> HttpResponse:
 
 
 def _get_command_for_user(request: HttpRequest, command_id: int) -> Command:
+    user = request.user
+    if not user.is_authenticated:  # LoginRequiredMiddleware lets no one through without signing in
+        raise Http404("No such command")
     commands = Command.objects.select_related("run__workflow")
-    if not request.user.is_staff:
-        commands = commands.filter(created_by=request.user)
+    if not user.is_staff:
+        commands = commands.filter(created_by=user)
     try:
         return commands.get(pk=command_id)
     except Command.DoesNotExist:
