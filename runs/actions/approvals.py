@@ -86,14 +86,13 @@ def do_decide(approval_id: int, user, decision: str, reason: str, seen_hash: str
             required=approval.required_approvals,
         )
         uow.sink.emit(RuntimeEvent.of(decided, approval.step_id))
-        uow.flush()  # before the events of what the decision leads to
         if decision == "reject":
-            close_approval(approval, Approval.Status.REJECTED, f"rejected by {user.get_username()}: {reason}")
+            close_approval(approval, Approval.Status.REJECTED, f"rejected by {user.get_username()}: {reason}", uow)
         else:
             decided = gates.ApprovalDecided(approval.kind, "approve", "", approvals, approval.required_approvals)
             follows = machine.decide(machine.UNREAD, decided)
             if follows:  # else it waits for more approvals
-                settle_approval(approval, Approval.Status.APPROVED, "", follows)
+                settle_approval(approval, Approval.Status.APPROVED, "", follows, uow)
     return approval
 
 
@@ -138,12 +137,12 @@ def do_lapse_expired() -> int:
 
 
 def _lapse_if_expired(approval_id: int, run_id: int) -> bool:
-    with transaction.atomic():
-        store().lock_run(run_id)
+    with transaction.atomic(), UnitOfWork(run_id) as uow:
+        uow.lock_run()
         approval = Approval.objects.select_for_update().select_related("run__workflow").get(pk=approval_id)
         if approval.status != Approval.Status.PENDING or not _expired(approval):
             return False
-        close_approval(approval, Approval.Status.LAPSED, _lapse_reason(approval))
+        close_approval(approval, Approval.Status.LAPSED, _lapse_reason(approval), uow)
         return True
 
 
@@ -169,7 +168,7 @@ def do_execute_approved_call(approval_id: int) -> None:
         step: Step = Step.objects.get(pk=call.step_id)
         if step.is_terminal or run.is_terminal:
             # Approved, then the step or run ended before the call could run.
-            deliver_result(
+            delivered = deliver_result(
                 call,
                 failure_text(
                     f"not run: step {step.step_id} ended {step.status} before the approved call could run",
@@ -180,6 +179,8 @@ def do_execute_approved_call(approval_id: int) -> None:
                 event=ToolResult,
                 event_data={"approval_id": approval.pk, "status": "approved", "ok": False},
             )
+            if delivered is not None:
+                uow.sink.emit(delivered)
             return
         if arguments_hash({"tool": call.name, "arguments": approval.arguments}) != approval.arguments_hash:
             raise ApprovalError(f"approval {approval.pk}: the stored arguments do not match what was approved")
@@ -187,10 +188,9 @@ def do_execute_approved_call(approval_id: int) -> None:
         registry, tools = step_tools(spec, step)
         ctx = stored_call_context(call, run, step, uow=uow, destructive_approved=True)
         outcome = registry.call(ctx, call.name, json.dumps(approval.arguments), tools)
-        uow.flush()  # what the call wrote, before its result's event
         store().set_call_bounds(call.pk, outcome.bounds.as_data() if outcome.bounds else None)
         store_artifacts(call, outcome.artifacts)
-        deliver_result(
+        delivered = deliver_result(
             call,
             outcome.text,
             status=ToolCall.Status.DONE if outcome.ok else ToolCall.Status.FAILED,
@@ -199,3 +199,5 @@ def do_execute_approved_call(approval_id: int) -> None:
             event=ToolResult,
             event_data={"approval_id": approval.pk, "status": "approved", "ok": outcome.ok},
         )
+        if delivered is not None:
+            uow.sink.emit(delivered)

@@ -18,7 +18,7 @@ from agents.tools.errors import RetryHint, failure_text
 from agents.tools.results import ToolResult
 from runs.actions.pending import deliver_result
 from runs.models import Run, ToolCall
-from runs.store.sql import store
+from runs.store.unit_of_work import UnitOfWork
 
 
 def do_deliver_child_result(child_id: int) -> None:
@@ -27,8 +27,8 @@ def do_deliver_child_result(child_id: int) -> None:
     call = child.parent_tool_call
     if call is None or not child.is_terminal:
         return
-    with transaction.atomic():
-        store().lock_run(call.run_id)
+    with transaction.atomic(), UnitOfWork(call.run_id) as uow:
+        uow.lock_run()
         if child.status == Run.Status.COMPLETED:
             text, omitted = ToolResult(child.result or "(the run finished without a summary)").model_text(
                 settings.ZENWEB_MAX_TOOL_RESULT_CHARS
@@ -38,7 +38,7 @@ def do_deliver_child_result(child_id: int) -> None:
             why = child.error or child.status
             text = failure_text(f"run {child.pk} of {child.workflow.name} ended {child.status}: {why}", _hint())
             status, error_kind, omitted = ToolCall.Status.FAILED, "unavailable", False
-        deliver_result(
+        delivered = deliver_result(
             call,
             text,
             status=status,
@@ -47,6 +47,8 @@ def do_deliver_child_result(child_id: int) -> None:
             event=ChildRunResult,
             event_data={"run_id": child.pk, "status": child.status},
         )
+        if delivered is not None:
+            uow.sink.emit(delivered)
 
 
 def _hint() -> RetryHint:

@@ -28,7 +28,7 @@ from runs.actions.pending import deliver_result
 from runs.actions.tool_tasks import stop_unfinished_calls
 from runs.models import Approval, Run, Step, ToolCall
 from runs.store.sql import RunEnd, store
-from runs.store.unit_of_work import UnitOfWork, opened
+from runs.store.unit_of_work import UnitOfWork
 
 
 def do_finish_run(run_id: int, owes_workers: bool = False) -> bool:
@@ -170,14 +170,12 @@ def _end_run(run: Run, uow: UnitOfWork, read: _Read = _UNREAD) -> None:
         # A closed mailbox holds nothing unread: closing it drops what waits,
         # and every later send to it drops.
         router_for(run, uow=uow).close(COORDINATOR, DropReason.TARGET_TERMINAL)
-    # What follows writes events of its own: the held ones go first.
-    uow.flush()
     if left.calls or left.executions:
         # A worker still running one of its calls finds it closed and writes nothing after the end.
-        stop_unfinished_calls(run.pk, f"the run ended {run.status}", cancelled=run.status == Run.Status.CANCELLED)
+        stop_unfinished_calls(run.pk, f"the run ended {run.status}", uow, cancelled=run.status == Run.Status.CANCELLED)
     if left.approvals:
         # Work that ended needs no decision any more; its lapses come before the end.
-        lapse_pending(run.pk, f"the run ended {run.status}")
+        lapse_pending(run.pk, f"the run ended {run.status}", uow)
     uow.sink.emit(RuntimeEvent.of(WorkflowEnd(status=run.status, result=run.result, error=run.error)))
     uow.flush()
     if left.children:
@@ -205,35 +203,34 @@ def _cancel_after_commit(children: QuerySet[Run], reason: str) -> None:
         transaction.on_commit(lambda child=child: do_cancel_run(child, reason))
 
 
-def lapse_pending(run_id: int, reason: str, *, step_id: str | None = None) -> None:
+def lapse_pending(run_id: int, reason: str, uow: UnitOfWork, *, step_id: str | None = None) -> None:
     """Lapse the pending approvals of a step that ended (or, without
     ``step_id``, of a run that ended): approved, a call would still run.
     Each lapse is an event and a gated call gets the refusal as its result.
-    Call with the run's lock held."""
+    Call in ``uow``'s block, with the run's lock held."""
     pending = Approval.objects.filter(run_id=run_id, status=Approval.Status.PENDING)
     if step_id is not None:
         pending = pending.filter(step_id=step_id)
     for approval in pending.select_for_update():
-        close_approval(approval, Approval.Status.LAPSED, reason)
+        close_approval(approval, Approval.Status.LAPSED, reason, uow)
 
 
-def close_approval(approval: Approval, status: str, reason: str) -> None:
+def close_approval(approval: Approval, status: str, reason: str, uow: UnitOfWork) -> None:
     """Reject or lapse: the workflow ends blocked, or the call is refused."""
     decision = "reject" if status == Approval.Status.REJECTED else "lapse"
     decided = ApprovalDecided(approval.kind, decision, reason)
-    settle_approval(approval, status, reason, machine.decide(machine.UNREAD, decided))
+    settle_approval(approval, status, reason, machine.decide(machine.UNREAD, decided), uow)
 
 
-def settle_approval(approval: Approval, status: str, reason: str, decisions: tuple) -> None:
+def settle_approval(approval: Approval, status: str, reason: str, decisions: tuple, uow: UnitOfWork) -> None:
     """Record how ``approval`` ended (``status``, and ``reason`` for a
     rejection or lapse) and apply what the state machine decides follows
     it (machine.decide with ApprovalDecided: agents/core/gates.py):
-    the run starts or ends blocked, the call runs or is refused."""
+    the run starts or ends blocked, the call runs or is refused. Its events
+    go through ``uow`` (open, its block holding the run's lock)."""
     store().settle_approval(approval, status, reason)
     if status == Approval.Status.LAPSED:
-        # Written before what follows, which writes events of its own.
-        with opened(approval.run_id) as uow:
-            uow.sink.emit(RuntimeEvent.of(ApprovalLapsed(approval_id=approval.pk, reason=reason), approval.step_id))
+        uow.sink.emit(RuntimeEvent.of(ApprovalLapsed(approval_id=approval.pk, reason=reason), approval.step_id))
     for decision in decisions:
         if isinstance(decision, gates.StartRun):
             # Claimed here, once: the run leaves awaiting_approval exactly one time.
@@ -243,12 +240,13 @@ def settle_approval(approval: Approval, status: str, reason: str, decisions: tup
         elif isinstance(decision, gates.RunApprovedCall):
             queue.send_after_commit(queue.EXECUTE_APPROVED_CALL, approval.pk)
         elif isinstance(decision, machine.EndRun):
+            uow.flush()  # the end writes its events in a block of its own
             end_run(approval.run_id, decision)
         elif isinstance(decision, gates.RefuseCall) and approval.tool_call_id:
             text = failure_text(
                 decision.reason, RetryHint("domain_rejection", "replan", question="Is there a safer way?")
             )
-            deliver_result(
+            delivered = deliver_result(
                 approval.tool_call,
                 text,
                 status=ToolCall.Status.BLOCKED,
@@ -256,3 +254,5 @@ def settle_approval(approval: Approval, status: str, reason: str, decisions: tup
                 event=ToolResult,
                 event_data={"approval_id": approval.pk, "status": status},
             )
+            if delivered is not None:
+                uow.sink.emit(delivered)

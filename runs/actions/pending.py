@@ -14,7 +14,6 @@ from agents.events.tool_events import ChildRunResult, ToolResult
 from runs import queue
 from runs.models import Run, Step, ToolCall
 from runs.store.sql import store
-from runs.store.unit_of_work import opened
 
 
 def deliver_result(
@@ -26,13 +25,14 @@ def deliver_result(
     event_data: dict[str, Any],
     error_kind: str = "",
     omitted: bool = False,
-) -> bool:
+) -> RuntimeEvent | None:
     """Store the late result of ``call``. Call with the run row locked.
-    Returns False if the call had its result already. The step's next turn
+    Returns the event that says so, for the caller to emit through its unit
+    of work; None if the call had its result already. The step's next turn
     sees every result in the order the model asked for the calls."""
     result = {"status": status, "ok": status == ToolCall.Status.DONE, "result": text}
     if not store().deliver_call_result(call.pk, {**result, "error_kind": error_kind, "omitted": omitted}):
-        return False
+        return None
     step = Step.objects.select_for_update().get(pk=call.step_id)
     for message in step.transcript:
         if message.get("role") == "tool" and message.get("tool_call_id") == call.tool_call_id:
@@ -45,9 +45,7 @@ def deliver_result(
         step.turn_queued = timezone.now()
     store().save_transcript(step, turn_queued=next_turn)
     delivered = event(tool_call_id=call.tool_call_id, result=text[:2000], **event_data)
-    with opened(call.run_id) as uow:
-        uow.sink.emit(RuntimeEvent.of(delivered, step.step_id))
     if next_turn:
         turn = step.turns + 1
         queue.send_after_commit(queue.RUN_STEP_TURN, step.pk, turn)
-    return True
+    return RuntimeEvent.of(delivered, step.step_id)

@@ -176,8 +176,7 @@ def do_fail_step(step_pk: int, error: str, attempt: int | None = None) -> bool:
             return True
         store().end_step(step, Step.Status.FAILED, error=error)
         uow.sink.emit(RuntimeEvent.of(Error(error=error), step.step_id))
-        uow.flush()  # before the lapses' events
-        _step_stopped(step, f"step {step.step_id} failed")
+        _step_stopped(step, f"step {step.step_id} failed", uow)
         router_for(step.run_id, uow=uow).close(step.step_id)
         uow.flush()  # before the events of what the failure leads to
         apply_failure_policy(step, f"dependency {step.step_id} failed")
@@ -197,7 +196,7 @@ def _retried(step: Step, error: str, uow: UnitOfWork) -> bool:
     (decision,) = machine.decide(machine.UNREAD, AttemptFailed(step.step_id, step.attempt, retries, error))
     if not isinstance(decision, RetryStep):
         return False
-    lapse_pending(step.run_id, f"step {step.step_id} attempt {step.attempt + 1} failed", step_id=step.step_id)
+    lapse_pending(step.run_id, f"step {step.step_id} attempt {step.attempt + 1} failed", uow, step_id=step.step_id)
     cancel_step_children_after_commit(step)
     store().retry_step(step, decision.attempt)
     retry = StepRetry(attempt=decision.attempt + 1, error=error)
@@ -240,21 +239,20 @@ def cancel_step(step: Step, inbox: list[RouterMessage]) -> None:
         cancel = next(m for m in inbox if m.type == MessageType.CANCEL)
         cancelled = StepCancelled(message_id=cancel.message_id, reason=cancel.content)
         uow.sink.emit(RuntimeEvent.of(cancelled, step.step_id))
-        uow.flush()  # before the lapses' events
         step.status = Step.Status.CANCELLED
-        _step_stopped(step, f"step {step.step_id} was cancelled: {cancel.content}")
+        _step_stopped(step, f"step {step.step_id} was cancelled: {cancel.content}", uow)
         router.close(step.step_id)
         uow.flush()  # before the events of what the cancel leads to
         apply_failure_policy(step, f"dependency {step.step_id} was cancelled")
         after_step_terminal(step)
 
 
-def _step_stopped(step: Step, reason: str) -> None:
+def _step_stopped(step: Step, reason: str, uow: UnitOfWork) -> None:
     """What a step that stopped unfinished leaves waiting goes with it: its
     pending approvals lapse (approved, a call would still run) and the
     child runs of its calls are cancelled. Call with the run's lock held,
     ``step.status`` set. (A run that ends does the same for all its work.)"""
-    lapse_pending(step.run_id, reason, step_id=step.step_id)
+    lapse_pending(step.run_id, reason, uow, step_id=step.step_id)
     cancel_step_children_after_commit(step)
 
 
@@ -305,8 +303,7 @@ def _stop_each(run_id: int, stop: machine.StopSteps, reason: str, uow: UnitOfWor
         store().end_step(step, stop.status)
         uow.sink.emit(RuntimeEvent.of(StepSkipped(reason=reason, status=stop.status), step.step_id))
         if was_running:  # only a running step can wait for a decision or a child
-            uow.flush()  # before the lapses' events
-            _step_stopped(step, f"step {step.step_id} was {stop.status}: {reason}")
+            _step_stopped(step, f"step {step.step_id} was {stop.status}: {reason}", uow)
         if step.kind == Step.Kind.STEP:
             router.close(step.step_id, drop)
     return affected

@@ -146,8 +146,8 @@ def _finish(call: ToolCall, owner: str, outcome: ToolOutcome, status: str, durat
     """Store what the call returned and hand it to the step, unless the call
     was taken from this worker meanwhile (its lease expired and it was
     queued again): then the other attempt delivers."""
-    with transaction.atomic():
-        store().lock_run(call.run_id)
+    with transaction.atomic(), UnitOfWork(call.run_id) as uow:
+        uow.lock_run()
         returned = {
             "bounds": outcome.bounds.as_data() if outcome.bounds else None,
             "duration_ms": duration_ms,
@@ -161,7 +161,7 @@ def _finish(call: ToolCall, owner: str, outcome: ToolOutcome, status: str, durat
             data["bounds"] = outcome.bounds.as_data()
         if outcome.error_kind:
             data["error_kind"] = outcome.error_kind
-        deliver_result(
+        delivered = deliver_result(
             call,
             outcome.text,
             status=status,
@@ -170,6 +170,8 @@ def _finish(call: ToolCall, owner: str, outcome: ToolOutcome, status: str, durat
             event=ToolResult,
             event_data=data,
         )
+        if delivered is not None:
+            uow.sink.emit(delivered)
 
 
 def _model_arguments(call: ToolCall, tool: Tool | None) -> str:
@@ -279,26 +281,26 @@ def sweep_tool_calls(now: datetime, owners: Q | None = None) -> int:
                 if not store().expire_call_lease(call, requeue=False):
                     continue
                 uow.sink.emit(RuntimeEvent.of(expired_event, call.step.step_id))
-                uow.flush()  # before the failure's result
                 message = f"{call.name} was lost with its worker {call.attempts} times; it is not tried again"
-                _deliver_failure(call, message, "unavailable")
+                _deliver_failure(call, message, "unavailable", uow)
             swept += 1
     return swept
 
 
-def stop_unfinished_calls(run_id: int, why: str, *, cancelled: bool = False) -> None:
+def stop_unfinished_calls(run_id: int, why: str, uow: UnitOfWork, *, cancelled: bool = False) -> None:
     """Close the queued and running calls of a run that is ending, each with
     its tool_result (so before workflow_end): ``cancelled`` if a cancel ends
     it, else failed; and mark the journal rows of calls still running
     ``cancelled``. A worker still running such a call then finds it closed
-    (``_finish``) and writes nothing. Call with the run row locked."""
+    (``_finish``) and writes nothing. Call in ``uow``'s block, with the run
+    row locked."""
     pending = ToolCall.objects.filter(run_id=run_id, status__in=(ToolCall.Status.QUEUED, ToolCall.Status.RUNNING))
     now = timezone.now()
     status = ToolCall.Status.CANCELLED if cancelled else ToolCall.Status.FAILED
     for call in pending.select_related("step"):
         store().close_call_lease(call.pk, now)
         text = failure_text(f"{call.name} was stopped: {why}", RetryHint("unavailable", "finish"))
-        deliver_result(
+        delivered = deliver_result(
             call,
             text,
             status=status,
@@ -306,6 +308,8 @@ def stop_unfinished_calls(run_id: int, why: str, *, cancelled: bool = False) -> 
             event=ToolResult,
             event_data={"name": call.name, "status": status, "ok": False, "error_kind": "unavailable"},
         )
+        if delivered is not None:
+            uow.sink.emit(delivered)
     store().cancel_running_executions(run_id, now)
 
 
@@ -313,14 +317,15 @@ def do_fail_tool_call(call_pk: int, error: str) -> None:
     """Give a call that broke its task a failed result, so its step goes on."""
     with transaction.atomic():
         call = ToolCall.objects.select_related("step").get(pk=call_pk)
-        store().lock_run(call.run_id)
-        store().close_call_lease(call_pk, timezone.now())
-        _deliver_failure(call, error, "internal")
+        with UnitOfWork(call.run_id) as uow:
+            uow.lock_run()
+            store().close_call_lease(call_pk, timezone.now())
+            _deliver_failure(call, error, "internal", uow)
 
 
-def _deliver_failure(call: ToolCall, message: str, kind: FailureKind) -> None:
+def _deliver_failure(call: ToolCall, message: str, kind: FailureKind, uow: UnitOfWork) -> None:
     """A failed result the tool itself never gave (its worker or task broke)."""
-    deliver_result(
+    delivered = deliver_result(
         call,
         failure_text(message, RetryHint(kind, "replan")),
         status=ToolCall.Status.FAILED,
@@ -328,6 +333,8 @@ def _deliver_failure(call: ToolCall, message: str, kind: FailureKind) -> None:
         event=ToolResult,
         event_data={"name": call.name, "status": ToolCall.Status.FAILED, "ok": False},
     )
+    if delivered is not None:
+        uow.sink.emit(delivered)
 
 
 def queued_calls(run_id: int) -> list[int]:
