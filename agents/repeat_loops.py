@@ -174,21 +174,44 @@ def loop_output(loop: LoopSpec, runtime_id: str, last_iteration: int, outputs: M
 
 def judge_prompt(loop_runtime_id: str, last_id: str, output: str, schema: Mapping[str, Any] | None = None) -> str:
     """What the ``untilAgent`` judge is asked after an iteration. A judge
-    with a ``resultSchema`` (zenflow's) is asked for a JSON object of it,
-    whose ``done`` decides."""
+    with a ``resultSchema`` (zenflow's) is asked to call ``submit_result``
+    (``judge_tool``), whose ``done`` decides."""
     asked = f"Loop {loop_runtime_id} finished an iteration; its last step, {last_id}, answered:\n\n{clip(output)}\n\n"
     if schema is None:
         return asked + "Is the loop done? Answer yes or no first, then why."
     return (
-        asked + "Is the loop done? Answer with only a JSON object of this JSON Schema, "
+        asked + "Is the loop done? Call `submit_result` with a result of this JSON Schema, "
         f'whose "done" is true when the loop is done: {json.dumps(schema)}'
     )
 
 
-def judge_decision(answer: str) -> bool:
-    """Whether a judge's answer ends the loop: the boolean ``done`` of an
-    answer that is a JSON object with one (zenflow's result), else whether its
-    first word is yes, true, done or approved (any case, punctuation ignored)."""
+SUBMIT_RESULT = "submit_result"
+
+
+def judge_tool(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``submit_result`` tool a judge with a ``resultSchema`` decides
+    with (zenflow's): its arguments are the result."""
+    return {
+        "type": "function",
+        "function": {
+            "name": SUBMIT_RESULT,
+            "description": "Submit whether the loop is done, as a result of the given JSON Schema.",
+            "parameters": dict(schema),
+        },
+    }
+
+
+def judge_decision(answer: str, calls: Sequence[tuple[str, str]] = ()) -> bool:
+    """Whether a judge's answer ends the loop: the boolean ``done`` of its
+    ``submit_result`` call (``calls``: name and JSON arguments; zenflow's
+    result), else of an answer that is a JSON object with one, else whether
+    its first word is yes, true, done or approved (any case, punctuation
+    ignored)."""
+    for name, arguments in calls:
+        if name == SUBMIT_RESULT:
+            done = _result_done(arguments)
+            if done is not None:
+                return done
     done = _result_done(answer)
     if done is not None:
         return done

@@ -58,6 +58,8 @@ def tool_use_problems(workflow: Any, known_tools: KnownTools | None) -> Iterator
             continue  # only a worker: spawn_worker may give it tools it does not list
         listed = list(dict.fromkeys(agent.tools))
         given = sorted({tool for role in roles[name] for tool in DEFAULTS[role]} - set(listed))
+        if getattr(agent, "result_schema", None) is not None:
+            given.append("submit_result")  # zenflow's: a structured result (an untilAgent judge's)
         for i, turn in enumerate(getattr(agent, "script", None) or []):
             for j, call in enumerate(turn.calls or []):
                 # (A lenient stand-in's call whose tool is not text has None.)

@@ -115,6 +115,7 @@ def do_judge_loop(loop_pk: int, iteration: int) -> None:
             {"role": "system", "content": agent.system or "You judge whether a loop is done."},
             {"role": "user", "content": pending.prompt},
         ],
+        tools=[repeat_loops.judge_tool(agent.result_schema)] if agent.result_schema is not None else [],
         model=agent.model,
         temperature=agent.temperature,
         top_p=agent.top_p,
@@ -122,13 +123,16 @@ def do_judge_loop(loop_pk: int, iteration: int) -> None:
     )
     try:
         with model_call(run.pk, loop.step_id) as hooks:
-            answer = provider_for(agent).complete(request, **hooks).content or ""
+            completion = provider_for(agent).complete(request, **hooks)
     except ProviderError as exc:
         with transaction.atomic():
             store().lock_run(run.pk)
             _end_loop(run, Step.objects.select_for_update().get(pk=loop_pk), Step.Status.FAILED, f"judge: {exc}")
         return
-    verdict = repeat_loops.judge_decision(answer)
+    calls = [(call.name, call.arguments) for call in completion.tool_calls]
+    # A judge that answered with submit_result: its result is what it said.
+    answer = completion.content or next((arguments for name, arguments in calls if name == "submit_result"), "")
+    verdict = repeat_loops.judge_decision(answer, calls)
     with transaction.atomic(), UnitOfWork(run.pk) as uow:
         uow.lock_run()
         loop = Step.objects.select_for_update().get(pk=loop_pk)

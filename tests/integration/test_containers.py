@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from agents import repeat_loops
@@ -100,6 +102,15 @@ def test_it_ends_a_loop_when_its_judge_says_yes(celery_worker):
     assert statuses(run) == {"polish": "completed", "polish.0.draft": "completed"}
     judged = run.events.get(type="loop_judged")
     assert (judged.step_id, judged.data["done"], judged.data["answer"]) == ("polish", True, "Yes, ship it.")
+
+
+def test_a_judge_ends_a_loop_with_its_submit_result_tool(celery_worker):
+    run = run_of("containers_run/judge_tool")
+
+    assert statuses(run) == {"polish": "completed", "polish.0.draft": "completed"}
+    judged = run.events.get(type="loop_judged").data
+    assert (judged["done"], json.loads(judged["answer"])) == (True, {"done": True, "reason": "reads well"})
+    assert run.status == Run.Status.COMPLETED
 
 
 def test_a_judged_loop_that_runs_out_of_iterations_fails_as_zenflows_does(celery_worker):

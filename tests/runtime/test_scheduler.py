@@ -293,6 +293,13 @@ def test_it_asks_the_judge_and_follows_its_verdict():
     assert [s.runtime_id for s in more.steps] == ["polish.1.draft"]
 
 
+def test_a_judge_decides_with_its_submit_result_call_before_its_text():
+    assert judge_decision("", [("submit_result", '{"done": true}')]) is True
+    assert judge_decision("Yes!", [("submit_result", '{"done": false, "reason": "weak"}')]) is False
+    # A call of another tool, or a result without a boolean done, leaves the text to decide.
+    assert judge_decision("yes", [("grep", '{"done": false}'), ("submit_result", '{"done": "no"}')]) is True
+
+
 def test_a_judge_with_a_result_schema_decides_with_its_done():
     assert judge_decision('{"done": true, "reason": "it reads well"}') is True
     assert judge_decision('```json\n{"done": false, "reason": "weak ending"}\n```') is False
