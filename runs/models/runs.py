@@ -66,6 +66,10 @@ class Run(models.Model):
     parent_tool_call = models.ForeignKey(
         "ToolCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="child_runs"
     )
+    # Not columns: how many steps the run has and how many ended with each
+    # status, set on the rows the runs list shows (runs/views/runs.py).
+    steps_total: int
+    steps_ended: list[tuple[str, int]]
 
     class Meta:
         ordering = ["-created"]

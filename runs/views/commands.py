@@ -16,6 +16,7 @@ from runs.actions.commands import catalog_compaction, do_command, do_give_inputs
 from runs.actions.lifecycle import TooManyRuns
 from runs.actions.offers import offered_workflows
 from runs.models import Command, Run
+from runs.views.htmx_requests import HtmxHttpRequest
 from runs.views.runs import too_many_runs
 
 MAX_COMMAND_CHARS = 4000
@@ -23,7 +24,7 @@ MAX_YAML_CHARS = 200_000
 
 
 @require_POST
-def command_create(request: HttpRequest) -> HttpResponse:
+def command_create(request: HtmxHttpRequest) -> HttpResponse:
     """Answer a command from the command box: a run page when it started one,
     else the coordinator's answer (unknown workflow, missing inputs, ...)."""
     text = request.POST.get("command", "").strip()
@@ -50,7 +51,7 @@ def _answered(command: Command) -> HttpResponse:
 
 
 @require_POST
-def command_inputs(request: HttpRequest, command_id: int) -> HttpResponse:
+def command_inputs(request: HtmxHttpRequest, command_id: int) -> HttpResponse:
     """The inputs a command's answer asked for (``missing``), given in its
     page's form: the same workflow starts with them (``do_give_inputs``)."""
     earlier = _get_command_for_user(request, command_id)

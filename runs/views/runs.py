@@ -26,6 +26,7 @@ from runs.graph import graph_context
 from runs.models import Approval, Run, Step, Workflow
 from runs.views.access import run_for_user
 from runs.views.events import EventFilter, event_filter_context, newest_page
+from runs.views.htmx_requests import HtmxHttpRequest
 from runs.views.run_approvals import approvals_context
 from runs.views.start_form import start_choices, unconfirmed_destructive
 
@@ -85,29 +86,28 @@ def _with_progress(runs: list[Run]) -> list[Run]:
     (annotating the paginated queryset would make its COUNT group by run)."""
     counts = (
         Step.objects.filter(run__in=[run.pk for run in runs], kind=Step.Kind.STEP)
-        .values("run")
-        .annotate(
-            total=Count("pk"),
-            **{status: Count("pk", filter=Q(status=status)) for status in Step.TERMINAL},
-        )
+        .values("run", "status")
+        .annotate(n=Count("pk"))
         .order_by()
     )
-    progress = {row["run"]: row for row in counts}
+    by_run: dict[int, dict[str, int]] = {}
+    for row in counts:
+        by_run.setdefault(row["run"], {})[row["status"]] = row["n"]
     for run in runs:
-        row = progress.get(run.pk, {})
-        run.steps_total = row.get("total", 0)
-        run.steps_ended = [(status, row[status]) for status in Step.TERMINAL if row.get(status)]
+        by_status = by_run.get(run.pk, {})
+        run.steps_total = sum(by_status.values())
+        run.steps_ended = [(status, n) for status in Step.TERMINAL if (n := by_status.get(status, 0))]
     return runs
 
 
 @require_safe
-def run_list(request: HttpRequest) -> HttpResponse:
+def run_list(request: HtmxHttpRequest) -> HttpResponse:
     """Runs, filtered from the querystring. htmx polls the same URL for the
     table body, so statuses move without a reload."""
     return _list_page(request)
 
 
-def too_many_runs(request: HttpRequest, refusal: actions.TooManyRuns) -> HttpResponse:
+def too_many_runs(request: HtmxHttpRequest, refusal: actions.TooManyRuns) -> HttpResponse:
     """A start refused for the person's runs under way: the runs page with
     the refusal, as a 429 with Retry-After (as the API answers), so that a
     script posting the form sees it without reading the page."""
@@ -116,14 +116,14 @@ def too_many_runs(request: HttpRequest, refusal: actions.TooManyRuns) -> HttpRes
     return response
 
 
-def _refused(request: HttpRequest, message: str, status: int) -> HttpResponse:
+def _refused(request: HtmxHttpRequest, message: str, status: int) -> HttpResponse:
     messages.error(request, message)
     response = _list_page(request)
     response.status_code = status
     return response
 
 
-def _list_page(request: HttpRequest) -> HttpResponse:
+def _list_page(request: HtmxHttpRequest) -> HttpResponse:
     filters = {name: request.GET.get(name, "").strip() for name in RUN_FILTERS}
     runs = _filter_runs(actions.visible_runs(request.user), filters, staff=request.user.is_staff)
     page = Paginator(runs.order_by("-created", "-pk"), RUNS_ON_PAGE).get_page(request.GET.get("page"))
@@ -198,7 +198,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
 
 
 @require_POST
-def run_start(request: HttpRequest) -> HttpResponse:
+def run_start(request: HtmxHttpRequest) -> HttpResponse:
     """Start a run from the form. A refusal says what and where, and the
     form comes back as it was sent (``start_form`` in the session)."""
     chosen = request.POST.get("workflow", "")
@@ -252,7 +252,7 @@ KEPT_INPUT_CHARS = 50_000
 
 
 @require_POST
-def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+def run_cancel(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     run = run_for_user(request, run_id)
     refusal = actions.control_refusal(request.user, run, "cancel")
     if refusal:

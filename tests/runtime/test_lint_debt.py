@@ -28,7 +28,6 @@ MYPY_IGNORED = {
     "runs.actions.scheduling",
     "runs.actions.steps",
     "runs.actions.tooling",
-    "runs.views.runs",
 }
 
 LONG_FUNCTIONS = {
