@@ -219,18 +219,10 @@ def run_start(request: HtmxHttpRequest) -> HttpResponse:
     refusal = unconfirmed_destructive(workflow, request.POST)
     if refusal:
         return refuse(refusal)
-    inputs: dict[str, str] = {}
-    lines: dict[str, int] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        name, sep, value = line.partition("=")
-        name = name.strip()
-        if not sep:
-            return refuse(f"inputs line {number}: expected name=value, got {line!r}")
-        if name in lines:
-            return refuse(f"inputs line {number}: {name} is given twice (first on line {lines[name]})")
-        inputs[name], lines[name] = value.strip(), number
+    try:
+        inputs = _inputs_of(text)
+    except ValueError as exc:
+        return refuse(str(exc))
     if mode not in get_args(Mode):
         return refuse(f"mode: expected {' or '.join(get_args(Mode))}, got {mode!r}")
     try:
@@ -245,6 +237,24 @@ def run_start(request: HtmxHttpRequest) -> HttpResponse:
     except actions.InputError as exc:
         return refuse(f"{workflow}: {exc}")
     return redirect("runs:detail", run_id=run.pk)
+
+
+def _inputs_of(text: str) -> dict[str, str]:
+    """The start form's inputs, a ``name=value`` a line (blank lines skipped);
+    ValueError names the line that is not one, or that gives a name again."""
+    inputs: dict[str, str] = {}
+    lines: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        name, sep, value = line.partition("=")
+        name = name.strip()
+        if not sep:
+            raise ValueError(f"inputs line {number}: expected name=value, got {line!r}")
+        if name in lines:
+            raise ValueError(f"inputs line {number}: {name} is given twice (first on line {lines[name]})")
+        inputs[name], lines[name] = value.strip(), number
+    return inputs
 
 
 # Inputs this long are not kept for the form to show again after a refusal.
