@@ -125,14 +125,19 @@ def do_judge_loop(loop_pk: int, iteration: int) -> None:
         with model_call(run.pk, loop.step_id) as hooks:
             completion = provider_for(agent).complete(request, **hooks)
     except ProviderError as exc:
-        with transaction.atomic():
-            store().lock_run(run.pk)
-            _end_loop(run, Step.objects.select_for_update().get(pk=loop_pk), Step.Status.FAILED, f"judge: {exc}")
+        # zenflow's judge fails open: its error is the iteration's verdict
+        # (not done), and the loop goes on, bounded by maxIterations.
+        _judged(run, loop_pk, iteration, False, f"untilAgent judge failed (iteration {iteration + 1}): {exc}")
         return
     calls = [(call.name, call.arguments) for call in completion.tool_calls]
     # A judge that answered with submit_result: its result is what it said.
     answer = completion.content or next((arguments for name, arguments in calls if name == "submit_result"), "")
-    verdict = repeat_loops.judge_decision(answer, calls)
+    _judged(run, loop_pk, iteration, repeat_loops.judge_decision(answer, calls), answer)
+
+
+def _judged(run: Run, loop_pk: int, iteration: int, verdict: bool, answer: str) -> None:
+    """Record the judge's ``verdict`` on ``iteration`` (its loop_judged
+    event, with its ``answer``) and apply what follows it."""
     with transaction.atomic(), UnitOfWork(run.pk) as uow:
         uow.lock_run()
         loop = Step.objects.select_for_update().get(pk=loop_pk)

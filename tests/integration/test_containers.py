@@ -113,6 +113,19 @@ def test_a_judge_ends_a_loop_with_its_submit_result_tool(celery_worker):
     assert run.status == Run.Status.COMPLETED
 
 
+def test_a_judge_whose_model_fails_lets_the_loop_go_on_to_its_end(celery_worker):
+    run = run_of("containers_run/judge_down")
+
+    assert statuses(run) == {"polish": "failed", "polish.0.draft": "completed", "polish.1.draft": "completed"}
+    judged = [(e.data["done"], e.data["answer"]) for e in run.events.filter(type="loop_judged")]
+    assert judged == [
+        (False, "untilAgent judge failed (iteration 1): judge model down"),
+        (False, "untilAgent judge failed (iteration 2): judge model down"),
+    ]
+    reason = "loop exhausted 2 iterations: judge agent never returned done"
+    assert run.events.get(type="loop_end").data == {"status": "failed", "reason": reason}
+
+
 def test_a_judged_loop_that_runs_out_of_iterations_fails_as_zenflows_does(celery_worker):
     run = run_of("containers_run/judge_no")
 
