@@ -63,11 +63,13 @@ BROKEN_WORDS = """(selectors) => {
 WORDS = ", ".join(
     [
         "main .status",
-        "main .badge:not(.tool-calls .badge)",  # the tool calls' may break on a phone (zenweb.css)
+        "main .badge",
         "#step-list .step-id",
         "#step-list .agent-name",
         "#step-list .worker-id",
         "#event-list .estep",
+        "#tool-calls .step-id",
+        "#tool-calls .tool-name",
         ".run-approvals code",
     ]
 )
