@@ -13,7 +13,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.harness import SCREENSHOTS, log_in, wait_until_finished
+from tests.browser.harness import ROOT, SCREENSHOTS, log_in, wait_until_finished
 
 pytestmark = pytest.mark.browser
 
@@ -41,6 +41,8 @@ CATALOG = {
     ),
     "research": ("query=laptops", "completed", {}),
     "code_edit": ("path=notes.txt", "completed", {}),  # started in code mode, which it needs
+    # Destructive: it waits for an approver's decision, then runs its one step.
+    "cleanup_workspace": ("", "completed", {}),
 }
 
 SERVER_GRAPH = """
@@ -76,9 +78,30 @@ def start(page, server, workflow: str, inputs: str) -> int:
     select.select_option(label=label)
     page.fill("form.start-form textarea[name=inputs]", inputs)
     page.select_option("form.start-form select[name=mode]", "code" if workflow == "code_edit" else "chat")
+    # A destructive workflow starts only with the tick beside what it will do.
+    tick = page.locator("form.start-form fieldset.destructive-confirm:not([hidden]) input[name=confirm]")
+    if tick.count():
+        tick.check()
     page.click("form.start-form button[type=submit]")
     page.wait_for_url(re.compile(r".*/runs/\d+/$"))
     return int(re.search(r"/runs/(\d+)/$", page.url)[1])
+
+
+def approve(open_page, server, run: int) -> None:
+    """The approver approves the waiting run on its page (the admin started
+    it, and another person must decide)."""
+    approver = open_page()
+    log_in(approver, server, next_path=f"/runs/{run}/", user="approver")
+    form = approver.locator("#run-approvals form.decide")
+    form.locator("input[name=reason]").fill("only the build output")
+    form.locator("button[value=approve]").click()
+    expect(approver.locator("#run-approvals .approval-decided[data-status=approved] .audit")).to_contain_text(
+        "approver approved"
+    )
+
+
+def test_the_graph_test_covers_every_catalog_workflow():
+    assert sorted(CATALOG) == sorted(path.stem for path in (ROOT / "catalog").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("workflow", list(CATALOG))
@@ -87,6 +110,9 @@ def test_every_catalog_workflows_run_is_drawn_with_its_nodes_and_edges(open_page
     page = open_page()
     log_in(page, server)
     run = start(page, server, workflow, inputs)
+    if workflow == "cleanup_workspace":
+        page.wait_for_selector("#run-status[data-status=awaiting_approval]")
+        approve(open_page, server, run)
     wait_until_finished(page, expected=ends, timeout_ms=60_000)
     page.reload()  # drawn from the page, not only from live updates
     page.wait_for_selector("#routing-graph svg.routing .rg-node")
