@@ -93,7 +93,8 @@ def test_it_lists_the_newest_tool_calls_oldest_first_with_their_steps(client, ow
     shown = [int(pk) for pk in re.findall(r'<tr id="call-(\d+)"', html)]
     assert shown == [call.pk for call in calls[5:]]  # the newest 200, oldest first
     assert f'Tool calls <span class="muted">({live.TOOL_CALLS_SHOWN + 5})</span>' in html
-    steps = dict(re.findall(r'<tr id="call-(\d+)"[^>]*>\s*<td>(\w+)</td>', html))
+    cells = re.findall(r'<tr id="call-(\d+)"[^>]*>\s*<td>(.*?)</td>', html)
+    steps = {pk: re.sub(r"<[^>]+>", "", cell) for pk, cell in cells}  # the step's id as it reads
     assert steps[str(calls[-1].pk)] == "first"  # call 205: odd
     assert steps[str(calls[5].pk)] == "second"  # call 6: even
 
