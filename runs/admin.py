@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import secrets
-
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -10,7 +8,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from runs.actions import do_cancel_run
-from runs.api.auth import hash_key
+from runs.api.auth import hash_key, new_key
 from runs.export import export_parts
 from runs.models import (
     ApiToken,
@@ -262,7 +260,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
         if change:
             super().save_model(request, obj, form, change)
             return
-        key = secrets.token_urlsafe(32)  # as runs.api.auth.create_token makes one
+        key = new_key()
         obj.prefix, obj.key_hash = key[:8], hash_key(key)
         super().save_model(request, obj, form, change)
         messages.warning(

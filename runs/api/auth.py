@@ -33,10 +33,18 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+def new_key() -> str:
+    """A fresh API key: ``zw_`` and 43 URL-safe characters. The fixed
+    start names what the key is (secret scanners and people can tell it
+    apart) and keeps its prefix from starting with ``-``, which a command
+    line would read as an option (``api_tokens revoke PREFIX``)."""
+    return "zw_" + secrets.token_urlsafe(32)
+
+
 def create_token(user, name: str = "") -> tuple[ApiToken, str]:
     """A new token for ``user`` and its key. Only the key's hash is stored:
     the key cannot be shown again."""
-    key = secrets.token_urlsafe(32)
+    key = new_key()
     token = ApiToken.objects.create(user=user, name=name, prefix=key[:8], key_hash=hash_key(key))
     return token, key
 
