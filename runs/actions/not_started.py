@@ -1,7 +1,9 @@
 """Steps that end before they start, as the state machine decides when
 they would: a step whose ``condition`` is false is skipped, one whose
 condition fails to evaluate fails, and the failure policy stops what that
-failure stops (agents/core/conditions.py)."""
+failure stops (agents/core/conditions.py). A step the policy stops while
+it runs (``abort``) takes what it waited for with it, as a cancel does:
+its pending approvals lapse and its child runs are cancelled."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from agents.events import Event as RuntimeEvent
 from agents.events.run_events import Error, StepSkipped
 from agents.router import DropReason
 from runs.actions.common import router_for
+from runs.actions.ending import cancel_step_children_after_commit, lapse_pending
 from runs.models import Step
 from runs.store.sql import store
 from runs.store.unit_of_work import UnitOfWork
@@ -28,6 +31,7 @@ def not_started(run_id: int, decision: SkipStep | FailStep | machine.StopSteps) 
 def _end_steps(run_id: int, decision: SkipStep | FailStep | machine.StopSteps, uow: UnitOfWork) -> None:
     sink = uow.sink
     step_ids = decision.step_ids if isinstance(decision, machine.StopSteps) else (decision.step_id,)
+    drop = DropReason.TARGET_TERMINAL
     for step in Step.objects.filter(run_id=run_id, step_id__in=step_ids).exclude(status__in=Step.TERMINAL):
         if isinstance(decision, SkipStep):
             store().end_step(step, Step.Status.SKIPPED)
@@ -36,8 +40,25 @@ def _end_steps(run_id: int, decision: SkipStep | FailStep | machine.StopSteps, u
             store().end_step(step, Step.Status.FAILED, error=decision.error)
             sink.emit(RuntimeEvent.of(Error(error=decision.error), step.step_id))
         else:
-            store().end_step(step, decision.status)
-            reason = f"dependency failed: {decision.status} by onStepFailure"
-            sink.emit(RuntimeEvent.of(StepSkipped(reason=reason, status=decision.status), step.step_id))
+            _stop(step, decision, uow)
+            if decision.drop == "workflow_cancelled":
+                drop = DropReason.WORKFLOW_CANCELLED
         if step.kind == Step.Kind.STEP:
-            router_for(run_id, uow=uow).close(step.step_id, DropReason.TARGET_TERMINAL)
+            router_for(run_id, uow=uow).close(step.step_id, drop)
+
+
+def _stop(step: Step, decision: machine.StopSteps, uow: UnitOfWork) -> None:
+    """End ``step`` as the failure policy's ``decision`` says (after a step
+    whose condition failed); a running one lapses its pending approvals and
+    cancels its child runs."""
+    was_running = step.status == Step.Status.RUNNING
+    store().end_step(step, decision.status)
+    if decision.aborted:
+        reason = "run aborted: a step's condition failed"
+    else:
+        reason = f"dependency failed: {decision.status} by onStepFailure"
+    uow.sink.emit(RuntimeEvent.of(StepSkipped(reason=reason, status=decision.status), step.step_id))
+    if was_running:  # only a running step can wait for a decision or a child
+        step.status = decision.status
+        lapse_pending(step.run_id, f"step {step.step_id} was {decision.status}: {reason}", uow, step_id=step.step_id)
+        cancel_step_children_after_commit(step)

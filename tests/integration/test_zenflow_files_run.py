@@ -12,9 +12,9 @@ from agents.events.registry import parse
 from runs.actions import do_create_run
 from runs.actions.catalog import InputError
 from runs.actions.tooling import workspace_of
-from runs.models import Run
+from runs.models import Approval, Run
 from runs.templatetags.event_summary import summary_of
-from tests.conftest import register, wait_for_run
+from tests.conftest import register, wait_for, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,6 +45,25 @@ def test_a_false_condition_skips_its_step_and_the_steps_after_it_go_on(celery_wo
     assert skipped["fix"] == "condition false: steps.check.content.contains('unhealthy')"
     assert skipped["page"].startswith("condition read what no finished step gave")
     assert not run.events.filter(type="step_start", step_id__in=["fix", "page"]).exists()
+
+
+def test_a_condition_that_fails_under_abort_lapses_approvals_and_cancels_child_runs(celery_worker, owner):
+    register("tools/slow_topic")
+    run = do_create_run(register("zenflow/condition_abort"), {}, user=owner)
+    approval = wait_for(lambda: run.approvals.filter(status=Approval.Status.PENDING).first())
+    wait_for(lambda: Run.objects.filter(parent_tool_call__run=run).first())
+
+    run = wait_for_run(run)
+
+    statuses = dict(run.steps.exclude(kind="coordinator").values_list("step_id", "status"))
+    assert statuses == {"build": "cancelled", "caller": "cancelled", "wait": "completed", "breaker": "failed"}
+    approval.refresh_from_db()
+    assert approval.status == Approval.Status.LAPSED
+    assert approval.reason == "step build was cancelled: run aborted: a step's condition failed"
+    child = wait_for_run(Run.objects.get(parent_tool_call__run=run))
+    assert (child.status, child.error) == (Run.Status.CANCELLED, f"parent step caller of run {run.pk} ended cancelled")
+    assert run.steps.get(step_id="breaker").error.startswith("condition: ")
+    assert run.status == Run.Status.PARTIAL
 
 
 def test_a_cel_until_ends_its_loop_and_the_step_after_it_runs(celery_worker):
