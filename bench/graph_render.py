@@ -1,4 +1,4 @@
-"""The run's graph in the browser: how long static/js/graph.js takes to lay
+"""The run's graph in the browser: how long runs/static/js/graph.js takes to lay
 out (dagre) and draw a graph of 500 nodes in Debian's chromium.
 
 The graph's data comes from runs.graph.graph_of in a child process (Django
@@ -64,15 +64,15 @@ def measure(ctx: Context) -> list[Result]:
     data = run_child("bench.graph_render", "graph_data", ctx.sqlite().env)
     # Inside a <script>: no "</" may end it early (Django's json_script escapes the same way).
     text = json.dumps(data).replace("<", "\\u003C").replace(">", "\\u003E").replace("&", "\\u0026")
-    css = (ROOT / "static/css/zenweb.css").read_text()
+    css = (ROOT / "runs/static/css/zenweb.css").read_text()
     timings: list[float] = []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox"])
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 800})
             page.set_content(PAGE.format(css=css, data=text))
-            page.add_script_tag(path=str(ROOT / "static/vendor/dagre/dagre.min.js"))
-            page.add_script_tag(path=str(ROOT / "static/js/graph.js"))
+            page.add_script_tag(path=str(ROOT / "runs/static/vendor/dagre/dagre.min.js"))
+            page.add_script_tag(path=str(ROOT / "runs/static/js/graph.js"))
             page.evaluate(RENDER)  # warm-up: the scripts compiled
             for _ in range(RENDERS):
                 ms, nodes, edges = page.evaluate(RENDER)
@@ -84,5 +84,5 @@ def measure(ctx: Context) -> list[Result]:
 
 
 def _dagre_version() -> str:
-    readme = (ROOT / "static/vendor/dagre/README.md").read_text()
+    readme = (ROOT / "runs/static/vendor/dagre/README.md").read_text()
     return readme.splitlines()[0].removeprefix("# dagre ").strip()

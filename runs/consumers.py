@@ -39,7 +39,7 @@ TOO_MANY_SOCKETS = 4429
 # Open run-page sockets per user id, in this process: each one holds a task
 # and database reads, so one user must not open hundreds.
 OPEN_SOCKETS: Counter[int] = Counter()
-# The page reconnects after this one, from its cursor (static/js/live.js).
+# The page reconnects after this one, from its cursor (runs/static/js/live.js).
 # Not 1011: daphne sends only 1000 and 3000-4999, and refused 1011 by leaving
 # the socket open and silent. zenweb/websockets.py closes with it too.
 TRY_AGAIN = 4503
@@ -75,7 +75,7 @@ class RunConsumer(AsyncWebsocketConsumer):
         except ValueError:
             self.last_seq = 0
         # The run page asks to be told when the replay is done, to say how
-        # many events it caught up after a reconnect (static/js/live.js).
+        # many events it caught up after a reconnect (runs/static/js/live.js).
         self.say_caught_up = query.get("caught_up") == ["1"]
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()

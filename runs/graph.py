@@ -4,8 +4,8 @@ spawned whom, and the messages between them (sent, forwarded, dropped).
 
 Pure data: ``routing_graph`` reads the run's steps, message counts and
 child runs (three queries); ``runs.replay`` passes ``graph_of`` the states
-it rebuilt from events. templates/runs/partials/routing_graph.html embeds
-``Graph.data()`` as JSON and static/js/graph.js lays it out and draws it.
+it rebuilt from events. runs/templates/runs/partials/routing_graph.html embeds
+``Graph.data()`` as JSON and runs/static/js/graph.js lays it out and draws it.
 """
 
 from __future__ import annotations
@@ -228,5 +228,5 @@ def message_traffic(run: Run) -> dict[tuple[str, str, str], int]:
 
 
 def graph_context(run: Run) -> dict:
-    """What templates/runs/partials/routing_graph.html needs."""
+    """What runs/templates/runs/partials/routing_graph.html needs."""
     return {"run": run, "graph": routing_graph(run)}

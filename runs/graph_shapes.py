@@ -2,9 +2,9 @@
 workers, child runs), edges (dependencies, spawns, child runs, messages
 sent, forwarded and dropped) and the containers that box steps together.
 
-No coordinates: static/js/graph.js lays the graph out in the browser (with
+No coordinates: runs/static/js/graph.js lays the graph out in the browser (with
 the vendored dagre) from ``Graph.data()``, which
-templates/runs/partials/routing_graph.html embeds as JSON.
+runs/templates/runs/partials/routing_graph.html embeds as JSON.
 """
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ class Graph:
         return next((e for e in self.edges if (e.source, e.target, e.kind) == (source, target, kind)), None)
 
     def data(self) -> dict[str, Any]:
-        """What static/js/graph.js draws."""
+        """What runs/static/js/graph.js draws."""
         return {
             "nodes": [node.data() for node in self.nodes],
             "edges": [edge.data() for edge in self.edges],

@@ -90,7 +90,7 @@ def current(run_id: int, step_ids: list[str]) -> list[dict]:
 
 
 def frame(payload: dict) -> str:
-    """The websocket frame for a partial: JSON, which the page (static/js/
+    """The websocket frame for a partial: JSON, which the page (runs/static/js/
     live.js) renders as text, never as HTML."""
     return json.dumps({"partial": {key: value for key, value in payload.items() if key != "type"}})
 

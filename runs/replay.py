@@ -214,6 +214,6 @@ def state_at(run: Run, seq: int | None = None) -> ReplayState:
 
 
 def replay_context(run: Run, seq: int | None = None) -> dict:
-    """What templates/runs/replay.html and the graph partial need."""
+    """What runs/templates/runs/replay.html and the graph partial need."""
     state = state_at(run, seq)
     return {"run": run, "replay": state, "graph": state.graph}

@@ -14,7 +14,7 @@ from tests.workspace_mounts import release_under
 
 TESTS = Path(__file__).resolve().parent
 WORKFLOWS = TESTS / "workflows"
-CATALOG = TESTS.parent / "catalog"
+CATALOG = TESTS.parent / "runs" / "catalog"
 
 # Forked children of a process that ran async tests hang in sync_to_async.
 multiprocessing.set_start_method("spawn", force=True)

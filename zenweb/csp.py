@@ -1,7 +1,7 @@
 """The Content-Security-Policy every response carries.
 
 The dashboard needs nothing inline: its scripts and styles are files under
-/static/, htmx's conditions are checked in static/js/live.js (no eval), its
+/static/, htmx's conditions are checked in runs/static/js/live.js (no eval), its
 indicator styles are off (base.html), and a chart's colours are SVG
 attributes. So a script or style an agent's text smuggled into a page, or an
 inline handler, does not run. Django 5.2 has no CSP of its own.

@@ -112,7 +112,8 @@ LOGOUT_REDIRECT_URL = "login"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        # Each app's templates/: the dashboard's are the runs app's (runs/templates/).
+        "DIRS": [],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -193,10 +194,10 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+# runs/static/ is the runs app's: the app-directories finder collects it.
 STATIC_ROOT = DATA_DIR / "static"
 STATIC_ROOT.mkdir(exist_ok=True)
-# WhiteNoise serves static files from where they are (static/, the apps')
+# WhiteNoise serves static files from where they are (the apps' static/)
 # whatever DEBUG says, so neither `make run` nor the Procfile's daphne needs
 # collectstatic. Only DEBUG re-reads them on each request.
 WHITENOISE_USE_FINDERS = True
@@ -257,8 +258,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
-# The catalog shipped with zenweb; `load_catalog` reads every *.yaml here.
-ZENWEB_CATALOG_DIR = Path(env_str("ZENWEB_CATALOG_DIR", str(BASE_DIR / "catalog")))
+# The catalog shipped with zenweb (package data of runs, so it is in the
+# wheel too); `load_catalog` reads every *.yaml here.
+ZENWEB_CATALOG_DIR = Path(env_str("ZENWEB_CATALOG_DIR", str(BASE_DIR / "runs" / "catalog")))
 # How many worker threads the embedded launcher starts.
 ZENWEB_EMBEDDED_CONCURRENCY = env_int("ZENWEB_EMBEDDED_CONCURRENCY", 4)
 # How often an open run page's websocket re-checks the event log for events

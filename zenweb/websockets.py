@@ -25,7 +25,7 @@ from runs.routing import websocket_urlpatterns
 log = logging.getLogger(__name__)
 
 NOT_FOUND = 4404
-# A service behind the socket failed: the page reconnects (static/js/live.js).
+# A service behind the socket failed: the page reconnects (runs/static/js/live.js).
 TRY_AGAIN = 4503
 # Transient: a Redis or database connection lost or refused. Logged in a line.
 SERVICE_ERRORS = (OSError, RedisError, DatabaseError)

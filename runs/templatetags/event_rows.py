@@ -21,7 +21,7 @@ from runs.templatetags.zenweb import pretty_json
 register = template.Library()
 
 EVENT_ROW = (
-    # data-*: the page filters live events by them, and follows the newest (static/js/live.js).
+    # data-*: the page filters live events by them, and follows the newest (runs/static/js/live.js).
     '<details class="event type-{type} sev-{severity}" id="event-{seq}" data-seq="{seq}" data-type="{type}"'
     ' data-step="{step}" data-group="{group}" data-severity="{severity}">\n'
     '  <summary><span class="seq">{seq}</span><time datetime="{iso}">{clock}</time>'

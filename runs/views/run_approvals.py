@@ -2,7 +2,7 @@
 who asked, since when) with Approve and Reject for whoever may decide it,
 and how the decided ones were decided (who, when, why). Drawn for the person
 who looks: live updates only say that it changed, and the page fetches it
-again (static/js/live.js)."""
+again (runs/static/js/live.js)."""
 
 from __future__ import annotations
 

@@ -163,7 +163,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = run_for_user(request, run_id)
     chosen = EventFilter.of(request.GET)
     if chosen:
-        # The filters kept in the address (static/js/live.js): the newest matching page.
+        # The filters kept in the address (runs/static/js/live.js): the newest matching page.
         events, older_url = newest_page(run, chosen)
         hidden = 0  # not counted: the count would read every matching event
         last_seq = max(run.last_event_seq, events[-1].seq if events else 0)

@@ -84,7 +84,7 @@ def test_it_refreshes_the_approvals_queue_under_the_policy(open_page, server):
     asker.click("form.command-form button[type=submit]")
     asker.wait_for_url(re.compile(r".*/runs/\d+/$"))
 
-    # The queue polls every 2 s (static/js/live.js): the request shows up without a reload.
+    # The queue polls every 2 s (runs/static/js/live.js): the request shows up without a reload.
     approver.wait_for_function(f"() => document.querySelectorAll('article.approval').length > {before}", timeout=10_000)
     assert violations == []
 

@@ -101,7 +101,7 @@ def approve(open_page, server, run: int) -> None:
 
 
 def test_the_graph_test_covers_every_catalog_workflow():
-    assert sorted(CATALOG) == sorted(path.stem for path in (ROOT / "catalog").glob("*.yaml"))
+    assert sorted(CATALOG) == sorted(path.stem for path in (ROOT / "runs" / "catalog").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("workflow", list(CATALOG))

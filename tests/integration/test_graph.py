@@ -1,7 +1,7 @@
 """The run's graph as data: a node per step, loop, worker and child run;
 dependencies, spawns and child runs; messages counted per direction from
 Message rows, drops with their reasons; loop iterations boxed; escaped
-text. static/js/graph.js draws it (tests/browser/test_graph.py)."""
+text. runs/static/js/graph.js draws it (tests/browser/test_graph.py)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def card_of(run: Run, **context) -> str:
 
 
 def drawn(page: str) -> dict:
-    """The graph the card hands static/js/graph.js."""
+    """The graph the card hands runs/static/js/graph.js."""
     return json.loads(re.search(r'<script id="routing-graph-data" type="application/json">(.*?)</script>', page)[1])
 
 

@@ -95,7 +95,7 @@ async def test_it_closes_a_page_whose_updates_fail_so_that_it_reconnects(owner, 
 
     closed = await comm.receive_output(timeout=5)
 
-    # 4503, which the page reconnects after (static/js/live.js): daphne refuses 1011.
+    # 4503, which the page reconnects after (runs/static/js/live.js): daphne refuses 1011.
     assert closed == {"type": "websocket.close", "code": 4503}
     await comm.disconnect()
 

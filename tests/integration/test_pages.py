@@ -194,7 +194,7 @@ def test_it_hints_each_workflows_inputs_in_the_start_form(client, owner):
     edit_hint = "path=&lt;The file to write, inside the workspace.&gt; (required)\ntext=hello from zenweb"
     assert f'<option value="{code_edit.pk}" data-inputs="{edit_hint}">' in html
     assert f'<option value="{relay.pk}" data-inputs="subject=&lt;string&gt; (required)">' in html
-    # No workflow is chosen when the page opens (static/js/live.js fills the hint in on a choice).
+    # No workflow is chosen when the page opens (runs/static/js/live.js fills the hint in on a choice).
     assert 'placeholder="choose a workflow to see its inputs"' in html
 
 

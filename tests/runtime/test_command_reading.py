@@ -17,7 +17,7 @@ from agents.handler import CatalogEntry, Decision, decide, parse_selection, plan
 from agents.llm.scripted import ScriptedProvider
 from agents.spec import load_workflow
 
-CATALOG_DIR = Path(__file__).resolve().parents[2] / "catalog"
+CATALOG_DIR = Path(__file__).resolve().parents[2] / "runs" / "catalog"
 CATALOG = [CatalogEntry.of(load_workflow(path)) for path in sorted(CATALOG_DIR.glob("*.yaml"))]
 # The clarification a command that names no workflow gets: the catalog's first five.
 ANY = ["cleanup_workspace", "code_edit", "hub_and_spoke", "loop_review", "regions_foreach"]

@@ -452,7 +452,7 @@ def play(spec, step):
 
 
 def test_it_approves_the_catalog_loop_on_its_second_iteration():
-    spec = load_workflow(ROOT / "catalog" / "loop_review.yaml")
+    spec = load_workflow(ROOT / "runs" / "catalog" / "loop_review.yaml")
     steps = [s for s in expand(spec, {}) if s.container == "refine"]
     iterations = []
 
@@ -472,7 +472,7 @@ def test_it_approves_the_catalog_loop_on_its_second_iteration():
 
 
 def test_it_ships_the_catalog_regions_two_at_a_time():
-    spec = load_workflow(ROOT / "catalog" / "regions_foreach.yaml")
+    spec = load_workflow(ROOT / "runs" / "catalog" / "regions_foreach.yaml")
     steps = expand(spec, {})
 
     assert shape(steps) == [

@@ -181,6 +181,6 @@ def test_a_workflow_can_require_its_coordinator_to_plan_workers(tmp_path):
 
 
 def test_the_research_brief_coordinator_must_plan_workers():
-    spec = load_workflow(Path(__file__).parents[2] / "catalog" / "research_brief.yaml")
+    spec = load_workflow(Path(__file__).parents[2] / "runs" / "catalog" / "research_brief.yaml")
 
     assert spec.coordinator.require_workers
