@@ -56,6 +56,7 @@ from agents.handler.shapes import (
     ToolRun,
     WorkflowOutcome,
     ttl_seconds,
+    with_query,
 )
 
 __all__ = [
@@ -90,4 +91,5 @@ __all__ = [
     "plan_selection",
     "selection_request",
     "ttl_seconds",
+    "with_query",
 ]

@@ -70,7 +70,9 @@ def decide(selection: CoordinatorSelection, entries: list[CatalogEntry], mode: s
     entry = catalog[name]
     error = mode_refusal(entry.name, entry.mode, mode)
     if error:
-        return Decision(entry=None, result=result_of(status="blocked", error=error))
+        return Decision(
+            entry=None, result=result_of(workflow_args=selection.workflow_args, status="blocked", error=error)
+        )
     return _with_inputs(selection, entry, result_of)
 
 

@@ -238,6 +238,16 @@ def ttl_seconds(ttl: str) -> int:
     return int(match.group(1)) * _TTL_UNITS[match.group(2).lower()]
 
 
+def with_query(args: dict[str, Any], *, mode: str, original_query: str | None) -> dict[str, Any]:
+    """A result's ``workflow_args``: ``args`` with the mode the command runs
+    in and the query it answers (004's shapes carry both on every answer).
+    An argument of either name keeps its own value."""
+    extra: dict[str, Any] = {"mode": mode}
+    if original_query:
+        extra["original_query"] = original_query
+    return extra | args
+
+
 def need_message(missing: list[str]) -> str:
     return f"Need {', '.join(missing)} to continue" if missing else ""
 

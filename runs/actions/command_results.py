@@ -19,6 +19,7 @@ from agents.handler import (
     WorkflowOutcome,
     claims_problem,
     error_for_run,
+    with_query,
 )
 from runs.actions.catalog import workflow_spec
 from runs.models import Command, Run
@@ -84,10 +85,7 @@ def workflow_args(run: Run, command: Command | None) -> dict[str, Any]:
     same name is kept as given."""
     context = (command.context if command is not None else None) or {}
     original = context.get("original_query") or (command.text if command is not None else run.command)
-    extra: dict[str, Any] = {"mode": run.mode}
-    if original:
-        extra["original_query"] = original
-    return extra | run.inputs
+    return with_query(run.inputs, mode=run.mode, original_query=original)
 
 
 def workflow_outcome(run: Run, claims: list[ClaimData]) -> WorkflowOutcome:

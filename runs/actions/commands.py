@@ -28,6 +28,7 @@ from agents.handler import (
     decide,
     parse_selection,
     plan_selection,
+    with_query,
 )
 from agents.llm import ProviderError, build_provider
 from runs.actions.catalog import InputError, workflow_spec
@@ -119,7 +120,8 @@ def do_give_inputs(earlier: Command, given: dict[str, str], *, user=None) -> Com
         )
         return _answer(command, gone)
     entry = CatalogEntry.of(workflow_spec(workflow))
-    args = dict(result.workflow_args)
+    # The earlier answer's inputs, not the mode and query it was given with.
+    args = {name: value for name, value in result.workflow_args.items() if name in entry.inputs}
     for name, value in given.items():
         args[name] = [item.strip() for item in value.split(",") if item.strip()] if name in entry.list_inputs else value
     selection = CoordinatorSelection(
@@ -180,6 +182,10 @@ def catalog_compaction(command: Command) -> dict | None:
 
 
 def _answer(command: Command, result: CoordinatorResult) -> Command:
+    """Store ``result`` as the command's answer, its ``workflow_args`` with
+    the command's mode and original query as a run's have them."""
+    original = (command.context or {}).get("original_query") or command.text
+    result.workflow_args = with_query(result.workflow_args, mode=command.mode, original_query=original)
     command.result = result.model_dump(mode="json", by_alias=True)
     command.status = result.status
     store().save_command(command)

@@ -209,3 +209,36 @@ def test_a_trigger_match_says_which_trigger(owner, django_capture_on_commit_call
 
     assert body["result"]["selection_reason"] == "trigger matched: rumour"
     assert body["result"]["workflow_args"] == {"mode": "chat", "original_query": "any rumour about laptops"}
+
+
+def test_every_answer_carries_the_mode_and_the_original_query(owner):
+    """Not only a started run's: clarification, missing inputs, a workflow
+    refused in this mode and an unknown one say both too (004's shapes)."""
+    for name in ("research", "code_edit", "commands/counter"):
+        register(name)
+    client = api(owner)
+    context = {"original_query": "what did the Executor ask?"}
+
+    answers = {
+        command: post(client, "/api/commands", {"command": command, "mode": mode} | extra).json()["result"]
+        for command, mode, extra in [
+            ("Get the thing", "chat", {}),
+            ("Run code_edit workflow", "code", {}),
+            ("Run code_edit for path=notes.md", "chat", {"context": context}),
+            ("Run counter workflow with count=many", "chat", {}),
+        ]
+    }
+
+    statuses = [answer["status"] for answer in answers.values()]
+    assert statuses == ["needs_clarification", "needs_more_info", "blocked", "error"]
+    args = {command: answer["workflow_args"] for command, answer in answers.items()}
+    assert args["Get the thing"] == {"mode": "chat", "original_query": "Get the thing"}
+    needs = args["Run code_edit workflow"]
+    assert (needs["mode"], needs["original_query"]) == ("code", "Run code_edit workflow")
+    assert "path" not in needs and answers["Run code_edit workflow"]["missing"] == ["path"]
+    blocked = args["Run code_edit for path=notes.md"]
+    assert blocked["mode"] == "chat" and blocked["original_query"] == "what did the Executor ask?"
+    assert args["Run counter workflow with count=many"]["original_query"] == "Run counter workflow with count=many"
+    schema = published("COORDINATOR_RESULT")
+    for answer in answers.values():
+        jsonschema.validate(answer, schema)

@@ -165,6 +165,8 @@ def test_it_blocks_a_code_mode_workflow_in_chat_mode(catalog):
     assert decision.entry is None
     assert decision.result.status == "blocked"
     assert decision.result.error == "file_write_edit workflow requires code mode - currently in chat mode"
+    # 004's blocked selection keeps the arguments it read.
+    assert decision.result.workflow_args == {"path": "a.txt"}
 
 
 def test_it_runs_a_code_mode_workflow_in_code_mode(catalog):
