@@ -112,7 +112,7 @@ def _take_turn(step: Step, turn: int, owner: str, known: EagerTurn) -> Eager | N
     agent_turn.empty_answer_retries = spec.options.max_empty_answer_retries
     registry, tools = step_tools(spec, step)
     request = build_request(agent_turn, tools, inbox, deadline=turn_deadline(run, step, spec.options))
-    journal = DjangoToolJournal(step.pk, owner)
+    journal = DjangoToolJournal(step.pk, owner, outside_transaction=True)
     agent_turn.env.journal = journal
     # Service-backed calls become tasks of their own (runs/actions/tool_tasks.py).
     agent_turn.env.defer = spec.options.tool_execution == "tasks"

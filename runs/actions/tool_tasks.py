@@ -85,7 +85,7 @@ def do_execute_tool_call(call_pk: int) -> None:
     spec = workflow_spec(run.workflow)
     registry, tools = step_tools(spec, step)
     timeout = timeout_for(spec, registry.get(call.name), call.name)
-    journal = DjangoToolJournal(step.pk, owner)
+    journal = DjangoToolJournal(step.pk, owner, outside_transaction=True)
     key = f"toolcall:{call.pk}"
     started = time.monotonic()
     outcome = journal.get(key)

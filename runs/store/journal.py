@@ -16,16 +16,22 @@ from django.utils import timezone
 from agents.tools.registry import ToolOutcome
 from agents.tools.results import Artifact, Bounds
 from runs.models import ToolExecution
-from runs.store.sql import store
 from runs.store.sql.errors import connection_lost
 
 log = logging.getLogger(__name__)
 
 
 class DjangoToolJournal:
-    def __init__(self, step_pk: int, owner: str) -> None:
+    """The journal of step ``step_pk``'s tool calls, run by worker ``owner``.
+    ``outside_transaction``: its writes commit at once, so a finished call's
+    outcome waits out a lost connection (``_until_stored``); False for a
+    journal used inside a caller's transaction, whose rollback already lost
+    the rest: the error is raised."""
+
+    def __init__(self, step_pk: int, owner: str, *, outside_transaction: bool) -> None:
         self.step_pk = step_pk
         self.owner = owner
+        self.outside_transaction = outside_transaction
 
     def get(self, key: str) -> ToolOutcome | None:
         outcome = (
@@ -50,7 +56,8 @@ class DjangoToolJournal:
         _until_stored(
             lambda: ToolExecution.objects.filter(step_id=self.step_pk, key=key).update(
                 status=ToolExecution.Status.DONE, outcome=data, finished=timezone.now()
-            )
+            ),
+            retry=self.outside_transaction,
         )
 
 
@@ -59,17 +66,17 @@ class DjangoToolJournal:
 STORE_RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0, 4.0, 8.0)
 
 
-def _until_stored(write: Callable[[], object]) -> None:
+def _until_stored(write: Callable[[], object], *, retry: bool) -> None:
     """Write what a side effect returned. It happened: if the connection is
     lost now, a retry of the task would run it again, so wait for the
-    database instead (outside a transaction only: inside one, the rollback
-    already lost the rest)."""
+    database instead (``retry``: outside a transaction only; inside one, the
+    rollback already lost the rest)."""
     for delay in STORE_RETRY_DELAYS:
         try:
             write()
             return
         except (OperationalError, InterfaceError) as exc:
-            if store().in_transaction() or not connection_lost(exc):
+            if not retry or not connection_lost(exc):
                 raise
             log.warning("storing a tool outcome failed (%s); trying again in %gs", exc, delay)
             connection.close()

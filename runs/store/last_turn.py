@@ -43,7 +43,7 @@ from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from runs.models import Step
-from runs.store.sql import LastTurnWritten, ScheduleState, store
+from runs.store.sql import LastTurn, LastTurnWritten, ScheduleState, store
 
 
 def write(
@@ -58,8 +58,12 @@ def write(
     """Record turn ``turn`` of ``step`` as its last (``transcript``,
     ``tokens``: prompt, completion), completed with ``completed`` (field ->
     value, the status among them), with its ``events``: see the store's
-    ``write_last_turn`` (``options``: with_steps, successor, commit)."""
-    return store().write_last_turn(step, turn, (transcript, tokens, completed), events, **options)
+    ``write_last_turn`` and ``LastTurn`` (``options``: with_steps,
+    successor; and commit)."""
+    commit = options.pop("commit", True)
+    return store().write_last_turn(
+        LastTurn(step, turn, transcript, tokens, completed, events, **options), commit=commit
+    )
 
 
 def save(step: Step, transcript: list, tokens: tuple[int, int], completed: dict) -> tuple[int, ScheduleState | None]:

@@ -2,8 +2,11 @@
 
 Every action makes one for a run (or is handed its caller's) and hands out what writes through it: its
 event sink (``uow.sink``) and its mailbox store (``uow.mailboxes``), for a
-router, a tool host, a turn's tool calls. Inside ``with uow:`` (itself
-inside the transaction) they hold what they write instead of writing it:
+router, a tool host, a turn's tool calls. ``with uow:`` joins the
+caller's transaction, or outside any begins one and commits it at the
+block's end (no savepoint: an error fails the caller's transaction, as any
+of its statements' would). Inside the block they hold what they write
+instead of writing it:
 
 - events wait in memory, numbered when they are written;
 - a routed message is numbered in memory (the run's counter is read once,
@@ -89,23 +92,35 @@ class UnitOfWork:
         self.locked = False
         self._held: _Held | None = None
         self._undo: _Undo | None = None
+        # How the open block ends (``__enter__``): its flush, then its transaction's end.
+        self._exit: contextlib.ExitStack | None = None
 
     def __enter__(self) -> UnitOfWork:
         if self._held is not None:
             raise RuntimeError(f"run {self.run_id}: unit of work already open")
-        if not store().in_transaction():
-            raise RuntimeError("a unit of work is opened inside a transaction")
-        self._held = _Held()
-        self.locked = False
+        # Exited in the reverse order: what the block holds is written, the
+        # block closed, then its transaction left (committed if it began it).
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(transaction.atomic(savepoint=False))
+            stack.callback(self._close)
+            stack.push(self._flush_unless_failed)
+            self._held = _Held()
+            self.locked = False
+            self._exit = stack.pop_all()
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        try:
-            if exc_type is None and not transaction.get_rollback():  # no queries in a doomed transaction
-                self.flush()
-        finally:
-            self._held = None
-            self.locked = False
+        exit_stack, self._exit = self._exit, None
+        if exit_stack is not None:
+            exit_stack.__exit__(exc_type, exc, tb)
+
+    def _flush_unless_failed(self, exc_type, exc, tb) -> None:
+        if exc_type is None and not transaction.get_rollback():  # no queries in a doomed transaction
+            self.flush()
+
+    def _close(self) -> None:
+        self._held = None
+        self.locked = False
 
     @property
     def is_open(self) -> bool:
@@ -282,11 +297,8 @@ class UnitOfWork:
 
 @contextlib.contextmanager
 def opened(run_id: int) -> Iterator[UnitOfWork]:
-    """A unit of work of ``run_id`` opened in the caller's transaction, or
-    in a transaction of its own outside any (no savepoint: an error fails
-    the caller's transaction, as any of its statements' would), for an
-    action that writes outside a turn."""
-    with transaction.atomic(savepoint=False), UnitOfWork(run_id) as uow:
+    """A unit of work of ``run_id``, open: for an action that writes outside a turn."""
+    with UnitOfWork(run_id) as uow:
         yield uow
 
 

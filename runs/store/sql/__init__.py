@@ -48,7 +48,7 @@ from runs.store.sql.schedule import ScheduleState, StepRow, step_row_of
 from runs.store.sql.sqlite import SqliteStore
 from runs.store.sql.steps import WORKFLOW_TEXT, Successor
 from runs.store.sql.store import Store
-from runs.store.sql.turns import LastTurnWritten, TurnSaved
+from runs.store.sql.turns import LastTurn, LastTurnWritten, TurnSaved
 
 _STORES: dict[str, type[Store]] = {"postgresql": PostgresStore, "sqlite": SqliteStore}
 
@@ -66,6 +66,7 @@ __all__ = [
     "WORKFLOW_TEXT",
     "Counted",
     "EndStep",
+    "LastTurn",
     "LastTurnWritten",
     "LeftOpen",
     "RunEnd",

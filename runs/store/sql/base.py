@@ -1,13 +1,15 @@
 """What every statement of the store runs on: the cursor, several
-statements in order inside a transaction, and the questions a caller may
-ask of the connection (in a transaction; can a transaction go in one
-round trip). The general versions, for any database Django speaks to;
-PostgreSQL's own (prepared statements, pipelines) are in postgres.py.
+statements in order in one transaction. The general versions, for any
+database Django speaks to; PostgreSQL's own (prepared statements,
+pipelines) are in postgres.py. No caller asks whether a transaction is
+open: only a dialect's own statements may differ by it (postgres.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+
+from django.db import transaction
 
 from runs.store.sql.rows import database
 
@@ -27,13 +29,9 @@ class Statements:
         """A cursor for the store's fixed statements."""
         return database().cursor()
 
-    def in_transaction(self) -> bool:
-        """Whether a transaction (``transaction.atomic``) is open."""
-        return database().in_atomic_block
-
     def can_pipeline(self) -> bool:
         """Whether a transaction can be sent in one round trip here
-        (``in_one_round_trip``)."""
+        (``in_one_round_trip``): never in general."""
         return False
 
     def in_one_round_trip(self, statements: Sequence[tuple[str, Mapping | Sequence]]) -> list[list[tuple]]:
@@ -42,15 +40,13 @@ class Statements:
         raise RuntimeError("a pipeline of statements here needs PostgreSQL and no open transaction")
 
     def in_order(self, statements: Sequence[tuple[str, Mapping | Sequence]]) -> list[list[tuple]]:
-        """Run ``statements`` (SQL, parameters) one after another inside the
-        caller's transaction, and return each one's rows, in order (one
-        round trip on PostgreSQL). Each statement starts when the one
-        before it has finished, so a read after a lock sees what the lock's
-        earlier holders committed."""
-        if not self.in_transaction():
-            raise RuntimeError("in_order runs inside a transaction (in_one_round_trip commits its own)")
+        """Run ``statements`` (SQL, parameters) one after another in one
+        transaction, the caller's (or, outside any, one of their own), and
+        return each one's rows, in order (one round trip on PostgreSQL).
+        Each statement starts when the one before it has finished, so a read
+        after a lock sees what the lock's earlier holders committed."""
         results = []
-        with self.cursor() as cursor:
+        with transaction.atomic(savepoint=False), self.cursor() as cursor:
             for statement, params in statements:
                 cursor.execute(statement, params)
                 results.append(cursor.fetchall() if cursor.description else [])

@@ -12,6 +12,8 @@ import functools
 import time
 from collections.abc import Mapping, Sequence
 
+from django.db import transaction
+
 from runs.store.sql import pg_text
 from runs.store.sql.ends import LeftOpen, RunEnd, end_run_params, end_run_sql
 from runs.store.sql.postgres_runs import PostgresRuns
@@ -41,7 +43,7 @@ class PostgresStore(PostgresRuns, PostgresWrites):
 
     def can_pipeline(self) -> bool:
         """Outside any transaction: ``in_one_round_trip`` begins and commits its own."""
-        return not database().in_atomic_block
+        return self.outside_transaction()
 
     def in_one_round_trip(self, statements: Sequence[tuple[str, Mapping | Sequence]]) -> list[list[tuple]]:
         """Run ``statements`` (SQL, parameters) as one transaction in one round
@@ -72,9 +74,8 @@ class PostgresStore(PostgresRuns, PostgresWrites):
     def in_order(self, statements: Sequence[tuple[str, Mapping | Sequence]]) -> list[list[tuple]]:
         """The general ``in_order`` in one round trip: a pipeline, as
         in_one_round_trip, which commits nothing here (the transaction goes on)."""
-        if not self.in_transaction():
-            raise RuntimeError("in_order runs inside a transaction (in_one_round_trip commits its own)")
-        return _pipelined(statements)
+        with transaction.atomic(savepoint=False):
+            return _pipelined(statements)
 
     def lease_free(self, alias: str, owner: str, now: str, grace: str) -> str:
         """The general condition, but a lease that ran out is taken only once
@@ -111,6 +112,13 @@ class PostgresStore(PostgresRuns, PostgresWrites):
 
     def beats(self) -> list[Beat]:
         return [Beat(*row) for row in self.fetch_all(beats_sql(), {})]
+
+    def release_while_waiting(self) -> None:
+        """The connection given back (to the web process's pool) between a
+        waiting request's reads, so that waiting clients hold none; inside a
+        transaction (a test's, an atomic block) it is kept."""
+        if self.outside_transaction():
+            database().close()
 
     def database_up_for(self) -> float | None:
         return self.fetch_all("SELECT extract(epoch FROM now() - pg_postmaster_start_time())::float8", {})[0][0]

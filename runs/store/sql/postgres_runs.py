@@ -18,8 +18,7 @@ from runs.store.sql.rows import db_value, first, instances
 from runs.store.sql.run_claims import WakeRead, claim_wake_sql, start_run_parts, start_run_sql, wake_read, wake_reads
 from runs.store.sql.runs import lock_run_sql
 from runs.store.sql.schedule import schedule_state_of, step_rows_of
-from runs.store.sql.steps import Successor
-from runs.store.sql.turns import LastTurnWritten, turn_params, write_sql
+from runs.store.sql.turns import LastTurn, LastTurnWritten, turn_params, write_sql
 from runs.store.sql.writes import update_sql
 
 
@@ -69,30 +68,23 @@ class PostgresRuns(PostgresSteps):
             raise Run.DoesNotExist(f"run {run_id} or its coordinator does not exist")
         return rows[0][0][0]
 
-    def write_last_turn(
-        self,
-        step: Step,
-        turn: int,
-        record: tuple[list, tuple[int, int], dict],
-        events: list[tuple[RuntimeEvent, datetime]],
-        *,
-        with_steps: bool = False,
-        successor: Successor | None = None,
-        commit: bool = True,
-    ) -> LastTurnWritten | None:
+    def write_last_turn(self, last: LastTurn, *, commit: bool = True) -> LastTurnWritten | None:
         """The run's lock, then one statement that does it all, sent at once
         and committed (``commit``; ``in_one_round_trip``), or inside the
         caller's transaction (``in_order``). Documents go as JSON text,
         serialized here: psycopg would serialize them between sending the
         lock and sending this statement, while the lock is held (about 0.1 ms
         a turn)."""
-        transcript, tokens, completed = record
+        step, successor = last.step, last.successor
         params = {
-            **turn_params(step, turn, json_text(transcript), tokens, completed),
-            "with_steps": with_steps,
-            **events_params(step.run_id, events),
+            **turn_params(last, json_text(last.transcript)),
+            "with_steps": last.with_steps,
+            **events_params(step.run_id, last.events),
         }
-        statements = [(lock_run_sql(), {"run": step.run_id}), (write_sql(self.depends_on, tuple(completed)), params)]
+        statements = [
+            (lock_run_sql(), {"run": step.run_id}),
+            (write_sql(self.depends_on, tuple(last.completed)), params),
+        ]
         if successor is not None:
             # Only if this write happened: the step finished at this write's time.
             after = (step.pk, params["completed_finished"])

@@ -25,6 +25,12 @@ from runs.store.sql.store import Store
 
 
 class PostgresSteps(Store):
+    def outside_transaction(self) -> bool:
+        """No transaction open: a statement sent now commits on its own (and
+        may commit without waiting for the disk: LEASE_ONLY_COMMIT), a
+        pipeline may begin and commit its own (postgres.py)."""
+        return not database().in_atomic_block
+
     def claim_step_for_turn(self, step_pk: int, turn: int, owner: str, expires, now):
         """One statement: the claim, returning the step loaded for its turn.
         On its own, it commits without waiting for the disk (LEASE_ONLY_COMMIT)."""
@@ -39,7 +45,7 @@ class PostgresSteps(Store):
             "grace": lease_grace(),
         }
         lease_free = self.lease_free("s.", "%(owner)s", "%(now)s", "%(grace)s")
-        rows = self.fetch_all(_claim_step_for_turn_sql(lease_free, lease_only=not self.in_transaction()), params)
+        rows = self.fetch_all(_claim_step_for_turn_sql(lease_free, lease_only=self.outside_transaction()), params)
         if not rows:
             if not Step.objects.filter(pk=step_pk).exists():
                 raise Step.DoesNotExist(f"step {step_pk} does not exist")
@@ -94,7 +100,7 @@ class PostgresSteps(Store):
         (``FOR UPDATE SKIP LOCKED``): workers draining one run never wait for
         each other."""
         params = queued_params(run_id, owner, expires, now, after)
-        rows = self.fetch_all(_claim_sql(self.waiting_where(), lease_only=not self.in_transaction()), params)
+        rows = self.fetch_all(_claim_sql(self.waiting_where(), lease_only=self.outside_transaction()), params)
         if not rows:
             # None waits, the run stopped, or every waiting row is being claimed by others.
             return None, False

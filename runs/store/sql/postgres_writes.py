@@ -19,13 +19,7 @@ from runs.store.sql.pg_text import json_text
 from runs.store.sql.rows import row_document, row_values, table
 from runs.store.sql.runs import request_wake_params, request_wake_sql
 from runs.store.sql.store import Store
-from runs.store.sql.writes import (
-    insert_many_statement,
-    set_ids,
-    update_returning_statement,
-    update_sql,
-    updated,
-)
+from runs.store.sql.writes import insert_many_statement, set_ids, update_sql
 
 
 class PostgresWrites(Store):
@@ -33,24 +27,13 @@ class PostgresWrites(Store):
         """The run's lock (``locking_run``) and the UPDATE in one statement."""
         return self.update_rows(*update_sql(model, values, where, params, locking_run=locking_run))
 
-    def update_returning(
-        self,
-        model,
-        pk: int,
-        values: dict,
-        increments: dict,
-        returning: list[str],
-        also: tuple[str, list] | None = None,
-        *,
-        then_insert: Sequence = (),
-    ) -> tuple:
-        """The UPDATE and the INSERT of ``then_insert`` in one round trip (``in_order``)."""
-        if not then_insert:
-            return super().update_returning(model, pk, values, increments, returning, also)
-        update = update_returning_statement(model, pk, values, increments, returning, also)
-        changed, inserted = self.in_order([update, insert_many_statement(then_insert)])
-        set_ids(then_insert, [pk for (pk,) in inserted])
-        return updated(model, pk, changed)
+    def update_then_insert(self, update: tuple[str, list], objs: list) -> list[tuple]:
+        """The UPDATE and the INSERT of ``objs`` in one round trip (``in_order``)."""
+        if not objs:
+            return super().update_then_insert(update, objs)
+        changed, inserted = self.in_order([update, insert_many_statement(objs)])
+        set_ids(objs, [pk for (pk,) in inserted])
+        return changed
 
     def insert_many(self, objs: list) -> None:
         """The rows as one JSON document that jsonb_populate_recordset turns into rows."""

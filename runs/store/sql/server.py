@@ -40,11 +40,9 @@ class ServerStatements(Statements):
 
     def release_while_waiting(self) -> None:
         """A web request that waits (a command's ``?wait=N``) gives its
-        connection back (to the pool) between its reads, so that waiting
-        clients hold none; inside a transaction (a test's, an atomic block)
-        it keeps it."""
-        if not self.in_transaction():
-            database().close()
+        connection back between its reads, where a pool holds it
+        (PostgreSQL's: postgres.py); a database that is a file in this
+        process (SQLite) keeps it."""
 
     def connect_past_the_pool(self) -> None:
         """Open and close one connection of the web process's pool's kind

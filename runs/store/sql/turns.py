@@ -30,6 +30,26 @@ from runs.store.sql.schedule import (
 from runs.store.sql.steps import StepStatements, Successor
 
 
+class LastTurn(NamedTuple):
+    """A step's last turn, to write (``write_last_turn``): turn ``turn`` of
+    ``step``, its ``transcript``, its ``tokens`` (prompt, completion) added
+    to the step's, ``completed`` (field -> value, the status among them) and
+    its ``events``. ``with_steps``: the run's step rows read back too, if a
+    pending step may start. ``successor``: a step this completion is
+    expected to start (the state machine's guess from the rows the worker
+    read before): started and claimed in the same transaction, after the
+    write, if start_and_claim_step's conditions hold then."""
+
+    step: Step
+    turn: int
+    transcript: list
+    tokens: tuple[int, int]
+    completed: dict
+    events: list[tuple[RuntimeEvent, datetime]]
+    with_steps: bool = False
+    successor: Successor | None = None
+
+
 class LastTurnWritten(NamedTuple):
     """What ``write_last_turn`` gives back."""
 
@@ -80,49 +100,37 @@ class TurnStatements(ScheduleStatements, StepStatements):
         also = unread_count_sql(step.run_id, step.step_id)
         return self.update_returning(Step, step.pk, values, increments, returning, also, then_insert=calls)
 
-    def write_last_turn(
-        self,
-        step: Step,
-        turn: int,
-        record: tuple[list, tuple[int, int], dict],
-        events: list[tuple[RuntimeEvent, datetime]],
-        *,
-        with_steps: bool = False,
-        successor: Successor | None = None,
-        commit: bool = True,
-    ) -> LastTurnWritten | None:
-        """Record turn ``turn`` of ``step`` (``record``: its transcript, its
-        tokens, prompt and completion, added to the step's, and ``completed``:
-        field -> value, the status among them), under the run's lock taken
-        first: complete it, close its mailbox as target-terminal unless closed
-        already, store ``events`` numbered after the run's last and read what
-        scheduling needs (``with_steps``: the run's step rows too, if a
-        pending step may start). None, having written nothing, if the step
-        has unread mail or is no longer running turn ``turn``.
+    def write_last_turn(self, last: LastTurn, *, commit: bool = True) -> LastTurnWritten | None:
+        """Record ``last`` (LastTurn), under the run's lock taken first:
+        complete its step, close its mailbox as target-terminal unless closed
+        already, store its events numbered after the run's last and read what
+        scheduling needs (and, as ``last`` asks, the run's step rows; its
+        successor started and claimed). None, having written nothing, if the
+        step has unread mail or is no longer running the turn before.
 
-        ``successor``: a step this completion is expected to start (the state
-        machine's guess from the rows the worker read before): started and
-        claimed in the same transaction, after the write, if
-        start_and_claim_step's conditions hold then. ``commit``: in a
-        transaction of its own, committed on return (PostgreSQL: the whole
-        transaction in one round trip); False: inside the caller's, which goes
-        on holding the run's lock, for a completion whose successors are
-        decided under that lock before it commits."""
-        transcript, tokens, completed = record
+        ``commit``: in a transaction of its own, committed on return
+        (PostgreSQL: the whole transaction in one round trip); False: inside
+        the caller's, which goes on holding the run's lock, for a completion
+        whose successors are decided under that lock before it commits."""
+        step = last.step
         with transaction.atomic() if commit else contextlib.nullcontext():
             self.lock_run(step.run_id)
             params = {
-                **turn_params(step, turn, transcript, tokens, completed),
-                "transcript": Step._meta.get_field("transcript").get_db_prep_save(transcript, database()),
+                **turn_params(last, last.transcript),
+                "transcript": Step._meta.get_field("transcript").get_db_prep_save(last.transcript, database()),
             }
-            if not self.update_rows(_last_turn_sql(tuple(completed)), params):
+            if not self.update_rows(_last_turn_sql(tuple(last.completed)), params):
                 return None
-            seqs = self.insert_events(step.run_id, events) if events else self.fetch_all(*_last_seq(step.run_id))[0]
+            if last.events:
+                last_seq = self.insert_events(step.run_id, last.events)[-1]
+            else:
+                last_seq = self.fetch_all(*_last_seq(step.run_id))[0][0]
             schedule = self.schedule_state(step.run_id)
             assert schedule is not None  # the run's lock is held
-            steps = self.step_rows(step.run_id) if with_steps and schedule.may_start else None
+            steps = self.step_rows(step.run_id) if last.with_steps and schedule.may_start else None
+            successor = last.successor
             started = self.start_and_claim_step(step.run_id, successor) if successor is not None else None
-        return LastTurnWritten(seqs[-1], schedule, steps, started)
+        return LastTurnWritten(last_seq, schedule, steps, started)
 
     def save_turn(self, step: Step, transcript: list, tokens: tuple[int, int], completed: dict) -> TurnSaved:
         """Store a step's turn (``transcript``, ``tokens`` added: prompt,
@@ -148,15 +156,17 @@ class TurnStatements(ScheduleStatements, StepStatements):
         return TurnSaved(prompt_tokens, completion_tokens, turns, unread, schedule)
 
 
-def turn_params(step: Step, turn: int, transcript, tokens: tuple[int, int], completed: dict) -> dict:
-    """The parameters of a last turn's write (write_last_turn), ``transcript`` as given."""
+def turn_params(last: LastTurn, transcript) -> dict:
+    """The parameters of a last turn's write (write_last_turn), ``transcript``
+    as the database takes it."""
+    step = last.step
     return {
-        "turn": turn,
-        "previous_turn": turn - 1,
+        "turn": last.turn,
+        "previous_turn": last.turn - 1,
         "transcript": transcript,
-        "prompt_tokens": tokens[0],
-        "completion_tokens": tokens[1],
-        **completed_params(completed),
+        "prompt_tokens": last.tokens[0],
+        "completion_tokens": last.tokens[1],
+        **completed_params(last.completed),
         "closed_reason": str(DropReason.TARGET_TERMINAL),
         "step": step.pk,
         "running": Step.Status.RUNNING,

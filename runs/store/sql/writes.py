@@ -63,11 +63,16 @@ class WriteStatements(RunStatements):
         its step) inserted after it, as ``insert_many``, inside the caller's
         transaction (in the same round trip on PostgreSQL)."""
         update = update_returning_statement(model, pk, values, increments, returning, also)
+        return updated(model, pk, self.update_then_insert(update, list(then_insert)))
+
+    def update_then_insert(self, update: tuple[str, list], objs: list) -> list[tuple]:
+        """The rows ``update`` (an UPDATE ... RETURNING and its parameters)
+        returned, with ``objs`` then inserted (``insert_many``)."""
         with self.cursor() as cursor:
             cursor.execute(*update)
-            row = updated(model, pk, cursor.fetchall())
-        self.insert_many(list(then_insert))
-        return row
+            rows = cursor.fetchall()
+        self.insert_many(objs)
+        return rows
 
     def insert(self, model, **values) -> None:
         """One INSERT of a row of ``model`` (field name -> value), without the
