@@ -30,14 +30,14 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agents.core import gates, machine
+from agents.core import machine
 from agents.events import Event as RuntimeEvent
 from agents.events.tool_events import ApprovalDecided, ToolResult
 from agents.tools.errors import RetryHint, failure_text
 from runs.actions.approval_requests import arguments_hash
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import store_artifacts
-from runs.actions.ending import close_approval, settle_approval
+from runs.actions.ending import approval_decided, close_approval, settle_approval
 from runs.actions.pending import deliver_result
 from runs.actions.tooling import step_tools, stored_call_context
 from runs.models import Approval, ApprovalDecision, Run, Step, ToolCall
@@ -89,8 +89,7 @@ def do_decide(approval_id: int, user, decision: str, reason: str, seen_hash: str
         if decision == "reject":
             close_approval(approval, Approval.Status.REJECTED, f"rejected by {user.get_username()}: {reason}", uow)
         else:
-            decided = gates.ApprovalDecided(approval.kind, "approve", "", approvals, approval.required_approvals)
-            follows = machine.decide(machine.UNREAD, decided)
+            follows = machine.decide(machine.UNREAD, approval_decided(approval, "approve", approvals=approvals))
             if follows:  # else it waits for more approvals
                 settle_approval(approval, Approval.Status.APPROVED, "", follows, uow)
     return approval

@@ -168,6 +168,8 @@ def budget_breach(run: Run) -> str | None:
 
 def working_time(run: Run) -> timedelta:
     """Time since the run started, less the time its approvals were pending."""
+    if run.started is None:
+        return timedelta()
     now = timezone.now()
     end = run.finished or now
     waited = timedelta()

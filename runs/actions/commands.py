@@ -81,7 +81,8 @@ def do_command(
     selection.selection_reason = _reason(selection, chosen)
     command.selection = selection.model_dump(mode="json", by_alias=True, exclude_none=True)
     decision = decide(selection, entries, mode)
-    if decision.result is not None:
+    if decision.entry is None:  # then a result to report
+        assert decision.result is not None
         decision.result.selection_reason = selection.selection_reason
         return _answer(command, decision.result)
     return _start_or_refuse(command, workflows[decision.entry.name], decision.args, plan)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
@@ -12,6 +13,7 @@ from django.utils import timezone
 from agents import expansion, ids
 from agents.core import machine
 from agents.core.decisions import DropMessage, ResumeStep
+from agents.core.happenings import ForwardToEnded
 from agents.events import Event as RuntimeEvent
 from agents.events import EventSink
 from agents.events.run_events import ResumeStarted
@@ -75,15 +77,17 @@ def router_for(
         # and the resolver read (a stored spec is parsed once per process).
         run = Run.objects.select_related("workflow").only(*ROUTER_RUN_FIELDS).get(pk=run)
     limits = Limits.of(run)
+    mailboxes: MailboxStore
+    sink: EventSink
     if uow is not None:
-        store, sink = uow.mailboxes, uow.sink
+        mailboxes, sink = uow.mailboxes, uow.sink
     else:
-        store, sink = DjangoMailboxStore(run.pk), UnitPerEventSink(run.pk)
+        mailboxes, sink = DjangoMailboxStore(run.pk), UnitPerEventSink(run.pk)
     return MessageRouter(
-        store,
+        mailboxes,
         sink,
         max_mailbox_size=limits.max_mailbox_size,
-        resumer=Resumer(run, limits, finishing, store, sink),
+        resumer=Resumer(run, limits, finishing, mailboxes, sink),
         resolver=_resolver(run, context_sender),
     )
 
@@ -115,7 +119,7 @@ class Resumer:
 
     def __call__(self, message: RouterMessage) -> DropReason | None:
         step = Step.objects.select_for_update().get(run_id=self.run.pk, step_id=message.recipient)
-        forward = machine.ForwardToEnded(
+        forward = ForwardToEnded(
             step.step_id,
             step.status,
             run_going_on=not self.finishing and self.run.status == Run.Status.RUNNING,
@@ -164,7 +168,7 @@ def save_turn(step: Step, result: TurnResult, *, next_turn_queued: bool = False)
     ``next_turn_queued``: the caller queues the step's next turn; the
     statement marks the step with it (Step.turn_queued)."""
     step.transcript = result.transcript
-    values = {"transcript": result.transcript}
+    values: dict[str, Any] = {"transcript": result.transcript}
     if next_turn_queued:
         values["turn_queued"] = timezone.now()
     rows = [_tool_call_row(step, call) for call in result.tool_calls]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 
 from django.db import transaction
 from django.utils import timezone
@@ -16,6 +17,7 @@ from django.utils import timezone
 from agents import coordinator_prompts as prompts
 from agents.core import machine
 from agents.core.decisions import CoordinatorRounds, DropMail, FinishRun, LastRound
+from agents.core.happenings import CoordinatorAnswered, CoordinatorWoke
 from agents.events import Event as RuntimeEvent
 from agents.events.run_events import (
     AgentIdle,
@@ -24,10 +26,11 @@ from agents.events.run_events import (
     CoordinatorSynthesis,
     MaxWakeCyclesWarning,
 )
-from agents.llm import CompletionRequest, ProviderError, tokens
-from agents.router import COORDINATOR, DoubleDrainError, DropReason, RouterMessage
-from agents.runner import AgentTurn, apply_completion, build_request
-from agents.spec import AgentSpec
+from agents.llm import Completion, CompletionRequest, ProviderError, tokens
+from agents.router import COORDINATOR, DoubleDrainError, DropReason, MessageRouter, RouterMessage
+from agents.runner import AgentTurn, TurnResult, apply_completion, build_request
+from agents.spec import AgentSpec, WorkflowSpec
+from agents.tools import Tool, ToolRegistry
 from agents.tools.builtin.messaging import MAX_MESSAGE_CHARS
 from runs.actions.budgets import run_deadline, timeout_breach
 from runs.actions.catalog import workflow_spec
@@ -102,7 +105,7 @@ def _wake(coordinator: Step, steps: list[WakeStep], inbox: list[RouterMessage]) 
     run = coordinator.run
     states = tuple(machine.StepState(step.step_id, step.status, resuming=step.resuming) for step in steps)
     cap = Limits.of(run).coordinator_wake_cycles
-    woke = machine.CoordinatorWoke(plans_first(run), len(inbox), coordinator.turns, cap, finalized=bool(run.result))
+    woke = CoordinatorWoke(plans_first(run), len(inbox), coordinator.turns, cap, finalized=bool(run.result))
     for decision in machine.decide(machine.RunState(run.status, states), woke):
         match decision:
             case CoordinatorRounds(reason="messages"):
@@ -128,6 +131,40 @@ def release_wake(run_id: int) -> None:
     store().release_coordinator(run_id)
 
 
+@dataclass
+class _Rounds:
+    """What every model turn of one coordinator wake reads: the wake, the
+    inbox it was woken with, its turn (transcript, variables, tool env), its
+    tools, and the unit of work and router its rounds write through."""
+
+    coordinator: Step
+    wake: CoordinatorRounds
+    inbox: list[RouterMessage]
+    spec: WorkflowSpec
+    turn: AgentTurn
+    registry: ToolRegistry
+    tools: list[Tool]
+    uow: UnitOfWork
+    router: MessageRouter
+    view: prompts.RunView
+    outputs: dict[str, str]
+
+    @property
+    def fix_ups(self) -> str:
+        return _fix_ups(self.turn.agent, self.wake)
+
+    def first_extra(self, output_chars: int = FINISH_OUTPUT_CHARS) -> str:
+        """What the first round's prompt adds: where the run stands (the
+        system prompt was written at the first wake), and the plan or finish
+        prompt, quoting ``output_chars`` of each step's output."""
+        extra = prompts.states_text(self.view.steps)
+        if self.wake.reason == "plan":
+            extra += "\n\n" + prompts.plan_prompt(self.view)
+        elif self.wake.reason == "finish":
+            extra += "\n\n" + _finish_prompt(self.outputs, output_chars, self.fix_ups)
+        return extra
+
+
 def _coordinator_rounds(
     coordinator: Step, wake: CoordinatorRounds, inbox: list[RouterMessage], steps: list[WakeStep]
 ) -> bool:
@@ -135,15 +172,57 @@ def _coordinator_rounds(
     MAX_COORDINATOR_ROUNDS), its run as the wake read it with the
     coordinator: whether the last of a finish ended the run."""
     run = coordinator.run
+    _count_wake(coordinator, wake, len(inbox))
+    rounds = _rounds_of(coordinator, wake, inbox, steps)
+    provider = provider_for(rounds.turn.agent)
+    budget = rounds.spec.options.budget.coordinator_tokens
+    deadline = run_deadline(run, rounds.spec.options)
+    extra = rounds.first_extra()
+    for round_no in range(MAX_COORDINATOR_ROUNDS):
+        shown = inbox if round_no == 0 else []
+        request = build_request(rounds.turn, rounds.tools, shown, extra if round_no == 0 else "", deadline=deadline)
+        if budget is not None and prompt_tokens(request) > budget:
+            request = _over_budget(rounds, request, budget, round_no)
+            # Recorded once a wake; later rounds are the same conversation grown.
+            budget = None
+        with model_call(run.pk, COORDINATOR) as hooks:
+            completion = provider.complete(request, **hooks)
+        recorded = _record_round(rounds, request, completion, shown)
+        if recorded is None:
+            # The run ended (cancelled, failed, timed out) while the model
+            # thought: its answer is neither acted on nor recorded.
+            return False
+        result, last, ends_run = recorded
+        if result.status == "failed":
+            do_fail_run(run.pk, f"coordinator: {result.error}")
+            return False
+        rounds.turn.transcript = result.transcript
+        if last:
+            return ends_run
+    with transaction.atomic(), rounds.uow:
+        rounds.uow.sink.emit(_idle(coordinator))
+    return False
+
+
+def _count_wake(coordinator: Step, wake: CoordinatorRounds, messages: int) -> None:
+    """Count the wake on the coordinator's row, with its agent_wake event
+    (and the wake-cycle warning when it is due). Counted here: only the
+    wake that holds coordinator_busy changes the coordinator's turns."""
+    woke = [RuntimeEvent.of(AgentWake(reason=wake.reason, cycle=wake.cycle, messages=messages), COORDINATOR)]
+    if wake.warn:
+        woke.append(RuntimeEvent.of(MaxWakeCyclesWarning(cycle=wake.cycle, max=wake.max_cycles), COORDINATOR))
+    run_id = coordinator.run_id
+    broadcast(run_id, store().count_wake(run_id, coordinator.pk, wake.cycle, woke, timezone.now()))
+    coordinator.turns = wake.cycle
+
+
+def _rounds_of(
+    coordinator: Step, wake: CoordinatorRounds, inbox: list[RouterMessage], steps: list[WakeStep]
+) -> _Rounds:
+    """The coordinator's turn of this wake, its tools, and what its rounds write through."""
+    run = coordinator.run
     spec = workflow_spec(run.workflow)
     agent = spec.agents.get(COORDINATOR) or AgentSpec()
-    # Counted here: only the wake that holds coordinator_busy changes the coordinator's turns.
-    reason, cycle = wake.reason, wake.cycle
-    woke = [RuntimeEvent.of(AgentWake(reason=reason, cycle=cycle, messages=len(inbox)), COORDINATOR)]
-    if wake.warn:
-        woke.append(RuntimeEvent.of(MaxWakeCyclesWarning(cycle=cycle, max=wake.max_cycles), COORDINATOR))
-    broadcast(run.pk, store().count_wake(run.pk, coordinator.pk, cycle, woke, timezone.now()))
-    coordinator.turns = cycle
     view = prompts.RunView(
         workflow=spec.name,
         inputs=run.inputs,
@@ -152,25 +231,17 @@ def _coordinator_rounds(
         description=spec.description,
         criteria=spec.success_criteria,
     )
-    transcript = coordinator.transcript or [{"role": "system", "content": prompts.system_prompt(view, agent.system)}]
     outputs = {s.step_id: s.output if s.status == Step.Status.COMPLETED else f"({s.status}) {s.error}" for s in steps}
-    # Every wake says where the run stands: the system prompt was written at the first.
-    extra = prompts.states_text(view.steps)
-    fix_ups = _fix_ups(agent, wake)
-    if reason == "plan":
-        extra += "\n\n" + prompts.plan_prompt(view)
-    elif reason == "finish":
-        extra += "\n\n" + _finish_prompt(outputs, FINISH_OUTPUT_CHARS, fix_ups)
     turn = AgentTurn(
         run_id=str(run.pk),
         step_id=COORDINATOR,
         agent_name=COORDINATOR,
         agent=agent,
         role="coordinator",
-        transcript=transcript,
+        transcript=coordinator.transcript or [{"role": "system", "content": prompts.system_prompt(view, agent.system)}],
         variables={
             **{name: str(value) for name, value in run.inputs.items()},
-            "wake_reason": reason,
+            "wake_reason": wake.reason,
             "inbox_json": json.dumps([{"from": m.sender, "content": m.content, "type": str(m.type)} for m in inbox]),
             "outputs_json": json.dumps(outputs),
         },
@@ -181,92 +252,101 @@ def _coordinator_rounds(
     turn.env = tool_env(run, coordinator, uow, wake=wake)
     # A wake for messages may well have nothing to say; one that must plan
     # or finish the run has not done its part with an empty answer.
-    turn.empty_answer_retries = spec.options.max_empty_answer_retries if reason in ("plan", "finish") else None
+    planning = wake.reason in ("plan", "finish")
+    turn.empty_answer_retries = spec.options.max_empty_answer_retries if planning else None
     turn.env.require_workers = spec.coordinator.require_workers
     if turn.env.require_workers:
         turn.env.workers = _workers(run.pk)
-    provider = provider_for(agent)
     # A bare target id picks the sender's iteration only when the inbox came
     # from one step; with several senders it is unclear whom a forward answers.
     senders = {message.sender for message in inbox}
     context = senders.pop() if len(senders) == 1 else None
-    # The run as this wake read it: a run that ends meanwhile is found by uow.lock() below.
-    router = router_for(run, finishing=reason == "finish", context_sender=context, uow=uow)
-    budget = spec.options.budget.coordinator_tokens
-    deadline = run_deadline(run, spec.options)
-    for round_no in range(MAX_COORDINATOR_ROUNDS):
-        shown = inbox if round_no == 0 else []
-        request = build_request(turn, tools, shown, extra if round_no == 0 else "", deadline=deadline)
-        if budget is not None and prompt_tokens(request) > budget:
-            # Only the first "finish" prompt can be made smaller: the inbox
-            # must be read, and the transcript is the coordinator's memory.
-            compact = None
-            if reason == "finish" and round_no == 0:
-                compact_extra = (
-                    prompts.states_text(view.steps)
-                    + "\n\n"
-                    + _finish_prompt(outputs, COMPACT_FINISH_OUTPUT_CHARS, fix_ups)
-                )
-                compact = build_request(turn, tools, shown, compact_extra)
-            where = {"reason": reason, "cycle": coordinator.turns, "round": round_no + 1}
-            request = _record_over_budget(run.pk, request, compact, budget, where)
-            # Recorded once a wake; later rounds are the same conversation grown.
-            budget = None
-        with model_call(run.pk, COORDINATOR) as hooks:
-            completion = provider.complete(request, **hooks)
-        with transaction.atomic(), uow:
-            # The run's lock, and the message counter read after it: a turn's
-            # forwards, written together.
-            if uow.lock() != Run.Status.RUNNING:
-                # The run ended (cancelled, failed, timed out) while the
-                # model thought: its answer is neither acted on nor recorded.
-                return False
-            result = apply_completion(
-                turn, request, completion, shown, router=router, sink=uow.sink, registry=registry, tools=tools
-            )
-            summary = result.finalized
-            spawned = sum(1 for call in result.tool_calls if call.name == "spawn_worker" and call.ok)
-            turn.env.workers += spawned
-            turn.env.awaited_workers += spawned
-            # Workers spawned in this wake have yet to run: an answer is not the run's result.
-            gives_result = not _owes_workers(turn) and not turn.env.awaited_workers
-            if summary is None and reason == "finish" and result.status == "completed" and gives_result:
-                # A model that writes the summary as its answer instead of
-                # calling finalize has still given the run's result (an empty
-                # answer never gets here: it got a hint or failed the run).
-                summary = result.output.strip()[:MAX_MESSAGE_CHARS]
-                uow.sink.emit(RuntimeEvent.of(CoordinatorSynthesis(summary=summary), COORDINATOR))
-            # finalize is the coordinator's last word: the model is not asked
-            # again to read its "finalized" (a request nobody needs, and tokens).
-            # The last round of a finish ends the run in its own transaction
-            # (the run locked since uow.lock()), unless the workflow's
-            # coordinator owes workers: the wake then fails the run for it.
-            answered = machine.CoordinatorAnswered(
-                reason, result.status, result.finalized is not None, _owes_workers(turn), turn.env.awaited_workers > 0
-            )
-            after = machine.decide(machine.RunState(Run.Status.RUNNING), answered)
-            last, ends_run = LastRound() in after, FinishRun() in after
-            if last:
-                uow.sink.emit(_idle(coordinator))
-            # The round's forwards and events go in before the turn is saved, in one statement.
-            uow.flush()
-            save_turn(coordinator, result)
-            enforce_budget_after_commit(run.pk, spec)
-            if summary is not None:
-                run.result = summary
-                if not ends_run:  # else written with the run's end
-                    store().set_run_result(run.pk, summary)
-            if ends_run:
-                ends_run = finish_locked(run)
-        if result.status == "failed":
-            do_fail_run(run.pk, f"coordinator: {result.error}")
-            return False
-        turn.transcript = result.transcript
-        if last:
-            return ends_run
+    # The run as this wake read it: a run that ends meanwhile is found by uow.lock() in each round.
+    router = router_for(run, finishing=wake.reason == "finish", context_sender=context, uow=uow)
+    return _Rounds(coordinator, wake, inbox, spec, turn, registry, tools, uow, router, view, outputs)
+
+
+def _over_budget(rounds: _Rounds, request: CompletionRequest, budget: int, round_no: int) -> CompletionRequest:
+    """A prompt past the per-invocation budget, recorded: the request to
+    send instead. Only the first "finish" prompt can be made smaller: the
+    inbox must be read, and the transcript is the coordinator's memory."""
+    compact = None
+    if rounds.wake.reason == "finish" and round_no == 0:
+        compact_extra = rounds.first_extra(COMPACT_FINISH_OUTPUT_CHARS)
+        compact = build_request(rounds.turn, rounds.tools, rounds.inbox, compact_extra)
+    where: dict[str, object] = {"reason": rounds.wake.reason, "cycle": rounds.coordinator.turns, "round": round_no + 1}
+    return _record_over_budget(rounds.coordinator.run_id, request, compact, budget, where)
+
+
+def _record_round(
+    rounds: _Rounds, request: CompletionRequest, completion: Completion, shown: list[RouterMessage]
+) -> tuple[TurnResult, bool, bool] | None:
+    """Record one round's answer in its own transaction, under the run's
+    lock: its result, whether it was the wake's last, and whether it ended
+    the run. None (nothing recorded) if the run is no longer running."""
+    coordinator, turn, uow = rounds.coordinator, rounds.turn, rounds.uow
+    run, reason = coordinator.run, rounds.wake.reason
     with transaction.atomic(), uow:
-        uow.sink.emit(_idle(coordinator))
-    return False
+        # The run's lock, and the message counter read after it: a turn's
+        # forwards, written together.
+        if uow.lock() != Run.Status.RUNNING:
+            return None
+        result = apply_completion(
+            turn,
+            request,
+            completion,
+            shown,
+            router=rounds.router,
+            sink=uow.sink,
+            registry=rounds.registry,
+            tools=rounds.tools,
+        )
+        summary = _summary(rounds, result)
+        # finalize is the coordinator's last word: the model is not asked
+        # again to read its "finalized" (a request nobody needs, and tokens).
+        # The last round of a finish ends the run in its own transaction
+        # (the run locked since uow.lock()), unless the workflow's
+        # coordinator owes workers: the wake then fails the run for it.
+        awaited = turn.env is not None and turn.env.awaited_workers > 0
+        answered = CoordinatorAnswered(
+            reason, result.status, result.finalized is not None, _owes_workers(turn), awaited
+        )
+        after = machine.decide(machine.RunState(Run.Status.RUNNING), answered)
+        last, ends_run = LastRound() in after, FinishRun() in after
+        if last:
+            uow.sink.emit(_idle(coordinator))
+        # The round's forwards and events go in before the turn is saved, in one statement.
+        uow.flush()
+        save_turn(coordinator, result)
+        enforce_budget_after_commit(run.pk, rounds.spec)
+        if summary is not None:
+            run.result = summary
+            if not ends_run:  # else written with the run's end
+                store().set_run_result(run.pk, summary)
+        if ends_run:
+            ends_run = finish_locked(run)
+    return result, last, ends_run
+
+
+def _summary(rounds: _Rounds, result: TurnResult) -> str | None:
+    """The run's result this round gives: its finalize's summary, or a
+    finish's plain answer when the coordinator owes no worker's result
+    (emitted as its synthesis). Counts the workers the round spawned."""
+    env = rounds.turn.env
+    assert env is not None  # set by _rounds_of
+    spawned = sum(1 for call in result.tool_calls if call.name == "spawn_worker" and call.ok)
+    env.workers += spawned
+    env.awaited_workers += spawned
+    # Workers spawned in this wake have yet to run: an answer is not the run's result.
+    gives_result = not _owes_workers(rounds.turn) and not env.awaited_workers
+    summary = result.finalized
+    if summary is None and rounds.wake.reason == "finish" and result.status == "completed" and gives_result:
+        # A model that writes the summary as its answer instead of
+        # calling finalize has still given the run's result (an empty
+        # answer never gets here: it got a hint or failed the run).
+        summary = result.output.strip()[:MAX_MESSAGE_CHARS]
+        rounds.uow.sink.emit(RuntimeEvent.of(CoordinatorSynthesis(summary=summary), COORDINATOR))
+    return summary
 
 
 def _idle(coordinator: Step) -> RuntimeEvent:
@@ -278,7 +358,7 @@ def _idle(coordinator: Step) -> RuntimeEvent:
 def _owes_workers(turn: AgentTurn) -> bool:
     """The workflow's coordinator must plan workers and has planned none:
     nothing it says finishes the run (a finalize is refused)."""
-    return turn.env.require_workers and not turn.env.workers
+    return turn.env is not None and turn.env.require_workers and not turn.env.workers
 
 
 def _workers(run_id: int) -> int:

@@ -7,7 +7,8 @@ rejected or lapsed workflow approval blocks its run; so they live together."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from functools import partial
+from typing import Literal, NamedTuple
 
 from django.db import transaction
 from django.db.models import QuerySet
@@ -108,9 +109,9 @@ def _apply_end(run: Run, end: machine.EndRun, uow: UnitOfWork) -> None:
     """End ``run`` (locked, not ended) before its steps are all done, as
     ``end`` says: a failure's error is an event of its own; the unfinished
     steps are cancelled, their mail dropped as ``end.drop`` says."""
-    if end.status == Run.Status.FAILED:
+    if end.status == "failed":
         uow.sink.emit(RuntimeEvent.of(Error(error=end.error)))
-    if end.status == Run.Status.CANCELLED:
+    if end.status == "cancelled":
         # Stored before the steps stop: their mailboxes read it, and every
         # later send to them drops as workflow-cancelled.
         store().set_run_status(run, end.status, error=end.error)
@@ -200,7 +201,7 @@ def cancel_step_children_after_commit(step: Step) -> None:
 
 def _cancel_after_commit(children: QuerySet[Run], reason: str) -> None:
     for child in list(children.exclude(status__in=Run.TERMINAL).values_list("pk", flat=True)):
-        transaction.on_commit(lambda child=child: do_cancel_run(child, reason))
+        transaction.on_commit(partial(do_cancel_run, child, reason))
 
 
 def lapse_pending(run_id: int, reason: str, uow: UnitOfWork, *, step_id: str | None = None) -> None:
@@ -217,9 +218,18 @@ def lapse_pending(run_id: int, reason: str, uow: UnitOfWork, *, step_id: str | N
 
 def close_approval(approval: Approval, status: str, reason: str, uow: UnitOfWork) -> None:
     """Reject or lapse: the workflow ends blocked, or the call is refused."""
-    decision = "reject" if status == Approval.Status.REJECTED else "lapse"
-    decided = ApprovalDecided(approval.kind, decision, reason)
+    decision: Literal["reject", "lapse"] = "reject" if status == Approval.Status.REJECTED else "lapse"
+    decided = approval_decided(approval, decision, reason)
     settle_approval(approval, status, reason, machine.decide(machine.UNREAD, decided), uow)
+
+
+def approval_decided(
+    approval: Approval, decision: Literal["approve", "reject", "lapse"], reason: str = "", approvals: int = 0
+) -> ApprovalDecided:
+    """What the state machine is told of a decision on ``approval``
+    (``approvals``: the approve decisions so far, this one included)."""
+    kind: Literal["workflow", "tool"] = "workflow" if approval.kind == Approval.Kind.WORKFLOW else "tool"
+    return ApprovalDecided(kind, decision, reason, approvals, approval.required_approvals)
 
 
 def settle_approval(approval: Approval, status: str, reason: str, decisions: tuple, uow: UnitOfWork) -> None:
@@ -242,7 +252,7 @@ def settle_approval(approval: Approval, status: str, reason: str, decisions: tup
         elif isinstance(decision, machine.EndRun):
             uow.flush()  # the end writes its events in a block of its own
             end_run(approval.run_id, decision)
-        elif isinstance(decision, gates.RefuseCall) and approval.tool_call_id:
+        elif isinstance(decision, gates.RefuseCall) and approval.tool_call is not None:
             text = failure_text(
                 decision.reason, RetryHint("domain_rejection", "replan", question="Is there a safer way?")
             )

@@ -107,24 +107,34 @@ def schedule(
     # without the run's lock, instead of every step of the run.
     state = state or store().schedule_state(run_id)
     if state is None:
-        return
-    status, busy, has_mail, may_start, all_steps_done, workflow_id, created = state
+        return None
+    status, busy, has_mail, may_start, _, workflow_id, created = state
     spec = spec_of(workflow_id, created)
     happened = _happened(None if finished is None else finished.step_id, idle)
     # A prefilter: the step rows are read, and decided on, only where a
     # pending step passed schedule_state's (its dependencies done) and the
     # coordinator holds nothing back (decide would start nothing).
-    if may_start and status == Run.Status.RUNNING and not (busy or has_mail):
-        if locked:
-            return _decide_locked(run_id, spec, steps, happened, worker) or None
-        unlocked = finished is not None and decided_from_rows(spec, finished)
-        started = _start_without_lock(run_id, spec, finished.step_id, steps, worker) if unlocked else None
-        if started is None:
-            started = _start_ready_steps(run_id, happened, worker)
-        return started or None
-    # Nothing to start: decided on the run's flags without its step rows.
-    # Reading without the lock is enough: every step's end commits before it
-    # calls this, so the last one to end sees all done.
+    if not (may_start and status == Run.Status.RUNNING and not (busy or has_mail)):
+        return _wake_if_due(run_id, spec, state, happened, worker)
+    if locked and steps is not None:
+        return _decide_locked(run_id, spec, steps, happened, worker) or None
+    started: EagerTurn | Literal[0] | None = None
+    if finished is not None and decided_from_rows(spec, finished):
+        started = _start_without_lock(run_id, spec, finished.step_id, steps, worker)
+    if started is None:
+        started = _start_ready_steps(run_id, happened, worker)
+    return started or None
+
+
+def _wake_if_due(
+    run_id: int, spec: WorkflowSpec, state: tuple, happened: machine.Happening, worker: str | None
+) -> EagerWake | None:
+    """Where no step may start: the coordinator's wake, if the state machine
+    decides one on the run's flags (``state``, as schedule reads it) without
+    its step rows. Reading without the lock is enough: every step's end
+    commits before it calls this, so the last one to end sees all done.
+    With ``worker``, the wake is requested but left to that worker."""
+    status, busy, has_mail, _, all_steps_done, _, _ = state
     holding = status != Run.Status.RUNNING or busy or has_mail
     plans = not (holding or all_steps_done) and coordinator_plans_first(run_id, spec)
     coordinator = machine.CoordinatorState(busy=busy, has_mail=has_mail, plans_first=plans)

@@ -5,6 +5,7 @@ resumes of completed steps: resume.py."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from string import Template
 
 from django.db import transaction
@@ -12,14 +13,16 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from agents.core import machine
-from agents.core.decisions import AwaitCalls, CompleteStep, DropMail, FailStep, NextTurn, WakeAgain
-from agents.core.happenings import ToolUse, WakeCount
+from agents.core.decisions import AwaitCalls, CompleteStep, DropMail, FailStep, NextTurn, StartSteps, WakeAgain
+from agents.core.happenings import ToolUse, TurnAnswered, TurnDue, WakeCount
 from agents.events import Event as RuntimeEvent
 from agents.events import ListSink
 from agents.events.run_events import AgentWake, MaxWakeCyclesWarning, StepEnd
-from agents.llm import ProviderError
-from agents.router import DoubleDrainError, DropReason, MessageRouter, MessageType
+from agents.llm import Completion, CompletionRequest, ProviderError
+from agents.router import DoubleDrainError, DropReason, MessageRouter, MessageType, RouterMessage
 from agents.runner import (
+    AgentTurn,
+    ToolEnv,
     TurnResult,
     apply_completion,
     build_request,
@@ -28,7 +31,8 @@ from agents.runner import (
     run_side_effects,
     step_prompt,
 )
-from agents.spec import WorkflowOptions
+from agents.spec import AgentSpec, WorkflowOptions, WorkflowSpec
+from agents.tools import Tool, ToolRegistry
 from runs import leases, queue
 from runs.actions.budgets import has_run_limits
 from runs.actions.catalog import workflow_spec
@@ -55,7 +59,7 @@ from runs.store import last_turn
 from runs.store.events import NoticeAfterCommit, broadcast
 from runs.store.journal import DjangoToolJournal
 from runs.store.mailboxes import DjangoMailboxStore
-from runs.store.sql import store
+from runs.store.sql import StepRow, store
 from runs.store.unit_of_work import UnitOfWork
 from runs.store.wakes import stop_waiting_after_commit
 
@@ -82,6 +86,32 @@ def do_eager_turn(follow: EagerTurn) -> Eager | None:
     return _take_turn(follow.step, 1, leases.worker_identity(), follow)
 
 
+@dataclass
+class _Turn:
+    """One turn of a step, as it is asked and recorded: the step (loaded for
+    the turn), the worker that owns its lease, the workflow, the agent's turn
+    and its request, the mail it was shown, the tools it may call, and the
+    unit of work its writes are held in."""
+
+    step: Step
+    number: int
+    owner: str
+    spec: WorkflowSpec
+    agent_turn: AgentTurn
+    request: CompletionRequest
+    inbox: list[RouterMessage]
+    registry: ToolRegistry
+    tools: list[Tool]
+    journal: DjangoToolJournal
+    uow: UnitOfWork
+
+    @property
+    def env(self) -> ToolEnv:
+        env = self.agent_turn.env
+        assert env is not None  # set by build_agent_turn
+        return env
+
+
 def _take_turn(step: Step, turn: int, owner: str, known: EagerTurn) -> Eager | None:
     """Turn ``turn`` of ``step``, claimed by ``owner``: see do_step_turn.
     ``known``: what the worker knows of the run already (outputs of steps
@@ -93,18 +123,48 @@ def _take_turn(step: Step, turn: int, owner: str, known: EagerTurn) -> Eager | N
     inbox = DjangoMailboxStore(run.pk).unread(step.step_id) if step.unread else []
     if any(message.type == MessageType.CANCEL for message in inbox):
         cancel_step(step, inbox)
-        return
+        return None
     max_turns = agent.max_turns or spec.options.max_turns  # the agent's own (zenflow's); 0 is unset
-    for decision in machine.decide(machine.UNREAD, machine.TurnDue(step.step_id, turn, max_turns)):
+    for decision in machine.decide(machine.UNREAD, TurnDue(step.step_id, turn, max_turns)):
         if isinstance(decision, FailStep):
             do_fail_step(step.pk, decision.error, step.attempt)
-            return
+            return None
     if stopped_by_deadline(run, step, spec.options):
-        return
+        return None
+    taken = _prepare(step, turn, owner, spec, agent, inbox, known.outputs)
+    completion = _ask_model(taken)
+    if completion is None:
+        return None
+    # Built before the run's lock is taken: every step of the run waits for
+    # that lock, so what does not need it stays out of it. (A step only
+    # sends to the coordinator: the run's status, read before the model
+    # answered, is never consulted.) It routes only inside the block whose
+    # first UPDATE takes the run's lock: it need not take it again.
+    router = router_for(run, uow=taken.uow)
+    recorded, follow = _last_turn_in_one_trip(taken, completion, router, known.rows)
+    if recorded:
+        return follow
+    _record_answer(taken, completion, router)
+    return None
+
+
+def _prepare(
+    step: Step,
+    turn: int,
+    owner: str,
+    spec: WorkflowSpec,
+    agent: AgentSpec,
+    inbox: list[RouterMessage],
+    outputs: dict[str, str],
+) -> _Turn:
+    """The turn to ask the model: its variables, its prompt on a step's
+    first turn (``outputs``: the known ones of the steps it depends on),
+    its tools, its request and the unit of work its writes are held in."""
+    run = step.run
     variables = turn_variables(run, step, inbox)
     if not step.transcript:
         instructions = Template(step.instructions).safe_substitute(variables)
-        prompt = step_prompt(instructions, dependency_outputs(step, known.outputs), spec.success_criteria)
+        prompt = step_prompt(instructions, dependency_outputs(step, outputs), spec.success_criteria)
         step.transcript = new_step_transcript(step.step_id, agent, prompt)
     # The turn's writes: held, and written together when it is recorded.
     uow = UnitOfWork(run.pk)
@@ -113,53 +173,69 @@ def _take_turn(step: Step, turn: int, owner: str, known: EagerTurn) -> Eager | N
     registry, tools = step_tools(spec, step)
     request = build_request(agent_turn, tools, inbox, deadline=turn_deadline(run, step, spec.options))
     journal = DjangoToolJournal(step.pk, owner, outside_transaction=True)
-    agent_turn.env.journal = journal
+    taken = _Turn(step, turn, owner, spec, agent_turn, request, inbox, registry, tools, journal, uow)
+    taken.env.journal = journal
     # Service-backed calls become tasks of their own (runs/actions/tool_tasks.py).
-    agent_turn.env.defer = spec.options.tool_execution == "tasks"
+    taken.env.defer = spec.options.tool_execution == "tasks"
+    return taken
+
+
+def _ask_model(taken: _Turn) -> Completion | None:
+    """Ask the model, under the turn's lease, and run the side effects of
+    the calls it answers with: the answer, or None when there is nothing to
+    record (the model call failed, and the step with it; a deadline passed)."""
+    step, options = taken.step, taken.spec.options
+    run = step.run
     try:
-        with leases.renewing(step.pk, owner):
+        with leases.renewing(step.pk, taken.owner):
             with model_call(run.pk, step.step_id) as hooks:
-                completion = provider_for(agent).complete(request, **hooks)
+                completion = provider_for(taken.agent_turn.agent).complete(taken.request, **hooks)
             # An answer that came back past a deadline is not acted on, nor
             # recorded (checked again below: its tools may have run long).
-            late = stopped_by_deadline(run, step, spec.options)
+            late = stopped_by_deadline(run, step, options)
             if completion.tool_calls:
                 # What is left under maxToolCalls decides whether any call runs.
-                agent_turn.env.tool_call_cap = spec.options.max_tool_calls
-                agent_turn.env.tool_calls_made = ToolCall.objects.filter(step=step, counted=True).count()
+                taken.env.tool_call_cap = options.max_tool_calls
+                taken.env.tool_calls_made = ToolCall.objects.filter(step=step, counted=True).count()
             if not late:
                 # Files and commands run now, each result kept at once: if this
                 # worker dies before the turn is recorded, the retry reuses them.
-                run_side_effects(agent_turn, completion, registry=registry, tools=tools, journal=journal)
+                run_side_effects(
+                    taken.agent_turn, completion, registry=taken.registry, tools=taken.tools, journal=taken.journal
+                )
     except ProviderError as exc:
         # A call cut off by a deadline fails for the deadline's reason.
-        if not stopped_by_deadline(run, step, spec.options):
+        if not stopped_by_deadline(run, step, options):
             do_fail_step(step.pk, str(exc), step.attempt)
-        return
-    if late or stopped_by_deadline(run, step, spec.options):
-        return
-    # Built before the run's lock is taken: every step of the run waits for
-    # that lock, so what does not need it stays out of it. (A step only
-    # sends to the coordinator: the run's status, read before the model
-    # answered, is never consulted.) It routes only inside the block whose
-    # first UPDATE takes the run's lock: it need not take it again.
-    router = router_for(run, uow=uow)
-    recorded, follow = _last_turn_in_one_trip(
-        step, turn, owner, spec, agent_turn, request, completion, inbox, router, registry, tools, known.rows
-    )
-    if recorded:
-        return follow
+        return None
+    if late or stopped_by_deadline(run, step, options):
+        return None
+    return completion
+
+
+def _record_answer(taken: _Turn, completion: Completion, router: MessageRouter) -> None:
+    """Record the model's answer in one transaction with the run's lock, and
+    apply what follows it (_after_answer): the general path, for every turn
+    that is not the usual last one (_last_turn_in_one_trip)."""
+    step, uow = taken.step, taken.uow
     with transaction.atomic():
         # Record the turn, with the run's lock: if another worker recorded it
         # first (our lease had expired and the turn was handed on), this one yields.
-        if not _record_turn(step, turn):
+        if not _record_turn(step, taken.number):
             return
         # The turn's events and messages go in together, in one statement on PostgreSQL.
         with uow:
             uow.mark_locked()  # by _record_turn
             try:
                 result = apply_completion(
-                    agent_turn, request, completion, inbox, router=router, sink=uow.sink, registry=registry, tools=tools
+                    taken.agent_turn,
+                    taken.request,
+                    completion,
+                    taken.inbox,
+                    router=router,
+                    sink=uow.sink,
+                    registry=taken.registry,
+                    tools=taken.tools,
                 )
             except DoubleDrainError:
                 # Another worker already delivered these messages: this turn is a
@@ -172,15 +248,15 @@ def _take_turn(step: Step, turn: int, owner: str, known: EagerTurn) -> Eager | N
                 # scheduling needs after commit.
                 tokens = (result.prompt_tokens, result.completion_tokens)
                 unread, state = last_turn.save(step, result.transcript, tokens, last_turn.completion(result.output))
-                enforce_budget_after_commit(run.pk, spec)
+                enforce_budget_after_commit(step.run_id, taken.spec)
                 if state is not None:
                     _completed_by_last_turn(step, result.output, uow, state)
                     return
             else:
                 # A turn that continues queues the next (_next_turn below): marked with it.
                 unread = save_turn(step, result, next_turn_queued=result.status == "continue")
-                enforce_budget_after_commit(run.pk, spec)
-            _after_answer(step, turn, result, unread, uow, router)
+                enforce_budget_after_commit(step.run_id, taken.spec)
+            _after_answer(step, taken.number, result, unread, uow, router)
 
 
 def _record_turn(step: Step, turn: int) -> int:
@@ -192,14 +268,14 @@ def _record_turn(step: Step, turn: int) -> int:
 
 
 def _last_turn_in_one_trip(
-    step, turn, owner, spec, agent_turn, request, completion, inbox, router, registry, tools, rows
+    taken: _Turn, completion: Completion, router: MessageRouter, rows: list[StepRow] | None
 ) -> tuple[bool, Eager | None]:
     """Record the usual last turn (an answer, no tool call, no mail read, no
     repeat-until loop to decide next) in one round trip on PostgreSQL
     (runs/store/last_turn.py), and say whether it was, with the step this worker
     takes the first turn of next (see do_step_turn). False, having written
     nothing, when it does not apply or mail arrived meanwhile: the general
-    path below takes the turn then.
+    path (_record_answer) takes the turn then.
 
     With the run's step ``rows`` known (and no budget or timeout to check
     first), the step this completion starts (scheduling.eager_successor) is
@@ -209,49 +285,78 @@ def _last_turn_in_one_trip(
     its transaction open and decides under the lock it took
     (scheduling.schedule with ``locked``), instead of a pass of its own after
     commit."""
-    if completion.tool_calls or inbox or repeat_loop_of(step.step_id) is not None:
+    step, spec = taken.step, taken.spec
+    if completion.tool_calls or taken.inbox or repeat_loop_of(step.step_id) is not None:
         return False, None
     if is_empty(completion):
         return False, None  # not a last turn: the model gets a hint, or the step fails
     events = ListSink()
     # ``router`` routes nothing here: no mail to drain, no tool call.
     result = apply_completion(
-        agent_turn, request, completion, inbox, router=router, sink=events, registry=registry, tools=tools
+        taken.agent_turn,
+        taken.request,
+        completion,
+        taken.inbox,
+        router=router,
+        sink=events,
+        registry=taken.registry,
+        tools=taken.tools,
     )
     events.emit(_step_end(step, result.output))
     now = timezone.now()
     tokens = (result.prompt_tokens, result.completion_tokens)
-    # A run with a budget or a timeout is checked after each turn commits
-    # (enforce_budget_after_commit): a successor started with the turn would
-    # run past it. Its successor starts after that check, as any other's does.
-    limits = has_run_limits(spec.options)
-    unlocked = decided_from_rows(spec, step)
-    start = known_start(spec, rows, step.step_id) if unlocked and not limits else None
     turn_written = (
         step,
-        turn,
+        taken.number,
         result.transcript,
         tokens,
         last_turn.completion(result.output),
         [(e, now) for e in events.events],
     )
     outputs = {step.step_id: result.output}
+    # A run with a budget or a timeout is checked after each turn commits
+    # (enforce_budget_after_commit): a successor started with the turn would
+    # run past it. Its successor starts after that check, as any other's does.
+    limits = has_run_limits(spec.options)
+    unlocked = decided_from_rows(spec, step)
+    start = known_start(spec, rows, step.step_id) if unlocked and not limits else None
     if not limits and (not unlocked or (start is not None and start.needs_run_lock)):
-        return _last_turn_deciding_under_lock(turn_written, owner, outputs)
-    guess = eager_successor(rows, start)
+        return _last_turn_deciding_under_lock(turn_written, taken.owner, outputs)
+    return _last_turn_starting_successor(taken, turn_written, outputs, rows, start, unlocked)
+
+
+def _last_turn_starting_successor(
+    taken: _Turn,
+    turn_written: tuple,
+    outputs: dict[str, str],
+    rows: list[StepRow] | None,
+    start: StartSteps | None,
+    with_steps: bool,
+) -> tuple[bool, Eager | None]:
+    """Write a last turn (``turn_written``: last_turn.write's arguments) in
+    one round trip, with the step ``start`` guesses it starts (started and
+    claimed for this worker) when that is one step; then, committed, what
+    else follows: the successor's turn this worker takes, or a scheduling
+    pass. False, having written nothing, if the step has mail or the turn
+    is no longer this worker's. ``outputs``: the finished step's, for the
+    successor's prompt; ``with_steps``: the write reads the run's step rows
+    back (decided_from_rows)."""
+    step, owner = taken.step, taken.owner
+    guess = eager_successor(rows, start) if rows is not None else None
     written = last_turn.write(
-        *turn_written, with_steps=unlocked, successor=None if guess is None else successor(guess, owner)
+        *turn_written, with_steps=with_steps, successor=None if guess is None else successor(guess, owner)
     )
     if written is None:
         return False, None
     # Committed already: these run now.
-    enforce_budget_after_commit(step.run_id, spec)
+    enforce_budget_after_commit(step.run_id, taken.spec)
     if written.started is not None:
         started, seq = written.started
         broadcast(step.run_id, seq)  # after the turn's events
         # The successor was pending when the write read the rows: they came with it.
+        assert written.steps is not None
         fresh = running(written.steps, started.step_id)
-        if not same_but(rows, fresh, step.step_id, started.step_id):
+        if rows is None or not same_but(rows, fresh, step.step_id, started.step_id):
             # Other steps moved meanwhile: what else this completion starts
             # (a step that also waited for one that ended meanwhile) is queued.
             schedule(step.run_id, written.schedule, step, steps=fresh)
@@ -292,7 +397,7 @@ def _after_answer(step: Step, turn: int, result: TurnResult, unread: int, uow: U
     ``step``, recorded with ``result`` and ``unread`` messages waiting
     (machine.TurnAnswered: agents/core/turns.py), in the turn's transaction."""
     run = step.run
-    answered = machine.TurnAnswered(
+    answered = TurnAnswered(
         step.step_id,
         result.status,
         result.error,

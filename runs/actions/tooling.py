@@ -55,9 +55,9 @@ def tools_for(spec: WorkflowSpec, role: str, requested: Iterable[str]) -> tuple[
         registry.add(tool)
     for name in requested:
         if registry.get(name) is None:
-            tool = _workflow_tool(name)
-            if tool is not None:
-                registry.add(tool)
+            offered = _workflow_tool(name)
+            if offered is not None:
+                registry.add(offered)
     return registry, registry.for_role(role, requested)  # type: ignore[arg-type]
 
 
@@ -130,7 +130,7 @@ def tool_env(run: Run, step: Step, uow: UnitOfWork | None = None, wake: Coordina
     ``uow``: the turn's unit of work, which the run store writes through;
     ``wake``: the coordinator's wake this turn is of (what its spawns are decided on)."""
     parent = step.spawned_by
-    if not parent and run.parent_tool_call_id:
+    if not parent and run.parent_tool_call is not None:
         parent = run.parent_tool_call.tool_call_id
     spec = workflow_spec(run.workflow)
     return ToolEnv(
@@ -278,39 +278,11 @@ class DjangoToolHost:
                 f"this run already has {len(workers)} workers; the cap is {spec.options.max_workers} (maxWorkers)",
                 action="finish",
             )
-        agent = request.agent or spec.options.worker_agent
-        if agent not in spec.agents or agent == COORDINATOR:
-            agents = ", ".join(sorted(a for a in spec.agents if a != COORDINATOR))
-            raise ToolError(
-                f"no agent {agent!r} to run the worker; agents: {agents}", kind="invalid_call", fields=["agent"]
-            )
-        _, granted = tools_for(spec, "step", request.tools)
-        refused = [name for name in request.tools if name not in {t.name for t in granted}]
-        if refused:
-            raise ToolError(
-                f"workers cannot use {', '.join(refused)}: not a worker tool",
-                kind="invalid_call",
-                action="correct_call",
-                fields=["tools"],
-            )
-        unknown = [dep for dep in request.depends_on if dep not in steps]
-        if unknown:
-            raise ToolError(
-                f"depends_on names unknown steps {unknown}; steps: {sorted(steps)}",
-                kind="invalid_call",
-                action="correct_call",
-                fields=["depends_on"],
-            )
+        agent = _worker_agent(spec, request)
+        _refuse_ungranted_tools(spec, request)
+        _refuse_unknown_steps(steps, request)
         self._refuse_what_cannot_run(run, steps, request)
-        before = _upstream(request.depends_on, steps)
-        for other in workers:
-            clash = sorted(set(request.writes) & set(other.writes))
-            if clash and not other.is_terminal and other.step_id not in before:
-                raise ToolError(
-                    f"write conflict: {other.step_id} already writes {', '.join(clash)}; "
-                    f"make this worker depend on {other.step_id} or choose another target",
-                    fields=["writes"],
-                )
+        _refuse_write_conflicts(workers, steps, request)
         step_id = f"worker-{len(workers) + 1}"
         position = (run.steps.aggregate(last=Max("position"))["last"] or 0) + 1
         worker = {
@@ -391,6 +363,56 @@ class DjangoToolHost:
         else:
             queue.send_after_commit(queue.START_RUN, child.pk)
         return str(child.pk)
+
+
+def _worker_agent(spec: WorkflowSpec, request: WorkerRequest) -> str:
+    """The agent a spawned worker runs as: the one asked for, else the
+    workflow's worker agent; never the coordinator."""
+    agent = request.agent or spec.options.worker_agent
+    if agent not in spec.agents or agent == COORDINATOR:
+        agents = ", ".join(sorted(a for a in spec.agents if a != COORDINATOR))
+        raise ToolError(
+            f"no agent {agent!r} to run the worker; agents: {agents}", kind="invalid_call", fields=["agent"]
+        )
+    return agent
+
+
+def _refuse_ungranted_tools(spec: WorkflowSpec, request: WorkerRequest) -> None:
+    """A worker gets only tools a step may have."""
+    _, granted = tools_for(spec, "step", request.tools)
+    refused = [name for name in request.tools if name not in {t.name for t in granted}]
+    if refused:
+        raise ToolError(
+            f"workers cannot use {', '.join(refused)}: not a worker tool",
+            kind="invalid_call",
+            action="correct_call",
+            fields=["tools"],
+        )
+
+
+def _refuse_unknown_steps(steps: dict[str, Step], request: WorkerRequest) -> None:
+    """A worker depends only on steps of its run."""
+    unknown = [dep for dep in request.depends_on if dep not in steps]
+    if unknown:
+        raise ToolError(
+            f"depends_on names unknown steps {unknown}; steps: {sorted(steps)}",
+            kind="invalid_call",
+            action="correct_call",
+            fields=["depends_on"],
+        )
+
+
+def _refuse_write_conflicts(workers: list[Step], steps: dict[str, Step], request: WorkerRequest) -> None:
+    """Two unfinished workers that may run at once never write the same target."""
+    before = _upstream(request.depends_on, steps)
+    for other in workers:
+        clash = sorted(set(request.writes) & set(other.writes))
+        if clash and not other.is_terminal and other.step_id not in before:
+            raise ToolError(
+                f"write conflict: {other.step_id} already writes {', '.join(clash)}; "
+                f"make this worker depend on {other.step_id} or choose another target",
+                fields=["writes"],
+            )
 
 
 def _upstream(depends_on: Iterable[str], steps: dict[str, Step]) -> set[str]:
