@@ -19,7 +19,13 @@ from agents import ids
 from agents.events import parse, types_concerning
 from agents.events.registry import type_of
 from agents.events.run_events import CoordinatorMessage, MessageDropped, MessageSent, WorkflowEnd
-from agents.events.tool_events import ApprovalDecided, ApprovalLapsed, ApprovalRequested
+from agents.events.tool_events import (
+    ApprovalDecided,
+    ApprovalLapsed,
+    ApprovalRequested,
+    InputReceived,
+    WaitingForInput,
+)
 from runs.actions.budgets import TokenTotals, totals_from, totals_of
 from runs.actions.command_results import coordinator_result
 from runs.graph import GRAPH_EVENTS, routing_graph
@@ -124,7 +130,8 @@ GOVERNANCE_EVENTS = types_concerning("governance")
 # for the person who looks (who may decide), which a live update, the same
 # for everyone, cannot be (runs/views/run_approvals.py).
 APPROVAL_EVENTS = frozenset(
-    type_of(model) for model in (ApprovalRequested, ApprovalDecided, ApprovalLapsed, WorkflowEnd)
+    type_of(model)
+    for model in (ApprovalRequested, ApprovalDecided, ApprovalLapsed, WaitingForInput, InputReceived, WorkflowEnd)
 )
 
 

@@ -11,7 +11,8 @@ again: ``leases_lapse``); a run still ``pending``, a coordinator wake and a
 step turn that were queued ``ZENWEB_REQUEUE_AFTER`` seconds ago and not
 taken (the broker lost their task) are queued again; tasks whose publish
 failed (runs/outbox.py) are sent again. It also fails runs past their
-budget or timeout and steps past their step timeout, resumes runs silent
+budget or timeout and steps past their step timeout, lapses questions
+nobody answered in time (runs/actions/questions.py), resumes runs silent
 for ``ZENWEB_RESUME_AFTER`` seconds, marks runs that made no progress
 for ``ZENWEB_STUCK_AFTER`` seconds and unmounts the workspaces of runs that
 ended (runs/actions/retention.py). Every change is a conditional UPDATE,
@@ -41,6 +42,7 @@ from runs import leases, outbox, queue
 from runs.actions.budgets import has_run_limits
 from runs.actions.catalog import spec_of
 from runs.actions.deadlines import do_enforce_budget, do_enforce_step_timeouts
+from runs.actions.questions import do_lapse_expired_questions
 from runs.actions.recovery import do_resume_run
 from runs.actions.retention import release_ended_workspaces
 from runs.actions.tool_tasks import sweep_tool_calls
@@ -129,6 +131,7 @@ def do_sweep(reached_for: float = math.inf) -> dict[str, int]:
         "wakes_requeued": _requeue_lost_wakes(now),
         "turns_requeued": _requeue_lost_turns(now),
         "tool_calls": sweep_tool_calls(now) if lapse else 0,
+        "questions_lapsed": do_lapse_expired_questions(),
         **_enforce_limits(),
         "resumed": _resume_silent(now),
         "stuck": _mark_stuck(now),

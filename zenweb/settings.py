@@ -384,6 +384,11 @@ ZENWEB_SECRET_VALUES = _secret_values()
 # single-person install: they can where one approval is required (never
 # under the two-person rule); the approvals page says so.
 ZENWEB_ALLOW_SELF_APPROVAL = env_bool("ZENWEB_ALLOW_SELF_APPROVAL", False)
+# How long a step's ask_person call waits for an answer before its result
+# says that none came (seconds; docs/tools.md, "Asking a person").
+ZENWEB_ASK_PERSON_TIMEOUT = env_float("ZENWEB_ASK_PERSON_TIMEOUT", 86_400.0)
+if ZENWEB_ASK_PERSON_TIMEOUT <= 0:
+    raise ImproperlyConfigured("ZENWEB_ASK_PERSON_TIMEOUT must be a number of seconds above 0")
 # Approvers are told when something waits for them (runs/actions/notifications.py):
 # an email each, and a signed JSON POST when a webhook URL is set. Links to
 # the run page are absolute under ZENWEB_BASE_URL (e.g. https://zen.example.com).

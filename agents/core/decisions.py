@@ -222,6 +222,24 @@ class RetryStep:
     error: str
 
 
+@dataclass(frozen=True)
+class AnswerCall:
+    """The waiting ask_person call gets its result: ``answer`` given by
+    ``by``, or (``answered`` False) none, for ``reason``."""
+
+    answered: bool
+    answer: str = ""
+    by: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class RefuseAnswer:
+    """The answer is not taken (``reason``); the question stays open."""
+
+    reason: str
+
+
 Decision = (
     StartSteps
     | StopSteps
@@ -246,5 +264,7 @@ Decision = (
     | AskJudge
     | NextIteration
     | RetryStep
+    | AnswerCall
+    | RefuseAnswer
 )
 TurnDecision = FailStep | NextTurn | WakeAgain | DropMail | CompleteStep | AwaitCalls

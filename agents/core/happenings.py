@@ -228,6 +228,22 @@ class AttemptFailed:
     error: str
 
 
+@dataclass(frozen=True)
+class QuestionClosed:
+    """A question a step asked a person (ask_person) closes: ``answered``
+    with ``answer`` by ``by`` (who may answer was checked before), or
+    ``lapsed`` for ``reason`` (its wait timed out, its step or run ended).
+    ``options``: the answers offered (empty: any text); ``max_chars``: the
+    longest answer taken."""
+
+    how: Literal["answered", "lapsed"]
+    answer: str = ""
+    by: str = ""
+    reason: str = ""
+    options: tuple[str, ...] = ()
+    max_chars: int = 4000
+
+
 Happening = (
     RunStarted
     | StepEnded
@@ -246,4 +262,5 @@ Happening = (
     | WorkerAsked
     | IterationEnded
     | AttemptFailed
+    | QuestionClosed
 )

@@ -35,6 +35,9 @@ What happened, and what follows:
 ``IterationEnded`` (a repeat-until loop's iteration ended): the loop ends,
 its judge is asked, or its next iteration starts: ``loops.py``.
 
+``QuestionClosed`` (a question a step asked a person was answered, or
+lapsed): the waiting call's result, or the answer refused: ``questions.py``.
+
 ``AttemptFailed`` (a running step failed): it runs again while it has
 ``retries`` left, else it fails and the failure policy follows: ``retries.py``.
 
@@ -53,7 +56,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal, assert_never
 
-from agents.core import conditions, gates, loops, resumes, retries, turns, wakes
+from agents.core import conditions, gates, loops, questions, resumes, retries, turns, wakes
 from agents.core.decisions import Decision, EndRun, FailStep, SkipStep, StartSteps, StopSteps, WakeCoordinator
 from agents.core.happenings import (
     ApprovalDecided,
@@ -66,6 +69,7 @@ from agents.core.happenings import (
     ForwardToEnded,
     Happening,
     IterationEnded,
+    QuestionClosed,
     RunCancelled,
     RunFailed,
     RunStarted,
@@ -114,8 +118,8 @@ def decide(state: RunState, happened: Happening) -> tuple[Decision, ...]:
             return wakes.after_coordinator(state, happened)
         case CoordinatorFinished() | RunFailed() | RunCancelled():
             return _run_ends(state, happened)
-        case ApprovalDecided():
-            return gates.after_approval(happened)
+        case ApprovalDecided() | QuestionClosed():
+            return _after_person(happened)
         case DeadlinePassed():
             return gates.after_deadline(happened)
         case TurnDue() | TurnAnswered():
@@ -126,6 +130,14 @@ def decide(state: RunState, happened: Happening) -> tuple[Decision, ...]:
             return _again_or_end(happened)
         case _:
             assert_never(happened)
+
+
+def _after_person(happened: ApprovalDecided | QuestionClosed) -> tuple[Decision, ...]:
+    """What follows a person's decision on an approval (``gates.py``) or
+    the close of a question a step asked one (``questions.py``)."""
+    if isinstance(happened, ApprovalDecided):
+        return gates.after_approval(happened)
+    return questions.after_question(happened)
 
 
 def _again_or_end(happened: IterationEnded | AttemptFailed) -> tuple[Decision, ...]:

@@ -55,6 +55,8 @@ GROUP_OF: dict[str, Group] = {
     "approval_requested": "approvals",
     "approval_decided": "approvals",
     "approval_lapsed": "approvals",
+    "waiting_for_input": "approvals",
+    "input_received": "approvals",
     "notification_failed": "approvals",
     "error": "errors",
     "resume_failed": "errors",

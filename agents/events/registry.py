@@ -58,6 +58,8 @@ EventType = Literal[
     "approval_requested",
     "approval_decided",
     "approval_lapsed",
+    "waiting_for_input",
+    "input_received",
     "notification_failed",
     "tool_started",
     "tool_result",

@@ -127,6 +127,30 @@ class ApprovalLapsed(EventData):
     reason: str
 
 
+class WaitingForInput(EventData):
+    """A step asked a person (ask_person): its call ``tool_call_id`` waits
+    for the answer to question ``approval_id`` until ``expires_at``."""
+
+    type: Literal["waiting_for_input"] = "waiting_for_input"
+    concerns = frozenset({"governance", "tool_calls"})
+    approval_id: int
+    tool_call_id: str
+    question: str
+    options: list[str]
+    expires_at: str | None = None
+
+
+class InputReceived(EventData):
+    """A person (``by``) answered question ``approval_id``."""
+
+    type: Literal["input_received"] = "input_received"
+    concerns = frozenset({"governance", "tool_calls"})
+    approval_id: int
+    tool_call_id: str
+    by: str
+    answer: str
+
+
 class NotificationFailed(EventData):
     """An approval's email or webhook that could not be sent (the run goes on)."""
 
@@ -147,5 +171,7 @@ PAYLOADS: tuple[type[EventData], ...] = (
     ApprovalRequested,
     ApprovalDecided,
     ApprovalLapsed,
+    WaitingForInput,
+    InputReceived,
     NotificationFailed,
 )

@@ -73,7 +73,8 @@ class ScriptedProvider:
     def _play(self, request: CompletionRequest, entry: ScriptTurn, turn: int) -> Completion:
         if entry.delay:
             time.sleep(entry.delay)
-        variables = request.variables
+        # ``$tool_result``: what the last tool call of the conversation returned.
+        variables = {**request.variables, "tool_result": _last_tool_result(request)}
         if entry.fail is not None:
             raise ProviderError(_fill(entry.fail, variables))
         if entry.calls:
@@ -87,6 +88,11 @@ class ScriptedProvider:
             ]
             return Completion(content=None, tool_calls=calls, usage=_usage(request, calls=calls))
         return _answer(_fill(entry.say or "", variables), request)
+
+
+def _last_tool_result(request: CompletionRequest) -> str:
+    results = [m for m in request.messages if m.get("role") == "tool"]
+    return str(results[-1].get("content") or "") if results else ""
 
 
 def _of_attempt(script: list[ScriptTurn], attempt: str) -> list[ScriptTurn]:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from agents.tools.base import INJECTED, Role, Tool, ToolCallMeta, ToolContext, ToolError, ToolHost
+from agents.tools.builtin.ask import ASK_PERSON
 from agents.tools.builtin.claims import RECORD_CLAIM
 from agents.tools.builtin.files import FILE_TOOLS
 from agents.tools.builtin.messaging import MESSAGING_TOOLS
@@ -14,7 +15,8 @@ from agents.tools.worker_request import WorkerRequest
 
 def default_registry() -> ToolRegistry:
     """Every builtin tool zenweb ships."""
-    return ToolRegistry([*MESSAGING_TOOLS, SPAWN_WORKER, *FILE_TOOLS, *SHELL_TOOLS, *RESEARCH_TOOLS, RECORD_CLAIM])
+    builtin = [*MESSAGING_TOOLS, SPAWN_WORKER, *FILE_TOOLS, *SHELL_TOOLS, *RESEARCH_TOOLS, RECORD_CLAIM, ASK_PERSON]
+    return ToolRegistry(builtin)
 
 
 __all__ = [

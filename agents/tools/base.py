@@ -124,6 +124,11 @@ class ToolHost(Protocol):
         """Ask a person to allow this call; return the approval id."""
         ...
 
+    def ask_person(self, ctx: ToolContext, question: str, options: list[str]) -> str:
+        """Ask a person ``question`` (one of ``options``, if any) for this
+        call, whose result is their answer; return the question's id."""
+        ...
+
 
 class ToolJournal(Protocol):
     """Where the results of side-effecting calls are kept, keyed by an

@@ -186,6 +186,7 @@ class ToolRegistry:
                 arguments=shown,
                 pending=True,
                 child_run_id=result.child_run_id,
+                approval_id=result.approval_id,
                 counted=counted,
             )
         # Goa-AI's contract: a bounded tool's success carries bounds; others never do.

@@ -122,13 +122,15 @@ class Artifact:
 class ToolAnswer:
     """A tool's answer. ``content`` is for the model; ``artifacts`` are not.
     A bounded tool must give ``bounds`` on success; ``pending`` means the
-    result comes later (a child run is working on it)."""
+    result comes later (a child run is working on it, or a person is asked:
+    ``approval_id``, the question)."""
 
     content: Any = ""
     bounds: Bounds | None = None
     artifacts: list[Artifact] = field(default_factory=list)
     pending: bool = False
     child_run_id: str | None = None
+    approval_id: str | None = None
 
     def model_text(self, limit: int = MAX_RESULT_CHARS) -> tuple[str, bool]:
         """The text the model sees and whether it had to be omitted for size."""

@@ -66,8 +66,7 @@ def do_decide(approval_id: int, user, decision: str, reason: str, seen_hash: str
     with transaction.atomic(), UnitOfWork(run_id) as uow:
         uow.lock_run()
         approval = Approval.objects.select_for_update().select_related("run__workflow").get(pk=approval_id)
-        if approval.status != Approval.Status.PENDING:
-            raise ApprovalError(f"approval {approval.pk} is already {approval.status}")
+        _refuse_unless_open(approval)
         if seen_hash and seen_hash != approval.arguments_hash:
             raise ApprovalError("the arguments changed since you looked at them: review them again")
         if approval.decisions.filter(user=user).exists():
@@ -95,6 +94,14 @@ def do_decide(approval_id: int, user, decision: str, reason: str, seen_hash: str
     return approval
 
 
+def _refuse_unless_open(approval: Approval) -> None:
+    """Raise ApprovalError unless ``approval`` waits for an approve or a reject."""
+    if approval.status != Approval.Status.PENDING:
+        raise ApprovalError(f"approval {approval.pk} is already {approval.status}")
+    if approval.kind == Approval.Kind.QUESTION:
+        raise ApprovalError(f"approval {approval.pk} is a question: answer it, it is not approved or rejected")
+
+
 def decision_refusal(user, approval: Approval) -> str:
     """Why ``user`` may not decide ``approval`` now, by the rules ``do_decide``
     applies; "" if they may. For pages, which offer Approve and Reject only to
@@ -106,6 +113,8 @@ def decision_refusal(user, approval: Approval) -> str:
         return "deciding approvals needs the approve permission"
     if approval.status != Approval.Status.PENDING:
         return f"approval {approval.pk} is already {approval.status}"
+    if approval.kind == Approval.Kind.QUESTION:
+        return "a question is answered, not approved"
     if any(decision.user_id == user.pk for decision in approval.decisions.all()):
         return "you already decided on this approval"
     if approval.requested_by_id == user.pk:

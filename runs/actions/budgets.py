@@ -1,7 +1,8 @@
 """Run budgets (options.budget): tokens, tool calls and wall time, and the
 run's timeout (options.timeout). A run past any of them ends failed with the
-limit named. Time a run spent waiting for a person's approval is not wall
-time it spent, but it counts against its timeout.
+limit named. Time a run spent waiting for a person's approval or answer is
+not wall time it spent, but it counts against its timeout; time a step
+spent waiting for an answer does not count against its stepTimeout.
 
 Also the run's token totals by role (``token_totals``): the coordinator, the
 workflow's own steps, and the workers the coordinator spawned.
@@ -11,15 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from django.db.models import Q, Sum
 from django.utils import timezone
 
+from agents.core.questions import waited_seconds
 from agents.spec import WorkflowOptions
 from runs.actions.catalog import workflow_spec
-from runs.models import Run, Step
+from runs.models import Approval, Run, Step
 
 Role = Literal["coordinator", "steps", "workers"]
 ROLES: tuple[Role, ...] = ("coordinator", "steps", "workers")
@@ -167,12 +169,27 @@ def budget_breach(run: Run) -> str | None:
 
 
 def working_time(run: Run) -> timedelta:
-    """Time since the run started, less the time its approvals were pending."""
+    """Time since the run started, less the time its approvals and
+    questions were pending (two pending at once count once)."""
     if run.started is None:
         return timedelta()
-    now = timezone.now()
-    end = run.finished or now
-    waited = timedelta()
-    for created, decided in run.approvals.filter(created__gte=run.started).values_list("created", "decided_at"):
-        waited += (decided or now) - created
-    return max(timedelta(), end - run.started - waited)
+    end = run.finished or timezone.now()
+    waits = run.approvals.filter(created__gte=run.started).values_list("created", "decided_at")
+    waited = waited_seconds(run.started.timestamp(), end.timestamp(), _spans(waits))
+    return max(timedelta(), end - run.started - timedelta(seconds=waited))
+
+
+def _spans(waits) -> list[tuple[float, float | None]]:
+    return [(created.timestamp(), decided.timestamp() if decided else None) for created, decided in waits]
+
+
+def step_waited(step: Step, now: datetime) -> float:
+    """Seconds ``step`` (this attempt, since it started) spent waiting for
+    answers to its questions (ask_person): they do not count against its
+    options.stepTimeout."""
+    if step.started is None:
+        return 0.0
+    waits = Approval.objects.filter(
+        run_id=step.run_id, kind=Approval.Kind.QUESTION, step_id=step.step_id, created__gte=step.started
+    ).values_list("created", "decided_at")
+    return waited_seconds(step.started.timestamp(), now.timestamp(), _spans(waits))

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from agents.core import gates, machine
 from agents.spec import WorkflowOptions, WorkflowSpec
-from runs.actions.budgets import budget_breach, has_run_limits, run_deadline, timeout_breach
+from runs.actions.budgets import budget_breach, has_run_limits, run_deadline, step_waited, timeout_breach
 from runs.actions.catalog import workflow_spec
 from runs.actions.ending import end_run
 from runs.actions.step_ends import do_fail_step
@@ -30,21 +30,30 @@ def step_timeout_breach(step: Step, options: WorkflowOptions) -> str | None:
     """Why ``step`` is past options.stepTimeout, or None (no query).
 
     Counted from the step's start, like Temporal's start-to-close timeout:
-    everything the step waits for counts (its tool tasks, a child run, a
-    person's approval), as everything counts against the run's timeout."""
+    what the step waits for counts (its tool tasks, a child run, a person's
+    approval), as everything counts against the run's timeout, except the
+    time it waited for a person to answer its questions (ask_person), which
+    a wait of its own bounds (ZENWEB_ASK_PERSON_TIMEOUT)."""
     if options.step_timeout is None or step.started is None:
         return None
-    ran = (timezone.now() - step.started).total_seconds()
+    now = timezone.now()
+    ran = (now - step.started).total_seconds()
     if ran < options.step_timeout:
         return None
-    return f"step {step.step_id} ran {ran:.1f}s, past options.stepTimeout ({options.step_timeout:g}s)"
+    waited = step_waited(step, now)
+    ran -= waited
+    if ran < options.step_timeout:
+        return None
+    spent = f"ran {ran:.1f}s" + (f" (not counting {waited:.1f}s waiting for answers)" if waited else "")
+    return f"step {step.step_id} {spent}, past options.stepTimeout ({options.step_timeout:g}s)"
 
 
 def turn_deadline(run: Run, step: Step, options: WorkflowOptions) -> float | None:
     """The Unix time the run's or the step's timeout ends this turn, or None."""
     deadlines = [run_deadline(run, options)]
     if options.step_timeout is not None and step.started is not None:
-        deadlines.append(step.started.timestamp() + options.step_timeout)
+        waited = step_waited(step, timezone.now())
+        deadlines.append(step.started.timestamp() + options.step_timeout + waited)
     return min((d for d in deadlines if d is not None), default=None)
 
 

@@ -26,6 +26,7 @@ from runs import queue
 from runs.actions.command_results import finish_command
 from runs.actions.common import router_for
 from runs.actions.pending import deliver_result
+from runs.actions.questions import lapse_question
 from runs.actions.tool_tasks import stop_unfinished_calls
 from runs.models import Approval, Run, Step, ToolCall
 from runs.store.sql import RunEnd, store
@@ -217,7 +218,11 @@ def lapse_pending(run_id: int, reason: str, uow: UnitOfWork, *, step_id: str | N
 
 
 def close_approval(approval: Approval, status: str, reason: str, uow: UnitOfWork) -> None:
-    """Reject or lapse: the workflow ends blocked, or the call is refused."""
+    """Reject or lapse: the workflow ends blocked, or the call is refused;
+    a question's call is told that no answer came."""
+    if approval.kind == Approval.Kind.QUESTION:
+        lapse_question(approval, reason, uow)
+        return
     decision: Literal["reject", "lapse"] = "reject" if status == Approval.Status.REJECTED else "lapse"
     decided = approval_decided(approval, decision, reason)
     settle_approval(approval, status, reason, machine.decide(machine.UNREAD, decided), uow)

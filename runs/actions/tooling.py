@@ -36,6 +36,7 @@ from runs.actions.approval_requests import bound_calls, request_approval, reques
 from runs.actions.catalog import REGISTRY, InputError, check_inputs, not_run_yet, workflow_spec
 from runs.actions.common import router_for
 from runs.actions.offers import start_refusal
+from runs.actions.questions import request_question
 from runs.models import Approval, Run, Step, ToolCall, Workflow
 from runs.store.sql import store
 from runs.store.unit_of_work import UnitOfWork, UnitPerEventSink
@@ -267,6 +268,10 @@ class DjangoToolHost:
             sink=self.sink,
         )
         return str(approval.pk)
+
+    def ask_person(self, ctx: ToolContext, question: str, options: list[str]) -> str:
+        run = Run.objects.select_related("created_by").get(pk=self.run_id)
+        return str(request_question(run, ctx.step_id, ctx.meta.tool_call_id, question, options, self.sink).pk)
 
     def spawn_worker(self, ctx: ToolContext, request: WorkerRequest) -> str:
         run = Run.objects.select_related("workflow").get(pk=self.run_id)

@@ -16,7 +16,7 @@ from ninja.openapi.schema import OpenAPISchema
 from ninja.operation import Operation
 from ninja.renderers import JSONRenderer
 
-from runs.api import errors, views
+from runs.api import errors, questions, views
 from runs.api.auth import callers
 
 # The security schemes' names in the document (django-ninja names them after the classes).
@@ -114,3 +114,4 @@ api = Api(
 )
 errors.install(api)
 api.add_router("", views.router)
+api.add_router("", questions.router)

@@ -12,17 +12,23 @@ from runs.models.tools import ToolCall
 class Approval(models.Model):
     """A request for a person to allow destructive work: a whole workflow run,
     or one tool call on the workflow's approval list. The decision covers
-    exactly ``arguments`` (by hash): changed arguments need a new approval."""
+    exactly ``arguments`` (by hash): changed arguments need a new approval.
+
+    A ``question`` is a step's ask_person call waiting for a person's answer
+    (``arguments``: the question and its options): it is answered, not
+    approved (``answered``, the answer in its one decision), or it lapses."""
 
     class Kind(models.TextChoices):
         WORKFLOW = "workflow"
         TOOL = "tool"
+        QUESTION = "question"
 
     class Status(models.TextChoices):
         PENDING = "pending"
         APPROVED = "approved"
         REJECTED = "rejected"
         LAPSED = "lapsed"
+        ANSWERED = "answered"
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")
     kind = models.CharField(max_length=10, choices=Kind.choices)
@@ -59,11 +65,13 @@ class Approval(models.Model):
 
 
 class ApprovalDecision(models.Model):
-    """One person's decision on an approval, with the arguments they saw."""
+    """One person's decision on an approval, with the arguments they saw;
+    on a question, the answer (``reason``) and who gave it."""
 
     class Decision(models.TextChoices):
         APPROVE = "approve"
         REJECT = "reject"
+        ANSWER = "answer"
 
     approval = models.ForeignKey(Approval, on_delete=models.CASCADE, related_name="decisions")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="approval_decisions")

@@ -84,6 +84,8 @@ SAYS: dict[type[EventData], Callable[[Any], str]] = {
     tool.ApprovalRequested: lambda e: f"{e.what}: {e.why}",
     tool.ApprovalDecided: lambda e: f"{e.decision} by {e.by}: {e.reason}",
     tool.ApprovalLapsed: lambda e: e.reason,
+    tool.WaitingForInput: lambda e: f"asks: {e.question}" + (f" ({' / '.join(e.options)})" if e.options else ""),
+    tool.InputReceived: lambda e: f"{e.by} answered: {e.answer}",
     tool.NotificationFailed: lambda e: f"the {e.channel} to approvers failed after {e.attempts} attempt(s): {e.error}",
     run.RunStuck: lambda e: e.reason,
     run.RunResumed: lambda e: e.reason,

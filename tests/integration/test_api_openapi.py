@@ -29,6 +29,8 @@ def test_it_serves_an_openapi_document_of_every_route():
         ("/api/runs/{run_id}/cancel", "post"),
         ("/api/approvals", "get"),
         ("/api/approvals/{approval_id}/decide", "post"),
+        ("/api/questions", "get"),
+        ("/api/questions/{question_id}/answer", "post"),
         ("/api/workflows", "post"),
         ("/api/schemas/{name}", "get"),
     }
