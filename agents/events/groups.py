@@ -58,6 +58,9 @@ GROUP_OF: dict[str, Group] = {
     "waiting_for_input": "approvals",
     "input_received": "approvals",
     "notification_failed": "approvals",
+    "workflow_created": "tools",
+    "tool_created": "approvals",
+    "tool_registered": "approvals",
     "error": "errors",
     "resume_failed": "errors",
     "lease_expired": "errors",
@@ -91,6 +94,7 @@ SEVERITY_RULES: tuple[tuple[Severity, str, str | None, tuple[Any, ...]], ...] = 
     ("warning", "lease_expired", None, ()),
     ("warning", "run_stuck", None, ()),
     ("warning", "approval_decided", "decision", ("reject",)),
+    ("warning", "tool_registered", "status", ("rejected", "lapsed")),
     ("warning", "step_end", "status", ("cancelled", "skipped")),
     ("warning", "workflow_end", "status", ("partial", "cancelled", "blocked")),
 )

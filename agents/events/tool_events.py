@@ -161,6 +161,41 @@ class NotificationFailed(EventData):
     attempts: int
 
 
+# -- the coordinator extends the system (agents/tools/builtin/extending.py) ----
+
+
+class WorkflowCreated(EventData):
+    """A workflow version the coordinator registered (create_workflow)."""
+
+    type: Literal["workflow_created"] = "workflow_created"
+    workflow: str
+    version: int
+    tool_call_id: str
+
+
+class ToolCreated(EventData):
+    """A tool the coordinator proposed (create_tool): its example ran, and
+    it waits for a person's approval."""
+
+    type: Literal["tool_created"] = "tool_created"
+    concerns = frozenset({"governance"})
+    name: str
+    approval_id: int
+    example_exit_code: int
+    tool_call_id: str
+
+
+class ToolRegistered(EventData):
+    """A created tool's approval was decided: ``approved`` (later runs'
+    agents that list it get it), ``rejected`` or ``lapsed``."""
+
+    type: Literal["tool_registered"] = "tool_registered"
+    concerns = frozenset({"governance"})
+    name: str
+    approval_id: int
+    status: Literal["approved", "rejected", "lapsed"]
+
+
 PAYLOADS: tuple[type[EventData], ...] = (
     ToolCall,
     ToolStarted,
@@ -174,4 +209,7 @@ PAYLOADS: tuple[type[EventData], ...] = (
     WaitingForInput,
     InputReceived,
     NotificationFailed,
+    WorkflowCreated,
+    ToolCreated,
+    ToolRegistered,
 )

@@ -3,6 +3,7 @@ from __future__ import annotations
 from agents.tools.base import INJECTED, Role, Tool, ToolCallMeta, ToolContext, ToolError, ToolHost
 from agents.tools.builtin.ask import ASK_PERSON
 from agents.tools.builtin.claims import RECORD_CLAIM
+from agents.tools.builtin.extending import EXTENDING_TOOLS
 from agents.tools.builtin.files import FILE_TOOLS
 from agents.tools.builtin.messaging import MESSAGING_TOOLS
 from agents.tools.builtin.research import RESEARCH_TOOLS
@@ -15,7 +16,16 @@ from agents.tools.worker_request import WorkerRequest
 
 def default_registry() -> ToolRegistry:
     """Every builtin tool zenweb ships."""
-    builtin = [*MESSAGING_TOOLS, SPAWN_WORKER, *FILE_TOOLS, *SHELL_TOOLS, *RESEARCH_TOOLS, RECORD_CLAIM, ASK_PERSON]
+    builtin = [
+        *MESSAGING_TOOLS,
+        SPAWN_WORKER,
+        *FILE_TOOLS,
+        *SHELL_TOOLS,
+        *RESEARCH_TOOLS,
+        RECORD_CLAIM,
+        ASK_PERSON,
+        *EXTENDING_TOOLS,
+    ]
     return ToolRegistry(builtin)
 
 

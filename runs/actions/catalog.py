@@ -15,9 +15,10 @@ from agents.inputs import workspace_path
 from agents.spec import SpecProblem, WorkflowSpec, WorkflowValidationError, not_run_refusal, parse_workflow
 from agents.spec.yaml_locations import line_for, parse_with_locations
 from agents.tools import Role, default_registry
+from agents.tools.builtin.created import CREATED_TOOL_ROLES
 from agents.tools.mcp import servers as mcp_servers
 from agents.tools.workflows import WORKFLOW_TOOL_ROLES
-from runs.models import Workflow
+from runs.models import CreatedTool, Run, Workflow
 from runs.store.sql import store
 
 # The built-in tools: what a workflow may name, and what its steps call.
@@ -34,15 +35,19 @@ class InputError(ValueError):
 def known_tool_roles(extra: Iterable[str] = ()) -> dict[str, frozenset[Role]]:
     """Every tool name an agent may list, with the roles that may call it:
     builtins, catalog workflows offered as tools, ``extra`` (tools offered by
-    files being loaded together) and the tools of ZENWEB_MCP_SERVERS. Where
-    names clash, the one a run would get wins (builtin, then MCP, then workflow)."""
+    files being loaded together), the tools of ZENWEB_MCP_SERVERS and the
+    approved tools coordinators created. Where names clash, the one a run
+    would get wins (builtin, then MCP, then workflow, then created)."""
     try:
         offered = list(Workflow.objects.exclude(tool_name="").values_list("tool_name", flat=True))
+        created = list(CreatedTool.objects.filter(status=CreatedTool.Status.APPROVED).values_list("name", flat=True))
     except DatabaseError:
         # validate_workflow works before the database is set up; the files
         # checked together still see each other's tools through ``extra``.
-        offered = []
+        offered, created = [], []
     return {
+        # Tools coordinators created, once approved (runs/actions/extensions.py).
+        **{name: CREATED_TOOL_ROLES for name in created},
         **{name: WORKFLOW_TOOL_ROLES for name in [*offered, *extra]},
         **_mcp_tool_roles(),
         **{tool.name: tool.roles for tool in REGISTRY.tools()},
@@ -69,6 +74,7 @@ def do_register_workflow(
     also_offered: Iterable[str] = (),
     from_file: bool = True,
     ad_hoc: bool = False,
+    by_run: Run | None = None,
 ) -> tuple[Workflow, bool]:
     """Validate a workflow and store it as the next version of its name.
 
@@ -79,7 +85,8 @@ def do_register_workflow(
     ``source`` is only its name (includes cannot reach the server's files).
     ``ad_hoc`` (run_workflow FILE): stored for one run, never offered, and
     no name's latest version (offers.py); text equal to the latest offered
-    or ad-hoc version reuses it.
+    or ad-hoc version reuses it. ``by_run``: a run's coordinator registers
+    it (create_workflow), stored with the person who started that run.
     """
     spec = parse_workflow(yaml_text, source, known_tools=known_tool_roles(also_offered), from_file=from_file)
     with transaction.atomic():
@@ -104,6 +111,7 @@ def do_register_workflow(
                 "spec": spec.to_data(),
                 # An ad-hoc version is offered to no one, agents included.
                 "tool_name": spec.tool.name if spec.tool and not ad_hoc else "",
+                **({"created_by_run": by_run, "created_by": by_run.created_by} if by_run else {}),
             }
         )
     return workflow, True

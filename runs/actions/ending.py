@@ -25,6 +25,7 @@ from agents.tools.errors import RetryHint, failure_text
 from runs import queue
 from runs.actions.command_results import finish_command
 from runs.actions.common import router_for
+from runs.actions.extensions import settle_created_tool
 from runs.actions.pending import deliver_result
 from runs.actions.questions import lapse_question
 from runs.actions.tool_tasks import stop_unfinished_calls
@@ -210,7 +211,10 @@ def lapse_pending(run_id: int, reason: str, uow: UnitOfWork, *, step_id: str | N
     ``step_id``, of a run that ended): approved, a call would still run.
     Each lapse is an event and a gated call gets the refusal as its result.
     Call in ``uow``'s block, with the run's lock held."""
-    pending = Approval.objects.filter(run_id=run_id, status=Approval.Status.PENDING)
+    # A created tool's approval outlives its run: later runs are what it is for.
+    pending = Approval.objects.filter(run_id=run_id, status=Approval.Status.PENDING).exclude(
+        kind=Approval.Kind.NEW_TOOL
+    )
     if step_id is not None:
         pending = pending.filter(step_id=step_id)
     for approval in pending.select_for_update():
@@ -246,6 +250,9 @@ def settle_approval(approval: Approval, status: str, reason: str, decisions: tup
     store().settle_approval(approval, status, reason)
     if status == Approval.Status.LAPSED:
         uow.sink.emit(RuntimeEvent.of(ApprovalLapsed(approval_id=approval.pk, reason=reason), approval.step_id))
+    if approval.kind == Approval.Kind.NEW_TOOL:
+        settle_created_tool(approval, status, uow)  # no run or call waits on it
+        return
     for decision in decisions:
         if isinstance(decision, gates.StartRun):
             # Claimed here, once: the run leaves awaiting_approval exactly one time.

@@ -27,11 +27,14 @@ from agents.runner import ToolEnv
 from agents.sandbox import Limits, Sandbox
 from agents.spec import WorkflowSpec
 from agents.tools import Tool, ToolCallMeta, ToolContext, ToolError, ToolRegistry, WorkerRequest
+from agents.tools.builtin.created import ToolSpec
+from agents.tools.builtin.extending import RegisteredWorkflow
 from agents.tools.builtin.shell import destructive_reason
 from agents.tools.mcp import McpServerConfig
 from agents.tools.mcp import servers as mcp_servers
 from agents.tools.workflows import workflow_tool
 from runs import queue
+from runs.actions import extensions
 from runs.actions.approval_requests import bound_calls, request_approval, request_workflow_approval
 from runs.actions.catalog import REGISTRY, InputError, check_inputs, not_run_yet, workflow_spec
 from runs.actions.common import router_for
@@ -44,7 +47,8 @@ from runs.store.unit_of_work import UnitOfWork, UnitPerEventSink
 
 def tools_for(spec: WorkflowSpec, role: str, requested: Iterable[str]) -> tuple[ToolRegistry, list[Tool]]:
     """The registry to call through and the tools an agent of ``role`` gets:
-    builtins, plus catalog workflows offered as tools that it asks for."""
+    builtins, plus the MCP tools, catalog workflows offered as tools and
+    approved created tools (runs/actions/extensions.py) that it asks for."""
     requested = list(requested)
     registry = ToolRegistry(
         REGISTRY.tools(),
@@ -56,7 +60,7 @@ def tools_for(spec: WorkflowSpec, role: str, requested: Iterable[str]) -> tuple[
         registry.add(tool)
     for name in requested:
         if registry.get(name) is None:
-            offered = _workflow_tool(name)
+            offered = _workflow_tool(name) or extensions.created_tool_named(name)
             if offered is not None:
                 registry.add(offered)
     return registry, registry.for_role(role, requested)  # type: ignore[arg-type]
@@ -104,6 +108,10 @@ def catalog_registry() -> ToolRegistry:
         tool = _workflow_tool(name)
         if tool is not None and registry.get(name) is None:
             registry.add(tool)
+    for name in extensions.approved_tool_names():
+        created = extensions.created_tool_named(name)
+        if created is not None and registry.get(name) is None:
+            registry.add(created)
     # The tools of every configured MCP server that is up (mcp.<server>.<tool>).
     for config in settings.ZENWEB_MCP_SERVERS.values():
         try:
@@ -272,6 +280,17 @@ class DjangoToolHost:
     def ask_person(self, ctx: ToolContext, question: str, options: list[str]) -> str:
         run = Run.objects.select_related("created_by").get(pk=self.run_id)
         return str(request_question(run, ctx.step_id, ctx.meta.tool_call_id, question, options, self.sink).pk)
+
+    def create_workflow(self, ctx: ToolContext, yaml_text: str) -> RegisteredWorkflow:
+        run = Run.objects.select_related("created_by").get(pk=self.run_id)
+        return extensions.create_workflow(run, ctx, yaml_text, self.sink)
+
+    def check_new_tool(self, ctx: ToolContext, spec: ToolSpec) -> None:
+        extensions.check_new_tool(Run.objects.get(pk=self.run_id), spec)
+
+    def propose_tool(self, ctx: ToolContext, spec: ToolSpec, example_exit_code: int, example_output: str) -> int:
+        run = Run.objects.select_related("workflow", "created_by").get(pk=self.run_id)
+        return extensions.propose_tool(run, ctx, spec, (example_exit_code, example_output), self.sink)
 
     def spawn_worker(self, ctx: ToolContext, request: WorkerRequest) -> str:
         run = Run.objects.select_related("workflow").get(pk=self.run_id)

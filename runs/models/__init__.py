@@ -15,6 +15,7 @@ approvals.py   Approval and ApprovalDecision
 api_tokens.py  ApiToken, for scripts calling the JSON API
 outbox.py      UnsentTask: a task to publish again
 workers.py     WorkerProcess: a process that runs tasks, and its heartbeat
+created_tools.py  CreatedTool: a tool a coordinator created, approved by a person
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from runs.models.approvals import Approval, ApprovalDecision
 from runs.models.api_tokens import ApiToken
 from runs.models.outbox import UnsentTask
 from runs.models.workers import WorkerProcess
+from runs.models.created_tools import CreatedTool
 # isort: on
 
 __all__ = [
@@ -40,6 +42,7 @@ __all__ = [
     "Artifact",
     "Claim",
     "Command",
+    "CreatedTool",
     "Event",
     "Message",
     "Run",

@@ -22,6 +22,8 @@ class Approval(models.Model):
         WORKFLOW = "workflow"
         TOOL = "tool"
         QUESTION = "question"
+        # A tool a coordinator created (CreatedTool): approved, later runs may use it.
+        NEW_TOOL = "new_tool"
 
     class Status(models.TextChoices):
         PENDING = "pending"

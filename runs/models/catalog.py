@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 
@@ -18,6 +19,13 @@ class Workflow(models.Model):
     # The tool name this workflow is offered under to other agents (agent-as-tool), if any.
     tool_name = models.CharField(max_length=64, blank=True, db_index=True)
     created = models.DateTimeField(auto_now_add=True)
+    # A version a coordinator registered (create_workflow): its run, and who started that run.
+    created_by_run = models.ForeignKey(
+        "runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="created_workflows"
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="created_workflows"
+    )
 
     class Offer(models.TextChoices):
         """Whether people may start this version (runs/actions/offers.py

@@ -86,6 +86,11 @@ SAYS: dict[type[EventData], Callable[[Any], str]] = {
     tool.ApprovalLapsed: lambda e: e.reason,
     tool.WaitingForInput: lambda e: f"asks: {e.question}" + (f" ({' / '.join(e.options)})" if e.options else ""),
     tool.InputReceived: lambda e: f"{e.by} answered: {e.answer}",
+    tool.WorkflowCreated: lambda e: f"registered workflow {e.workflow} v{e.version}",
+    tool.ToolCreated: lambda e: (
+        f"proposed tool {e.name}: its example exited {e.example_exit_code}; waits for approval {e.approval_id}"
+    ),
+    tool.ToolRegistered: lambda e: f"tool {e.name}: {e.status}",
     tool.NotificationFailed: lambda e: f"the {e.channel} to approvers failed after {e.attempts} attempt(s): {e.error}",
     run.RunStuck: lambda e: e.reason,
     run.RunResumed: lambda e: e.reason,

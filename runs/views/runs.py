@@ -23,7 +23,7 @@ from agents.spec import Mode
 from runs import actions, live
 from runs.actions.tooling import catalog_registry, mcp_server_statuses
 from runs.graph import graph_context
-from runs.models import Approval, Run, Step, Workflow
+from runs.models import Approval, CreatedTool, Run, Step, Workflow
 from runs.views.access import run_for_user
 from runs.views.events import EventFilter, event_filter_context, newest_page
 from runs.views.htmx_requests import HtmxHttpRequest
@@ -285,7 +285,13 @@ def catalog(request: HttpRequest) -> HttpResponse:
         entry["schema_json"] = json.dumps(entry["payload"]["schema"], indent=2, sort_keys=True)
         entry["result_json"] = json.dumps(entry["result"]["schema"], indent=2, sort_keys=True)
         toolsets.setdefault(f"{entry['service']}.{entry['toolset']}", []).append(entry)
-    context = {"workflows": latest.values(), "toolsets": sorted(toolsets.items()), "mcp_servers": mcp_server_statuses()}
+    context = {
+        "workflows": latest.values(),
+        "toolsets": sorted(toolsets.items()),
+        "mcp_servers": mcp_server_statuses(),
+        # Who created what: create_tool's proposals, newest first (create_workflow's show in "workflows").
+        "created_tools": CreatedTool.objects.select_related("created_by").order_by("-created")[:100],
+    }
     return render(request, "runs/catalog.html", context)
 
 

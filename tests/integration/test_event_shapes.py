@@ -44,6 +44,7 @@ CASES: dict[str, tuple[dict, set[str], list[str]]] = {
         {"child_run_linked", "child_run_result"},
         ["tools/summarize_topic", "tools/failing_topic"],
     ),
+    "extend/architect": ({}, {"workflow_created"}, []),
 }
 
 

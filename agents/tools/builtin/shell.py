@@ -25,9 +25,9 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -292,12 +292,31 @@ def _whole_call(sandbox: Sandbox) -> Iterator[CallGroup | NoGroup]:
         yield group
 
 
+class CommandRun(NamedTuple):
+    """A command that ran to its end: its exit code, and the text the model
+    reads (the exit code line, a note on the quota, the bounded output)."""
+
+    exit_code: int
+    text: str
+
+
 def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
-    sandbox = _sandbox_for(ctx, args.command)
+    return run_command(ctx, args.command, args.timeout, args.workspace).text
+
+
+def run_command(
+    ctx: ToolContext, command: str, timeout: int, workspace: str, data: Mapping[str, str] | None = None
+) -> CommandRun:
+    """Run ``command`` with bash in the run's sandbox and workspace, as
+    run_shell does (its limits, timeout and output cap); ``data`` are
+    variables added to its environment (a created tool's input: data,
+    never part of the command line). Raises ToolError when it may not
+    run or was stopped before it ended."""
+    sandbox = _sandbox_for(ctx, command)
     limit = quota_of(ctx)
-    root = workspace_root(args.workspace, limit)
+    root = workspace_root(workspace, limit)
     sandbox.prepare(root)
-    env = {"PATH": SYSTEM_PATH, "HOME": str(root), "LANG": "C.UTF-8", "TERM": "dumb", "TMPDIR": "/tmp"}
+    env = {"PATH": SYSTEM_PATH, "HOME": str(root), "LANG": "C.UTF-8", "TERM": "dumb", "TMPDIR": "/tmp", **(data or {})}
     if not sandbox.enabled:
         # No private /tmp without the sandbox: temporary files stay in the run's workspace.
         tmp = root / ".tmp"
@@ -310,7 +329,7 @@ def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
         lifeline_pipe() as lifeline,
         subprocess.Popen(
             sandbox.command(
-                while_alive(["bash", "-c", args.command], sandboxed=sandbox.enabled),
+                while_alive(["bash", "-c", command], sandboxed=sandbox.enabled),
                 env=env,
                 writable=root,
                 cwd=root,
@@ -325,7 +344,7 @@ def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
         ) as proc,
     ):
         try:
-            stopped = _pump(proc, output, time.monotonic() + args.timeout, ctx.cancelled, quota, group)
+            stopped = _pump(proc, output, time.monotonic() + timeout, ctx.cancelled, quota, group)
             used = group.cpu_seconds()
         finally:
             # Also stops whatever the command left running in the background
@@ -338,10 +357,10 @@ def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
     if trimmed:
         stopped = "quota"  # past the quota when it timed out or was cancelled: that is what it must hear
     if stopped:
-        raise _stopped(stopped, output.text()[-2_000:], sandbox.limits, limit.disk_mb, used, trimmed, args.timeout)
+        raise _stopped(stopped, output.text()[-2_000:], sandbox.limits, limit.disk_mb, used, trimmed, timeout)
     full = workspace_quota.full_now(root, limit)
     note = f"\nnote: {full}: the file system refused writes past it." if full else ""
-    return f"{_exit_status(proc.returncode)}{note}\n{output.text() or '(no output)'}"
+    return CommandRun(proc.returncode, f"{_exit_status(proc.returncode)}{note}\n{output.text() or '(no output)'}")
 
 
 def _sandbox_for(ctx: ToolContext, command: str) -> Sandbox:

@@ -1,0 +1,137 @@
+"""The coordinator extends the system (agents/tools/builtin/extending.py):
+a workflow it registers, a tool it proposes, a person's decision on that
+tool, and the approved tools later runs' agents get.
+
+Only a run in code mode may do either. A created tool is stored with who
+created it (the run and the person who started it) and waits for a
+``new_tool`` approval that shows its spec and its example's output; its
+request outlives the run (a run's end lapses its other approvals), and it
+is offered to agents only once approved (``created_tool_named``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils import timezone
+
+from agents.events import Event as RuntimeEvent
+from agents.events import EventSink
+from agents.events.tool_events import ToolCreated, ToolRegistered, WorkflowCreated
+from agents.spec import WorkflowValidationError
+from agents.tools import Tool, ToolContext, ToolError
+from agents.tools.builtin.created import ToolSpec, created_tool
+from agents.tools.builtin.extending import RegisteredWorkflow
+from runs.actions.approval_requests import request_approval
+from runs.actions.catalog import do_register_workflow, known_tool_roles
+from runs.models import Approval, CreatedTool, Run
+from runs.store.unit_of_work import UnitOfWork
+
+# A created tool that holds its name: no second one may take it.
+HOLDING = (CreatedTool.Status.PENDING, CreatedTool.Status.APPROVED)
+
+
+def mode_refusal(run: Run, tool: str) -> None:
+    """Raise the refusal of ``tool`` in a run that is not in code mode."""
+    if run.mode != Run.Mode.CODE:
+        raise ToolError(
+            f"refused: {tool} works in code mode only, and run {run.pk} is in {run.mode} mode; "
+            "finish without it, or say that a person must ask for this in code mode",
+            kind="domain_rejection",
+            action="finish",
+        )
+
+
+def create_workflow(run: Run, ctx: ToolContext, yaml_text: str, sink: EventSink) -> RegisteredWorkflow:
+    """Register ``yaml_text`` as the next version of its workflow, offered
+    in the catalog, created by ``run``; a ToolError with every problem found."""
+    mode_refusal(run, "create_workflow")
+    try:
+        workflow, created = do_register_workflow(
+            yaml_text, f"run {run.pk} (create_workflow)", from_file=False, by_run=run
+        )
+    except WorkflowValidationError as exc:
+        raise ToolError(
+            f"refused: the workflow is not valid:\n{exc}", kind="invalid_call", action="correct_call", fields=["yaml"]
+        ) from None
+    if created:
+        made = WorkflowCreated(workflow=workflow.name, version=workflow.version, tool_call_id=ctx.meta.tool_call_id)
+        sink.emit(RuntimeEvent.of(made, ctx.step_id))
+    return RegisteredWorkflow(name=workflow.name, version=workflow.version, created=created)
+
+
+def check_new_tool(run: Run, spec: ToolSpec) -> None:
+    """Raise the refusal of a tool ``run`` may not create: not in code mode,
+    or a name an agent listing it would find taken (a builtin, an MCP
+    server's, a workflow's, another created tool's)."""
+    mode_refusal(run, "create_tool")
+    if spec.name in known_tool_roles():
+        taken = "a tool agents already get by that name (builtin, MCP server or workflow)"
+    elif CreatedTool.objects.filter(name=spec.name, status__in=HOLDING).exists():
+        taken = "a tool created before, approved or waiting for approval"
+    else:
+        return
+    raise ToolError(
+        f"refused: {spec.name!r} is {taken}; choose another name",
+        kind="invalid_call",
+        action="correct_call",
+        fields=["spec.name"],
+    )
+
+
+def propose_tool(run: Run, ctx: ToolContext, spec: ToolSpec, tried: tuple[int, str], sink: EventSink) -> int:
+    """Store the tool with its example's exit code and output (``tried``)
+    and ask a person to approve it; the approval's id."""
+    exit_code, output = tried
+    data = spec.model_dump(mode="json")
+    tool = CreatedTool.objects.create(
+        name=spec.name,
+        spec=data,
+        example_exit_code=exit_code,
+        example_output=output,
+        run=run,
+        created_by=run.created_by,
+        tool_call_id=ctx.meta.tool_call_id,
+    )
+    shown: dict[str, Any] = {"spec": data, "example_exit_code": exit_code, "example_output": output}
+    approval = request_approval(
+        run,
+        kind=Approval.Kind.NEW_TOOL,
+        what=f"new tool {spec.name}",
+        why=(
+            f"the coordinator of run {run.pk} created it; approved, agents of later runs that list "
+            f"{spec.name} run its command in the sandbox"
+        ),
+        subject={"new_tool": shown},
+        arguments=shown,
+        step_id=ctx.step_id,
+        sink=sink,
+    )
+    CreatedTool.objects.filter(pk=tool.pk).update(approval=approval)
+    proposed = ToolCreated(
+        name=spec.name, approval_id=approval.pk, example_exit_code=exit_code, tool_call_id=ctx.meta.tool_call_id
+    )
+    sink.emit(RuntimeEvent.of(proposed, ctx.step_id))
+    return approval.pk
+
+
+def settle_created_tool(approval: Approval, status: str, uow: UnitOfWork) -> None:
+    """A person decided on a ``new_tool`` approval (or it lapsed): the tool
+    is registered for later runs, or refused. Nothing in its run waits on it."""
+    tool = CreatedTool.objects.filter(approval=approval).first()
+    if tool is None:
+        return
+    tool.status, tool.decided_at = status, timezone.now()
+    tool.save(update_fields=["status", "decided_at"])
+    decided = ToolRegistered(name=tool.name, approval_id=approval.pk, status=status)
+    uow.sink.emit(RuntimeEvent.of(decided, approval.step_id))
+
+
+def created_tool_named(name: str) -> Tool | None:
+    """The approved created tool of this name, as agents that list it get it."""
+    row = CreatedTool.objects.filter(name=name, status=CreatedTool.Status.APPROVED).order_by("-created").first()
+    return created_tool(ToolSpec.model_validate(row.spec)) if row is not None else None
+
+
+def approved_tool_names() -> list[str]:
+    return sorted(set(CreatedTool.objects.filter(status=CreatedTool.Status.APPROVED).values_list("name", flat=True)))
