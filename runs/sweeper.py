@@ -38,6 +38,7 @@ from redis.exceptions import RedisError
 
 from agents.events import Event as RuntimeEvent
 from agents.events.run_events import LeaseExpired, RunStuck
+from agents.spec.lookup import own_timeouts
 from runs import leases, outbox, queue
 from runs.actions.budgets import has_run_limits
 from runs.actions.catalog import spec_of
@@ -289,7 +290,8 @@ def _enforce_limits() -> dict[str, int]:
         if has_run_limits(options) and do_enforce_budget(pk):
             counts["over_budget"] += 1
         else:
-            counts["steps_timed_out"] += do_enforce_step_timeouts(pk, options)
+            own = own_timeouts(spec_of(workflow_id, created))
+            counts["steps_timed_out"] += do_enforce_step_timeouts(pk, options, own)
     return counts
 
 

@@ -13,3 +13,10 @@ def after_failed_attempt(failed: AttemptFailed) -> tuple[RetryStep | FailStep, .
     if failed.attempt < failed.retries:
         return (RetryStep(failed.step_id, failed.attempt + 1, failed.error),)
     return (FailStep(failed.step_id, failed.error),)
+
+
+def model_call_retries(own: int | None, default: int | None) -> int | None:
+    """How many times a model call of a step is tried again after a
+    transient provider error (zenflow's ``maxRetries``): the step's own,
+    else ``options.maxRetries``; None: the provider's own budget."""
+    return own if own is not None else default

@@ -53,6 +53,9 @@ class CompletionRequest:
     # timeout). A provider that can stop waiting then does, with a
     # ProviderError; one that cannot (scripted) answers late.
     deadline: float | None = None
+    # Retries after a transient provider error for this call (zenflow's
+    # maxRetries); None: the provider's own budget.
+    max_retries: int | None = None
 
 
 @dataclass(frozen=True)

@@ -180,6 +180,7 @@ class OpenAIProvider:
             kwargs["temperature"] = request.temperature
         if request.top_p is not None:
             kwargs["top_p"] = request.top_p
+        budget = self.max_retries if request.max_retries is None else request.max_retries
         attempt = 0
         while True:
             attempt += 1
@@ -194,9 +195,9 @@ class OpenAIProvider:
                 # An attempt cut short by the deadline is not tried again:
                 # the next would start past it.
                 cut = timeout < self.timeout
-                wait = None if cut else self._retry_wait(exc, attempt, request.deadline, asked)
+                wait = None if cut or attempt > budget else self._retry_wait(exc, attempt, request.deadline, asked)
                 if wait is None:
-                    if asked is not None and asked > MAX_ASKED_DELAY and attempt <= self.max_retries:
+                    if asked is not None and asked > MAX_ASKED_DELAY and attempt <= budget:
                         message += f" (it asks to wait {asked:g} s, longer than a turn waits: {MAX_ASKED_DELAY:g} s)"
                     raise ProviderError(message, status=status) from exc
                 if on_retry is not None:

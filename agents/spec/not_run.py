@@ -46,8 +46,6 @@ def _in_repeat_loops(spec: WorkflowSpec) -> set[int]:
 
 def _options_not_run(spec: WorkflowSpec) -> Iterator[tuple[Location, str]]:
     options = spec.options
-    if options.max_retries:
-        yield ("options", "maxRetries"), f"{NOT_RUN}: tool-call retries (zenweb's policy is maxConsecutiveToolFailures)"
     if options.isolation not in _ISOLATION:
         yield ("options", "isolation"), f"{NOT_RUN}: isolation {options.isolation!r} (every run has one workspace)"
     if options.scheduler != _SCHEDULER:
@@ -67,10 +65,6 @@ def _agents_not_run(spec: WorkflowSpec) -> Iterator[tuple[Location, str]]:
 def _step_not_run(step: Any, at: Location, spec: WorkflowSpec) -> Iterator[tuple[Location, str]]:
     if step.retries and (step.loop is not None or step.include is not None):
         yield (*at, "retries"), f"{NOT_RUN}: retries of a loop or an include (a step's retries run)"
-    if step.timeout is not None:
-        yield (*at, "timeout"), f"{NOT_RUN}: a step's own timeout (options.stepTimeout is run)"
-    if step.max_retries:
-        yield (*at, "maxRetries"), f"{NOT_RUN}: tool-call retries (zenweb's policy is maxConsecutiveToolFailures)"
     unread = [path for path in step.context_files if path not in step.context_file_texts]
     if unread:
         yield (*at, "contextFiles"), f"{NOT_RUN}: contextFiles not found in the workflow's folder: {', '.join(unread)}"

@@ -6,13 +6,17 @@ agents/core/gates.py):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
+from agents import expansion
 from agents.core import gates, machine
+from agents.core.timeouts import overdue, step_limit
 from agents.spec import WorkflowOptions, WorkflowSpec
+from agents.spec.lookup import step_at
 from runs.actions.budgets import budget_breach, has_run_limits, run_deadline, step_waited, timeout_breach
 from runs.actions.catalog import workflow_spec
 from runs.actions.ending import end_run
@@ -26,66 +30,77 @@ def enforce_budget_after_commit(run_id: int, spec: WorkflowSpec) -> None:
     transaction.on_commit(lambda: do_enforce_budget(run_id))
 
 
-def step_timeout_breach(step: Step, options: WorkflowOptions) -> str | None:
-    """Why ``step`` is past options.stepTimeout, or None (no query).
+def step_timeout_breach(step: Step, options: WorkflowOptions, own: float | None = None) -> str | None:
+    """Why ``step`` is past its limit, or None (no query unless it ran that
+    long): ``own``, the step's own ``timeout`` (zenflow's), else
+    options.stepTimeout (agents/core/timeouts.py).
 
-    Counted from the step's start, like Temporal's start-to-close timeout:
-    what the step waits for counts (its tool tasks, a child run, a person's
-    approval), as everything counts against the run's timeout, except the
-    time it waited for a person to answer its questions (ask_person), which
-    a wait of its own bounds (ZENWEB_ASK_PERSON_TIMEOUT)."""
-    if options.step_timeout is None or step.started is None:
+    Counted from the start of the step's attempt, like Temporal's
+    start-to-close timeout: what the step waits for counts (its tool tasks,
+    a child run, a person's approval), as everything counts against the
+    run's timeout, except the time it waited for a person to answer its
+    questions (ask_person), which a wait of its own bounds
+    (ZENWEB_ASK_PERSON_TIMEOUT)."""
+    limit = step_limit(own, options.step_timeout)
+    if limit is None or step.started is None:
         return None
     now = timezone.now()
     ran = (now - step.started).total_seconds()
-    if ran < options.step_timeout:
+    if overdue(step.step_id, ran, limit) is None:
         return None
-    waited = step_waited(step, now)
-    ran -= waited
-    if ran < options.step_timeout:
-        return None
-    spent = f"ran {ran:.1f}s" + (f" (not counting {waited:.1f}s waiting for answers)" if waited else "")
-    return f"step {step.step_id} {spent}, past options.stepTimeout ({options.step_timeout:g}s)"
+    return overdue(step.step_id, ran, limit, step_waited(step, now))
+
+
+def own_timeout(run: Run, step: Step) -> float | None:
+    """The step's own ``timeout``, or None."""
+    found = step_at(workflow_spec(run.workflow), expansion.condition_path(step.step_id))
+    return found.timeout if found is not None else None
 
 
 def turn_deadline(run: Run, step: Step, options: WorkflowOptions) -> float | None:
     """The Unix time the run's or the step's timeout ends this turn, or None."""
     deadlines = [run_deadline(run, options)]
-    if options.step_timeout is not None and step.started is not None:
+    limit = step_limit(own_timeout(run, step), options.step_timeout)
+    if limit is not None and step.started is not None:
         waited = step_waited(step, timezone.now())
-        deadlines.append(step.started.timestamp() + options.step_timeout + waited)
+        deadlines.append(step.started.timestamp() + limit.seconds + waited)
     return min((d for d in deadlines if d is not None), default=None)
 
 
 def stopped_by_deadline(run: Run, step: Step, options: WorkflowOptions) -> bool:
     """Fail the run if it is past options.timeout, else the step if it is
-    past options.stepTimeout; True if either was."""
+    past its own timeout or options.stepTimeout; True if either was."""
     reason = timeout_breach(run, options)
     if reason is not None:
         apply_deadline(gates.DeadlinePassed("run", reason), run.pk)
         return True
-    reason = step_timeout_breach(step, options)
+    reason = step_timeout_breach(step, options, own_timeout(run, step))
     if reason is not None:
         apply_deadline(gates.DeadlinePassed("step", reason, step.step_id), run.pk, step.pk, step.attempt)
         return True
     return False
 
 
-def do_enforce_step_timeouts(run_id: int, options: WorkflowOptions) -> int:
-    """Fail the run's steps that are past options.stepTimeout (the sweeper's
-    check: a step can be stuck in a long model call, or wait for its tools);
-    how many. A worker's turn that comes back later finds its step failed
-    and records nothing."""
-    if options.step_timeout is None:
+def do_enforce_step_timeouts(
+    run_id: int, options: WorkflowOptions, own: Mapping[tuple[str, ...], float] | None = None
+) -> int:
+    """Fail the run's steps that are past their limit (the sweeper's check:
+    a step can be stuck in a long model call, or wait for its tools): their
+    own timeouts, ``own`` (agents.spec.lookup.own_timeouts), else
+    options.stepTimeout; how many. A worker's turn that comes back later
+    finds its step failed and records nothing."""
+    own = own or {}
+    limits = [seconds for seconds in (options.step_timeout, *own.values()) if seconds is not None]
+    if not limits:
         return 0
-    cutoff = timezone.now() - timedelta(seconds=options.step_timeout)
+    cutoff = timezone.now() - timedelta(seconds=min(limits))
     # Steps only: the coordinator lives as long as its run, and a loop as long as its iterations.
     late = Step.objects.filter(
         run_id=run_id, kind=Step.Kind.STEP, status=Step.Status.RUNNING, started__lt=cutoff
     ).order_by("position")
     failed = 0
     for step in late.only("pk", "step_id", "started", "attempt"):
-        reason = step_timeout_breach(step, options)
+        reason = step_timeout_breach(step, options, own.get(expansion.condition_path(step.step_id)))
         passed = gates.DeadlinePassed("step", reason or "", step.step_id)
         if reason is not None and apply_deadline(passed, run_id, step.pk, step.attempt):
             failed += 1

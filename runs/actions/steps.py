@@ -5,16 +5,18 @@ resumes of completed steps: resume.py."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from string import Template
 
 from django.db import transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
+from agents import expansion
 from agents.core import machine
 from agents.core.decisions import AwaitCalls, CompleteStep, DropMail, FailStep, NextTurn, StartSteps, WakeAgain
 from agents.core.happenings import ToolUse, TurnAnswered, TurnDue, WakeCount
+from agents.core.retries import model_call_retries
 from agents.events import Event as RuntimeEvent
 from agents.events import ListSink
 from agents.events.run_events import AgentWake, MaxWakeCyclesWarning, StepEnd
@@ -32,6 +34,7 @@ from agents.runner import (
     step_prompt,
 )
 from agents.spec import AgentSpec, WorkflowOptions, WorkflowSpec
+from agents.spec.lookup import step_at
 from agents.tools import Tool, ToolRegistry
 from runs import leases, queue
 from runs.actions.budgets import has_run_limits
@@ -172,6 +175,7 @@ def _prepare(
     agent_turn.empty_answer_retries = spec.options.max_empty_answer_retries
     registry, tools = step_tools(spec, step)
     request = build_request(agent_turn, tools, inbox, deadline=turn_deadline(run, step, spec.options))
+    request = replace(request, max_retries=_call_retries(spec, step.step_id))
     journal = DjangoToolJournal(step.pk, owner, outside_transaction=True)
     taken = _Turn(step, turn, owner, spec, agent_turn, request, inbox, registry, tools, journal, uow)
     taken.env.journal = journal
@@ -498,3 +502,10 @@ def _complete_step(step: Step, output: str, router: MessageRouter) -> None:
         schedule_after_commit(step.run_id)  # a loop moved on
     else:
         schedule_after_commit(step.run_id, finished=step)
+
+
+def _call_retries(spec: WorkflowSpec, step_id: str) -> int | None:
+    """How often a step's model call is tried again after a transient
+    provider error: its own ``maxRetries``, else ``options.maxRetries``."""
+    own = step_at(spec, expansion.condition_path(step_id))
+    return model_call_retries(own.max_retries if own is not None else None, spec.options.max_retries)

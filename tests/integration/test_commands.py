@@ -170,8 +170,7 @@ def test_validate_and_register_print_what_zenweb_accepts_but_does_not_run_yet(da
     registered = manage(data_dir, "register_workflow", str(path))
 
     warnings = [
-        f"{path}:14: steps[1].timeout: warning: accepted; not run by zenweb yet: a step's own timeout "
-        "(options.stepTimeout is run)",
+        f"{path}:13: steps[1].loop.delay: warning: accepted; not run by zenweb yet: a delay between iterations",
     ]
     assert (checked.returncode, checked.stdout.splitlines()[1:]) == (0, warnings)
     assert (registered.returncode, registered.stdout.splitlines()) == (0, ["registered not-run-yet v1", *warnings])

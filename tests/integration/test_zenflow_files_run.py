@@ -6,6 +6,8 @@ no run."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from agents.events.registry import parse
@@ -15,6 +17,7 @@ from runs.actions.tooling import workspace_of
 from runs.models import Approval, Run
 from runs.templatetags.event_summary import summary_of
 from tests.conftest import register, wait_for, wait_for_run
+from tests.runtime.openai_requests import RETRY_SOON
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -125,6 +128,30 @@ def test_a_step_that_fails_every_attempt_fails_after_its_retries(celery_worker):
     assert run.status == Run.Status.FAILED
 
 
+def test_a_step_s_own_timeout_fails_it_naming_the_timeout_and_others_keep_the_workflow_s(celery_worker):
+    run = wait_for_run(do_create_run(register("zenflow/own_timeout"), {}), timeout=60)
+
+    statuses = dict(run.steps.exclude(kind="coordinator").values_list("step_id", "status"))
+    assert statuses == {"slow": "failed", "after": "skipped", "roomy": "completed"}
+    slow = run.steps.get(step_id="slow")
+    assert re.fullmatch(r"step slow ran \d+\.\ds, past timeout \(0\.5s\)", slow.error)
+    assert (slow.turns, slow.output) == (0, "")  # the late answer is not the step's
+
+
+def test_a_step_s_max_retries_and_the_workflow_s_bound_its_model_call_s_retries(celery_worker, openai_endpoint):
+    openai_endpoint.push_error(500, "The server had an error.", headers=RETRY_SOON)
+    openai_endpoint.push_text("One line.")
+    openai_endpoint.push_error(500, "The server had an error.", headers=RETRY_SOON)
+    openai_endpoint.push_text("never asked for")
+
+    run = wait_for_run(do_create_run(register("zenflow/model_retries"), {}))
+
+    patient, hasty = run.steps.get(step_id="patient"), run.steps.get(step_id="hasty")
+    assert (patient.status, patient.output) == ("completed", "One line.")
+    assert hasty.status == "failed" and "500" in hasty.error
+    assert len(openai_endpoint.requests) == 3
+
+
 def test_a_run_of_a_file_using_what_zenweb_does_not_run_yet_is_refused_naming_field_step_and_line():
     workflow = register("zenflow/not_run")
 
@@ -134,7 +161,7 @@ def test_a_run_of_a_file_using_what_zenweb_does_not_run_yet_is_refused_naming_fi
     message = str(caught.value)
     assert message.endswith(
         "uses what zenweb does not run yet, so no run starts: "
-        "steps[1].timeout (step deploy, line 14): a step's own timeout (options.stepTimeout is run)"
+        "steps[1].loop.delay (step deploy, line 13): a delay between iterations"
     )
     assert not Run.objects.exists()
 

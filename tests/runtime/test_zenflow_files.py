@@ -231,17 +231,15 @@ def test_an_expression_that_subtracts_a_hyphenated_step_id_is_a_warning_saying_h
 
 
 def test_what_is_not_run_yet_is_a_warning_with_its_line_and_refuses_a_run_naming_field_step_and_line(tmp_path):
-    text = VALID["step-retries"]
+    text = VALID["loop-repeat-until"]
     spec = load_workflow(write(tmp_path, text))
 
-    # A step's retries run; its own timeout does not yet.
     assert [str(w) for w in workflow_warnings(spec, text, "w.yaml")] == [
-        "w.yaml:3: steps[0].timeout: warning: accepted; not run by zenweb yet: a step's own timeout "
-        "(options.stepTimeout is run)",
+        "w.yaml:7: steps[0].loop.delay: warning: accepted; not run by zenweb yet: a delay between iterations",
     ]
     assert not_run_refusal(spec, text, "w.yaml") == (
         "w.yaml uses what zenweb does not run yet, so no run starts: "
-        "steps[0].timeout (step deploy, line 3): a step's own timeout (options.stepTimeout is run)"
+        "steps[0].loop.delay (step cycle, line 7): a delay between iterations"
     )
 
 
@@ -253,6 +251,8 @@ def test_a_file_zenweb_runs_in_full_has_no_warning(tmp_path):
         "loop-foreach-static",
         "loop-untilagent",
         "step-model-override",
+        "step-retries",  # a step's retries, and its own timeout
+        "retries-and-sampling",  # maxRetries of a step and of the workflow
     ):
         spec = load_workflow(write(tmp_path, VALID[case], f"{case}.yaml"))
         assert workflow_warnings(spec, VALID[case], case) == [], case
