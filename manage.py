@@ -1,16 +1,7 @@
 #!/usr/bin/env python
-"""Django's command-line utility for zenweb."""
+"""Django's command-line utility for zenweb (installed, it is `zenweb`)."""
 
-import os
-import sys
-
-
-def main() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "zenweb.settings")
-    from django.core.management import execute_from_command_line
-
-    execute_from_command_line(sys.argv)
-
+from zenweb.cli import main
 
 if __name__ == "__main__":
     main()

@@ -22,7 +22,17 @@ from zenweb.env import env_bool, env_float, env_int, env_str
 from zenweb.private_files import keep_first, private_dir, private_file
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-DATA_DIR = private_dir(Path(env_str("ZENWEB_DATA_DIR", str(BASE_DIR / "var"))))
+
+
+def _default_data_dir() -> Path:
+    """var/ in a checkout; installed from the wheel (no manage.py beside the
+    packages), the user's data directory rather than site-packages."""
+    if (BASE_DIR / "manage.py").is_file():
+        return BASE_DIR / "var"
+    return Path(env_str("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "zenweb"
+
+
+DATA_DIR = private_dir(Path(env_str("ZENWEB_DATA_DIR") or _default_data_dir()))
 
 # Off unless asked for, embedded too: a debug page shows settings, paths and
 # tracebacks to anyone who can cause one (a 3 MB POST to /login/ is enough),
