@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from agents.events import EventSink
 from agents.events.tool_events import ToolCreated, ToolRegistered, WorkflowCreated
+from agents.redaction import Redactor
 from agents.spec import WorkflowValidationError
 from agents.tools import Tool, ToolContext, ToolError
 from agents.tools.builtin.created import ToolSpec, created_tool
@@ -82,8 +84,10 @@ def check_new_tool(run: Run, spec: ToolSpec) -> None:
 def propose_tool(run: Run, ctx: ToolContext, spec: ToolSpec, tried: tuple[int, str], sink: EventSink) -> int:
     """Store the tool with its example's exit code and output (``tried``)
     and ask a person to approve it; the approval's id."""
-    exit_code, output = tried
-    data = spec.model_dump(mode="json")
+    # As every tool outcome is: no known secret reaches the approver or the page.
+    redact = Redactor(settings.ZENWEB_SECRET_VALUES)
+    exit_code, output = tried[0], redact.text(tried[1])
+    data = redact.data(spec.model_dump(mode="json"))
     tool = CreatedTool.objects.create(
         name=spec.name,
         spec=data,

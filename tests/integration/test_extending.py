@@ -159,3 +159,23 @@ def test_create_workflow_is_refused_in_chat_mode(celery_worker, owner):
     assert [ok for ok, _ in results(run, "create_workflow")] == [False, False]
     assert "create_workflow works in code mode only" in results(run, "create_workflow")[0][1]
     assert not Workflow.objects.filter(name="haiku_writer").exists()
+
+
+@pytest.mark.sandbox
+def test_a_known_secret_in_the_examples_output_never_reaches_the_approver(celery_worker, owner, settings):
+    settings.ZENWEB_SECRET_VALUES = ["hello, Paris"]
+
+    run = finished("toolsmith", owner)
+
+    approval = Approval.objects.get(run=run, kind="new_tool")
+    tool = CreatedTool.objects.get(approval=approval)
+    stored = json.dumps([approval.arguments, tool.spec, tool.example_output, results(run, "create_tool")])
+    assert "hello, Paris" not in stored
+    assert tool.example_output.startswith("exit code: 0\n[redacted]\n")
+
+
+def test_a_workflow_may_not_offer_itself_under_a_created_tools_name(owner):
+    CreatedTool.objects.create(name="summarize_topic", spec={}, example_exit_code=0, created_by=owner)
+
+    with pytest.raises(WorkflowValidationError, match="'summarize_topic' is the name of a tool a coordinator created"):
+        register("tools/summarize_topic")

@@ -85,11 +85,13 @@ def input_data(arguments: dict[str, Any]) -> dict[str, str]:
     return {INPUT_VARIABLE: text}
 
 
-def run_spec(ctx: ToolContext, spec: ToolSpec, arguments: dict[str, Any]) -> CommandRun:
-    """Run ``spec``'s command on ``arguments`` in the run's sandbox and workspace."""
+def run_spec(ctx: ToolContext, spec: ToolSpec, arguments: dict[str, Any], timeout: int | None = None) -> CommandRun:
+    """Run ``spec``'s command on ``arguments`` in the run's sandbox and
+    workspace, for ``timeout`` seconds (the spec's own if None)."""
     if ctx.workspace is None:
         raise ToolError(f"{spec.name} cannot run here: no workspace", kind="unavailable", action="finish")
-    return run_command(ctx, spec.command, spec.timeout, str(ctx.workspace), input_data(arguments))
+    seconds = timeout or spec.timeout
+    return run_command(ctx, spec.command, seconds, str(ctx.workspace), input_data(arguments))
 
 
 def created_tool(spec: ToolSpec) -> Tool:

@@ -4,7 +4,8 @@ Both are the coordinator's, in code mode only (the run store refuses them in
 chat mode, as it refuses a name already taken). ``create_workflow`` checks
 its YAML as ``validate_workflow`` does and registers it as the next version
 of its name, offered in the catalog. ``create_tool`` tries the new tool once
-on its example in run_shell's sandbox; a failing example is refused, else
+on its example in run_shell's sandbox (for at most MAX_EXAMPLE_SECONDS,
+inside the coordinator's turn); a failing example is refused, else
 the tool waits for a person's approval, which shows its spec and the
 example's output, and only then do later runs' agents that list it get it.
 """
@@ -20,6 +21,9 @@ from agents.tools.builtin.created import ToolSpec, run_spec
 from agents.tools.results import ToolAnswer
 
 MAX_WORKFLOW_CHARS = 100_000
+# The longest an example may run: the coordinator's turn holds its run's
+# lock meanwhile (on SQLite, the database's write lock).
+MAX_EXAMPLE_SECONDS = 20
 # How much of the example's output the approver is shown, and the model told.
 MAX_EXAMPLE_OUTPUT_CHARS = 4_000
 
@@ -101,9 +105,13 @@ def _create_tool(ctx: ToolContext, args: CreateToolArgs) -> ToolAnswer:
     spec = args.spec
     host.check_new_tool(ctx, spec)
     try:
-        tried = run_spec(ctx, spec, spec.example_input)
+        tried = run_spec(ctx, spec, spec.example_input, timeout=min(spec.timeout, MAX_EXAMPLE_SECONDS))
     except ToolError as exc:
-        raise ToolError(f"refused: the example of {spec.name} did not run to its end: {exc}", cause=exc) from None
+        raise ToolError(
+            f"refused: the example of {spec.name} did not run to its end (an example has at most "
+            f"{MAX_EXAMPLE_SECONDS} s): {exc}",
+            cause=exc,
+        ) from None
     output = _bounded(tried.text)
     if tried.exit_code != 0:
         raise ToolError(
