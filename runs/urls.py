@@ -17,6 +17,7 @@ urlpatterns = [
     path("runs/<int:run_id>/graph/", views.run_graph, name="graph"),
     path("runs/<int:run_id>/approvals/", views.run_approvals, name="run-approvals"),
     path("runs/<int:run_id>/approvals/<int:approval_id>/decide/", views.run_approval_decide, name="run-decide"),
+    path("runs/<int:run_id>/questions/<int:approval_id>/answer/", views.run_question_answer, name="run-answer"),
     path("runs/<int:run_id>/events/", views.run_events, name="events"),
     path("runs/<int:run_id>/export.json", views.run_export, name="export"),
     path("runs/export/events.schema.json", views.export_events_schema, name="export-events-schema"),
@@ -28,5 +29,6 @@ urlpatterns = [
     path("catalog/register/", views.workflow_register, name="register"),
     path("approvals/", views.approval_list, name="approvals"),
     path("approvals/<int:approval_id>/decide/", views.approval_decide, name="decide"),
+    path("questions/<int:approval_id>/answer/", views.question_answer, name="answer"),
     path("claims/", views.claim_list, name="claims"),
 ]

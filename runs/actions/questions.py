@@ -179,12 +179,13 @@ def settle_question(approval: Approval, decision: questions.AnswerCall, uow: Uni
         answered_by=decision.by if decision.answered else None,
         reason=None if decision.answered else decision.reason,
     )
+    waited = int((timezone.now() - approval.created).total_seconds() * 1000)  # how long the person took
     delivered = deliver_result(
         call,
         result.model_dump_json(exclude_none=True),
         status=ToolCall.Status.DONE,
         event=ToolResult,
-        event_data={"approval_id": approval.pk, "status": status, "ok": True, "name": call.name},
+        event_data={"approval_id": approval.pk, "status": status, "ok": True, "name": call.name, "duration_ms": waited},
     )
     if delivered is not None:
         uow.sink.emit(delivered)

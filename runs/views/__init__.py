@@ -9,6 +9,7 @@ from runs.views.control import run_resume
 from runs.views.demo import run_demo
 from runs.views.events import run_events
 from runs.views.export import export_events_schema, run_export
+from runs.views.questions import question_answer, run_question_answer
 from runs.views.replay import run_replay
 from runs.views.run_approvals import run_approval_decide, run_approvals
 from runs.views.runs import catalog, run_cancel, run_detail, run_graph, run_list, run_start, step_transcript
@@ -25,6 +26,8 @@ __all__ = [
     "export_events_schema",
     "run_approval_decide",
     "run_approvals",
+    "question_answer",
+    "run_question_answer",
     "run_cancel",
     "run_demo",
     "run_detail",

@@ -10,9 +10,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
-from runs.actions.approvals import PERMISSION, ApprovalError, decision_refusal, do_decide, do_lapse_expired
+from runs.actions.approvals import PERMISSION, ApprovalError, do_decide, do_lapse_expired
 from runs.models import Approval
 from runs.views.htmx_requests import HtmxHttpRequest
+from runs.views.run_approvals import refusal_for
 
 
 @require_safe
@@ -28,7 +29,7 @@ def approval_list(request: HtmxHttpRequest) -> HttpResponse:
     context = {
         # Each with why this person may not decide it ("" if they may): the form is only for those who may.
         "pending": [
-            (approval, decision_refusal(request.user, approval))
+            (approval, refusal_for(request.user, approval))
             for approval in approvals.filter(status=Approval.Status.PENDING).order_by("created")
         ],
         "decided": list(approvals.exclude(status=Approval.Status.PENDING).order_by("-decided_at")[:50]),

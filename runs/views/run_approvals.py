@@ -14,6 +14,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
 from runs.actions.approvals import ApprovalError, decision_refusal, do_decide
+from runs.actions.questions import answer_refusal
 from runs.models import Approval, Run
 from runs.views.access import run_for_user
 from runs.views.htmx_requests import HtmxHttpRequest
@@ -36,7 +37,7 @@ def approvals_context(run: Run, user, *, refusal: str = "") -> dict:
     # One query for a run that asked for none (most runs), whose page loads this too.
     approvals = list(run.approvals.select_related("requested_by").prefetch_related("decisions__user").order_by("pk"))
     pending = [
-        Waiting(approval, decision_refusal(user, approval))
+        Waiting(approval, refusal_for(user, approval))
         for approval in approvals
         if approval.status == Approval.Status.PENDING
     ]
@@ -46,6 +47,13 @@ def approvals_context(run: Run, user, *, refusal: str = "") -> dict:
         reverse=True,
     )[:DECIDED_SHOWN]
     return {"run": run, "pending_approvals": pending, "decided_approvals": decided, "decide_error": refusal}
+
+
+def refusal_for(user, approval: Approval) -> str:
+    """Why ``user`` may not decide ``approval`` (or, a question, answer it); "" if they may."""
+    if approval.kind == Approval.Kind.QUESTION:
+        return answer_refusal(user, approval)
+    return decision_refusal(user, approval)
 
 
 @require_safe

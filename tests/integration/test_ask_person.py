@@ -148,3 +148,27 @@ def test_cancelling_the_run_ends_the_wait(celery_worker, owner):
     assert call.status == "done" and json.loads(call.result)["answered"] is False
     refused = post(api(owner), f"/api/questions/{question.pk}/answer", {"answer": "red"})
     assert (refused.status_code, refused.json()) == (409, {"error": f"question {question.pk} is already lapsed"})
+
+
+def test_the_pages_offer_the_answer_only_to_those_who_may_give_it(celery_worker, client, owner, teammate, staff):
+    run = do_create_run(register("ask/ask_colour"), {}, user=owner)
+    question = asked(run)
+    answer_url = f"/runs/{run.pk}/questions/{question.pk}/answer/"
+
+    client.force_login(teammate)
+    assert client.post(answer_url, {"answer": "red"}).status_code == 404
+    assert client.post(f"/questions/{question.pk}/answer/", {"answer": "red"}).status_code == 404
+    client.force_login(staff)
+    card = client.get(f"/runs/{run.pk}/approvals/").content.decode()
+    assert "Which colour should the &lt;b&gt;fence&lt;/b&gt; be?" in card
+    assert 'name="answer"' not in card and "may answer it" in card
+    client.force_login(owner)
+    card = client.get(f"/runs/{run.pk}/approvals/").content.decode()
+    assert '<button type="submit" name="answer" value="red">red</button>' in card
+
+    refused = client.post(answer_url, {"answer": "green"}, headers={"HX-Request": "true"}).content.decode()
+    assert "the answer must be one of the options: red, blue" in refused
+    client.post(answer_url, {"answer": "red"})
+    assert wait_for_run(run).status == Run.Status.COMPLETED
+    question.refresh_from_db()
+    assert (question.status, question.decisions.get().user) == ("answered", owner)
