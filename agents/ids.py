@@ -42,7 +42,7 @@ PartKind = Literal["step", "include", "repeat", "each"]
 ContainerKind = Literal["loop", "include"]
 ResolutionKind = Literal["exact", "bare", "container", "unknown"]
 
-_PART = re.compile(r"(?P<id>[a-z][a-z0-9_-]{0,63})(?:\[(?P<each>\d+)\])?")
+_PART = re.compile(r"(?P<id>[a-zA-Z][a-zA-Z0-9_-]{0,63})(?:\[(?P<each>\d+)\])?")
 _INDEX = re.compile(r"\d+")
 
 

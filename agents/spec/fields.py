@@ -9,7 +9,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, StringConstraints
 from pydantic.alias_generators import to_camel
 
-STEP_ID_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
+# Step ids as zenflow's (capitals allowed), at most 64 characters (the
+# runtime id's column); names of tools and the like stay lowercase.
+STEP_ID_PATTERN = r"^[a-zA-Z][a-zA-Z0-9_-]{0,63}$"
+NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
 INPUT_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 MAX_STEPS = 100
 MAX_DESCRIPTION = 2000
@@ -26,11 +29,13 @@ DEFAULT_FOR_EACH_CONCURRENCY = 5
 # Hints for empty answers before the step fails (options.maxEmptyAnswerRetries).
 DEFAULT_EMPTY_ANSWER_RETRIES = 2
 PATTERN_HINTS = {
-    STEP_ID_PATTERN: "use lowercase letters, digits, '_' and '-', starting with a letter, at most 64 characters",
+    STEP_ID_PATTERN: "use letters, digits, '_' and '-', starting with a letter, at most 64 characters",
+    NAME_PATTERN: "use lowercase letters, digits, '_' and '-', starting with a letter, at most 64 characters",
     INPUT_NAME_PATTERN: "use lowercase letters, digits and '_', starting with a letter, at most 64 characters",
 }
 
-Name = Annotated[str, StringConstraints(pattern=STEP_ID_PATTERN)]
+StepId = Annotated[str, StringConstraints(pattern=STEP_ID_PATTERN)]
+Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 InputName = Annotated[str, StringConstraints(pattern=INPUT_NAME_PATTERN)]
 Provider = Literal["scripted", "openai"]
 OnStepFailure = Literal["cascade", "skip-dependents", "abort"]

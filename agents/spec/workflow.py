@@ -23,6 +23,7 @@ from agents.spec.fields import (
     Name,
     Seconds,
     SpecModel,
+    StepId,
 )
 from agents.spec.inputs import InputSpec
 from agents.spec.options import ApprovalPolicy, CoordinatorPolicy, ToolExposure, WorkflowOptions
@@ -105,7 +106,7 @@ class StepSpec(SpecModel):
     substituted). The loader puts the parsed file in ``included``.
     """
 
-    id: Name
+    id: StepId
     agent: str | None = None
     instructions: str = ""
     # This step's model, in place of its agent's (zenflow's step model).

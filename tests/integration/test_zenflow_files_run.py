@@ -69,6 +69,19 @@ def test_a_condition_that_fails_under_abort_lapses_approvals_and_cancels_child_r
     assert run.status == Run.Status.PARTIAL
 
 
+def test_step_ids_with_capitals_run_as_zenflow_s_do(celery_worker):
+    run = wait_for_run(do_create_run(register("zenflow/capitals"), {}), timeout=60)
+
+    statuses = dict(run.steps.exclude(kind="coordinator").values_list("step_id", "status"))
+    assert statuses == {
+        "Build": "completed",
+        "Deploy-Prod": "completed",
+        "Review": "completed",
+        "Review.0.Check": "completed",
+    }
+    assert run.status == Run.Status.COMPLETED
+
+
 def test_a_cel_until_ends_its_loop_and_the_step_after_it_runs(celery_worker):
     run = wait_for_run(do_create_run(register("zenflow/until"), {}), timeout=60)
 

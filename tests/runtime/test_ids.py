@@ -25,13 +25,18 @@ def test_it_parses_a_nested_runtime_id_into_its_chain():
     assert ids.format_id(parts) == "outer.1.inner[0].staging.x"
 
 
+def test_it_parses_step_ids_with_capitals_as_zenflow_writes_them():
+    assert ids.parse("Review.1.Fix-Tests") == [Part("Review", "repeat", 1), Part("Fix-Tests", "step")]
+    assert ids.parse("Deploy[0].Ship") == [Part("Deploy", "each", 0), Part("Ship", "step")]
+
+
 def test_it_parses_a_top_level_id_and_an_iteration_prefix():
     assert ids.parse("draft") == [Part("draft", "step")]
     assert ids.parse("refine.0") == [Part("refine", "repeat", 0)]
     assert ids.parse("deploy[3]") == [Part("deploy", "each", 3)]
 
 
-@pytest.mark.parametrize("text", ["", "Draft", "0.draft", "refine..draft", "refine.0.1", "deploy[x].ship"])
+@pytest.mark.parametrize("text", ["", "_draft", "draft!", "0.draft", "refine..draft", "refine.0.1", "deploy[x].ship"])
 def test_it_refuses_text_that_is_not_a_runtime_id(text):
     with pytest.raises(ValueError, match="not a runtime id"):
         ids.parse(text)

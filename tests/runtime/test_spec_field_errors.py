@@ -42,7 +42,7 @@ def test_it_rejects_a_step_id_that_breaks_the_pattern(tmp_path):
 
     assert problems(path) == [
         (
-            f"{path}:4: steps[0].id: invalid name 'Write Draft': use lowercase letters, "
+            f"{path}:4: steps[0].id: invalid name 'Write Draft': use letters, "
             "digits, '_' and '-', starting with a letter, at most 64 characters"
         )
     ]
