@@ -17,6 +17,7 @@ from agents.tools import default_registry
 from runs.actions import do_create_run
 from runs.models import Approval, CreatedTool, Run, Workflow
 from tests.conftest import assert_gapless, register, wait_for_run
+from tests.integration.api_client import api, post
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -91,13 +92,21 @@ def test_a_tool_created_in_code_mode_is_approved_then_called_sandboxed_by_a_late
 
 
 @pytest.mark.sandbox
-def test_a_rejected_tool_is_never_offered(celery_worker, owner, approver):
-    from runs.actions.approvals import do_decide
-
+def test_a_tool_rejected_over_the_api_is_never_offered(celery_worker, owner, approver):
     run = finished("toolsmith", owner)
-    approval = Approval.objects.get(run=run, kind="new_tool")
+    client = api(approver)
+    [listed] = client.get("/api/approvals?status=pending").json()["approvals"]
+    assert (listed["kind"], listed["what"]) == ("new_tool", "new tool city_greeting")
+    assert listed["arguments"]["spec"]["example_input"] == {"city": "Paris"}
+    assert "hello, Paris" in listed["arguments"]["example_output"]
 
-    do_decide(approval.pk, approver, "reject", "no new tools this week")
+    answer = post(
+        client,
+        f"/api/approvals/{listed['id']}/decide",
+        {"decision": "reject", "reason": "no new tools this week", "arguments_hash": listed["arguments_hash"]},
+    )
+
+    assert (answer.status_code, answer.json()["status"]) == (200, "rejected")
 
     assert CreatedTool.objects.get(name="city_greeting").status == "rejected"
     assert run.events.filter(type="tool_registered", data__status="rejected").exists()
