@@ -62,7 +62,7 @@ def start_run(self: Task, run_id: int) -> None:
     except Exception as exc:
         if connection_lost(exc):
             retry_after(self, exc)
-        log.exception("starting run %s failed", run_id)
+        log.exception("starting run %s failed", run_id, extra={"run_id": run_id})
         actions.do_fail_run(run_id, f"could not start: {type(exc).__name__}: {exc}")
     else:
         _continue_eagerly(follow)

@@ -8,6 +8,11 @@ import os
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "zenweb.settings")
+
+from zenweb import telemetry  # noqa: E402
+
+# Before Django builds its handler: the Django instrumentation adds a middleware.
+telemetry.setup()
 django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402

@@ -13,6 +13,7 @@ from celery.signals import (
     task_prerun,
     worker_init,
     worker_process_init,
+    worker_process_shutdown,
     worker_ready,
     worker_shutdown,
 )
@@ -42,6 +43,23 @@ def _close_old_connections(**kwargs) -> None:
     from django.db import close_old_connections
 
     close_old_connections()
+
+
+@worker_init.connect
+def _set_up_tracing(**kwargs) -> None:
+    # In the worker's main process, before the pool forks: the SDK's export
+    # thread starts again in each child (docs/operations.md, "Traces").
+    from zenweb import telemetry
+
+    telemetry.setup()
+
+
+@worker_process_shutdown.connect
+@worker_shutdown.connect
+def _export_held_spans(**kwargs) -> None:
+    from zenweb import telemetry
+
+    telemetry.flush()
 
 
 @worker_init.connect

@@ -18,7 +18,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from zenweb.databases import postgres, serves_http
-from zenweb.env import env_bool, env_float, env_int, env_str
+from zenweb.env import env_bool, env_choice, env_float, env_int, env_str
 from zenweb.private_files import keep_first, private_dir, private_file
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -453,12 +453,29 @@ ZENWEB_RESUME_AFTER = env_float("ZENWEB_RESUME_AFTER", 120.0)
 # A run still pending this long has its start task queued again (0 = never).
 ZENWEB_REQUEUE_AFTER = env_float("ZENWEB_REQUEUE_AFTER", 60.0)
 
+# How log lines look: "line" (for people) or "json" (for a log pipeline).
+ZENWEB_LOG_FORMAT = env_choice("ZENWEB_LOG_FORMAT", ("line", "json"), "line")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     # When, how bad, where from, which process: a worker's line among many workers' in one journal.
-    "formatters": {"line": {"format": "%(asctime)s %(levelname)s %(name)s [%(process)d] %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "line"}},
+    "formatters": {
+        "line": {"format": "%(asctime)s %(levelname)s %(name)s [%(process)d] %(message)s"},
+        # ZENWEB_LOG_FORMAT=json: a JSON object a line, with the run, step,
+        # task and trace a line belongs to where known (zenweb/telemetry.py).
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(process)d %(message)s",
+        },
+    },
+    "filters": {"context": {"()": "zenweb.telemetry.LogContext"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": ZENWEB_LOG_FORMAT,
+            "filters": ["context"] if ZENWEB_LOG_FORMAT == "json" else [],
+        }
+    },
     "root": {"handlers": ["console"], "level": env_str("ZENWEB_LOG_LEVEL", "INFO")},
     "loggers": {
         "daphne": {"level": "WARNING"},

@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ValidationError
 
-from agents import bounded_json
+from agents import bounded_json, telemetry
 from agents.redaction import Redactor
 from agents.tools.base import INJECTED, Role, Tool, ToolContext, ToolError
 from agents.tools.errors import FailureKind, RetryHint, example_input, failure_text
@@ -93,7 +93,11 @@ class ToolRegistry:
         """Run one tool call; every failure is an outcome with a retry hint.
         Known secrets are redacted from what it returns, before anything
         stores it or sends it to the model."""
-        outcome = self._call(ctx, name, raw_arguments, allowed)
+        with telemetry.tool_span(name, ctx.meta.tool_call_id, ctx.run_id, ctx.step_id) as span:
+            outcome = self._call(ctx, name, raw_arguments, allowed)
+            telemetry.tool_outcome(
+                span, ok=outcome.ok, pending=outcome.pending, queued=outcome.queued, error_kind=outcome.error_kind
+            )
         if not self.redactor:
             return outcome
         redact = self.redactor

@@ -33,6 +33,7 @@ from agents.handler import (
 from agents.llm import ProviderError, build_provider
 from runs.actions.catalog import InputError, workflow_spec
 from runs.actions.command_results import NEEDS_APPROVAL, workflow_args
+from runs.actions.common import traced
 from runs.actions.lifecycle import TooManyRuns, active_runs_refusal, do_create_run
 from runs.actions.offers import offered_workflows
 from runs.models import Command, Event, Run, Workflow
@@ -70,7 +71,7 @@ def do_command(
     if refusal:  # before the model is asked: its selection could start nothing
         raise TooManyRuns(refusal)
     try:
-        completion = build_provider(None).complete(plan.request)
+        completion = traced(build_provider(None)).complete(plan.request)
         selection = parse_selection(completion.content, text)
     except ProviderError as exc:
         # An endpoint that answered with an error status is no network error.

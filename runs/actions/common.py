@@ -3,6 +3,7 @@ its resume rule, and storing a turn."""
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from agents import expansion, ids
+from agents import expansion, ids, telemetry
 from agents.core import machine
 from agents.core.decisions import DropMessage, ResumeStep
 from agents.core.happenings import ForwardToEnded
@@ -18,6 +19,7 @@ from agents.events import Event as RuntimeEvent
 from agents.events import EventSink
 from agents.events.run_events import ResumeStarted
 from agents.llm import Provider, build_provider
+from agents.redaction import Redactor
 from agents.router import DropReason, MailboxStore, MessageRouter, Rejection, Resolver, RouterMessage
 from agents.runner import TurnResult
 from agents.spec import AgentSpec, WorkflowSpec
@@ -156,7 +158,20 @@ def agent_of(spec: WorkflowSpec, step: Step) -> AgentSpec:
 
 def provider_for(agent: AgentSpec) -> Provider:
     """The model provider an agent is configured for (scripted unless told)."""
-    return build_provider(agent.provider, model=agent.model, script=agent.script)
+    return traced(build_provider(agent.provider, model=agent.model, script=agent.script))
+
+
+def traced(provider: Provider) -> Provider:
+    """``provider``, each of its calls a ``chat`` span where this process
+    traces (docs/operations.md), with the known secrets redacted."""
+    if not telemetry.tracing():
+        return provider
+    return telemetry.TracedProvider(provider, _redactor(), telemetry.capture_content())
+
+
+@functools.cache
+def _redactor() -> Redactor:
+    return Redactor(settings.ZENWEB_SECRET_VALUES)
 
 
 def save_turn(step: Step, result: TurnResult, *, next_turn_queued: bool = False) -> int:

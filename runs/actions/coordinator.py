@@ -15,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents import coordinator_prompts as prompts
+from agents import telemetry
 from agents.core import machine
 from agents.core.decisions import CoordinatorRounds, DropMail, FinishRun, LastRound
 from agents.core.happenings import CoordinatorAnswered, CoordinatorWoke
@@ -77,7 +78,9 @@ def do_coordinator_wake(run_id: int) -> None:
             if run.status != Run.Status.RUNNING:
                 return
             seen = run.wake_requests
-            if _wake(coordinator, steps, inbox):
+            with telemetry.agent_span(run.trace_context, run_id, COORDINATOR, COORDINATOR):
+                ended = _wake(coordinator, steps, inbox)
+            if ended:
                 return
             if store().release_coordinator(run_id, unless_asked_since=seen):
                 schedule(run_id, idle=True)
@@ -94,7 +97,7 @@ def do_coordinator_wake(run_id: int) -> None:
     except Exception as exc:
         if connection_lost(exc):
             raise  # the task retries the wake (runs/tasks.py)
-        log.exception("coordinator wake of run %s failed", run_id)
+        log.exception("coordinator wake of run %s failed", run_id, extra={"run_id": run_id})
         do_fail_run(run_id, f"coordinator: internal error: {type(exc).__name__}: {exc}")
 
 

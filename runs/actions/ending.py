@@ -14,6 +14,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from agents import telemetry
 from agents.core import gates, machine
 from agents.core.decisions import coordinator_end
 from agents.core.happenings import ApprovalDecided
@@ -181,6 +182,9 @@ def _end_run(run: Run, uow: UnitOfWork, read: _Read = _UNREAD) -> None:
         lapse_pending(run.pk, f"the run ended {run.status}", uow)
     uow.sink.emit(RuntimeEvent.of(WorkflowEnd(status=run.status, result=run.result, error=run.error)))
     uow.flush()
+    if run.trace_context:  # the run's invoke_workflow span (its process traced when it was made)
+        span = (run.trace_context, run.pk, run.workflow.name, run.status, run.created)
+        transaction.on_commit(lambda: telemetry.end_workflow(*span))
     if left.children:
         cancel_children_after_commit(run)
     if left.command:

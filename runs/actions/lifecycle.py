@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from agents import expansion
+from agents import expansion, telemetry
 from agents.events import Event as RuntimeEvent
 from agents.events.run_events import WorkflowStart
 from agents.handler import mode_refusal
@@ -93,13 +93,25 @@ def do_create_run(
             if refusal:
                 raise TooManyRuns(refusal)
         made = {"workflow": workflow, "inputs": values, "created_by": user, "command": command, "mode": mode}
+        made["trace_context"] = telemetry.new_run_context()
         run = store().create_run(made)
         if spec.destructive:
             store().set_run_status(run, Run.Status.AWAITING_APPROVAL)
             request_workflow_approval(run)
         else:
-            queue.send_after_commit(queue.START_RUN, run.pk)
+            _start_after_commit(run)
     return run
+
+
+def _start_after_commit(run: Run) -> None:
+    """Queue the run's start when the transaction commits, the task's
+    publish in the run's trace (the worker's spans of the start join it)."""
+
+    def start() -> None:
+        with telemetry.in_run(run.trace_context):
+            queue.send(queue.START_RUN, run.pk)
+
+    transaction.on_commit(start, robust=True)
 
 
 def _lock_person(user) -> None:

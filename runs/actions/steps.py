@@ -12,7 +12,7 @@ from django.db import transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
-from agents import expansion
+from agents import expansion, telemetry
 from agents.core import machine
 from agents.core.decisions import AwaitCalls, CompleteStep, DropMail, FailStep, NextTurn, StartSteps, WakeAgain
 from agents.core.happenings import ToolUse, TurnAnswered, TurnDue, WakeCount
@@ -79,14 +79,21 @@ def do_step_turn(step_pk: int, turn: int) -> Eager | None:
     step = leases.claim_turn(step_pk, turn, owner)
     if step is None:
         return None
-    return _take_turn(step, turn, owner, EagerTurn(step, {}))
+    with _turn_span(step):
+        return _take_turn(step, turn, owner, EagerTurn(step, {}))
 
 
 def do_eager_turn(follow: EagerTurn) -> Eager | None:
     """Take the first turn of the step that a completion or a run's start
     just started and claimed for this worker (scheduling.EagerTurn), as
     do_step_turn takes a turn it claimed."""
-    return _take_turn(follow.step, 1, leases.worker_identity(), follow)
+    with _turn_span(follow.step):
+        return _take_turn(follow.step, 1, leases.worker_identity(), follow)
+
+
+def _turn_span(step: Step):
+    """The turn's ``invoke_agent`` span, in its run's trace."""
+    return telemetry.agent_span(step.run.trace_context, step.run_id, step.agent, step.step_id)
 
 
 @dataclass

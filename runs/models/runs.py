@@ -66,6 +66,10 @@ class Run(models.Model):
     parent_tool_call = models.ForeignKey(
         "ToolCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="child_runs"
     )
+    # The run's OpenTelemetry trace (agents/telemetry.py new_run_context):
+    # every span of the run, in any process, is parented on it. None when
+    # the process that made the run did not trace.
+    trace_context = models.JSONField(null=True, blank=True)
     # Not columns: how many steps the run has and how many ended with each
     # status, set on the rows the runs list shows (runs/views/runs.py).
     steps_total: int

@@ -23,9 +23,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = ("agents", "runs", "zenweb")
 # The most project modules a tool-less last turn may enter: what it enters
-# today (51 on SQLite, 53 on PostgreSQL, whose store has more dialect
-# modules). Lower it as the path shortens; never raise it.
-MOST_MODULES = 53
+# today (52 on SQLite, 54 on PostgreSQL, whose store has more dialect
+# modules; agents.telemetry, the turn's span, came with traces: issue #52).
+# Lower it as the path shortens; never raise it.
+MOST_MODULES = 54
 # The modules outside the store's SQL a tool-less last turn enters, on every
 # database (a map of the turn: docs/architecture.md, "One step turn").
 SAME_ON_BOTH = (
@@ -50,6 +51,7 @@ SAME_ON_BOTH = (
     "agents.runner.turn",
     "agents.sandbox",
     "agents.spec.agent",
+    "agents.telemetry",
     "agents.tools.base",
     "agents.tools.mcp.servers",
     "agents.tools.registry",
