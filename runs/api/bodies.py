@@ -4,20 +4,29 @@ of either."""
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from django.db.models import Count, Model, Q, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.http import urlencode
+from pydantic import BaseModel
 
 from agents.hidden_characters import escape_hidden, escaped_in, hidden_in
 from runs.actions.budgets import totals_of
 from runs.actions.command_results import coordinator_result
 from runs.api import schemas as s
-from runs.models import Approval, ApprovalDecision, Command, Event, Run, ToolCall
+from runs.models import Approval, ApprovalDecision, Command, Run
 
 T = TypeVar("T", bound=Model)
+B = TypeVar("B", bound=BaseModel)
+
+
+def copied(body: type[B], record: object, **computed: Any) -> B:
+    """``body`` with each field read from ``record``'s attribute of the same
+    name, but for the ``computed`` ones given."""
+    fields = {name: getattr(record, name) for name in body.model_fields if name not in computed}
+    return body.model_validate(fields | computed)
 
 
 def run_url(request: HttpRequest, run: Run) -> str:
@@ -25,19 +34,13 @@ def run_url(request: HttpRequest, run: Run) -> str:
 
 
 def run_summary(request: HttpRequest, run: Run) -> s.RunSummary:
-    return s.RunSummary(
-        id=run.pk,
+    return copied(
+        s.RunSummary,
+        run,
         url=run_url(request, run),
         workflow=run.workflow.name,
         version=run.workflow.version,
-        status=run.status,
-        mode=run.mode,
         created_by=run.created_by.get_username() if run.created_by else None,
-        created=run.created,
-        started=run.started,
-        finished=run.finished,
-        error=run.error,
-        result=run.result,
         stuck=run.stuck_reason if run.status in (Run.Status.PENDING, Run.Status.RUNNING) else "",
     )
 
@@ -56,38 +59,18 @@ def run_detail(request: HttpRequest, run: Run, after: int) -> s.RunDetail:
         steps=[s.StepOut.model_validate(step, from_attributes=True) for step in steps],
         claims=[s.ClaimOut.model_validate(claim, from_attributes=True) for claim in run.claims.all()],
         approvals=[
-            s.ApprovalBrief(
-                id=a.pk, status=a.status, kind=a.kind, step_id=a.step_id, what=a.what, hidden_characters=hidden(a)
-            )
-            for a in run.approvals.order_by("created", "pk")
+            copied(s.ApprovalBrief, a, hidden_characters=hidden(a)) for a in run.approvals.order_by("created", "pk")
         ],
-        tool_calls=[_tool_call(call) for call in run.tool_calls.select_related("step").order_by("id")],
+        tool_calls=[
+            copied(s.ToolCallOut, call, step_id=call.step.step_id)
+            for call in run.tool_calls.select_related("step").order_by("id")
+        ],
         tokens=s.TokenTotals.model_validate(totals_of(steps).as_data()),
         coordinator_result=coordinator_result(run, Command.objects.filter(run=run).first()),
-        events=[_event(e) for e in events],
+        events=[s.EventOut.model_validate(e, from_attributes=True) for e in events],
         next_after=events[-1].seq if events else after,
         more=more,
     )
-
-
-def _tool_call(call: ToolCall) -> s.ToolCallOut:
-    return s.ToolCallOut(
-        id=call.pk,
-        step_id=call.step.step_id,
-        tool_call_id=call.tool_call_id,
-        name=call.name,
-        status=call.status,
-        ok=call.ok,
-        error_kind=call.error_kind,
-        attempts=call.attempts,
-        duration_ms=call.duration_ms,
-        started=call.started,
-        finished=call.finished,
-    )
-
-
-def _event(event: Event) -> s.EventOut:
-    return s.EventOut(seq=event.seq, type=event.type, step_id=event.step_id, data=event.data, created=event.created)
 
 
 def page(request: HttpRequest, rows: QuerySet[T], limit: int) -> tuple[list[T], str | None]:
@@ -112,29 +95,14 @@ def approvals() -> QuerySet[Approval]:
 
 def approval(approval: Approval) -> s.ApprovalOut:
     """An approval read through ``approvals()`` (its count of approvals annotated)."""
-    return s.ApprovalOut(
-        id=approval.pk,
+    return copied(
+        s.ApprovalOut,
+        approval,
         run=approval.run_id,
         workflow=approval.run.workflow.name,
-        status=approval.status,
-        kind=approval.kind,
-        step_id=approval.step_id,
-        what=approval.what,
-        why=approval.why,
-        arguments=approval.arguments,
-        actions=approval.actions,
-        arguments_hash=approval.arguments_hash,
         requested_by=approval.requested_by.get_username() if approval.requested_by else None,
-        created=approval.created,
-        expires_at=approval.expires_at,
-        decided_at=approval.decided_at,
-        reason=approval.reason,
-        required_approvals=approval.required_approvals,
         approvals=approval.approved,  # type: ignore[attr-defined]
-        decisions=[
-            s.DecisionOut(user=d.user.get_username(), decision=d.decision, reason=d.reason, created=d.created)
-            for d in approval.decisions.all()
-        ],
+        decisions=[copied(s.DecisionOut, d, user=d.user.get_username()) for d in approval.decisions.all()],
         hidden_characters=hidden(approval),
         escaped=s.ApprovalEscaped(
             what=escape_hidden(approval.what),
