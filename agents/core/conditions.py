@@ -33,7 +33,7 @@ def first_unmet(state: RunState, start: tuple[str, ...]) -> SkipStep | FailStep 
             if cel.evaluate_bool(expression, variables(state, step_id)):
                 continue
         except cel.CelMissingData as exc:
-            return SkipStep(step_id, f"condition read what no finished step gave ({exc})")
+            return SkipStep(step_id, f"condition read what no finished step gave ({exc})", missing_data=True)
         except cel.CelError as exc:
             return FailStep(step_id, f"condition: {exc}")
         return SkipStep(step_id, f"condition false: {expression}")

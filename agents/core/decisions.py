@@ -32,10 +32,13 @@ class StopSteps:
 class SkipStep:
     """Pending step ``step_id`` does not run: its ``condition`` is false (or
     reads what no finished step gave), said in its step_skipped event as
-    ``reason``. Its dependents go on as after a completed step."""
+    ``reason``. Its dependents go on as after a completed step.
+    ``missing_data``: the condition read what no finished step gave (zenflow
+    says so in a ``message`` too)."""
 
     step_id: str
     reason: str
+    missing_data: bool = False
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,9 @@ EventType = Literal[
     "resume_started",
     "resume_completed",
     "resume_failed",
+    "resume_queued",
+    "transcript_sealed",
+    "message",
     # zenweb's own, in the same style
     "step_cancelled",
     "step_retry",

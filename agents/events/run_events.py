@@ -149,6 +149,35 @@ class ResumeStarted(EventData):
     resume: int
 
 
+class ResumeQueued(EventData):
+    """A forward to a step being resumed joins the resume under way
+    (zenflow's): ``message_id`` waits for resume ``resume``'s next turn."""
+
+    type: Literal["resume_queued"] = "resume_queued"
+    message_id: str
+    sender: str
+    resume: int
+
+
+class TranscriptSealed(EventData):
+    """A step's stored transcript is past the cap a resume reads
+    (ZENWEB_MAX_TRANSCRIPT_BYTES): it is not resumed again (zenflow's
+    ``transcript_sealed``, said once per step)."""
+
+    type: Literal["transcript_sealed"] = "transcript_sealed"
+    reason: str
+    error: str
+
+
+class Message(EventData):
+    """A note of the run for the people reading it (zenflow's ``message``):
+    what zenweb did that no other event says, ``reason`` its kind."""
+
+    type: Literal["message"] = "message"
+    text: str
+    reason: str
+
+
 class ResumeCompleted(EventData):
     type: Literal["resume_completed"] = "resume_completed"
     reply: str
@@ -294,8 +323,11 @@ PAYLOADS: tuple[type[EventData], ...] = (
     AgentWake,
     MaxWakeCyclesWarning,
     ResumeStarted,
+    ResumeQueued,
     ResumeCompleted,
     ResumeFailed,
+    TranscriptSealed,
+    Message,
     MessageSent,
     MessageDropped,
     AgentInboxDrain,

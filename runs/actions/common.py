@@ -17,7 +17,7 @@ from agents.core.decisions import DropMessage, ResumeStep
 from agents.core.happenings import ForwardToEnded
 from agents.events import Event as RuntimeEvent
 from agents.events import EventSink
-from agents.events.run_events import ResumeStarted
+from agents.events.run_events import ResumeQueued, ResumeStarted, TranscriptSealed
 from agents.llm import Provider, build_provider
 from agents.redaction import Redactor
 from agents.router import DropReason, MailboxStore, MessageRouter, Rejection, Resolver, RouterMessage
@@ -25,7 +25,7 @@ from agents.runner import TurnResult
 from agents.spec import AgentSpec, WorkflowSpec
 from runs import queue
 from runs.actions.catalog import workflow_spec
-from runs.models import Artifact, Run, Step, ToolCall
+from runs.models import Artifact, Event, Run, Step, ToolCall
 from runs.store.mailboxes import DjangoMailboxStore
 from runs.store.sql import store
 from runs.store.unit_of_work import UnitOfWork, UnitPerEventSink
@@ -133,6 +133,8 @@ class Resumer:
         )
         for decision in machine.decide(machine.UNREAD, forward):
             if isinstance(decision, DropMessage):
+                if decision.reason == "transcript_too_large":
+                    self._sealed(step, forward.transcript_bytes)
                 return DropReason[decision.reason.upper()]
             if isinstance(decision, ResumeStep):
                 self._resume(step, message, decision)
@@ -147,6 +149,17 @@ class Resumer:
             started = ResumeStarted(message_id=message.message_id, resume=resume.resume)
             self.sink.emit(RuntimeEvent.of(started, step.step_id))
             queue.send_after_commit(queue.RESUME_STEP, step.pk)
+        else:  # it joins the resume under way (zenflow's resume_queued)
+            queued = ResumeQueued(message_id=message.message_id, sender=message.sender, resume=resume.resume)
+            self.sink.emit(RuntimeEvent.of(queued, step.step_id))
+
+    def _sealed(self, step: Step, size: int) -> None:
+        """Say once that ``step``'s transcript is past the resume cap."""
+        if Event.objects.filter(run_id=step.run_id, step_id=step.step_id, type="transcript_sealed").exists():
+            return
+        cap = self.limits.max_transcript_bytes
+        error = f"its transcript is {size:,} bytes, past ZENWEB_MAX_TRANSCRIPT_BYTES ({cap:,}): no resume reads it"
+        self.sink.emit(RuntimeEvent.of(TranscriptSealed(reason="transcript-too-large", error=error), step.step_id))
 
 
 def agent_of(spec: WorkflowSpec, step: Step) -> AgentSpec:

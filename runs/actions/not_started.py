@@ -10,7 +10,7 @@ from __future__ import annotations
 from agents.core import machine
 from agents.core.decisions import FailStep, SkipStep
 from agents.events import Event as RuntimeEvent
-from agents.events.run_events import Error, StepSkipped
+from agents.events.run_events import Error, Message, StepSkipped
 from agents.router import DropReason
 from runs.actions.common import router_for
 from runs.actions.ending import cancel_step_children_after_commit, lapse_pending
@@ -34,6 +34,9 @@ def _end_steps(run_id: int, decision: SkipStep | FailStep | machine.StopSteps, u
     drop = DropReason.TARGET_TERMINAL
     for step in Step.objects.filter(run_id=run_id, step_id__in=step_ids).exclude(status__in=Step.TERMINAL):
         if isinstance(decision, SkipStep):
+            if decision.missing_data:  # zenflow's note before the skip
+                note = Message(text="condition eval: missing data, skipping step", reason="condition")
+                sink.emit(RuntimeEvent.of(note, step.step_id))
             store().end_step(step, Step.Status.SKIPPED)
             sink.emit(RuntimeEvent.of(StepSkipped(reason=decision.reason, status=Step.Status.SKIPPED), step.step_id))
         elif isinstance(decision, FailStep):

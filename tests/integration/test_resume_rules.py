@@ -66,7 +66,27 @@ def test_it_drops_a_transcript_over_the_cap(finished_step, django_capture_on_com
     settings.ZENWEB_MAX_TRANSCRIPT_BYTES = 20
 
     assert forward(finished_step, capture=django_capture_on_commit_callbacks) == "dropped: transcript-too-large"
-    assert dropped(finished_step) == ["transcript-too-large"]
+    assert forward(finished_step, capture=django_capture_on_commit_callbacks) == "dropped: transcript-too-large"
+    assert dropped(finished_step) == ["transcript-too-large", "transcript-too-large"]
+    # zenflow's transcript_sealed, said once for the step.
+    (sealed,) = Run.objects.get(pk=finished_step.run_id).events.filter(type="transcript_sealed", step_id="first")
+    assert sealed.data["reason"] == "transcript-too-large"
+    assert sealed.data["error"].startswith("its transcript is ")
+    assert sealed.data["error"].endswith("past ZENWEB_MAX_TRANSCRIPT_BYTES (20): no resume reads it")
+
+
+@pytest.mark.django_db
+def test_a_forward_to_a_step_being_resumed_joins_its_resume_with_resume_queued(
+    finished_step, django_capture_on_commit_callbacks
+):
+    first = forward(finished_step, capture=django_capture_on_commit_callbacks)
+    second = forward(finished_step, capture=django_capture_on_commit_callbacks)
+
+    assert first.startswith("queued: ") and second.startswith("queued: ")
+    run = Run.objects.get(pk=finished_step.run_id)
+    assert run.events.filter(type="resume_started", step_id="first").count() == 1
+    (joined,) = run.events.filter(type="resume_queued", step_id="first")
+    assert joined.data == {"message_id": second.removeprefix("queued: "), "sender": "coordinator", "resume": 1}
 
 
 @pytest.mark.django_db

@@ -48,6 +48,13 @@ def test_a_false_condition_skips_its_step_and_the_steps_after_it_go_on(celery_wo
     assert skipped["fix"] == "condition false: steps.check.content.contains('unhealthy')"
     assert skipped["page"].startswith("condition read what no finished step gave")
     assert not run.events.filter(type="step_start", step_id__in=["fix", "page"]).exists()
+    # zenflow's note of a condition that read missing data, before the skip.
+    (note,) = run.events.filter(type="message")
+    assert (note.step_id, note.data) == (
+        "page",
+        {"text": "condition eval: missing data, skipping step", "reason": "condition"},
+    )
+    assert note.seq < run.events.get(type="step_skipped", step_id="page").seq
 
 
 def test_a_condition_that_fails_under_abort_lapses_approvals_and_cancels_child_runs(celery_worker, owner):
