@@ -274,16 +274,10 @@
     var form = document.getElementById("event-filters");
     if (form) {
       form.querySelectorAll(".chip-step input[name=step]").forEach(function (input) { input.closest(".chip").remove(); });
-      var chip = document.createElement("label");
-      chip.className = "chip chip-step";
-      var input = document.createElement("input");
-      input.type = "checkbox"; input.name = "step"; input.value = stepId; input.checked = true;
-      var text = document.createElement("span");
-      text.textContent = stepId;
-      chip.append(input, text);
+      var chip = window.zenwebEventFilter.stepChip(stepId);
       var pick = form.querySelector("select.step-pick");
       if (pick) pick.before(chip); else form.append(chip);
-      input.dispatchEvent(new Event("change", { bubbles: true }));
+      chip.querySelector("input").dispatchEvent(new Event("change", { bubbles: true }));
     }
     document.querySelectorAll("tbody.step.picked").forEach(function (row) { row.classList.remove("picked"); });
     var row = document.getElementById("step-" + stepId);

@@ -223,7 +223,18 @@ window.zenwebGraphStale = function (graph) {
       && (!c.step.length || c.step.indexOf(row.dataset.step) >= 0)
       && (!c.type.length || c.type.indexOf(row.dataset.type) >= 0);
   }
-  window.zenwebEventFilter = { chosen: chosen, matches: matches };
+  // A ticked chip of the stream's step filter: it keeps ``step``'s events.
+  function stepChip(step) {
+    var chip = document.createElement("label");
+    chip.className = "chip chip-step";
+    var box = document.createElement("input");
+    box.type = "checkbox"; box.name = "step"; box.value = step; box.checked = true;
+    var text = document.createElement("span");
+    text.textContent = step;
+    chip.append(box, text);
+    return chip;
+  }
+  window.zenwebEventFilter = { chosen: chosen, matches: matches, stepChip: stepChip };
 
   document.addEventListener("change", function (e) {
     var form = e.target.closest && e.target.closest("#event-filters");
@@ -231,16 +242,7 @@ window.zenwebGraphStale = function (graph) {
     if (e.target.matches("select.step-pick") && e.target.value) {
       var step = e.target.value;
       var exists = Array.from(form.querySelectorAll("input[name=step]")).some(function (i) { return i.value === step; });
-      if (!exists) {
-        var chip = document.createElement("label");
-        chip.className = "chip chip-step";
-        var box = document.createElement("input");
-        box.type = "checkbox"; box.name = "step"; box.value = step; box.checked = true;
-        var text = document.createElement("span");
-        text.textContent = step;
-        chip.append(box, text);
-        e.target.before(chip);
-      }
+      if (!exists) e.target.before(stepChip(step));
       e.target.value = "";
     } else if (e.target.matches(".chip-step input") && !e.target.checked) {
       e.target.closest(".chip").remove();
