@@ -64,9 +64,17 @@ def create_workflow(run: Run, ctx: ToolContext, yaml_text: str, sink: EventSink)
 
 def check_new_tool(run: Run, spec: ToolSpec) -> None:
     """Raise the refusal of a tool ``run`` may not create: not in code mode,
-    or a name an agent listing it would find taken (a builtin, an MCP
-    server's, a workflow's, another created tool's)."""
+    a spec holding a known secret value, or a name an agent listing it
+    would find taken (a builtin, an MCP server's, a workflow's, another
+    created tool's)."""
     mode_refusal(run, "create_tool")
+    data = spec.model_dump(mode="json")
+    if Redactor(settings.ZENWEB_SECRET_VALUES).data(data) != data:
+        raise ToolError(
+            "refused: the spec holds a secret value of this server; a tool never carries one",
+            kind="domain_rejection",
+            action="replan",
+        )
     if spec.name in known_tool_roles():
         taken = "a tool agents already get by that name (builtin, MCP server or workflow)"
     elif CreatedTool.objects.filter(name=spec.name, status__in=HOLDING).exists():
@@ -84,10 +92,10 @@ def check_new_tool(run: Run, spec: ToolSpec) -> None:
 def propose_tool(run: Run, ctx: ToolContext, spec: ToolSpec, tried: tuple[int, str], sink: EventSink) -> int:
     """Store the tool with its example's exit code and output (``tried``)
     and ask a person to approve it; the approval's id."""
-    # As every tool outcome is: no known secret reaches the approver or the page.
-    redact = Redactor(settings.ZENWEB_SECRET_VALUES)
-    exit_code, output = tried[0], redact.text(tried[1])
-    data = redact.data(spec.model_dump(mode="json"))
+    # As every tool outcome is: no known secret reaches the approver or the
+    # page (check_new_tool refused a spec that holds one).
+    exit_code, output = tried[0], Redactor(settings.ZENWEB_SECRET_VALUES).text(tried[1])
+    data = spec.model_dump(mode="json")
     tool = CreatedTool.objects.create(
         name=spec.name,
         spec=data,

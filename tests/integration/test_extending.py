@@ -170,6 +170,17 @@ def test_create_workflow_is_refused_in_chat_mode(celery_worker, owner):
     assert not Workflow.objects.filter(name="haiku_writer").exists()
 
 
+def test_a_spec_holding_a_known_secret_is_refused(celery_worker, owner, settings):
+    settings.ZENWEB_SECRET_VALUES = ["first process"]
+
+    run = finished("toolsmith", owner)
+
+    [(ok, text)] = results(run, "create_tool")
+    assert not ok
+    assert "refused: the spec holds a secret value of this server" in text
+    assert not CreatedTool.objects.exists()
+
+
 @pytest.mark.sandbox
 def test_a_known_secret_in_the_examples_output_never_reaches_the_approver(celery_worker, owner, settings):
     settings.ZENWEB_SECRET_VALUES = ["hello, Paris"]
