@@ -172,3 +172,15 @@ def test_the_pages_offer_the_answer_only_to_those_who_may_give_it(celery_worker,
     assert wait_for_run(run).status == Run.Status.COMPLETED
     question.refresh_from_db()
     assert (question.status, question.decisions.get().user) == ("answered", owner)
+
+
+def test_a_hidden_character_in_a_question_is_flagged_and_shown_escaped(celery_worker, client, owner):
+    run = do_create_run(register("ask/ask_hidden"), {}, user=owner)
+    question = asked(run)
+
+    [listed] = api(owner).get(f"/api/questions?run={run.pk}").json()["questions"]
+    assert (listed["hidden_characters"], listed["escaped"]["question"]) == (True, "Delete \\u202eelif.txt?")
+    client.force_login(owner)
+    card = client.get(f"/runs/{run.pk}/approvals/").content.decode()
+    assert "contains hidden characters" in card and "\u202e" not in card
+    assert post(api(owner), f"/api/questions/{question.pk}/answer", {"answer": "no"}).status_code == 200
