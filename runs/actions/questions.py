@@ -99,7 +99,9 @@ def do_answer(approval_id: int, user, answer: str) -> Approval:
     run_id = Approval.objects.values_list("run_id", flat=True).get(pk=approval_id)
     with transaction.atomic(), UnitOfWork(run_id) as uow:
         uow.lock_run()
-        approval = Approval.objects.select_for_update().select_related("run", "tool_call").get(pk=approval_id)
+        # Only the approval's row: PostgreSQL locks no nullable side of an outer join (the tool call).
+        locked = Approval.objects.select_for_update(of=("self",))
+        approval = locked.select_related("run", "tool_call").get(pk=approval_id)
         if approval.status == Approval.Status.PENDING and _expired(approval):
             # Lapsed in the refusal's stead: the step goes on without an answer.
             settle_question(approval, _lapse(approval), uow)
@@ -149,7 +151,7 @@ def do_lapse_expired_questions() -> int:
     for pk, run_id in list(expired.values_list("pk", "run_id")):
         with transaction.atomic(), UnitOfWork(run_id) as uow:
             uow.lock_run()
-            approval = Approval.objects.select_for_update().select_related("tool_call").get(pk=pk)
+            approval = Approval.objects.select_for_update(of=("self",)).select_related("tool_call").get(pk=pk)
             if approval.status == Approval.Status.PENDING and _expired(approval):
                 settle_question(approval, _lapse(approval), uow)
                 lapsed += 1

@@ -1,6 +1,7 @@
 """A step asks a person (ask_person): it waits, the question is answered
 over the API by whoever may, and the step finishes with the answer; a wait
-that times out, or a run cancelled, ends it without one."""
+that times out, or a run cancelled, ends it without one. Those that take
+``vendor`` run on both databases (the answer locks rows)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def asked(run: Run) -> Approval:
     return Approval.objects.get(tool_call=call)
 
 
-def test_a_step_waits_for_the_answer_given_over_the_api_and_finishes_with_it(celery_worker, owner):
+def test_a_step_waits_for_the_answer_given_over_the_api_and_finishes_with_it(vendor, celery_worker, owner):
     run = do_create_run(register("ask/ask_colour"), {}, user=owner)
     question = asked(run)
     client = api(owner)
@@ -102,7 +103,7 @@ def test_a_plain_user_cannot_see_or_answer_someone_elses_question_and_an_approve
     assert '"answered_by":"approver"' in run.steps.get(step_id="paint").output
 
 
-def test_an_unanswered_question_lapses_and_the_step_goes_on_without_an_answer(celery_worker, owner):
+def test_an_unanswered_question_lapses_and_the_step_goes_on_without_an_answer(vendor, celery_worker, owner):
     run = do_create_run(register("ask/ask_free"), {}, user=owner)
     question = asked(run)
 
@@ -136,7 +137,7 @@ def test_waiting_for_an_answer_does_not_count_against_the_step_timeout(celery_wo
     assert "past options.stepTimeout" in (step_timeout_breach(step, options) or "")
 
 
-def test_cancelling_the_run_ends_the_wait(celery_worker, owner):
+def test_cancelling_the_run_ends_the_wait(vendor, celery_worker, owner):
     run = do_create_run(register("ask/ask_colour"), {}, user=owner)
     question = asked(run)
 
