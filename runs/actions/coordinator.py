@@ -41,7 +41,7 @@ from runs.actions.ending import do_fail_run, do_finish_run, finish_locked
 from runs.actions.model_calls import model_call
 from runs.actions.run_states import plans_first
 from runs.actions.scheduling import schedule
-from runs.actions.tooling import tool_env, tools_for
+from runs.actions.tooling import tool_env, tools_for, try_examples
 from runs.models import Run, Step
 from runs.store.events import broadcast
 from runs.store.sql import WakeStep, store
@@ -190,6 +190,7 @@ def _coordinator_rounds(
             budget = None
         with model_call(run.pk, COORDINATOR) as hooks:
             completion = provider.complete(request, **hooks)
+        try_examples(rounds.turn, completion)  # create_tool's, while no lock is held
         recorded = _record_round(rounds, request, completion, shown)
         if recorded is None:
             # The run ended (cancelled, failed, timed out) while the model

@@ -11,6 +11,7 @@ is offered to agents only once approved (``created_tool_named``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
@@ -20,10 +21,13 @@ from agents.events import Event as RuntimeEvent
 from agents.events import EventSink
 from agents.events.tool_events import ToolCreated, ToolRegistered, WorkflowCreated
 from agents.redaction import Redactor
+from agents.router import COORDINATOR
+from agents.runner import ToolEnv
 from agents.spec import WorkflowValidationError
-from agents.tools import Tool, ToolContext, ToolError
+from agents.tools import Tool, ToolCallMeta, ToolContext, ToolError
 from agents.tools.builtin.created import ToolSpec, created_tool
-from agents.tools.builtin.extending import RegisteredWorkflow
+from agents.tools.builtin.extending import RegisteredWorkflow, example_key, examples_to_try, try_example
+from agents.tools.builtin.shell import CommandRun
 from runs.actions.approval_requests import request_approval
 from runs.actions.catalog import do_register_workflow, known_tool_roles
 from runs.models import Approval, CreatedTool, Run
@@ -137,6 +141,35 @@ def settle_created_tool(approval: Approval, status: str, uow: UnitOfWork) -> Non
     tool.save(update_fields=["status", "decided_at"])
     decided = ToolRegistered(name=tool.name, approval_id=approval.pk, status=status)
     uow.sink.emit(RuntimeEvent.of(decided, approval.step_id))
+
+
+def try_examples(run_id: int, env: ToolEnv, calls: Iterable[tuple[str, str]]) -> dict[str, CommandRun | ToolError]:
+    """Run the examples of a coordinator round's create_tool calls (name,
+    raw arguments) that check_new_tool lets through, before the round is
+    recorded: no lock is held while they run. By ``example_key``."""
+    specs = examples_to_try(calls)
+    if not specs:
+        return {}
+    run = Run.objects.get(pk=run_id)
+    meta = ToolCallMeta(str(run_id), f"{run_id}/{COORDINATOR}", f"{COORDINATOR}/example", "")
+    ctx = ToolContext(
+        meta=meta,
+        step_id=COORDINATOR,
+        role="coordinator",
+        router=None,  # type: ignore[arg-type]  # an example sends nothing
+        sink=None,  # type: ignore[arg-type]  # and emits nothing
+        workspace=env.workspace,
+        destructive_approved=env.destructive_approved,
+        sandbox=env.sandbox,
+    )
+    tried: dict[str, CommandRun | ToolError] = {}
+    for spec in specs:
+        try:
+            check_new_tool(run, spec)
+        except ToolError:
+            continue  # refused when the round is recorded, without running
+        tried[example_key(spec)] = try_example(ctx, spec)
+    return tried
 
 
 def created_tool_named(name: str) -> Tool | None:

@@ -22,14 +22,15 @@ from agents.events import EventSink
 from agents.events.run_events import WorkerSpawned
 from agents.events.tool_events import ChildRunLinked, ClaimRecorded
 from agents.handler import ttl_seconds
+from agents.llm import Completion
 from agents.router import COORDINATOR
-from agents.runner import ToolEnv
+from agents.runner import AgentSession, ToolEnv
 from agents.sandbox import Limits, Sandbox
 from agents.spec import WorkflowSpec
 from agents.tools import Tool, ToolCallMeta, ToolContext, ToolError, ToolRegistry, WorkerRequest
 from agents.tools.builtin.created import ToolSpec
-from agents.tools.builtin.extending import RegisteredWorkflow
-from agents.tools.builtin.shell import destructive_reason
+from agents.tools.builtin.extending import RegisteredWorkflow, example_key
+from agents.tools.builtin.shell import CommandRun, destructive_reason
 from agents.tools.mcp import McpServerConfig
 from agents.tools.mcp import servers as mcp_servers
 from agents.tools.workflows import workflow_tool
@@ -219,6 +220,8 @@ class DjangoToolHost:
         self.run_id = run_id
         self.uow = uow
         self.wake = wake
+        # create_tool's examples tried before the round is recorded (try_examples).
+        self.trials: dict[str, CommandRun | ToolError] = {}
 
     @property
     def sink(self) -> EventSink:
@@ -287,6 +290,9 @@ class DjangoToolHost:
 
     def check_new_tool(self, ctx: ToolContext, spec: ToolSpec) -> None:
         extensions.check_new_tool(Run.objects.get(pk=self.run_id), spec)
+
+    def tried_example(self, spec: ToolSpec) -> CommandRun | ToolError | None:
+        return self.trials.get(example_key(spec))
 
     def propose_tool(self, ctx: ToolContext, spec: ToolSpec, example_exit_code: int, example_output: str) -> int:
         run = Run.objects.select_related("workflow", "created_by").get(pk=self.run_id)
@@ -437,6 +443,17 @@ def _refuse_write_conflicts(workers: list[Step], steps: dict[str, Step], request
                 f"make this worker depend on {other.step_id} or choose another target",
                 fields=["writes"],
             )
+
+
+def try_examples(turn: AgentSession, completion: Completion) -> None:
+    """Run the examples of the coordinator's create_tool calls in
+    ``completion`` now, before its round is recorded under the run's lock
+    (runs/actions/extensions.py try_examples); create_tool reads them."""
+    env = turn.env
+    if env is None or not isinstance(env.host, DjangoToolHost):
+        return
+    calls = [(call.name, call.arguments) for call in completion.tool_calls]
+    env.host.trials.update(extensions.try_examples(env.host.run_id, env, calls))
 
 
 def _upstream(depends_on: Iterable[str], steps: dict[str, Step]) -> set[str]:

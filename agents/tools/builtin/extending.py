@@ -5,24 +5,28 @@ chat mode, as it refuses a name already taken). ``create_workflow`` checks
 its YAML as ``validate_workflow`` does and registers it as the next version
 of its name, offered in the catalog. ``create_tool`` tries the new tool once
 on its example in run_shell's sandbox (for at most MAX_EXAMPLE_SECONDS,
-inside the coordinator's turn); a failing example is refused, else
+before the coordinator's round is recorded: ``try_example``); a failing
+example is refused, else
 the tool waits for a person's approval, which shows its spec and the
 example's output, and only then do later runs' agents that list it get it.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agents.tools.base import Tool, ToolContext, ToolError
 from agents.tools.builtin.created import ToolSpec, run_spec
+from agents.tools.builtin.shell import CommandRun
 from agents.tools.results import ToolAnswer
 
 MAX_WORKFLOW_CHARS = 100_000
-# The longest an example may run: the coordinator's turn holds its run's
-# lock meanwhile (on SQLite, the database's write lock).
+# The longest an example may run (before the coordinator's round is
+# recorded, or, for a host that tried none, while it is).
 MAX_EXAMPLE_SECONDS = 20
 # How much of the example's output the approver is shown, and the model told.
 MAX_EXAMPLE_OUTPUT_CHARS = 4_000
@@ -87,6 +91,36 @@ class ExtensionHost(Protocol):
         """Store the tool and ask a person to approve it; the approval's id."""
         ...
 
+    def tried_example(self, spec: ToolSpec) -> CommandRun | ToolError | None:
+        """How ``spec``'s example ran before the coordinator's round was
+        recorded (``try_example``, outside the run's lock); None if it did not."""
+        ...
+
+
+def example_key(spec: ToolSpec) -> str:
+    """What tells one spec's example from another's."""
+    return json.dumps(spec.model_dump(mode="json"), sort_keys=True)
+
+
+def examples_to_try(calls: Iterable[tuple[str, str]]) -> list[ToolSpec]:
+    """The specs of the valid create_tool calls among ``calls`` (name, raw arguments)."""
+    specs = []
+    for name, arguments in calls:
+        if name == "create_tool":
+            try:
+                specs.append(CreateToolArgs.model_validate_json(arguments or "{}").spec)
+            except ValidationError:
+                continue  # the call is refused when the round is recorded
+    return specs
+
+
+def try_example(ctx: ToolContext, spec: ToolSpec) -> CommandRun | ToolError:
+    """Run ``spec``'s command once on its example, for at most MAX_EXAMPLE_SECONDS."""
+    try:
+        return run_spec(ctx, spec, spec.example_input, timeout=min(spec.timeout, MAX_EXAMPLE_SECONDS))
+    except ToolError as exc:
+        return exc
+
 
 def _host(ctx: ToolContext) -> ExtensionHost:
     host = ctx.require_host()
@@ -104,14 +138,13 @@ def _create_tool(ctx: ToolContext, args: CreateToolArgs) -> ToolAnswer:
     host = _host(ctx)
     spec = args.spec
     host.check_new_tool(ctx, spec)
-    try:
-        tried = run_spec(ctx, spec, spec.example_input, timeout=min(spec.timeout, MAX_EXAMPLE_SECONDS))
-    except ToolError as exc:
+    tried = host.tried_example(spec) or try_example(ctx, spec)
+    if isinstance(tried, ToolError):
         raise ToolError(
             f"refused: the example of {spec.name} did not run to its end (an example has at most "
-            f"{MAX_EXAMPLE_SECONDS} s): {exc}",
-            cause=exc,
-        ) from None
+            f"{MAX_EXAMPLE_SECONDS} s): {tried}",
+            cause=tried,
+        )
     output = _bounded(tried.text)
     if tried.exit_code != 0:
         raise ToolError(
