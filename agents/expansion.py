@@ -382,13 +382,13 @@ def _text(value: Any) -> str:
 
 def step_conditions(spec: WorkflowSpec) -> dict[tuple[str, ...], str]:
     """The ``condition`` of each step that has one and runs as a step (not
-    a container, not inside a repeat-until loop: agents.spec.not_run), by
-    its path of step ids (``("deploy", "ship")`` for ``deploy[3].ship``)."""
+    a container: agents.spec.not_run), by its path of step ids (``("deploy",
+    "ship")`` for ``deploy[3].ship``, ``("cycle", "fix")`` for ``cycle.2.fix``)."""
     found: dict[tuple[str, ...], str] = {}
 
     def walk(steps: Sequence[StepSpec], path: tuple[str, ...]) -> None:
         for step in steps:
-            if step.loop is not None and step.loop.kind == "forEach":
+            if step.loop is not None:
                 walk(step.loop.steps, (*path, step.id))
             elif step.included is not None:
                 walk(step.included.steps, (*path, step.id))

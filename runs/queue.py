@@ -28,6 +28,7 @@ STOP_WAITING_STEP = "runs.tasks.stop_waiting_step"
 WAKE_COORDINATOR = "runs.tasks.wake_coordinator"
 RESUME_STEP = "runs.tasks.resume_step"
 JUDGE_LOOP = "runs.tasks.judge_loop"
+END_ITERATION = "runs.tasks.end_iteration"
 DELIVER_CHILD_RESULT = "runs.tasks.deliver_child_result"
 EXECUTE_APPROVED_CALL = "runs.tasks.execute_approved_call"
 EXECUTE_TOOL_CALL = "runs.tasks.execute_tool_call"
@@ -42,6 +43,7 @@ NAMES = (
     WAKE_COORDINATOR,
     RESUME_STEP,
     JUDGE_LOOP,
+    END_ITERATION,
     DELIVER_CHILD_RESULT,
     EXECUTE_APPROVED_CALL,
     EXECUTE_TOOL_CALL,

@@ -1,7 +1,8 @@
 """A repeat-until loop's end, decided after each iteration as zenflow's
 executor does (``decide`` with ``IterationEnded``):
 
-- an iteration with a step that did not complete fails the loop;
+- an iteration with a step that did not complete (``iteration_outcome``:
+  one skipped for its condition counts as done) fails the loop;
 - ``until`` first: a CEL ``until`` true ends the loop ``completed`` (one that
   fails to evaluate fails it), as does zenweb's text ``until`` found in the
   last inner step's output;
@@ -15,9 +16,23 @@ executor does (``decide`` with ``IterationEnded``):
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from agents import cel
 from agents.core.decisions import AskJudge, EndLoop, IterationDecision, NextIteration
 from agents.core.happenings import IterationEnded
+from agents.core.ready import DONE, TERMINAL
+
+
+def iteration_outcome(statuses: Iterable[str]) -> bool | None:
+    """Whether an iteration whose steps have ``statuses`` completed (each
+    step completed, or was skipped for its condition, as in zenflow: a
+    failure policy's skip comes with a step that failed), did not (False),
+    or is still under way (None)."""
+    seen = list(statuses)
+    if not all(status in TERMINAL for status in seen):
+        return None
+    return all(status in DONE for status in seen)
 
 
 def after_iteration(ended: IterationEnded) -> tuple[IterationDecision, ...]:

@@ -27,21 +27,10 @@ def not_run(spec: WorkflowSpec) -> Iterator[tuple[Location, str]]:
     """Every field of ``spec`` zenweb accepts but does not run, with why."""
     yield from _options_not_run(spec)
     yield from _agents_not_run(spec)
-    in_repeat = _in_repeat_loops(spec)
     for at, step in walk_steps(spec.steps, ("steps",)):
         yield from _step_not_run(step, at, spec)
-        if step.condition is not None and (step.loop is not None or id(step) in in_repeat):
-            where = "a loop's" if step.loop is not None else "a step inside a repeat-until loop's"
-            yield (*at, "condition"), f"{NOT_RUN}: {where} condition (a false one would skip it)"
-
-
-def _in_repeat_loops(spec: WorkflowSpec) -> set[int]:
-    """The ids of the step objects inside repeat-until loops."""
-    found: set[int] = set()
-    for _, step in walk_steps(spec.steps, ("steps",)):
-        if step.loop is not None and step.loop.kind == "repeat":
-            found.update(id(inner) for _, inner in walk_steps(step.loop.steps, ()))
-    return found
+        if step.condition is not None and step.loop is not None:
+            yield (*at, "condition"), f"{NOT_RUN}: a loop's condition (a false one would skip it)"
 
 
 def _options_not_run(spec: WorkflowSpec) -> Iterator[tuple[Location, str]]:
@@ -65,6 +54,8 @@ def _agents_not_run(spec: WorkflowSpec) -> Iterator[tuple[Location, str]]:
 def _step_not_run(step: Any, at: Location, spec: WorkflowSpec) -> Iterator[tuple[Location, str]]:
     if step.retries and (step.loop is not None or step.include is not None):
         yield (*at, "retries"), f"{NOT_RUN}: retries of a loop or an include (a step's retries run)"
+    if step.timeout is not None and (step.loop is not None or step.include is not None):
+        yield (*at, "timeout"), f"{NOT_RUN}: a timeout of a loop or an include (a step's own timeout runs)"
     unread = [path for path in step.context_files if path not in step.context_file_texts]
     if unread:
         yield (*at, "contextFiles"), f"{NOT_RUN}: contextFiles not found in the workflow's folder: {', '.join(unread)}"

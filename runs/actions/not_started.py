@@ -12,7 +12,9 @@ from agents.core.decisions import FailStep, SkipStep
 from agents.events import Event as RuntimeEvent
 from agents.events.run_events import Error, Message, StepSkipped
 from agents.router import DropReason
+from runs import queue
 from runs.actions.common import router_for
+from runs.actions.containers import repeat_loop_of
 from runs.actions.ending import cancel_step_children_after_commit, lapse_pending
 from runs.models import Step
 from runs.store.sql import store
@@ -48,6 +50,8 @@ def _end_steps(run_id: int, decision: SkipStep | FailStep | machine.StopSteps, u
                 drop = DropReason.WORKFLOW_CANCELLED
         if step.kind == Step.Kind.STEP:
             router_for(run_id, uow=uow).close(step.step_id, drop)
+        if repeat_loop_of(step.step_id) is not None:  # its iteration may have ended with it
+            queue.send_after_commit(queue.END_ITERATION, run_id, step.step_id)
 
 
 def _stop(step: Step, decision: machine.StopSteps, uow: UnitOfWork) -> None:

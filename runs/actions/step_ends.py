@@ -12,7 +12,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from agents import expansion, repeat_loops
-from agents.core import machine
+from agents.core import loops, machine
 from agents.core.decisions import RetryStep
 from agents.core.happenings import AttemptFailed
 from agents.events import Event as RuntimeEvent
@@ -53,13 +53,14 @@ def after_step_terminal(step: Step) -> bool:
     run = Run.objects.select_related("workflow").get(pk=step.run_id)
     prefix = iteration_prefix(step.step_id, loop_id)
     members = list(run.steps.filter(step_id__startswith=prefix).exclude(kind=Step.Kind.LOOP))
-    if not all(member.is_terminal for member in members):
+    outcome = loops.iteration_outcome(member.status for member in members)
+    if outcome is None:
         return False
     loop = run.steps.select_for_update().get(step_id=loop_id)
     if loop.is_terminal:
         return False
     iteration = iteration_of(prefix)
-    if any(member.status != Step.Status.COMPLETED for member in members):
+    if not outcome:
         apply_loop_decision(run, loop, iteration, repeat_loops.incomplete_iteration(loop_id, iteration))
         return True
     decide(run, loop, iteration)
@@ -218,6 +219,17 @@ def retries_of(step: Step) -> int:
     """How many times ``step`` may run again after a failed attempt."""
     run = Run.objects.select_related("workflow").get(pk=step.run_id)
     return expansion.step_retries(workflow_spec(run.workflow)).get(expansion.condition_path(step.step_id), 0)
+
+
+def do_end_iteration(run_id: int, step_id: str) -> None:
+    """What follows the repeat-until iteration step ``step_id`` ended
+    before it started (its condition: runs/actions/not_started.py), if it
+    was the iteration's last step to end."""
+    with transaction.atomic():
+        store().lock_run(run_id)
+        step = Step.objects.filter(run_id=run_id, step_id=step_id).first()
+        if step is not None and step.is_terminal:
+            after_step_terminal(step)
 
 
 def do_stop_waiting_step(run_id: int, step_id: str) -> None:

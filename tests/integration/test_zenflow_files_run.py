@@ -89,6 +89,23 @@ def test_step_ids_with_capitals_run_as_zenflow_s_do(celery_worker):
     assert run.status == Run.Status.COMPLETED
 
 
+def test_a_condition_inside_a_repeat_until_loop_reads_its_own_iteration(celery_worker):
+    run = wait_for_run(do_create_run(register("zenflow/loop_condition"), {}), timeout=60)
+
+    statuses = dict(run.steps.exclude(kind="coordinator").values_list("step_id", "status"))
+    assert statuses == {
+        "cycle": "completed",
+        "cycle.0.check": "completed",
+        "cycle.0.fix": "completed",
+        "cycle.1.check": "completed",
+        "cycle.1.fix": "skipped",
+        "report": "completed",
+    }
+    skipped = run.events.get(type="step_skipped", step_id="cycle.1.fix").data["reason"]
+    assert skipped == "condition false: steps.check.content == 'round 0'"
+    assert run.events.get(type="loop_end", step_id="cycle").data["status"] == "completed"
+
+
 def test_a_cel_until_ends_its_loop_and_the_step_after_it_runs(celery_worker):
     run = wait_for_run(do_create_run(register("zenflow/until"), {}), timeout=60)
 

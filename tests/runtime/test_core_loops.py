@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from agents.core import machine
 from agents.core.decisions import AskJudge, EndLoop, NextIteration
 from agents.core.happenings import IterationEnded
+from agents.core.loops import iteration_outcome
 from agents.core.state import UNREAD
 
 
@@ -125,3 +126,22 @@ def test_a_loop_ends_as_zenflows_within_its_iterations(loop):
         assert asked == [n for n in range(ran) if not (until_ended_last and n == ran - 1)]
     else:
         assert asked == []
+
+
+# -- an iteration's outcome from its steps' statuses --------------------------------
+
+
+def test_an_iteration_with_a_step_skipped_for_its_condition_completed():
+    assert iteration_outcome(["completed", "skipped"]) is True
+    assert iteration_outcome(["completed", "failed", "skipped"]) is False
+    assert iteration_outcome(["completed", "running"]) is None
+
+
+@given(st.lists(st.sampled_from(["pending", "running", "completed", "failed", "skipped", "cancelled"]), max_size=8))
+def test_an_iteration_is_decided_once_every_step_ended_and_done_only_without_failure(statuses):
+    outcome = iteration_outcome(statuses)
+
+    if any(s in ("pending", "running") for s in statuses):
+        assert outcome is None
+    else:
+        assert outcome == all(s in ("completed", "skipped") for s in statuses)
