@@ -1,7 +1,8 @@
 """A step that asks a person (ask_person), answered from the run page as
 people use it in Chromium: the question appears live with its options, the
 answer goes in with a click, and the step finishes with it, live, without
-a reload; the approvals queue shows a question with a field to answer.
+a reload; the approvals queue shows a question with a field to answer, and
+goes on refreshing while it waits there.
 
 One `manage.py serve` (embedded) serves the module; Debian's chromium drives it."""
 
@@ -57,10 +58,22 @@ def test_an_approver_answers_a_free_text_question_in_the_approvals_queue(open_pa
     run_path = asker.url.removeprefix(server.base_url)
     expect(asker.locator("#run-approvals .question textarea[name=answer]")).to_be_visible()
 
+    # An answer being typed on the run page is kept when the card is drawn again (a live update).
+    asker.locator("#run-approvals textarea[name=answer]").fill("half an ans")
+    with asker.expect_response(lambda r: r.url.endswith("/approvals/")):
+        asker.evaluate("htmx.trigger(document.getElementById('run-approvals'), 'approvals-changed')")
+    expect(asker.locator("#run-approvals textarea[name=answer]")).to_have_value("half an ans")
+
     approver = open_page()
     log_in(approver, server, next_path="/approvals/", user="approver")
-    question = approver.locator("#approval-queue .question")
-    expect(question).to_contain_text("What should the report be called?")
+    question = approver.locator("#approval-queue .question", has_text="What should the report be called?")
+    expect(question).to_be_visible()
+    # The queue goes on refreshing while an empty answer field waits in it: a new question appears.
+    register(server, "ask_colour")
+    other = open_page()
+    log_in(other, server, user="viewer")
+    start_run_from_list(other, server, workflow="ask_colour")
+    expect(approver.locator("#approval-queue .question", has_text="fence")).to_be_visible()
     question.locator("textarea[name=answer]").fill("Quarterly <review>")
     question.locator("button[type=submit]").click()
 

@@ -475,9 +475,13 @@ document.addEventListener("htmx:oobBeforeSwap", function (e) {
 // The run's approvals card is drawn for the person looking (who may decide
 // what), so a live update does not carry it: it marks it changed
 // (#approvals-changed) and the card fetches itself again. A reason being
-// typed into one of its forms is kept across that redraw.
+// typed into one of its forms, or an answer to a question, is kept across
+// that redraw.
 (function () {
   var typed = {};
+  var FORMS = "form.decide[data-approval], form.answer[data-question]";
+  var field = function (form) { return form.querySelector("input[name=reason], textarea[name=answer]"); };
+  var key = function (form) { return form.dataset.approval || "question-" + form.dataset.question; };
   document.addEventListener("htmx:oobAfterSwap", function (e) {
     if (!e.target || e.target.id !== "approvals-changed") return;
     var card = document.getElementById("run-approvals");
@@ -486,19 +490,20 @@ document.addEventListener("htmx:oobBeforeSwap", function (e) {
   document.addEventListener("htmx:beforeSwap", function (e) {
     if (!e.detail.target || e.detail.target.id !== "run-approvals") return;
     typed = {};
-    e.detail.target.querySelectorAll("form.decide[data-approval]").forEach(function (form) {
-      var reason = form.elements.reason;
+    e.detail.target.querySelectorAll(FORMS).forEach(function (form) {
+      var typedInto = field(form);
       // A form that was sent is not typed into any more: its decision is in the answer.
-      if (reason && reason.value && !(e.detail.requestConfig && form === e.detail.requestConfig.elt)) typed[form.dataset.approval] = reason.value;
+      if (typedInto && typedInto.value && !(e.detail.requestConfig && form === e.detail.requestConfig.elt)) typed[key(form)] = typedInto.value;
     });
   });
   // On the swap itself, not at settle (20 ms later): nobody sees the field empty.
   document.addEventListener("htmx:afterSwap", function (e) {
     var card = document.getElementById("run-approvals");
     if (!card || e.detail.elt !== card) return;
-    card.querySelectorAll("form.decide[data-approval]").forEach(function (form) {
-      var kept = typed[form.dataset.approval];
-      if (kept && form.elements.reason && !form.elements.reason.value) form.elements.reason.value = kept;
+    card.querySelectorAll(FORMS).forEach(function (form) {
+      var kept = typed[key(form)];
+      var typedInto = field(form);
+      if (kept && typedInto && !typedInto.value) typedInto.value = kept;
     });
     typed = {};
   });
