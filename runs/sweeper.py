@@ -40,9 +40,8 @@ from agents.events import Event as RuntimeEvent
 from agents.events.run_events import LeaseExpired, RunStuck
 from agents.spec.lookup import own_timeouts
 from runs import leases, outbox, queue
-from runs.actions.budgets import has_run_limits
 from runs.actions.catalog import spec_of
-from runs.actions.deadlines import do_enforce_budget, do_enforce_step_timeouts
+from runs.actions.deadlines import do_enforce_budget, do_enforce_step_timeouts, has_run_limits
 from runs.actions.questions import do_lapse_expired_questions
 from runs.actions.recovery import do_resume_run
 from runs.actions.retention import release_ended_workspaces

@@ -121,6 +121,6 @@ class JournalWriter(ToolJournal, Protocol):
         ...
 
 
-# runs/actions/coordinator.py and turn_inputs.py import AgentSession as AgentTurn:
+# runs/actions/coordinator.py and model_calls.py import AgentSession as AgentTurn:
 # this alias goes when they import it by its name.
 AgentTurn = AgentSession

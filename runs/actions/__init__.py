@@ -12,7 +12,7 @@ scheduling.py  which steps start, when the coordinator wakes (agents/core decide
 run_states.py  the state machine's view of a run, from its step rows
 not_started.py steps that end before they start: a false condition, one that failed
 steps.py       step turns and wake cycles
-turn_inputs.py what a step's turn is given: variables, dependencies' outputs
+model_calls.py a step's model call: what it is given, its provider, what it reports
 step_ends.py   failed and cancelled steps, failure policies, loop iterations
 deadlines.py   run and step timeouts
 resume.py      one-turn resumes of completed steps

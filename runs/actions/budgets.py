@@ -1,12 +1,9 @@
-"""Run budgets (options.budget): tokens, tool calls and wall time, and the
-run's timeout (options.timeout). A run past any of them ends failed with the
-limit named. Time a run spent waiting for a person's approval or answer is
-not wall time it spent, but it counts against its timeout; time a step
-spent waiting for an answer does not count against its stepTimeout.
-
-Also the run's token totals by role (``token_totals``): the coordinator, the
-workflow's own steps, and the workers the coordinator spawned.
-"""
+"""What a run has spent: its token totals by role (``token_totals``: the
+coordinator, the workflow's own steps, and the workers the coordinator
+spawned), its working time (``working_time``: what options.budget.wallTime
+counts, the waits for a person's approval or answer left out), and a step's
+time waiting for answers (``step_waited``: not counted against its step
+timeout). The limits on them: deadlines.py."""
 
 from __future__ import annotations
 
@@ -19,8 +16,6 @@ from django.db.models import Q, Sum
 from django.utils import timezone
 
 from agents.core.questions import waited_seconds
-from agents.spec import WorkflowOptions
-from runs.actions.catalog import workflow_spec
 from runs.models import Approval, Run, Step
 
 Role = Literal["coordinator", "steps", "workers"]
@@ -108,64 +103,6 @@ TOKEN_SUMS = {
 def totals_from(sums: dict[str, int]) -> TokenTotals:
     """TokenTotals from an aggregate that included TOKEN_SUMS."""
     return TokenTotals(**{role: Tokens(sums[f"{role}_prompt"], sums[f"{role}_completion"]) for role in ROLES})
-
-
-def has_run_limits(options: WorkflowOptions) -> bool:
-    """Whether a run of a workflow with ``options`` has a budget or a timeout to enforce."""
-    budget = options.budget
-    return not (
-        budget.tokens is None and budget.tool_calls is None and budget.wall_time is None and options.timeout is None
-    )
-
-
-def timeout_breach(run: Run, options: WorkflowOptions) -> str | None:
-    """Why ``run`` is past options.timeout, or None (no query).
-
-    The timeout is a deadline, like Temporal's workflow execution timeout:
-    every second since the run started counts, approval waits included. That
-    is what sets it apart from budget.wallTime, which leaves them out; with
-    it, a run that waits for a person who never answers still ends."""
-    if options.timeout is None or run.started is None:
-        return None
-    ran = ((run.finished or timezone.now()) - run.started).total_seconds()
-    if ran < options.timeout:
-        return None
-    return f"run timed out: ran {ran:.1f}s, options.timeout is {options.timeout:g}s"
-
-
-def run_deadline(run: Run, options: WorkflowOptions) -> float | None:
-    """The Unix time options.timeout ends ``run``, or None."""
-    if options.timeout is None or run.started is None:
-        return None
-    return run.started.timestamp() + options.timeout
-
-
-def budget_breach(run: Run) -> str | None:
-    """Why ``run`` is over its budget or past its timeout, or None."""
-    options = workflow_spec(run.workflow).options
-    timed_out = timeout_breach(run, options)
-    if timed_out:
-        return timed_out
-    budget = options.budget
-    if budget.tokens is not None:
-        tokens = token_totals(run).all.total
-        if tokens > budget.tokens:
-            return f"budget exceeded: {tokens:,} tokens used, the budget is {budget.tokens:,} (options.budget.tokens)"
-    if budget.tool_calls is not None:
-        calls = run.tool_calls.filter(counted=True).count()
-        if calls > budget.tool_calls:
-            return (
-                f"budget exceeded: {calls:,} tool calls made, the budget is {budget.tool_calls:,}"
-                " (options.budget.toolCalls)"
-            )
-    if budget.wall_time is not None and run.started:
-        spent = working_time(run)
-        if spent.total_seconds() > budget.wall_time:
-            return (
-                f"budget exceeded: ran {spent.total_seconds():.1f}s, the budget is {budget.wall_time:g}s"
-                " (options.budget.wallTime; approval waits excluded)"
-            )
-    return None
 
 
 def working_time(run: Run) -> timedelta:

@@ -33,8 +33,8 @@ from agents.handler import (
 from agents.llm import ProviderError, build_provider
 from runs.actions.catalog import InputError, workflow_spec
 from runs.actions.command_results import NEEDS_APPROVAL, workflow_args
-from runs.actions.common import traced
 from runs.actions.lifecycle import TooManyRuns, active_runs_refusal, do_create_run
+from runs.actions.model_calls import traced
 from runs.actions.offers import offered_workflows
 from runs.models import Command, Event, Run, Workflow
 from runs.store.sql import store

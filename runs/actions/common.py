@@ -3,7 +3,6 @@ its resume rule, and storing a turn."""
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -11,18 +10,15 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from agents import expansion, ids, telemetry
+from agents import expansion, ids
 from agents.core import machine
 from agents.core.decisions import DropMessage, ResumeStep
 from agents.core.happenings import ForwardToEnded
 from agents.events import Event as RuntimeEvent
 from agents.events import EventSink
 from agents.events.run_events import ResumeQueued, ResumeStarted, TranscriptSealed
-from agents.llm import Provider, build_provider
-from agents.redaction import Redactor
 from agents.router import DropReason, MailboxStore, MessageRouter, Rejection, Resolver, RouterMessage
 from agents.runner import TurnResult
-from agents.spec import AgentSpec, WorkflowSpec
 from runs import queue
 from runs.actions.catalog import workflow_spec
 from runs.models import Artifact, Event, Run, Step, ToolCall
@@ -160,31 +156,6 @@ class Resumer:
         cap = self.limits.max_transcript_bytes
         error = f"its transcript is {size:,} bytes, past ZENWEB_MAX_TRANSCRIPT_BYTES ({cap:,}): no resume reads it"
         self.sink.emit(RuntimeEvent.of(TranscriptSealed(reason="transcript-too-large", error=error), step.step_id))
-
-
-def agent_of(spec: WorkflowSpec, step: Step) -> AgentSpec:
-    """The agent that takes ``step``'s turns: its workflow's, asking the
-    step's own model when the step names one (zenflow's step ``model``)."""
-    agent = spec.agents[step.agent]
-    return agent.model_copy(update={"model": step.model}) if step.model else agent
-
-
-def provider_for(agent: AgentSpec) -> Provider:
-    """The model provider an agent is configured for (scripted unless told)."""
-    return traced(build_provider(agent.provider, model=agent.model, script=agent.script))
-
-
-def traced(provider: Provider) -> Provider:
-    """``provider``, each of its calls a ``chat`` span where this process
-    traces (docs/operations.md), with the known secrets redacted."""
-    if not telemetry.tracing():
-        return provider
-    return telemetry.TracedProvider(provider, _redactor(), telemetry.capture_content())
-
-
-@functools.cache
-def _redactor() -> Redactor:
-    return Redactor(settings.ZENWEB_SECRET_VALUES)
 
 
 def save_turn(step: Step, result: TurnResult, *, next_turn_queued: bool = False) -> int:

@@ -33,12 +33,11 @@ from agents.runner import AgentTurn, TurnResult, apply_completion, build_request
 from agents.spec import AgentSpec, WorkflowSpec
 from agents.tools import Tool, ToolRegistry
 from agents.tools.builtin.messaging import MAX_MESSAGE_CHARS
-from runs.actions.budgets import run_deadline, timeout_breach
 from runs.actions.catalog import workflow_spec
-from runs.actions.common import Limits, provider_for, router_for, save_turn
-from runs.actions.deadlines import enforce_budget_after_commit
+from runs.actions.common import Limits, router_for, save_turn
+from runs.actions.deadlines import enforce_budget_after_commit, run_deadline, timeout_breach
 from runs.actions.ending import do_fail_run, do_finish_run, finish_locked
-from runs.actions.model_calls import model_call
+from runs.actions.model_calls import model_call, provider_for
 from runs.actions.run_states import plans_first
 from runs.actions.scheduling import schedule
 from runs.actions.tooling import tool_env, tools_for, try_examples

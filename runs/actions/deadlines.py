@@ -1,13 +1,18 @@
-"""Deadlines at run time: the run's and the step's timeout for a turn, the
-sweeper's step-timeout check, and the budget check after a turn. What
-follows a deadline passing is the state machine's (``machine.decide``,
-agents/core/gates.py):
-``apply_deadline`` carries it out."""
+"""A run's limits at run time: its budget (options.budget: tokens, tool calls,
+wall time) and its timeout (options.timeout), a step's timeout (its own, else
+options.stepTimeout); what limits a turn, the sweeper's step-timeout check,
+and the budget check after a turn. A run past any of them ends failed with
+the limit named. Time a run spent waiting for a person's approval or answer
+is not wall time it spent (budgets.working_time), but it counts against its
+timeout; time a step spent waiting for an answer does not count against its
+step timeout (budgets.step_waited). What follows a deadline passing is the state machine's
+(``machine.decide``, agents/core/gates.py): ``apply_deadline`` carries it out."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import timedelta
+from typing import NamedTuple
 
 from django.db import transaction
 from django.utils import timezone
@@ -17,11 +22,69 @@ from agents.core import gates, machine
 from agents.core.timeouts import overdue, step_limit
 from agents.spec import WorkflowOptions, WorkflowSpec
 from agents.spec.lookup import step_at
-from runs.actions.budgets import budget_breach, has_run_limits, run_deadline, step_waited, timeout_breach
+from runs.actions.budgets import step_waited, token_totals, working_time
 from runs.actions.catalog import workflow_spec
 from runs.actions.ending import end_run
 from runs.actions.step_ends import do_fail_step
 from runs.models import Run, Step
+
+
+def has_run_limits(options: WorkflowOptions) -> bool:
+    """Whether a run of a workflow with ``options`` has a budget or a timeout to enforce."""
+    budget = options.budget
+    return not (
+        budget.tokens is None and budget.tool_calls is None and budget.wall_time is None and options.timeout is None
+    )
+
+
+def timeout_breach(run: Run, options: WorkflowOptions) -> str | None:
+    """Why ``run`` is past options.timeout, or None (no query).
+
+    The timeout is a deadline, like Temporal's workflow execution timeout:
+    every second since the run started counts, approval waits included. That
+    is what sets it apart from budget.wallTime, which leaves them out; with
+    it, a run that waits for a person who never answers still ends."""
+    if options.timeout is None or run.started is None:
+        return None
+    ran = ((run.finished or timezone.now()) - run.started).total_seconds()
+    if ran < options.timeout:
+        return None
+    return f"run timed out: ran {ran:.1f}s, options.timeout is {options.timeout:g}s"
+
+
+def run_deadline(run: Run, options: WorkflowOptions) -> float | None:
+    """The Unix time options.timeout ends ``run``, or None."""
+    if options.timeout is None or run.started is None:
+        return None
+    return run.started.timestamp() + options.timeout
+
+
+def budget_breach(run: Run) -> str | None:
+    """Why ``run`` is over its budget or past its timeout, or None."""
+    options = workflow_spec(run.workflow).options
+    timed_out = timeout_breach(run, options)
+    if timed_out:
+        return timed_out
+    budget = options.budget
+    if budget.tokens is not None:
+        tokens = token_totals(run).all.total
+        if tokens > budget.tokens:
+            return f"budget exceeded: {tokens:,} tokens used, the budget is {budget.tokens:,} (options.budget.tokens)"
+    if budget.tool_calls is not None:
+        calls = run.tool_calls.filter(counted=True).count()
+        if calls > budget.tool_calls:
+            return (
+                f"budget exceeded: {calls:,} tool calls made, the budget is {budget.tool_calls:,}"
+                " (options.budget.toolCalls)"
+            )
+    if budget.wall_time is not None and run.started:
+        spent = working_time(run)
+        if spent.total_seconds() > budget.wall_time:
+            return (
+                f"budget exceeded: ran {spent.total_seconds():.1f}s, the budget is {budget.wall_time:g}s"
+                " (options.budget.wallTime; approval waits excluded)"
+            )
+    return None
 
 
 def enforce_budget_after_commit(run_id: int, spec: WorkflowSpec) -> None:
@@ -55,6 +118,21 @@ def own_timeout(run: Run, step: Step) -> float | None:
     """The step's own ``timeout``, or None."""
     found = step_at(workflow_spec(run.workflow), expansion.condition_path(step.step_id))
     return found.timeout if found is not None else None
+
+
+class TurnLimits(NamedTuple):
+    """What limits a step's turn: the Unix time the run's or the step's
+    timeout ends it (None: neither is set, and the turn has no deadline to
+    pass), and whether the run has a budget or a timeout to check after the
+    turn commits (has_run_limits)."""
+
+    deadline: float | None
+    checked_after_commit: bool
+
+
+def turn_limits(run: Run, step: Step, options: WorkflowOptions) -> TurnLimits:
+    """What limits ``step``'s turn in ``run`` (see TurnLimits)."""
+    return TurnLimits(turn_deadline(run, step, options), has_run_limits(options))
 
 
 def turn_deadline(run: Run, step: Step, options: WorkflowOptions) -> float | None:

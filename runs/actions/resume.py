@@ -14,10 +14,10 @@ from agents.runner import (
     build_request,
 )
 from runs.actions.catalog import REGISTRY, workflow_spec
-from runs.actions.common import agent_of, provider_for, router_for, save_turn
-from runs.actions.model_calls import model_call
+from runs.actions.common import router_for, save_turn
+from runs.actions.model_calls import agent_of, ask, build_agent_turn, turn_variables
 from runs.actions.step_ends import run_of, schedule_after_commit
-from runs.actions.turn_inputs import build_agent_turn, turn_variables
+from runs.actions.tooling import tool_env
 from runs.models import Run, Step
 from runs.store.mailboxes import DjangoMailboxStore
 from runs.store.sql import store
@@ -39,13 +39,13 @@ def do_resume_turn(step_pk: int) -> None:
     mailboxes = DjangoMailboxStore(run.pk)
     inbox = mailboxes.unread(step.step_id)
     agent = agent_of(workflow_spec(run.workflow), step)
-    agent_turn = build_agent_turn(run, step, agent, turn_variables(run, step, inbox))
+    agent_turn = build_agent_turn(step, agent, turn_variables(run, step, inbox))
+    agent_turn.env = tool_env(run, step)
     agent_turn.empty_answer_retries = None  # one answer: an empty one replies "(no answer)"
     # One answer, no tools: a resumed step replies; it does not start work.
     request = build_request(agent_turn, [], inbox)
     try:
-        with model_call(run.pk, step.step_id) as hooks:
-            completion = provider_for(agent).complete(request, **hooks)
+        completion = ask(agent, request, run.pk, step.step_id)
     except ProviderError as exc:
         do_fail_resume(step.pk, str(exc))
         return

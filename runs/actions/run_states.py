@@ -1,11 +1,14 @@
 """The state machine's view of a run (agents/core/machine.py RunState),
-made from its step rows (runs/store/sql StepRow), and what it asks of the
-run's coordinator: whether it spawns workers and must plan first."""
+made from its step rows (runs/store/sql StepRow); whether a step's
+completion may be decided from those rows without the run's lock
+(decided_from_rows); and what it asks of the run's coordinator: whether it
+spawns workers and must plan first."""
 
 from __future__ import annotations
 
 from agents import expansion
 from agents.core import machine
+from agents.core.ready import past_cap
 from agents.router import COORDINATOR
 from agents.spec import WorkflowSpec
 from runs.actions.catalog import workflow_spec
@@ -31,6 +34,30 @@ def run_state(
         conditions=conditions,
         outputs=finished_outputs(run_id) if conditions else {},
     )
+
+
+def decided_from_rows(spec: WorkflowSpec, finished: Step) -> bool:
+    """Whether what ``finished`` completing starts, in a run of ``spec``, is
+    decided from the run's step rows (read with its write, or once after
+    it) without the run's lock: steps cannot be added (decides_without_lock),
+    and ``finished`` is not numbered past its forEach loop's cap
+    (ready.past_cap), which holds steps back: the decision is made under
+    the lock then (schedule with ``locked``, inside the write's transaction, on
+    PostgreSQL's usual last turn; else a pass of its own after commit,
+    which reads the rows itself)."""
+    return decides_without_lock(spec) and not past_cap(finished.step_id, finished.limits)
+
+
+def decides_without_lock(spec: WorkflowSpec) -> bool:
+    """Whether a completion in a run of ``spec`` may be decided on without
+    the run's lock (from the steps read with its write, or once after it
+    committed): not when steps can be added (a coordinator that spawns
+    workers may have to plan first; a repeat-until loop adds iterations).
+    Otherwise whether a cap binds (the run's, a forEach loop's) is the state
+    machine's to say, from those rows: when one can, the pass under the
+    lock decides. Nor in a workflow with step conditions: what they read
+    (the finished steps' outputs) is read under the lock."""
+    return not spawns_workers(spec) and "repeat" not in expansion.loop_kinds(spec) and not has_conditions(spec)
 
 
 def has_conditions(spec: WorkflowSpec) -> bool:

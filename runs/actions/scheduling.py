@@ -19,17 +19,15 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agents import expansion
 from agents.core import machine
 from agents.core.decisions import FailStep, SkipStep
-from agents.core.ready import past_cap
 from agents.events import Event as RuntimeEvent
 from agents.events.run_events import StepStart
 from agents.spec import WorkflowSpec
 from runs import queue
 from runs.actions.catalog import spec_of
 from runs.actions.not_started import not_started
-from runs.actions.run_states import coordinator_plans_first, has_conditions, run_state, spawns_workers
+from runs.actions.run_states import coordinator_plans_first, decided_from_rows, run_state, spawns_workers
 from runs.models import Run, Step
 from runs.store.events import NoticeAfterCommit
 from runs.store.sql import StepRow, Successor, store
@@ -153,30 +151,6 @@ def do_schedule_run_of(step_pk: int) -> None:
     run_id = Step.objects.filter(pk=step_pk).values_list("run_id", flat=True).first()
     if run_id is not None:
         schedule(run_id)
-
-
-def decided_from_rows(spec: WorkflowSpec, finished: Step) -> bool:
-    """Whether what ``finished`` completing starts, in a run of ``spec``, is
-    decided from the run's step rows (read with its write, or once after
-    it) without the run's lock: steps cannot be added (decides_without_lock),
-    and ``finished`` is not numbered past its forEach loop's cap
-    (ready.past_cap), which holds steps back: the decision is made under
-    the lock then (schedule with ``locked``, inside the write's transaction, on
-    PostgreSQL's usual last turn; else a pass of its own after commit,
-    which reads the rows itself)."""
-    return decides_without_lock(spec) and not past_cap(finished.step_id, finished.limits)
-
-
-def decides_without_lock(spec: WorkflowSpec) -> bool:
-    """Whether a completion in a run of ``spec`` may be decided on without
-    the run's lock (from the steps read with its write, or once after it
-    committed): not when steps can be added (a coordinator that spawns
-    workers may have to plan first; a repeat-until loop adds iterations).
-    Otherwise whether a cap binds (the run's, a forEach loop's) is the state
-    machine's to say, from those rows: when one can, the pass under the
-    lock decides. Nor in a workflow with step conditions: what they read
-    (the finished steps' outputs) is read under the lock."""
-    return not spawns_workers(spec) and "repeat" not in expansion.loop_kinds(spec) and not has_conditions(spec)
 
 
 def _start_without_lock(

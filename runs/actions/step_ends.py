@@ -31,10 +31,10 @@ from agents.llm.base import CompletionRequest
 from agents.router import DropReason, MessageType, RouterMessage
 from runs import queue
 from runs.actions.catalog import spec_of, workflow_spec
-from runs.actions.common import provider_for, router_for
+from runs.actions.common import router_for
 from runs.actions.containers import create_steps, iteration_of, iteration_prefix, repeat_loop_of
 from runs.actions.ending import cancel_step_children_after_commit, lapse_pending
-from runs.actions.model_calls import model_call
+from runs.actions.model_calls import ask
 from runs.actions.run_states import coordinator_plans_first, run_state
 from runs.actions.scheduling import apply_decisions, schedule
 from runs.models import Run, Step, ToolCall
@@ -123,8 +123,7 @@ def do_judge_loop(loop_pk: int, iteration: int) -> None:
         variables={"iteration": str(iteration)},
     )
     try:
-        with model_call(run.pk, loop.step_id) as hooks:
-            completion = provider_for(agent).complete(request, **hooks)
+        completion = ask(agent, request, run.pk, loop.step_id)
     except ProviderError as exc:
         # zenflow's judge fails open: its error is the iteration's verdict
         # (not done), and the loop goes on, bounded by maxIterations.

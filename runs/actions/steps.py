@@ -5,18 +5,17 @@ resumes of completed steps: resume.py."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from string import Template
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from django.db import transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
-from agents import expansion, telemetry
+from agents import telemetry
 from agents.core import machine
 from agents.core.decisions import AwaitCalls, CompleteStep, DropMail, FailStep, NextTurn, StartSteps, WakeAgain
 from agents.core.happenings import ToolUse, TurnAnswered, TurnDue, WakeCount
-from agents.core.retries import model_call_retries
 from agents.events import Event as RuntimeEvent
 from agents.events import ListSink
 from agents.events.run_events import AgentWake, MaxWakeCyclesWarning, StepEnd
@@ -27,26 +26,21 @@ from agents.runner import (
     ToolEnv,
     TurnResult,
     apply_completion,
-    build_request,
     is_empty,
-    new_step_transcript,
     run_side_effects,
-    step_prompt,
 )
-from agents.spec import AgentSpec, WorkflowOptions, WorkflowSpec
-from agents.spec.lookup import step_at
+from agents.spec import WorkflowOptions, WorkflowSpec
 from agents.tools import Tool, ToolRegistry
 from runs import leases, queue
-from runs.actions.budgets import has_run_limits
 from runs.actions.catalog import workflow_spec
-from runs.actions.common import Limits, agent_of, provider_for, router_for, save_turn
+from runs.actions.common import Limits, router_for, save_turn
 from runs.actions.containers import repeat_loop_of
-from runs.actions.deadlines import enforce_budget_after_commit, stopped_by_deadline, turn_deadline
-from runs.actions.model_calls import model_call
+from runs.actions.deadlines import TurnLimits, enforce_budget_after_commit, stopped_by_deadline, turn_limits
+from runs.actions.model_calls import ask, prepare_turn
+from runs.actions.run_states import decided_from_rows
 from runs.actions.scheduling import (
     Eager,
     EagerTurn,
-    decided_from_rows,
     eager_successor,
     known_start,
     running,
@@ -55,8 +49,7 @@ from runs.actions.scheduling import (
     successor,
 )
 from runs.actions.step_ends import after_step_terminal, cancel_step, do_fail_step, schedule_after_commit
-from runs.actions.tooling import step_tools
-from runs.actions.turn_inputs import build_agent_turn, dependency_outputs, turn_variables
+from runs.actions.tooling import tool_env
 from runs.models import Run, Step, ToolCall
 from runs.store import last_turn
 from runs.store.events import NoticeAfterCommit, broadcast
@@ -99,27 +92,39 @@ def _turn_span(step: Step):
 @dataclass
 class _Turn:
     """One turn of a step, as it is asked and recorded: the step (loaded for
-    the turn), the worker that owns its lease, the workflow, the agent's turn
-    and its request, the mail it was shown, the tools it may call, and the
-    unit of work its writes are held in."""
+    the turn), the worker that owns its lease, the workflow, the mail it was
+    shown and what limits it; then (model_calls.prepare_turn) the agent's
+    turn, its request and the tools it may call."""
 
     step: Step
     number: int
     owner: str
     spec: WorkflowSpec
-    agent_turn: AgentTurn
-    request: CompletionRequest
     inbox: list[RouterMessage]
-    registry: ToolRegistry
-    tools: list[Tool]
-    journal: DjangoToolJournal
-    uow: UnitOfWork
+    limits: TurnLimits
+    agent_turn: AgentTurn = field(init=False)
+    request: CompletionRequest = field(init=False)
+    registry: ToolRegistry = field(init=False)
+    tools: list[Tool] = field(init=False)
 
-    @property
-    def env(self) -> ToolEnv:
-        env = self.agent_turn.env
-        assert env is not None  # set by build_agent_turn
-        return env
+    @cached_property
+    def uow(self) -> UnitOfWork:
+        """The turn's writes: held, and written together when it is recorded.
+        Made when first needed (its tools' environment, the general record):
+        the usual last turn writes without one (last_turn.write)."""
+        return UnitOfWork(self.step.run_id)
+
+    def stopped(self) -> bool:
+        """Whether a deadline stopped the turn (its run or its step failed
+        for it): never one with no deadline to pass (no timeout set)."""
+        if self.limits.deadline is None:
+            return False
+        return stopped_by_deadline(self.step.run, self.step, self.spec.options)
+
+    def check_budget_after_commit(self) -> None:
+        """A run with a budget or a timeout is checked once the turn commits."""
+        if self.limits.checked_after_commit:
+            enforce_budget_after_commit(self.step.run_id, self.spec)
 
 
 def _take_turn(step: Step, turn: int, owner: str, known: EagerTurn) -> Eager | None:
@@ -128,100 +133,78 @@ def _take_turn(step: Step, turn: int, owner: str, known: EagerTurn) -> Eager | N
     it may depend on, its step rows)."""
     run = step.run
     spec = workflow_spec(run.workflow)
-    agent = agent_of(spec, step)
     # Most turns (a fan-out's every one) have no mail: the count came with the step.
     inbox = DjangoMailboxStore(run.pk).unread(step.step_id) if step.unread else []
     if any(message.type == MessageType.CANCEL for message in inbox):
         cancel_step(step, inbox)
         return None
-    max_turns = agent.max_turns or spec.options.max_turns  # the agent's own (zenflow's); 0 is unset
+    # The agent's own (zenflow's); 0 is unset.
+    max_turns = spec.agents[step.agent].max_turns or spec.options.max_turns
     for decision in machine.decide(machine.UNREAD, TurnDue(step.step_id, turn, max_turns)):
         if isinstance(decision, FailStep):
             do_fail_step(step.pk, decision.error, step.attempt)
             return None
-    if stopped_by_deadline(run, step, spec.options):
+    taken = _Turn(step, turn, owner, spec, inbox, turn_limits(run, step, spec.options))
+    if taken.stopped():
         return None
-    taken = _prepare(step, turn, owner, spec, agent, inbox, known.outputs)
+    prepared = prepare_turn(step, spec, inbox, known.outputs, taken.limits.deadline)
+    taken.agent_turn, taken.request, taken.registry, taken.tools = prepared
     completion = _ask_model(taken)
     if completion is None:
         return None
+    recorded, follow = _last_turn_in_one_trip(taken, completion, known.rows)
+    if recorded:
+        return follow
     # Built before the run's lock is taken: every step of the run waits for
     # that lock, so what does not need it stays out of it. (A step only
     # sends to the coordinator: the run's status, read before the model
     # answered, is never consulted.) It routes only inside the block whose
     # first UPDATE takes the run's lock: it need not take it again.
-    router = router_for(run, uow=taken.uow)
-    recorded, follow = _last_turn_in_one_trip(taken, completion, router, known.rows)
-    if recorded:
-        return follow
-    _record_answer(taken, completion, router)
+    _record_answer(taken, completion, router_for(run, uow=taken.uow))
     return None
-
-
-def _prepare(
-    step: Step,
-    turn: int,
-    owner: str,
-    spec: WorkflowSpec,
-    agent: AgentSpec,
-    inbox: list[RouterMessage],
-    outputs: dict[str, str],
-) -> _Turn:
-    """The turn to ask the model: its variables, its prompt on a step's
-    first turn (``outputs``: the known ones of the steps it depends on),
-    its tools, its request and the unit of work its writes are held in."""
-    run = step.run
-    variables = turn_variables(run, step, inbox)
-    if not step.transcript:
-        instructions = Template(step.instructions).safe_substitute(variables)
-        prompt = step_prompt(instructions, dependency_outputs(step, outputs), spec.success_criteria)
-        step.transcript = new_step_transcript(step.step_id, agent, prompt)
-    # The turn's writes: held, and written together when it is recorded.
-    uow = UnitOfWork(run.pk)
-    agent_turn = build_agent_turn(run, step, agent, variables, uow)
-    agent_turn.empty_answer_retries = spec.options.max_empty_answer_retries
-    registry, tools = step_tools(spec, step)
-    request = build_request(agent_turn, tools, inbox, deadline=turn_deadline(run, step, spec.options))
-    request = replace(request, max_retries=_call_retries(spec, step.step_id))
-    journal = DjangoToolJournal(step.pk, owner, outside_transaction=True)
-    taken = _Turn(step, turn, owner, spec, agent_turn, request, inbox, registry, tools, journal, uow)
-    taken.env.journal = journal
-    # Service-backed calls become tasks of their own (runs/actions/tool_tasks.py).
-    taken.env.defer = spec.options.tool_execution == "tasks"
-    return taken
 
 
 def _ask_model(taken: _Turn) -> Completion | None:
     """Ask the model, under the turn's lease, and run the side effects of
     the calls it answers with: the answer, or None when there is nothing to
     record (the model call failed, and the step with it; a deadline passed)."""
-    step, options = taken.step, taken.spec.options
-    run = step.run
+    step = taken.step
     try:
         with leases.renewing(step.pk, taken.owner):
-            with model_call(run.pk, step.step_id) as hooks:
-                completion = provider_for(taken.agent_turn.agent).complete(taken.request, **hooks)
+            completion = ask(taken.agent_turn.agent, taken.request, step.run_id, step.step_id)
             # An answer that came back past a deadline is not acted on, nor
             # recorded (checked again below: its tools may have run long).
-            late = stopped_by_deadline(run, step, options)
+            late = taken.stopped()
             if completion.tool_calls:
-                # What is left under maxToolCalls decides whether any call runs.
-                taken.env.tool_call_cap = options.max_tool_calls
-                taken.env.tool_calls_made = ToolCall.objects.filter(step=step, counted=True).count()
-            if not late:
-                # Files and commands run now, each result kept at once: if this
-                # worker dies before the turn is recorded, the retry reuses them.
-                run_side_effects(
-                    taken.agent_turn, completion, registry=taken.registry, tools=taken.tools, journal=taken.journal
-                )
+                journal = DjangoToolJournal(step.pk, taken.owner, outside_transaction=True)
+                taken.agent_turn.env = _tool_env(taken, journal)
+                if not late:
+                    # Files and commands run now, each result kept at once: if this
+                    # worker dies before the turn is recorded, the retry reuses them.
+                    registry, tools = taken.registry, taken.tools
+                    run_side_effects(taken.agent_turn, completion, registry=registry, tools=tools, journal=journal)
     except ProviderError as exc:
         # A call cut off by a deadline fails for the deadline's reason.
-        if not stopped_by_deadline(run, step, options):
+        if not taken.stopped():
             do_fail_step(step.pk, str(exc), step.attempt)
         return None
-    if late or stopped_by_deadline(run, step, options):
+    if late or taken.stopped():
         return None
     return completion
+
+
+def _tool_env(taken: _Turn, journal: DjangoToolJournal) -> ToolEnv:
+    """What the tools of an answer's calls get (tooling.tool_env), with the
+    turn's ``journal``, whether service-backed calls become tasks of their own
+    (runs/actions/tool_tasks.py), and what is left under maxToolCalls, which
+    decides whether any call runs."""
+    step, options = taken.step, taken.spec.options
+    env = tool_env(step.run, step, taken.uow)
+    env.journal = journal
+    env.defer = options.tool_execution == "tasks"
+    env.tool_call_cap = options.max_tool_calls
+    env.tool_calls_made = ToolCall.objects.filter(step=step, counted=True).count()
+    return env
 
 
 def _record_answer(taken: _Turn, completion: Completion, router: MessageRouter) -> None:
@@ -259,14 +242,14 @@ def _record_answer(taken: _Turn, completion: Completion, router: MessageRouter) 
                 # scheduling needs after commit.
                 tokens = (result.prompt_tokens, result.completion_tokens)
                 unread, state = last_turn.save(step, result.transcript, tokens, last_turn.completion(result.output))
-                enforce_budget_after_commit(step.run_id, taken.spec)
+                taken.check_budget_after_commit()
                 if state is not None:
                     _completed_by_last_turn(step, result.output, uow, state)
                     return
             else:
                 # A turn that continues queues the next (_next_turn below): marked with it.
                 unread = save_turn(step, result, next_turn_queued=result.status == "continue")
-                enforce_budget_after_commit(step.run_id, taken.spec)
+                taken.check_budget_after_commit()
             _after_answer(step, taken.number, result, unread, uow, router)
 
 
@@ -279,7 +262,7 @@ def _record_turn(step: Step, turn: int) -> int:
 
 
 def _last_turn_in_one_trip(
-    taken: _Turn, completion: Completion, router: MessageRouter, rows: list[StepRow] | None
+    taken: _Turn, completion: Completion, rows: list[StepRow] | None
 ) -> tuple[bool, Eager | None]:
     """Record the usual last turn (an answer, no tool call, no mail read, no
     repeat-until loop to decide next) in one round trip on PostgreSQL
@@ -297,12 +280,17 @@ def _last_turn_in_one_trip(
     (scheduling.schedule with ``locked``), instead of a pass of its own after
     commit."""
     step, spec = taken.step, taken.spec
-    if completion.tool_calls or taken.inbox or repeat_loop_of(step.step_id) is not None:
+    if completion.tool_calls or taken.inbox or is_empty(completion):
+        return False, None  # an empty answer is no last turn: the model gets a hint, or the step fails
+    unlocked = decided_from_rows(spec, step)
+    # A repeat-until loop's step: what follows is its loop's to decide. (A
+    # workflow decided from rows has no such loop: no step is in one.)
+    if not unlocked and repeat_loop_of(step.step_id) is not None:
         return False, None
-    if is_empty(completion):
-        return False, None  # not a last turn: the model gets a hint, or the step fails
     events = ListSink()
-    # ``router`` routes nothing here: no mail to drain, no tool call.
+    # No mail to drain, no tool call: the router routes nothing, and needs
+    # neither the run's limits nor its resume rule.
+    router = MessageRouter(DjangoMailboxStore(step.run_id), events)
     result = apply_completion(
         taken.agent_turn,
         taken.request,
@@ -328,8 +316,7 @@ def _last_turn_in_one_trip(
     # A run with a budget or a timeout is checked after each turn commits
     # (enforce_budget_after_commit): a successor started with the turn would
     # run past it. Its successor starts after that check, as any other's does.
-    limits = has_run_limits(spec.options)
-    unlocked = decided_from_rows(spec, step)
+    limits = taken.limits.checked_after_commit
     start = known_start(spec, rows, step.step_id) if unlocked and not limits else None
     if not limits and (not unlocked or (start is not None and start.needs_run_lock)):
         return _last_turn_deciding_under_lock(turn_written, taken.owner, outputs)
@@ -360,7 +347,7 @@ def _last_turn_starting_successor(
     if written is None:
         return False, None
     # Committed already: these run now.
-    enforce_budget_after_commit(step.run_id, taken.spec)
+    taken.check_budget_after_commit()
     if written.started is not None:
         started, seq = written.started
         broadcast(step.run_id, seq)  # after the turn's events
@@ -509,10 +496,3 @@ def _complete_step(step: Step, output: str, router: MessageRouter) -> None:
         schedule_after_commit(step.run_id)  # a loop moved on
     else:
         schedule_after_commit(step.run_id, finished=step)
-
-
-def _call_retries(spec: WorkflowSpec, step_id: str) -> int | None:
-    """How often a step's model call is tried again after a transient
-    provider error: its own ``maxRetries``, else ``options.maxRetries``."""
-    own = step_at(spec, expansion.condition_path(step_id))
-    return model_call_retries(own.max_retries if own is not None else None, spec.options.max_retries)

@@ -9,7 +9,8 @@ import pytest
 from django.utils import timezone
 
 from runs.actions import do_create_run
-from runs.actions.budgets import budget_breach, working_time
+from runs.actions.budgets import working_time
+from runs.actions.deadlines import budget_breach
 from runs.models import Approval, Run
 from tests.conftest import register, wait_for_run
 

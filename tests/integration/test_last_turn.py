@@ -236,13 +236,13 @@ def test_an_empty_answer_is_no_last_turn_on_either_path(pg_run, monkeypatch):
     """Neither writer completes a step with an empty answer: both leave it
     running with the retry hint as the next thing its model reads."""
     from agents.llm.base import Completion
-    from runs.actions import steps
+    from runs.actions import model_calls
 
     class Silent:
         def complete(self, request, **hooks):
             return Completion(content=" ")
 
-    monkeypatch.setattr(steps, "provider_for", lambda agent: Silent())
+    monkeypatch.setattr(model_calls, "provider_for", lambda agent: Silent())
     queued = []
     monkeypatch.setattr("runs.tasks.run_step_turn.delay", lambda *args: queued.append(args))
     s1, s2 = pg_run.steps.get(step_id="s1"), pg_run.steps.get(step_id="s2")
