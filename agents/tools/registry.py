@@ -199,6 +199,8 @@ class ToolRegistry:
             problem = f"{tool.name} is bounded but returned no bounds"
         elif not tool.bounded and result.bounds is not None:
             problem = f"{tool.name} is not bounded but returned bounds"
+        elif tool.result_model is not None:
+            problem = _off_model(tool, result)
         artifacts: list[Artifact] = []
         for artifact in result.artifacts:
             try:
@@ -212,6 +214,21 @@ class ToolRegistry:
         return ToolOutcome(
             text, ok=True, arguments=shown, bounds=result.bounds, artifacts=artifacts, omitted=omitted, counted=counted
         )
+
+
+def _off_model(tool: Tool, result: ToolAnswer) -> str | None:
+    """Why ``result`` is not what ``tool``'s result model says the model gets, or None."""
+    assert tool.result_model is not None
+    payload: dict[str, Any] = {"result": result.content}
+    if result.bounds is not None:
+        payload["bounds"] = result.bounds.as_data()
+    try:
+        tool.result_model.model_validate(payload)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = _dotted(error["loc"])
+        return f"{tool.name} answered outside its result model {tool.result_model.__name__}: {where}: {error['msg']}"
+    return None
 
 
 def has_effects(tool: Tool) -> bool:

@@ -12,13 +12,14 @@ depends on the other (the host checks this, naming the conflicting step).
 from __future__ import annotations
 
 from agents.tools.base import Tool, ToolContext
+from agents.tools.builtin.result_models import SpawnedWorker, SpawnWorkerResult
+from agents.tools.results import ToolAnswer
 from agents.tools.worker_request import WorkerRequest
 
 
-def _spawn(ctx: ToolContext, args: WorkerRequest) -> str:
+def _spawn(ctx: ToolContext, args: WorkerRequest) -> ToolAnswer:
     step_id = ctx.require_host().spawn_worker(ctx, args)
-    waits = f"; it starts after {', '.join(args.depends_on)}" if args.depends_on else ""
-    return f"spawned: {step_id}{waits}"
+    return ToolAnswer(SpawnedWorker(step_id=step_id, depends_on=list(args.depends_on)).model_dump())
 
 
 SPAWN_WORKER = Tool(
@@ -31,4 +32,5 @@ SPAWN_WORKER = Tool(
     toolset="orchestration",
     inline=True,
     tags=("management",),
+    result_model=SpawnWorkerResult,
 )

@@ -4,6 +4,8 @@ the workspace is refused before anyone is asked to approve it."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.conf import settings
 
@@ -50,7 +52,7 @@ def test_it_runs_no_command_hidden_in_the_target(victim, owner, approver, tmp_pa
     assert not marker.exists()
     assert (victim / "report.txt").read_text() == "keep me"
     # The target was one path, made and deleted inside the workspace.
-    assert run.tool_calls.get(name="run_shell").result.startswith("exit code: 0\n")
+    assert json.loads(run.tool_calls.get(name="run_shell").result)["result"]["exit_code"] == 0
     workspace = settings.ZENWEB_WORKSPACES / f"run-{run.pk}"
     assert (workspace / target.split("/")[0]).is_dir()
     assert not (workspace / target).exists()

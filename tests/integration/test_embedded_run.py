@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from runs.actions import do_create_run
@@ -123,7 +125,9 @@ def test_it_drops_a_forward_to_an_unknown_step_with_one_event(celery_worker):
         {"reason": "unknown-step", "from": "coordinator", "to": "nobody", "msg_type": "info", "message_id": "msg-fwd-2"}
     ]
     result = run.tool_calls.get(name="forward_to_agent").result
-    assert result.startswith("dropped: unknown-step. Registered steps: [talker]")
+    dropped = json.loads(result)["result"]
+    assert (dropped["status"], dropped["reason"]) == ("dropped", "unknown-step")
+    assert dropped["detail"].startswith("Registered steps: [talker]")
     assert Message.objects.get(run=run, message_id="msg-fwd-2").drop_reason == "unknown-step"
     assert run.status == Run.Status.COMPLETED
 

@@ -3,6 +3,8 @@ fix-ups, which run; the run ends once it finalizes with nothing left to run."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from runs.actions import do_create_run
@@ -67,7 +69,7 @@ def test_a_fix_up_for_a_failed_worker_runs_and_one_that_waits_for_it_is_refused(
     waits, redo = run.tool_calls.filter(name="spawn_worker", step__step_id="coordinator").order_by("id")[1:]
     assert waits.ok is False
     assert "this worker would never start: it depends on worker-1 ended failed" in waits.result
-    assert redo.result == "spawned: worker-2"
+    assert json.loads(redo.result)["result"]["step_id"] == "worker-2"
     steps = dict(run.steps.filter(kind=Step.Kind.STEP).values_list("step_id", "status"))
     assert steps == {"worker-1": Step.Status.FAILED, "worker-2": Step.Status.COMPLETED}
     # One step failed and its fix-up completed: partial, with the fix-up's output in the result.

@@ -4,6 +4,8 @@ the sender's tool result says `dropped: <reason>`."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from runs.actions import do_create_run
@@ -22,7 +24,10 @@ def drops(run: Run) -> list[dict]:
 
 
 def results(run: Run, step_id: str, tool: str = "send_message") -> list[str]:
-    return list(run.tool_calls.filter(step__step_id=step_id, name=tool).values_list("result", flat=True))
+    """What became of each message, as ``queued: <id>`` or ``dropped: <reason>``."""
+    answers = run.tool_calls.filter(step__step_id=step_id, name=tool).values_list("result", flat=True)
+    said = [json.loads(answer)["result"] for answer in answers]
+    return [f"{s['status']}: {s['message_id'] if s['status'] == 'queued' else s['reason']}" for s in said]
 
 
 def test_it_rejects_the_newest_message_when_a_mailbox_is_full(celery_worker, settings):

@@ -31,7 +31,8 @@ def test_it_runs_a_step_on_the_openai_provider_with_tool_calls(celery_worker, op
     assert first["messages"][1] == {"role": "user", "content": "Analyse the tides."}
     assert [tool["function"]["name"] for tool in first["tools"]] == ["send_message"]
     # The second turn replays the conversation, with the tool's result.
-    assert second["messages"][-1] == {"role": "tool", "tool_call_id": "call_1", "content": "queued: msg-send-1"}
+    queued = json.dumps({"result": {"status": "queued", "message_id": "msg-send-1"}})
+    assert second["messages"][-1] == {"role": "tool", "tool_call_id": "call_1", "content": queued}
     assert run.events.get(type="coordinator_narration").data["text"] == "analyse says: tides are high"
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import pytest
 from django.conf import settings
 
+from agents.tools import default_registry
 from runs.actions import do_create_run
 from runs.models import Run
 from tests.conftest import assert_gapless, register, wait_for_run
@@ -49,7 +51,8 @@ def test_it_charts_the_price_history_for_people_only(run):
     chart = call.artifacts.get()
     assert chart.kind == "timeseries"
     assert chart.data["series"][0]["points"]
-    assert '"points"' not in call.result and call.result.startswith("Aster Swift 14")
+    assert '"points"' not in call.result
+    assert json.loads(call.result)["result"]["title"].startswith("Aster Swift 14")
 
 
 def test_it_writes_the_brief_into_the_run_workspace_with_the_path_injected(run):
@@ -60,7 +63,7 @@ def test_it_writes_the_brief_into_the_run_workspace_with_the_path_injected(run):
     assert json.loads(write.arguments)["workspace"] == "[injected]"
     assert str(settings.ZENWEB_WORKSPACES) not in json.dumps(list(run.events.values_list("data", flat=True)))
     # The worker's calls say which spawn_worker call they work for.
-    spawn = run.tool_calls.get(name="spawn_worker", result__startswith="spawned: worker-3")
+    spawn = run.tool_calls.get(name="spawn_worker", result__contains='"step_id": "worker-3"')
     assert write.parent_tool_call_id == spawn.tool_call_id
 
 
@@ -73,3 +76,16 @@ def test_it_shows_bounds_chart_and_table_on_the_run_page(run, client, owner):
     assert "pass next_cursor for more" in html
     assert "<polyline" in html
     assert "artifact-table" in html
+
+
+def test_every_call_the_model_saw_is_its_tools_published_result(run):
+    """What each tool answered, as stored and shown on the run page, is an
+    instance of the result schema tool_schemas.json publishes for it."""
+    schemas = {
+        entry["id"].rsplit(".", 1)[1]: entry["result"]["schema"] for entry in default_registry().catalog()["tools"]
+    }
+    calls = list(run.tool_calls.filter(ok=True))
+
+    assert {"spawn_worker", "search", "price_history", "write_file", "finalize"} <= {c.name for c in calls}
+    for call in calls:
+        jsonschema.validate(json.loads(call.result), schemas[call.name])

@@ -57,7 +57,7 @@ def test_a_canary_key_never_leaves_the_server(celery_worker, openai_endpoint, mo
 
     assert run.status == Run.Status.COMPLETED, run.error
     results = [call.result for call in ToolCall.objects.filter(run=run, name="run_shell").order_by("pk")]
-    assert len(results) == 6 and all(r.startswith("exit code:") for r in results), results
+    assert len(results) == 6 and all("exit_code" in json.loads(r)["result"] for r in results), results
     assert "No such file or directory" in results[3] and "No such file or directory" in results[4]
     # The model saw every result: the second request carries them.
     second = openai_endpoint.requests[1].body

@@ -3,6 +3,8 @@ of the side-effecting calls it had already run (the tool journal)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from runs.actions import do_create_run, do_start_run
@@ -47,7 +49,7 @@ def test_it_does_not_repeat_a_finished_side_effect_when_a_turn_is_retried(step, 
     assert step.turns == 1
     assert effects(settings, step) == "once\n"
     call = step.tool_calls.get(name="run_shell")
-    assert call.ok and call.result == "exit code: 0\n1\n"
+    assert call.ok and json.loads(call.result) == {"result": {"exit_code": 0, "output": "1\n"}}
     execution = ToolExecution.objects.get(step=step)
     assert (execution.status, execution.attempts) == ("done", 1)
 

@@ -26,7 +26,7 @@ def test_it_lets_a_model_repair_a_call_from_the_retry_hint(celery_worker):
     hint = json.loads(first.result.splitlines()[-1].removeprefix("retry_hint: "))
     assert hint["missing_fields"] == ["message", "text"]
     assert hint["example_input"] == {"text": "..."}
-    assert (second.ok, second.result) == (True, "queued: msg-send-1")
+    assert (second.ok, second.result) == (True, '{"result": {"status": "queued", "message_id": "msg-send-1"}}')
     assert run.status == Run.Status.COMPLETED
     # The model saw the hint as the tool's result in its next turn.
     learner = run.steps.get(step_id="learner")

@@ -26,7 +26,7 @@ def test_a_turns_calls_run_as_parallel_tasks_and_come_back_in_order(celery_worke
     assert run.status == Run.Status.COMPLETED, run.error
     calls = list(run.tool_calls.filter(name="run_shell").order_by("id"))
     assert [c.status for c in calls] == ["done"] * 3
-    assert [c.result for c in calls] == ["exit code: 0\nfirst\n", "exit code: 0\nsecond\n", "exit code: 0\nthird\n"]
+    assert [json.loads(c.result)["result"]["output"] for c in calls] == ["first\n", "second\n", "third\n"]
     # They ran side by side: one after another they would span at least the
     # sum of their durations; and the slow first call finished last.
     first, second, third = calls
@@ -110,7 +110,7 @@ def test_a_finished_call_whose_worker_died_before_delivering_is_not_run_again(qu
 
     queued.refresh_from_db()
     assert (queued.status, queued.attempts) == (ToolCall.Status.DONE, 2)
-    assert queued.result == "exit code: 0\n1\n"
+    assert json.loads(queued.result) == {"result": {"exit_code": 0, "output": "1\n"}}
     assert effects(settings, queued) == "once\n"  # the journaled result, not a second run
     assert queued.run.events.filter(type="lease_expired", data__tool_call_id=queued.tool_call_id).count() == 1
 
@@ -202,4 +202,4 @@ def test_the_run_page_shows_each_call_queued_running_then_done(queued, client, o
     ToolCall.objects.filter(pk=queued.pk).update(status=ToolCall.Status.QUEUED, lease_owner="")
     tool_tasks.do_execute_tool_call(queued.pk)
     html, _ = render_update(queued.run_id, seen)
-    assert f'id="call-{queued.pk}" class="call-done"' in html and "exit code: 0" in html
+    assert f'id="call-{queued.pk}" class="call-done"' in html and "exit_code&quot;: 0" in html

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from runs.actions import do_create_run
@@ -47,7 +49,9 @@ def test_it_starts_a_worker_with_only_its_task_and_what_it_depends_on(celery_wor
     # Nothing of the coordinator's conversation leaks into a worker.
     assert "Plan the work" not in str(merger.transcript)
     assert [m["role"] for m in merger.transcript] == ["system", "user", "assistant"]
-    spawn_call = run.tool_calls.get(result="spawned: worker-3; it starts after worker-1, worker-2")
+    spawn_call = run.tool_calls.get(
+        result=json.dumps({"result": {"step_id": "worker-3", "depends_on": ["worker-1", "worker-2"]}})
+    )
     assert merger.spawned_by == spawn_call.tool_call_id
     assert merger.writes == ["prices.md", "brief.md"]
 
@@ -88,7 +92,7 @@ def test_it_keeps_the_hierarchy_at_two_levels(celery_worker):
     handed_down, delegator = run.tool_calls.filter(name="spawn_worker", step__step_id="coordinator").order_by("id")
     assert handed_down.ok is False
     assert "workers cannot use spawn_worker" in handed_down.result
-    assert delegator.result == "spawned: worker-1"
+    assert json.loads(delegator.result)["result"]["step_id"] == "worker-1"
     [asked] = run.tool_calls.filter(step__step_id="worker-1")
     assert asked.ok is False
     assert "tool 'spawn_worker' is not available to the step" in asked.result

@@ -17,7 +17,7 @@ def test_it_writes_a_file_and_reads_it_back(step, workspace):
     read = step.call("read_file", {"path": "notes/plan.md"})
 
     assert written.ok is True
-    assert written.text.startswith("created notes/plan.md")
+    assert result_of(written)["result"] == {"path": "notes/plan.md", "action": "created", "bytes": 16}
     assert (workspace / "notes" / "plan.md").read_text() == "# Plan\n\nship it\n"
     assert result_of(read)["result"] == {"path": "notes/plan.md", "first_line": 1, "lines": ["# Plan", "", "ship it"]}
     assert result_of(read)["bounds"] == {"returned": 3, "total": 3, "truncated": False}

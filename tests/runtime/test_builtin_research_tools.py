@@ -4,6 +4,8 @@ and what the catalog says the tools show."""
 
 from __future__ import annotations
 
+import json
+
 from agents.tools import default_registry
 from agents.tools.builtin.research import corpus
 from tests.runtime.tool_agent import hint_of, result_of
@@ -75,10 +77,11 @@ def test_it_summarizes_a_price_history_and_charts_it_for_people(step):
     outcome = step.call("price_history", {"document_id": "rev-aster-swift-14"})
 
     assert outcome.ok is True
-    assert "5 price points" in outcome.text
-    assert "Latest $849 on 2025-02-10" in outcome.text
-    assert "lowest $849" in outcome.text
-    assert "highest $949 on 2024-10-01" in outcome.text
+    summary = json.loads(outcome.text)["result"]
+    assert summary["tracked"] == 5
+    assert summary["latest"] == {"date": "2025-02-10", "price_usd": 849}
+    assert summary["lowest"]["price_usd"] == 849
+    assert summary["highest"] == {"date": "2024-10-01", "price_usd": 949}
     [chart] = outcome.artifacts
     assert chart.kind == "timeseries"
     assert chart.audience == "evidence"

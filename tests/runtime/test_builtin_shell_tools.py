@@ -10,7 +10,7 @@ import pytest
 
 from agents.tools.builtin.shell import destructive_reason
 from tests.runtime.processes import processes_running
-from tests.runtime.tool_agent import Agent, hint_of
+from tests.runtime.tool_agent import Agent, hint_of, result_of
 
 
 @pytest.mark.sandbox
@@ -18,9 +18,9 @@ def test_it_runs_a_command_in_the_workspace_and_reports_its_exit_code(step, work
     outcome = step.call("run_shell", {"command": "pwd; echo out; echo err >&2; touch made.txt; exit 3"})
 
     assert outcome.ok is True
-    lines = outcome.text.splitlines()
-    assert lines[0] == "exit code: 3"
-    assert lines[1:] == [str(workspace.resolve()), "out", "err"]
+    ran = result_of(outcome)["result"]
+    assert ran["exit_code"] == 3
+    assert ran["output"].splitlines() == [str(workspace.resolve()), "out", "err"]
     assert (workspace / "made.txt").exists()
 
 
@@ -35,7 +35,7 @@ def test_it_does_not_pass_the_parent_environment_to_commands(step, workspace, mo
     assert "OPENAI_API_KEY" not in outcome.text
     assert "key=[]" in outcome.text
     assert f"HOME={workspace.resolve()}" in outcome.text
-    assert "TMPDIR=/tmp\n" in outcome.text  # the sandbox's own, in memory
+    assert "TMPDIR=/tmp\n" in result_of(outcome)["result"]["output"]  # the sandbox's own, in memory
 
 
 @pytest.mark.sandbox
@@ -61,9 +61,10 @@ def test_it_caps_long_output_with_a_note(step):
     assert outcome.ok is True
     assert outcome.omitted is False
     assert len(outcome.text) <= 16_000
-    assert "[output truncated: 15000 of 100009 chars shown" in outcome.text
-    assert outcome.text.startswith("exit code: 0\nxxx")
-    assert outcome.text.endswith("THE-END\n")
+    ran = result_of(outcome)["result"]
+    assert "[output truncated: 12000 of 100009 chars shown" in ran["output"]
+    assert ran["exit_code"] == 0 and ran["output"].startswith("xxx")
+    assert ran["output"].endswith("THE-END\n")
 
 
 @pytest.mark.parametrize(
@@ -131,7 +132,7 @@ def test_it_runs_destructive_commands_in_an_approved_run(workspace):
     outcome = Agent(workspace, destructive_approved=True).call("run_shell", {"command": "rm -rf sub"})
 
     assert outcome.ok is True
-    assert outcome.text == "exit code: 0\n(no output)"
+    assert result_of(outcome) == {"result": {"exit_code": 0, "output": ""}}
     assert not (workspace / "sub").exists()
 
 

@@ -109,7 +109,11 @@ def test_it_continues_a_step_after_a_send_message_call():
     assert call["id"] == "call-researcher-1-1"
     assert call["function"]["name"] == "send_message"
     assert json.loads(call["function"]["arguments"]) == {"text": "for write: focus on tides"}
-    assert tool == {"role": "tool", "tool_call_id": "call-researcher-1-1", "content": "queued: msg-send-1"}
+    assert tool == {
+        "role": "tool",
+        "tool_call_id": "call-researcher-1-1",
+        "content": '{"result": {"status": "queued", "message_id": "msg-send-1"}}',
+    }
 
     assert run.sink.types() == ["agent_turn", "tool_call", "message_sent", "tool_call"]
     agent_turn, start, sent, end = run.sink.events
@@ -120,7 +124,7 @@ def test_it_continues_a_step_after_a_send_message_call():
     assert sent.data["to"] == COORDINATOR
     assert end.data["phase"] == "end"
     assert end.data["ok"] is True
-    assert end.data["result"] == "queued: msg-send-1"
+    assert end.data["result"] == '{"result": {"status": "queued", "message_id": "msg-send-1"}}'
     assert [m.content for m in run.store.unread(COORDINATOR)] == ["for write: focus on tides"]
 
     second = run.take_turn(turn, provider)
@@ -239,7 +243,11 @@ def test_it_forwards_addressed_messages_and_narrates_the_rest():
         # A step cannot address itself through the coordinator.
         ("narrate", {"text": "write says: @write: note to self"}),
     ]
-    assert [r.result for r in result.tool_calls] == ["queued: msg-fwd-4", "narrated", "narrated"]
+    assert [r.result for r in result.tool_calls] == [
+        '{"result": {"status": "queued", "message_id": "msg-fwd-4"}}',
+        '{"result": {"status": "narrated"}}',
+        '{"result": {"status": "narrated"}}',
+    ]
     assert [m.content for m in run.store.unread("write")] == ["use the notes"]
     assert run.store.unread(COORDINATOR) == []
     assert len(run.sink.of_type("coordinator_inbox_message")) == 3

@@ -29,6 +29,12 @@ CANARY = "sk-canary-8f14e45fceea167a5a36dedd4bea2543"
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def ran(outcome) -> dict:
+    """What run_shell answered: exit_code, output and a note, if any."""
+    assert outcome.ok, outcome.text
+    return json.loads(outcome.text)["result"]
+
+
 def shell(workspace: Path, command: str, *, sandbox: Sandbox | None = None, timeout: int = 30, secrets=()):
     """One run_shell call through a registry, as a step's turn makes it."""
     registry = ToolRegistry(default_registry().tools(), secrets=secrets)
@@ -77,10 +83,10 @@ def test_it_keeps_the_servers_environment_and_files_out_of_reach(workspace, secr
 def test_it_lets_the_command_write_only_its_workspace_and_tmp(workspace):
     outcome = shell(workspace, "touch /usr/x /etc/x /x; echo t > /tmp/t && cat /tmp/t; echo w > here && cat here")
 
-    assert outcome.text.splitlines()[0] == "exit code: 0"
+    assert ran(outcome)["exit_code"] == 0
     for path in ("/usr/x", "/etc/x", "/x"):
         assert f"touch: cannot touch '{path}'" in outcome.text
-    assert "t\nw\n" in outcome.text
+    assert "t\nw\n" in ran(outcome)["output"]
     assert (workspace / "here").read_text() == "w\n"
 
 
@@ -90,8 +96,8 @@ def test_it_reaches_no_network_unless_allowed(workspace):
     port = server.getsockname()[1]
     command = f"(echo > /dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo reached || echo unreachable"
 
-    assert shell(workspace, command).text.splitlines()[1] == "unreachable"
-    assert shell(workspace, command, sandbox=limited(network=True)).text.splitlines()[1] == "reached"
+    assert ran(shell(workspace, command))["output"].splitlines()[0] == "unreachable"
+    assert ran(shell(workspace, command, sandbox=limited(network=True)))["output"].splitlines()[0] == "reached"
     server.close()
 
 
@@ -126,7 +132,8 @@ def test_without_cgroups_it_caps_each_processs_cpu_time(workspace):
     outcome = shell(workspace, "while :; do :; done", sandbox=per_process, timeout=20)
 
     assert time.monotonic() - started < 10
-    assert outcome.text.startswith("exit code: 137 (killed by signal 9; a sandbox limit")
+    assert ran(outcome)["exit_code"] == 137
+    assert ran(outcome)["note"].startswith("killed by signal 9; a sandbox limit")
 
 
 def test_without_cgroups_it_caps_each_processs_memory(workspace):
@@ -153,7 +160,7 @@ def test_it_stops_a_command_that_fills_the_disk_past_the_quota_where_it_is_only_
     assert "past its disk quota of 3 MB" in outcome.text
     assert processes_running("sleep 20") == []
     # A call that frees space still runs in a full workspace.
-    assert shell(workspace, "rm f*; echo freed", sandbox=limited(disk_mb=3)).text.splitlines()[1] == "freed"
+    assert ran(shell(workspace, "rm f*; echo freed", sandbox=limited(disk_mb=3)))["output"] == "freed\n"
 
 
 def test_it_refuses_run_shell_when_no_sandbox_can_start(workspace):

@@ -202,7 +202,7 @@ def test_it_sends_a_step_message_through_the_router():
     outcome = run.call("research", "send_message", {"text": "notes ready"})
 
     assert outcome.ok is True
-    assert outcome.text == "queued: msg-send-1"
+    assert outcome.text == '{"result": {"status": "queued", "message_id": "msg-send-1"}}'
     assert outcome.arguments == {"text": "notes ready"}
     assert [m.content for m in run.store.unread(COORDINATOR)] == ["notes ready"]
     assert run.sink.types() == ["message_sent"]
@@ -213,7 +213,7 @@ def test_it_forwards_and_announces_a_coordinator_message():
 
     outcome = run.call(COORDINATOR, "forward_to_agent", {"target_step_id": "writer", "text": "go", "kind": "yell"})
 
-    assert outcome.text == "queued: msg-fwd-1"
+    assert outcome.text == '{"result": {"status": "queued", "message_id": "msg-fwd-1"}}'
     assert outcome.arguments == {"target_step_id": "writer", "text": "go", "kind": "yell"}
     [message] = run.store.unread("writer")
     assert str(message.type) == "info"
@@ -228,7 +228,12 @@ def test_it_returns_the_drop_to_the_coordinator_without_announcing_it():
 
     # A drop is a result the model can act on, not a failed call.
     assert outcome.ok is True
-    assert outcome.text.startswith("dropped: unknown-step")
+    assert json.loads(outcome.text)["result"] | {"detail": ""} == {
+        "status": "dropped",
+        "message_id": "msg-fwd-1",
+        "reason": "unknown-step",
+        "detail": "",
+    }
     assert run.sink.types() == ["message_dropped"]
 
 
@@ -238,7 +243,7 @@ def test_it_narrates():
     outcome = run.call(COORDINATOR, "narrate", {"text": "research is under way"})
 
     assert outcome.ok is True
-    assert outcome.text == "narrated"
+    assert outcome.text == '{"result": {"status": "narrated"}}'
     [event] = run.sink.events
     assert event.type == "coordinator_narration"
     assert event.step_id == COORDINATOR
@@ -253,7 +258,7 @@ def test_it_finalizes_and_keeps_the_last_summary():
     first = run.registry.call(ctx, "finalize", json.dumps({"summary": "draft summary"}), tools)
     second = run.registry.call(ctx, "finalize", json.dumps({"summary": "final summary"}), tools)
 
-    assert first.text == second.text == "finalized"
+    assert first.text == second.text == '{"result": {"status": "finalized"}}'
     assert ctx.finalized[-1] == "final summary"
     assert run.sink.types() == ["coordinator_synthesis", "coordinator_synthesis"]
     assert [e.data["summary"] for e in run.sink.events] == ["draft summary", "final summary"]
@@ -278,7 +283,11 @@ def test_it_reports_the_last_finalize_of_a_turn():
     )
 
     assert result.finalized == "second"
-    assert [r.result for r in result.tool_calls] == ["finalized", "finalized", "narrated"]
+    assert [r.result for r in result.tool_calls] == [
+        '{"result": {"status": "finalized"}}',
+        '{"result": {"status": "finalized"}}',
+        '{"result": {"status": "narrated"}}',
+    ]
     assert [e.data["summary"] for e in run.sink.of_type("coordinator_synthesis")] == ["first", "second"]
 
 

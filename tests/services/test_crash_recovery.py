@@ -4,6 +4,7 @@ lost, and the tool's side effect happens exactly once."""
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 
@@ -45,7 +46,7 @@ def test_it_finishes_a_run_whose_worker_was_killed_mid_tool(tmp_path):
     assert (execution.status, execution.attempts) == ("done", 2)
     assert run.events.filter(type="lease_expired", step_id="effect").count() == 1
     call = run.tool_calls.get(name="run_shell")
-    assert call.result == "exit code: 0\n1\n"
+    assert json.loads(call.result) == {"result": {"exit_code": 0, "output": "1\n"}}
     # The call ran as its own task: the rescuer's sweep queued it again, once.
     assert (call.status, call.attempts) == ("done", 2)
     # Every message was read or dropped with a reason; every event is there once.

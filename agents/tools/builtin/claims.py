@@ -10,6 +10,8 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from agents.tools.base import Tool, ToolContext
+from agents.tools.builtin.result_models import ClaimRecorded, RecordClaimResult
+from agents.tools.results import ToolAnswer
 
 
 class ClaimArgs(BaseModel):
@@ -26,12 +28,10 @@ class ClaimArgs(BaseModel):
     ttl: str | None = Field(default=None, description="How long the claim holds: 30m, 24h, 7d or seconds.")
 
 
-def _record(ctx: ToolContext, args: ClaimArgs) -> str:
+def _record(ctx: ToolContext, args: ClaimArgs) -> ToolAnswer:
     claim_id = ctx.require_host().record_claim(ctx, args.model_dump())
     missing = [name for name in ("url", "source_ref") if not getattr(args, name)]
-    if missing:
-        return f"recorded claim {claim_id} without {' and '.join(missing)}: the result will need a retry"
-    return f"recorded claim {claim_id}"
+    return ToolAnswer(ClaimRecorded.model_validate({"claim_id": claim_id, "missing": missing}).model_dump())
 
 
 RECORD_CLAIM = Tool(
@@ -43,4 +43,5 @@ RECORD_CLAIM = Tool(
     toolset="claims",
     inline=True,
     tags=("bookkeeping",),
+    result_model=RecordClaimResult,
 )

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agents import linear_regex
 from agents.tools.base import Role, Tool, ToolContext, ToolError
-from agents.tools.builtin.result_models import GlobResult, GrepResult, ReadFileResult
+from agents.tools.builtin.result_models import FileWriteResult, FileWritten, GlobResult, GrepResult, ReadFileResult
 from agents.tools.builtin.workspace import (
     quota_of,
     read_bytes,
@@ -162,17 +162,18 @@ def _read_file(ctx: ToolContext, args: ReadFileArgs) -> ToolAnswer:
     return ToolAnswer({"path": shown, "first_line": args.offset + 1, "lines": page}, bounds=bounds)
 
 
-def _write_file(ctx: ToolContext, args: WriteFileArgs) -> str:
+def _write_file(ctx: ToolContext, args: WriteFileArgs) -> ToolAnswer:
     quota = quota_of(ctx)
     root = workspace_root(args.workspace, quota)
     target = resolve(root, args.path)
     shown = shown_as(root, target)
     existed = target.exists()
     write_text(root, target, shown, args.content, quota)
-    return f"{'overwrote' if existed else 'created'} {shown} ({len(args.content.encode('utf-8'))} bytes)"
+    written = FileWritten(path=shown, action="overwrote" if existed else "created", bytes=len(args.content.encode()))
+    return ToolAnswer(written.model_dump())
 
 
-def _edit_file(ctx: ToolContext, args: EditFileArgs) -> str:
+def _edit_file(ctx: ToolContext, args: EditFileArgs) -> ToolAnswer:
     quota = quota_of(ctx)
     root = workspace_root(args.workspace, quota)
     target = resolve(root, args.path)
@@ -187,8 +188,9 @@ def _edit_file(ctx: ToolContext, args: EditFileArgs) -> str:
             action="correct_call",
             fields=["old"],
         )
-    write_text(root, target, shown, text.replace(args.old, args.new, 1), quota)
-    return f"edited {shown}: replaced 1 occurrence"
+    edited = text.replace(args.old, args.new, 1)
+    write_text(root, target, shown, edited, quota)
+    return ToolAnswer(FileWritten(path=shown, action="edited", bytes=len(edited.encode())).model_dump())
 
 
 def _matches(root: Path, pattern: str, field: str) -> tuple[list[Path], bool]:
@@ -301,6 +303,7 @@ FILE_TOOLS = (
         WRITERS,
         _write_file,
         tags=("execution",),
+        result_model=FileWriteResult,
     ),
     _tool(
         "edit_file",
@@ -310,6 +313,7 @@ FILE_TOOLS = (
         WRITERS,
         _edit_file,
         tags=("execution",),
+        result_model=FileWriteResult,
     ),
     _tool(
         "glob",

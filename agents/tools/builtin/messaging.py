@@ -8,7 +8,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from agents.events import Event
 from agents.events.run_events import CoordinatorMessage, CoordinatorNarration, CoordinatorSynthesis
 from agents.router import COORDINATOR, DropReason
+from agents.router.messages import SendResult
 from agents.tools.base import Tool, ToolContext
+from agents.tools.builtin.result_models import Done, DoneResult, MessageOutcome, MessageResult
+from agents.tools.results import ToolAnswer
 
 MAX_MESSAGE_CHARS = 32_000
 # The one tool by which a step routes a message.
@@ -41,30 +44,40 @@ class FinalizeArgs(_StrictArgs):
     summary: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS, description="The run's final summary.")
 
 
-def _send_message(ctx: ToolContext, args: SendMessageArgs) -> str:
-    return ctx.router.send(ctx.step_id, args.text).text
+def _outcome(sent: SendResult) -> ToolAnswer:
+    outcome = MessageOutcome(
+        status=sent.status,
+        message_id=sent.message_id or None,
+        reason=str(sent.reason) if sent.reason else None,
+        detail=sent.detail or None,
+    )
+    return ToolAnswer(outcome.model_dump(exclude_none=True))
 
 
-def _forward(ctx: ToolContext, args: ForwardArgs) -> str:
+def _send_message(ctx: ToolContext, args: SendMessageArgs) -> ToolAnswer:
+    return _outcome(ctx.router.send(ctx.step_id, args.text))
+
+
+def _forward(ctx: ToolContext, args: ForwardArgs) -> ToolAnswer:
     result = ctx.router.forward(args.target_step_id, args.text, args.kind)
     if result.status == "queued":
         forwarded = CoordinatorMessage(to=args.target_step_id, message_id=result.message_id, text=args.text)
         ctx.sink.emit(Event.of(forwarded, COORDINATOR))
-    return result.text
+    return _outcome(result)
 
 
-def _narrate(ctx: ToolContext, args: NarrateArgs) -> str:
+def _narrate(ctx: ToolContext, args: NarrateArgs) -> ToolAnswer:
     ctx.sink.emit(Event.of(CoordinatorNarration(text=args.text), COORDINATOR))
-    return "narrated"
+    return ToolAnswer(Done(status="narrated").model_dump())
 
 
-def _finalize(ctx: ToolContext, args: FinalizeArgs) -> str:
+def _finalize(ctx: ToolContext, args: FinalizeArgs) -> ToolAnswer:
     # Idempotent: calling it again replaces the summary; the last one wins.
     ctx.finalized.append(args.summary)
     # Whatever steps send from now on has no one to read it.
     ctx.router.close(COORDINATOR, DropReason.MAILBOX_CLOSED_BY_FINALIZE)
     ctx.sink.emit(Event.of(CoordinatorSynthesis(summary=args.summary), COORDINATOR))
-    return "finalized"
+    return ToolAnswer(Done(status="finalized").model_dump())
 
 
 MESSAGING_TOOLS = (
@@ -78,6 +91,7 @@ MESSAGING_TOOLS = (
         inline=True,
         held=True,
         tags=("bookkeeping",),
+        result_model=MessageResult,
     ),
     Tool(
         "forward_to_agent",
@@ -89,6 +103,7 @@ MESSAGING_TOOLS = (
         inline=True,
         held=True,
         tags=("bookkeeping",),
+        result_model=MessageResult,
     ),
     Tool(
         "narrate",
@@ -100,6 +115,7 @@ MESSAGING_TOOLS = (
         inline=True,
         held=True,
         tags=("bookkeeping",),
+        result_model=DoneResult,
     ),
     Tool(
         "finalize",
@@ -111,5 +127,6 @@ MESSAGING_TOOLS = (
         inline=True,
         held=True,
         tags=("bookkeeping", "terminal"),
+        result_model=DoneResult,
     ),
 )

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from agents.tools.base import Role, Tool, ToolContext, ToolError
-from agents.tools.builtin.result_models import SearchResult
+from agents.tools.builtin.result_models import PriceHistory, PriceHistoryResult, PricePoint, SearchResult
 from agents.tools.results import MAX_RESULT_CHARS, Artifact, Bounds, ToolAnswer
 
 CORPUS = Path(__file__).parent / "corpus" / "research.json"
@@ -219,13 +219,20 @@ def _price_history(ctx: ToolContext, args: PriceHistoryArgs) -> ToolAnswer:
     if not doc.price_history:
         raise ToolError(f"{doc.id} ({doc.source_type}) tracks no price; try a laptop review or listing")
     points = doc.price_history
-    low = min(points, key=lambda p: p[1])
-    high = max(points, key=lambda p: p[1])
-    first, latest = points[0], points[-1]
-    summary = (
-        f"{doc.title} ({doc.id}): {len(points)} price points from {first[0]} to {latest[0]}. "
-        f"Latest {_money(latest[1])} on {latest[0]}; lowest {_money(low[1])} on {low[0]}; "
-        f"highest {_money(high[1])} on {high[0]}. Source: {doc.source_name}, {doc.url}"
+
+    def point(at: tuple[date, float]) -> PricePoint:
+        return PricePoint(date=at[0].isoformat(), price_usd=_whole(at[1]))
+
+    summary = PriceHistory(
+        document_id=doc.id,
+        title=doc.title,
+        source_name=doc.source_name,
+        url=doc.url,
+        tracked=len(points),
+        first=point(points[0]),
+        latest=point(points[-1]),
+        lowest=point(min(points, key=lambda p: p[1])),
+        highest=point(max(points, key=lambda p: p[1])),
     )
     series = {"name": doc.title, "points": [[day.isoformat(), _whole(price)] for day, price in points]}
     chart = Artifact(
@@ -234,7 +241,7 @@ def _price_history(ctx: ToolContext, args: PriceHistoryArgs) -> ToolAnswer:
         title=f"Price history: {doc.title}",
         audience="evidence",
     )
-    return ToolAnswer(summary, artifacts=[chart])
+    return ToolAnswer(summary.model_dump(), artifacts=[chart])
 
 
 RESEARCH_TOOLS = (
@@ -260,6 +267,7 @@ RESEARCH_TOOLS = (
         _price_history,
         toolset="research",
         tags=("read-only",),
+        result_model=PriceHistoryResult,
         server_data=(("timeseries", "evidence"),),
     ),
 )

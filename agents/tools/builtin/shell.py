@@ -35,15 +35,13 @@ from agents import linear_regex, workspace_quota
 from agents.sandbox import SYSTEM_PATH, ProcessLimits, Sandbox, SandboxUnavailable
 from agents.sandbox_cgroups import CallGroup, NoGroup
 from agents.tools.base import Tool, ToolContext, ToolError
+from agents.tools.builtin.result_models import MAX_OUTPUT_CHARS, RunShellResult, ShellRun
 from agents.tools.builtin.workspace import quota_of, workspace_root
-from agents.tools.results import MAX_RESULT_CHARS
+from agents.tools.results import ToolAnswer
 from agents.workspace_quota import Growth, Quota
 
 MAX_TIMEOUT = 120
 MAX_COMMAND_CHARS = 10_000
-# Leaves room for the exit code line and the truncation note under the
-# registry's result cap, so the model sees the output rather than a preview.
-MAX_OUTPUT_CHARS = MAX_RESULT_CHARS - 1_000
 # How long to keep reading after bash exits while a background child still holds the pipe.
 DRAIN_SECONDS = 0.5
 # How often the workspace's size is measured while a command runs.
@@ -293,15 +291,18 @@ def _whole_call(sandbox: Sandbox) -> Iterator[CallGroup | NoGroup]:
 
 
 class CommandRun(NamedTuple):
-    """A command that ran to its end: its exit code, and the text the model
-    reads (the exit code line, a note on the quota, the bounded output)."""
+    """A command that ran to its end: its exit code, as text (the exit code
+    line, a note on the quota, the bounded output: what a created tool
+    answers), and as run_shell answers it (``shell``)."""
 
     exit_code: int
     text: str
+    shell: ShellRun
 
 
-def _run_shell(ctx: ToolContext, args: RunShellArgs) -> str:
-    return run_command(ctx, args.command, args.timeout, args.workspace).text
+def _run_shell(ctx: ToolContext, args: RunShellArgs) -> ToolAnswer:
+    ran = run_command(ctx, args.command, args.timeout, args.workspace)
+    return ToolAnswer(ran.shell.model_dump(exclude_none=True))
 
 
 def run_command(
@@ -359,8 +360,11 @@ def run_command(
     if stopped:
         raise _stopped(stopped, output.text()[-2_000:], sandbox.limits, limit.disk_mb, used, trimmed, timeout)
     full = workspace_quota.full_now(root, limit)
+    code = proc.returncode
+    notes = [_signal_note(code), f"{full}: the file system refused writes past it" if full else ""]
+    shell = ShellRun(exit_code=code, note="; ".join(n for n in notes if n) or None, output=output.text())
     note = f"\nnote: {full}: the file system refused writes past it." if full else ""
-    return CommandRun(proc.returncode, f"{_exit_status(proc.returncode)}{note}\n{output.text() or '(no output)'}")
+    return CommandRun(code, f"{_exit_status(code)}{note}\n{output.text() or '(no output)'}", shell)
 
 
 def _sandbox_for(ctx: ToolContext, command: str) -> Sandbox:
@@ -425,14 +429,18 @@ def _stopped(
 
 
 def _exit_status(code: int) -> str:
-    status = f"exit code: {code}"
+    note = _signal_note(code)
+    return f"exit code: {code} ({note})" if note else f"exit code: {code}"
+
+
+def _signal_note(code: int) -> str:
     if code < 0:
-        status += f" (killed by signal {-code})"
-    elif code > 128:
+        return f"killed by signal {-code}"
+    if code > 128:
         # bash and bwrap report a command killed by signal N as 128 + N;
         # SIGKILL and SIGXCPU are how the CPU-time limit stops one.
-        status += f" (killed by signal {code - 128}; a sandbox limit, CPU time or memory, may have stopped it)"
-    return status
+        return f"killed by signal {code - 128}; a sandbox limit, CPU time or memory, may have stopped it"
+    return ""
 
 
 RUN_SHELL = Tool(
@@ -446,6 +454,7 @@ RUN_SHELL = Tool(
     frozenset({"step"}),
     _run_shell,
     toolset="shell",
+    result_model=RunShellResult,
     tags=("execution", "destructive-capable"),
     injected=("workspace",),
     # Its own timeout stops the command; this one catches a stuck tool.
