@@ -1,4 +1,5 @@
-"""Approvers are told when something waits for them.
+"""Approvers are told when something waits for them: an approval, or a
+question a step asks (ask_person), which they may answer.
 
 When an approval is requested, ``queue_notices`` (called inside the
 transaction that creates it) queues, for after commit, one email to each
@@ -55,6 +56,12 @@ def queue_notices(approval: Approval) -> None:
         queue.send_after_commit(queue.POST_APPROVAL_WEBHOOK, approval.pk)
 
 
+def queue_question_notice(approval: Approval) -> None:
+    """Queue the emails about a step's question (ask_person) for after
+    commit: approvers may answer it. No webhook: its payload is an approval's."""
+    queue.send_after_commit(queue.EMAIL_APPROVERS, approval.pk)
+
+
 def approvers_to_tell(approval: Approval) -> list:
     """The active users with an email address who may decide ``approval``:
     those with the approve permission (through a group or as superusers),
@@ -95,6 +102,8 @@ def do_email_approvers(approval_id: int) -> int:
 
 def email_text(approval: Approval) -> tuple[str, str]:
     """The subject and plain-text body of the email about ``approval``."""
+    if approval.kind == Approval.Kind.QUESTION:
+        return question_email_text(approval)
     run = approval.run
     what = escape_hidden(" ".join(approval.what.split()))
     subject = f"[zenweb] approval needed: {what}"[:SUBJECT_CHARS]
@@ -200,6 +209,29 @@ def record_failure(approval: Approval, channel: str, error: str, attempts: int) 
     failed = NotificationFailed(approval_id=approval.pk, channel=channel, error=error[:500], attempts=attempts)
     with opened(approval.run_id) as uow:
         uow.sink.emit(RuntimeEvent.of(failed, approval.step_id))
+
+
+def question_email_text(approval: Approval) -> tuple[str, str]:
+    """The subject and body of the email about a step's question: the
+    question and its options (hidden characters escaped) and where to answer."""
+    run = approval.run
+    question = escape_hidden(approval.why)
+    subject = f"[zenweb] a question from step {approval.step_id}: {' '.join(question.split())}"[:SUBJECT_CHARS]
+    options = [escape_hidden(str(option)) for option in approval.arguments.get("options") or []]
+    lines = [
+        f"Step {approval.step_id} of run {run.pk} ({run.workflow.name} v{run.workflow.version}),"
+        f" started by {_requester(approval) or 'the command line'}, asks:",
+        "",
+        question,
+        "",
+        f"Answer with one of: {', '.join(options)}" if options else "Any text answers it.",
+    ]
+    if approval.expires_at:
+        lines.append(f"No answer by {approval.expires_at:%Y-%m-%d %H:%M:%S} UTC: the step goes on without one.")
+    lines += ["", f"Answer on the run page: {run_link(run.pk)}"]
+    if not settings.ZENWEB_BASE_URL:
+        lines.append("(ZENWEB_BASE_URL is not set, so this is only the page's path on the zenweb server.)")
+    return subject, "\n".join(lines) + "\n"
 
 
 def _claim_emails(approval_id: int) -> bool:

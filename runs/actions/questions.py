@@ -27,6 +27,7 @@ from agents.events import EventSink
 from agents.events.tool_events import ApprovalLapsed, InputReceived, ToolResult, WaitingForInput
 from agents.tools.builtin.ask import MAX_ANSWER_CHARS, AskPersonResult
 from runs.actions.approval_requests import arguments_hash
+from runs.actions.notifications import queue_question_notice
 from runs.actions.pending import deliver_result
 from runs.models import Approval, Run, ToolCall
 from runs.store.sql import store
@@ -67,6 +68,7 @@ def request_question(run: Run, step_id: str, tool_call_id: str, question: str, o
         expires_at=expires_at.isoformat(),
     )
     sink.emit(RuntimeEvent.of(waiting, step_id))
+    queue_question_notice(approval)
     return approval
 
 

@@ -9,12 +9,14 @@ import json
 from datetime import timedelta
 
 import pytest
+from django.core import mail
 from django.utils import timezone
 
 from runs.actions import do_cancel_run, do_create_run
 from runs.actions.approvals import ApprovalError, do_decide
 from runs.actions.catalog import workflow_spec
 from runs.actions.deadlines import do_enforce_step_timeouts, step_timeout_breach
+from runs.actions.notifications import do_email_approvers
 from runs.actions.questions import do_lapse_expired_questions
 from runs.models import Approval, Run, Step, ToolCall
 from tests.conftest import event_types, register, wait_for, wait_for_run
@@ -185,3 +187,21 @@ def test_a_hidden_character_in_a_question_is_flagged_and_shown_escaped(celery_wo
     card = client.get(f"/runs/{run.pk}/approvals/").content.decode()
     assert "contains hidden characters" in card and "\u202e" not in card
     assert post(api(owner), f"/api/questions/{question.pk}/answer", {"answer": "no"}).status_code == 200
+
+
+def test_approvers_are_emailed_the_question_and_where_to_answer_it(celery_worker, settings, owner, approver):
+    settings.ZENWEB_BASE_URL = "https://zen.example.com"
+    settings.ZENWEB_APPROVAL_WEBHOOK_URL = ""
+    approver.email, owner.email = "approver@example.com", "owner@example.com"
+    approver.save(update_fields=["email"])
+    owner.save(update_fields=["email"])
+    run = do_create_run(register("ask/ask_colour"), {}, user=owner)
+    question = asked(run)
+
+    [message] = wait_for(lambda: mail.outbox)
+    assert message.to == ["approver@example.com"]  # not the starter, who watches the run
+    assert message.subject == "[zenweb] a question from step paint: Which colour should the <b>fence</b> be?"
+    assert f"Step paint of run {run.pk} (ask_colour v1), started by owner, asks:" in message.body
+    assert "Answer with one of: red, blue\n" in message.body
+    assert f"Answer on the run page: https://zen.example.com/runs/{run.pk}/\n" in message.body
+    assert do_email_approvers(question.pk) == 0  # once
