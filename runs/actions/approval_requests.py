@@ -81,7 +81,10 @@ def request_approval(
     return approval
 
 
-def request_workflow_approval(run: Run) -> Approval:
+def request_workflow_approval(run: Run, sink: EventSink | None = None) -> Approval:
+    """Ask for approval to start ``run``, of a destructive workflow; its
+    event through ``sink`` (the run's unit of work's), else a unit of work
+    of its own (request_approval)."""
     spec = workflow_spec(run.workflow)
     actions = planned_actions(spec, run.inputs)
     subject: dict[str, Any] = {"workflow": spec.name, "version": run.workflow.version, "inputs": run.inputs}
@@ -95,6 +98,7 @@ def request_workflow_approval(run: Run) -> Approval:
         subject=subject,
         arguments=dict(run.inputs),
         actions=actions,
+        sink=sink,
     )
 
 

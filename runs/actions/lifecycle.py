@@ -73,7 +73,9 @@ def do_create_run(
     The count and the creation share one transaction under a lock on the
     person's row, so a burst of starts admits exactly the limit: on
     PostgreSQL SELECT ... FOR UPDATE, on SQLite the write lock every
-    transaction takes at BEGIN (transaction_mode IMMEDIATE)."""
+    transaction takes at BEGIN (transaction_mode IMMEDIATE). What follows
+    the creation is written through the new run's unit of work, in that
+    transaction: its events published after commit."""
     refusal = None if ad_hoc and workflow.offer == Workflow.Offer.AD_HOC else start_refusal(workflow)
     if refusal:
         raise NotOffered(refusal)
@@ -95,11 +97,12 @@ def do_create_run(
         made = {"workflow": workflow, "inputs": values, "created_by": user, "command": command, "mode": mode}
         made["trace_context"] = telemetry.new_run_context()
         run = store().create_run(made)
-        if spec.destructive:
-            store().set_run_status(run, Run.Status.AWAITING_APPROVAL)
-            request_workflow_approval(run)
-        else:
-            _start_after_commit(run)
+        with UnitOfWork(run.pk) as uow:
+            if spec.destructive:
+                store().set_run_status(run, Run.Status.AWAITING_APPROVAL)
+                request_workflow_approval(run, uow.sink)
+            else:
+                _start_after_commit(run)
     return run
 
 

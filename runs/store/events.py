@@ -1,5 +1,6 @@
-"""Events: the sink that writes them, and the notices that tell open
-dashboards a new one exists, sent after commit."""
+"""Events: the notices that tell open dashboards a new one exists, sent
+after commit (the sinks that write events are the unit of work's:
+runs/store/unit_of_work.py)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,8 @@ import time
 from asgiref.sync import SyncToAsync, async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
-from django.utils import timezone
 
-from agents.events import Event as RuntimeEvent
 from runs.channel_layers import InMemoryChannelLayer
-from runs.store.sql import store
 
 log = logging.getLogger(__name__)
 
@@ -189,22 +187,6 @@ def _in_sync_to_async_thread() -> bool:
     under daphne, a consumer's database helper): the in-memory channel layer
     must then be used from that loop."""
     return getattr(SyncToAsync.threadlocal, "main_event_loop_pid", None) == os.getpid()
-
-
-class DjangoEventSink:
-    """Writes each event as it is emitted, inside the caller's transaction:
-    for tests that set up a run's events. The actions write theirs through
-    a unit of work (runs/store/unit_of_work.py), which holds them and
-    writes them together."""
-
-    def __init__(self, run_id: int) -> None:
-        self.run_id = run_id
-        self._notice = NoticeAfterCommit(run_id)
-
-    def emit(self, event: RuntimeEvent) -> None:
-        # No savepoint: an event that cannot be written fails its transaction.
-        with transaction.atomic(savepoint=False):
-            self._notice.wrote(store().insert_events(self.run_id, [(event, timezone.now())])[-1])
 
 
 class NoticeAfterCommit:

@@ -304,15 +304,20 @@ def opened(run_id: int) -> Iterator[UnitOfWork]:
 
 class UnitPerEventSink:
     """The event sink of code that writes outside a unit of work's block (a
-    turn's side effects before its record, a router built without one):
-    each event written by a unit of work of its own (``opened``), at once."""
+    turn's side effects before its record, a router built without one, a
+    test setting up a run's events): each event written at once, as a unit
+    of work's flush writes it, in the caller's transaction or one of its
+    own (no savepoint: an event that cannot be written fails the caller's
+    transaction). Open pages hear once per commit of the newest event it
+    wrote."""
 
     def __init__(self, run_id: int) -> None:
         self.run_id = run_id
+        self._notice = NoticeAfterCommit(run_id)
 
     def emit(self, event: RuntimeEvent) -> None:
-        with opened(self.run_id) as uow:
-            uow.sink.emit(event)
+        with transaction.atomic(savepoint=False):
+            self._notice.wrote(store().insert_events(self.run_id, [(event, timezone.now())])[-1])
 
 
 class HeldEventSink:

@@ -60,7 +60,7 @@ WRITE_EVENTS = """
 import time
 from django.db import transaction
 from agents.events import Event
-from runs.store.events import DjangoEventSink
+from runs.store.unit_of_work import UnitPerEventSink
 from runs.store.sql import store
 LONG = "{long}"
 NOTE = "note {{i}}: the coordinator reads the results "
@@ -75,7 +75,7 @@ KINDS = {{
 for i in range({count}):
     with transaction.atomic():
         store().lock_run({run})
-        sink = DjangoEventSink({run})
+        sink = UnitPerEventSink({run})
         for kind in {kinds!r}:
             sink.emit(KINDS[kind](i))
     if {pause}:

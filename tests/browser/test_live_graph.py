@@ -35,12 +35,12 @@ FINISH_FIRST = """
 from django.db import transaction
 from agents.events import Event
 from runs.models import Step
-from runs.store.events import DjangoEventSink
+from runs.store.unit_of_work import UnitPerEventSink
 from runs.store.sql import store
 with transaction.atomic():
     store().lock_run({run})
     Step.objects.filter(run_id={run}, step_id="first").update(status="completed")
-    DjangoEventSink({run}).emit(Event("step_end", "first", {{"status": "completed", "output": "done"}}))
+    UnitPerEventSink({run}).emit(Event("step_end", "first", {{"status": "completed", "output": "done"}}))
 """
 
 

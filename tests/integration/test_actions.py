@@ -12,7 +12,8 @@ from django.db import transaction
 from agents.events import Event as RuntimeEvent
 from runs import actions
 from runs.models import Run, Step
-from runs.store.events import DjangoEventSink, run_group
+from runs.store.events import run_group
+from runs.store.unit_of_work import UnitPerEventSink
 from tests.conftest import event_types, register
 
 
@@ -55,7 +56,7 @@ def test_it_broadcasts_an_event_only_after_its_transaction_commits():
         return queue is None or queue.empty()
 
     with transaction.atomic():
-        DjangoEventSink(run.pk).emit(RuntimeEvent("coordinator_narration", "coordinator", {"text": "hi"}))
+        UnitPerEventSink(run.pk).emit(RuntimeEvent("coordinator_narration", "coordinator", {"text": "hi"}))
         assert nothing_yet()
 
     assert received(layer, channel) == {"type": "run.event", "seq": 1}
@@ -64,7 +65,7 @@ def test_it_broadcasts_an_event_only_after_its_transaction_commits():
 @pytest.mark.django_db(transaction=True)
 def test_it_tells_dashboards_once_per_commit_with_the_newest_seq():
     run, layer, channel = watched_run()
-    sink = DjangoEventSink(run.pk)
+    sink = UnitPerEventSink(run.pk)
 
     with pytest.raises(RuntimeError), transaction.atomic():
         sink.emit(RuntimeEvent("coordinator_narration", "coordinator", {"text": "lost"}))
@@ -88,7 +89,7 @@ def test_writers_of_one_commit_each_tell_and_the_last_notice_is_the_newest():
 
     with transaction.atomic():
         for n in range(3):
-            DjangoEventSink(run.pk).emit(RuntimeEvent("coordinator_narration", "coordinator", {"text": str(n)}))
+            UnitPerEventSink(run.pk).emit(RuntimeEvent("coordinator_narration", "coordinator", {"text": str(n)}))
 
     seqs = [received(layer, channel)["seq"]]
     while seqs[-1] != 3:
@@ -104,12 +105,12 @@ def test_it_rolls_back_the_event_with_the_change():
     run = Run.objects.create(workflow=register("relay"), inputs={"subject": "x"})
 
     with pytest.raises(RuntimeError), transaction.atomic():
-        DjangoEventSink(run.pk).emit(RuntimeEvent("coordinator_narration", "coordinator", {"text": "hi"}))
+        UnitPerEventSink(run.pk).emit(RuntimeEvent("coordinator_narration", "coordinator", {"text": "hi"}))
         raise RuntimeError("the change failed")
 
     run.refresh_from_db()
     assert (run.last_event_seq, run.events.count()) == (0, 0)
-    DjangoEventSink(run.pk).emit(RuntimeEvent("coordinator_narration", "coordinator", {"text": "again"}))
+    UnitPerEventSink(run.pk).emit(RuntimeEvent("coordinator_narration", "coordinator", {"text": "again"}))
     assert list(run.events.values_list("seq", flat=True)) == [1]
 
 

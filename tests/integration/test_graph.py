@@ -18,7 +18,7 @@ from runs.actions import do_create_run
 from runs.graph import routing_graph
 from runs.graph_shapes import NOWHERE
 from runs.models import Message, Run, Step, ToolCall
-from runs.store.events import DjangoEventSink
+from runs.store.unit_of_work import UnitPerEventSink
 from tests.conftest import register, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -211,7 +211,7 @@ def run_of_three_steps(owner) -> Run:
 def emit(run: Run, *events: RuntimeEvent) -> None:
     with transaction.atomic():
         for event in events:
-            DjangoEventSink(run.pk).emit(event)
+            UnitPerEventSink(run.pk).emit(event)
 
 
 def test_it_marks_a_big_runs_graph_stale_instead_of_sending_it(owner, settings):

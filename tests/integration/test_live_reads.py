@@ -12,8 +12,8 @@ from agents.events import Event as RuntimeEvent
 from runs.actions import router_for
 from runs.actions.budgets import token_totals, totals_from, totals_of
 from runs.models import Step
-from runs.store.events import DjangoEventSink
 from runs.store.sql import store
+from runs.store.unit_of_work import UnitPerEventSink
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -50,7 +50,7 @@ def test_step_rows_come_with_their_unread_counts(two_step_run):
 
 def test_events_after_a_cursor_in_order_up_to_a_limit(two_step_run):
     run = two_step_run
-    sink = DjangoEventSink(run.pk)
+    sink = UnitPerEventSink(run.pk)
     for n in range(5):
         said = {"turn": n, "agent": "a", "content": "<b>as written</b>", "tool_calls": []}
         sink.emit(RuntimeEvent("agent_turn", "s1", said | {"prompt_tokens": None, "completion_tokens": None}))

@@ -14,7 +14,7 @@ from agents.events import Event as RuntimeEvent
 from runs import live
 from runs.actions.recovery import do_resume_run
 from runs.models import Run, Step
-from runs.store.events import DjangoEventSink
+from runs.store.unit_of_work import UnitPerEventSink
 from tests.conftest import register, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -63,7 +63,7 @@ def test_it_resumes_from_a_header_a_live_update_redrew(celery_worker, owner):
     CSRF token, no person): it holds only the place of Resume, and the page
     keeps the button it was drawn with, which must still get through."""
     run = lost_run(owner)
-    DjangoEventSink(run.pk).emit(RuntimeEvent("coordinator_narration", "coordinator", {"text": "still here"}))
+    UnitPerEventSink(run.pk).emit(RuntimeEvent("coordinator_narration", "coordinator", {"text": "still here"}))
     browser = Client(enforce_csrf_checks=True)
     browser.force_login(owner)
     page = browser.get(f"/runs/{run.pk}/").content.decode()

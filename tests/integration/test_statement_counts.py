@@ -46,7 +46,7 @@ TOOL_LESS_TURN = {"sqlite": 17, "postgresql": 4}
 # on SQLite in its transaction, the rows read after commit), from which the
 # state machine decides that nothing starts: no pass under the run's lock
 # (which would cost 5 more statements on PostgreSQL and 4 on SQLite).
-MAP_TURN = {"sqlite": 11, "postgresql": 3}
+MAP_TURN = {"sqlite": 8, "postgresql": 3}
 # A step's tool-less last turn under a cap that binds (maxConcurrency 1,
 # two steps pending), taken eagerly: on PostgreSQL the turn written with
 # the run's flags and rows in one pipeline that keeps the transaction open
@@ -54,11 +54,11 @@ MAP_TURN = {"sqlite": 11, "postgresql": 3}
 # under it, one COMMIT (runs/actions/steps.py _last_turn_deciding_under_lock),
 # where a pass of its own after commit would take BEGIN, the lock and its
 # reads, and a COMMIT more. SQLite takes the same path, statement by statement.
-CAPPED_TURN = {"sqlite": 20, "postgresql": 5}
+CAPPED_TURN = {"sqlite": 13, "postgresql": 5}
 # A turn that calls send_message: the message goes to the coordinator. A
 # messaging tool's call writes only what the turn holds, so it takes no
 # savepoint (runs/store/unit_of_work.py undoable).
-SENDING_TURN = {"sqlite": 22, "postgresql": 11}
+SENDING_TURN = {"sqlite": 15, "postgresql": 11}
 # The coordinator's wake that forwards it to second: on PostgreSQL the wake
 # claimed with its steps and inbox, its agent_wake; a round that takes the
 # run's lock with the message counter (one round trip:
@@ -66,12 +66,12 @@ SENDING_TURN = {"sqlite": 22, "postgresql": 11}
 # statement: runs/store/sql/mailboxes.py mark_read), forwards (held, no
 # savepoint), writes the message with its events, the turn and its tool
 # call; a second round (the model's answer) and the wake's end.
-FORWARD = {"sqlite": 43, "postgresql": 22}
+FORWARD = {"sqlite": 31, "postgresql": 22}
 # A run's start on a worker, which takes its first step's turn itself
 # (runs/actions/lifecycle.py do_start_run): the run claimed and read back
 # in one statement on PostgreSQL, its steps, its workflow_start event, the
 # first step started and claimed; BEGIN and COMMIT.
-START = {"sqlite": 17, "postgresql": 6}
+START = {"sqlite": 13, "postgresql": 6}
 # The coordinator's finish wake (runs/actions/coordinator.py): the wake
 # claimed with the run and its coordinator read back, the steps, the inbox
 # (one round trip on PostgreSQL: runs/store/sql/run_claims.py claim_wake);
@@ -83,7 +83,7 @@ START = {"sqlite": 17, "postgresql": 6}
 # the steps' statuses, then the run's and the coordinator's end with what
 # the run leaves open in one statement on PostgreSQL, workflow_end:
 # runs/actions/ending.py finish_locked).
-FINISH = {"sqlite": 36, "postgresql": 18}
+FINISH = {"sqlite": 28, "postgresql": 18}
 
 
 @pytest.fixture

@@ -28,10 +28,9 @@ from runs import leases, sweeper
 from runs.actions import router_for
 from runs.models import Run, Step
 from runs.store import last_turn
-from runs.store.events import DjangoEventSink
 from runs.store.mailboxes import DjangoMailboxStore
 from runs.store.sql import rows, store
-from runs.store.unit_of_work import UnitOfWork
+from runs.store.unit_of_work import UnitOfWork, UnitPerEventSink
 
 # A valid payload of each type written here: events are checked against the registry.
 DATA = {
@@ -146,13 +145,13 @@ def test_marking_mail_read_names_what_was_read_or_dropped_already_and_marks_the_
 def test_it_writes_a_blocks_held_events_together_in_the_order_they_were_emitted(run):
     with transaction.atomic():
         store().lock_run(run.pk)
-        DjangoEventSink(run.pk).emit(_event("step_start", "s1"))
+        UnitPerEventSink(run.pk).emit(_event("step_start", "s1"))
         with UnitOfWork(run.pk) as uow:
             uow.sink.emit(_event("agent_turn", "s1"))
             uow.sink.emit(_event("tool_call", "s1"))
             assert run.events.count() == 1  # the held ones are not written yet
             uow.sink.emit(_event("step_end", "s1"))
-        DjangoEventSink(run.pk).emit(_event("agent_wake", "s2"))
+        UnitPerEventSink(run.pk).emit(_event("agent_wake", "s2"))
 
     assert _types_and_seqs(run) == [
         (1, "step_start"),
@@ -186,7 +185,7 @@ def test_it_discards_held_events_when_the_block_raises(run):
             uow.sink.emit(_event("agent_turn", "s1"))
             raise RuntimeError("the turn broke")
 
-    DjangoEventSink(run.pk).emit(_event("step_end", "s1"))
+    UnitPerEventSink(run.pk).emit(_event("step_end", "s1"))
     assert _types_and_seqs(run) == [(1, "step_end")]
 
 
@@ -199,7 +198,7 @@ def test_it_refuses_an_event_type_too_long_for_its_column_on_postgresql(pg_run):
 
     with pytest.raises(DataError, match="too long"), transaction.atomic():
         # Not an Event: the registry refuses an unknown type before the column could.
-        DjangoEventSink(run.pk).emit(SimpleNamespace(type=too_long, step_id="s1", data={}))
+        UnitPerEventSink(run.pk).emit(SimpleNamespace(type=too_long, step_id="s1", data={}))
 
     assert run.events.count() == 0
 

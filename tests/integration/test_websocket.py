@@ -13,7 +13,7 @@ from django.db import transaction
 from agents.events import Event as RuntimeEvent
 from runs.models import Run, Step
 from runs.routing import websocket_urlpatterns
-from runs.store.events import DjangoEventSink
+from runs.store.unit_of_work import UnitPerEventSink
 from tests.conftest import register
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,7 +28,7 @@ def make_run(user, events: int) -> Run:
 
 
 def emit(run: Run, count: int) -> None:
-    sink = DjangoEventSink(run.pk)
+    sink = UnitPerEventSink(run.pk)
     for n in range(count):
         with transaction.atomic():
             sink.emit(RuntimeEvent("coordinator_narration", "coordinator", {"text": f"note {n}"}))
@@ -65,7 +65,7 @@ def run_with_steps(user, *events: RuntimeEvent) -> Run:
     run = Run.objects.create(workflow=register("relay"), inputs={"subject": "x"}, created_by=user)
     for position, step_id in enumerate(("coordinator", "first", "second")):
         Step.objects.create(run=run, step_id=step_id, agent="sender", position=position)
-    sink = DjangoEventSink(run.pk)
+    sink = UnitPerEventSink(run.pk)
     with transaction.atomic():
         for event in events:
             sink.emit(event)
