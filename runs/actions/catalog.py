@@ -24,9 +24,6 @@ from runs.store.sql import store
 # The built-in tools: what a workflow may name, and what its steps call.
 REGISTRY = default_registry()
 
-# Created tools that hold no name any more (runs/actions/extensions.py).
-CREATED_TOOL_GONE = (CreatedTool.Status.REJECTED, CreatedTool.Status.LAPSED)
-
 # The most characters one run input may hold (a command is capped at 4,000).
 MAX_INPUT_CHARS = 10_000
 
@@ -137,7 +134,7 @@ def _offer_problem(workflow: str, tool: str) -> str | None:
         return f"{tool!r} is the name of a builtin tool: agents listing it would never get this workflow"
     if tool in _mcp_tool_roles():
         return f"{tool!r} is the name of an MCP server's tool: agents listing it would never get this workflow"
-    if CreatedTool.objects.filter(name=tool).exclude(status__in=CREATED_TOOL_GONE).exists():
+    if CreatedTool.objects.filter(CreatedTool.HOLDS_NAME, name=tool).exists():
         return f"{tool!r} is the name of a tool a coordinator created: choose another name"
     for other in (
         Workflow.objects.filter(tool_name=tool).exclude(name=workflow).values_list("name", flat=True).distinct()

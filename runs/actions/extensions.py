@@ -33,9 +33,6 @@ from runs.actions.catalog import do_register_workflow, known_tool_roles
 from runs.models import Approval, CreatedTool, Run
 from runs.store.unit_of_work import UnitOfWork
 
-# A created tool that holds its name: no second one may take it.
-HOLDING = (CreatedTool.Status.PENDING, CreatedTool.Status.APPROVED)
-
 
 def mode_refusal(run: Run, tool: str) -> None:
     """Raise the refusal of ``tool`` in a run that is not in code mode."""
@@ -81,7 +78,7 @@ def check_new_tool(run: Run, spec: ToolSpec) -> None:
         )
     if spec.name in known_tool_roles():
         taken = "a tool agents already get by that name (builtin, MCP server or workflow)"
-    elif CreatedTool.objects.filter(name=spec.name, status__in=HOLDING).exists():
+    elif CreatedTool.objects.filter(CreatedTool.HOLDS_NAME, name=spec.name).exists():
         taken = "a tool created before, approved or waiting for approval"
     else:
         return

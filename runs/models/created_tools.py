@@ -42,5 +42,9 @@ class CreatedTool(models.Model):
     class Meta:
         ordering = ["name", "-created"]
 
+    # The rows that hold their name: approved, or waiting on an approval
+    # that still exists (purge_runs deletes a run's approvals with it).
+    HOLDS_NAME = models.Q(status=Status.APPROVED) | models.Q(status=Status.PENDING, approval__isnull=False)
+
     def __str__(self) -> str:
         return f"tool {self.name} ({self.status})"

@@ -195,7 +195,14 @@ def test_a_known_secret_in_the_examples_output_never_reaches_the_approver(celery
 
 
 def test_a_workflow_may_not_offer_itself_under_a_created_tools_name(owner):
-    CreatedTool.objects.create(name="summarize_topic", spec={}, example_exit_code=0, created_by=owner)
+    CreatedTool.objects.create(name="summarize_topic", spec={}, example_exit_code=0, status="approved")
 
     with pytest.raises(WorkflowValidationError, match="'summarize_topic' is the name of a tool a coordinator created"):
         register("tools/summarize_topic")
+
+
+def test_a_created_tool_whose_approval_was_purged_holds_no_name(owner):
+    # Its run was purged (purge_runs), its approval with it: nobody can approve it any more.
+    CreatedTool.objects.create(name="summarize_topic", spec={}, example_exit_code=0, status="pending")
+
+    assert register("tools/summarize_topic").tool_name == "summarize_topic"
