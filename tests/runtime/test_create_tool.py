@@ -13,6 +13,7 @@ from agents.router import COORDINATOR, InMemoryMailboxStore, MessageRouter
 from agents.tools import ToolCallMeta, ToolContext, ToolError, default_registry
 from agents.tools.builtin.created import ToolSpec
 from agents.tools.builtin.extending import RegisteredWorkflow, example_key, examples_to_try
+from agents.tools.builtin.result_models import ShellRun
 from agents.tools.builtin.shell import CommandRun
 
 SPEC = {
@@ -59,7 +60,7 @@ def call_create_tool(host: Host):
 
 
 def test_it_reports_the_example_tried_before_the_round_was_recorded():
-    host = Host(CommandRun(0, "exit code: 0\nParis\n"))
+    host = Host(CommandRun(0, "exit code: 0\nParis\n", ShellRun(exit_code=0, output="Paris\n")))
 
     outcome = call_create_tool(host)
 
