@@ -81,9 +81,12 @@ def test_a_tool_created_in_code_mode_is_approved_then_called_sandboxed_by_a_late
     later = finished("greeter", owner)
     [(ok, text)] = results(later, "city_greeting")
     assert ok, text
+    answer = json.loads(text)
+    jsonschema.validate(answer, published("run_shell"))  # answered as run_shell answers
+    assert answer["result"]["exit_code"] == 0
     # The input reached the command as data: the quote in it started no second command.
-    assert text.startswith("exit code: 0\nhello, Oslo'; echo spliced; '\n")
-    assert "first process: bwrap" in text  # in the sandbox's own PID namespace
+    assert answer["result"]["output"].startswith("hello, Oslo'; echo spliced; '\n")
+    assert "first process: bwrap" in answer["result"]["output"]  # in the sandbox's own PID namespace
     catalog = client.get(reverse("runs:catalog")).content.decode()
     assert f'created by run <a href="/runs/{run.pk}/">#{run.pk}</a> (owner)' in catalog
     assert "zenweb.created.city_greeting" in catalog

@@ -17,8 +17,10 @@ from jsonschema import Draft202012Validator, SchemaError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agents.tools.base import Role, Tool, ToolContext, ToolError
+from agents.tools.builtin.result_models import RunShellResult
 from agents.tools.builtin.shell import MAX_COMMAND_CHARS, MAX_TIMEOUT, CommandRun, run_command
 from agents.tools.mcp.schema import args_model
+from agents.tools.results import ToolAnswer
 
 # The variable a created tool's command reads its input from, as JSON.
 INPUT_VARIABLE = "TOOL_INPUT"
@@ -99,8 +101,9 @@ def created_tool(spec: ToolSpec) -> Tool:
     schema, its command run sandboxed with them as data."""
     model = args_model(f"Created_{spec.name}_Args", spec.input_schema)
 
-    def run(ctx: ToolContext, args: Any) -> str:
-        return run_spec(ctx, spec, args.model_dump()).text
+    def run(ctx: ToolContext, args: Any) -> ToolAnswer:
+        # Answered as run_shell answers: its exit code and output.
+        return ToolAnswer(run_spec(ctx, spec, args.model_dump()).shell.model_dump(exclude_none=True))
 
     return Tool(
         spec.name,
@@ -112,4 +115,5 @@ def created_tool(spec: ToolSpec) -> Tool:
         tags=("execution", "destructive-capable", "created"),
         # Its own timeout stops the command; this one catches a stuck tool.
         timeout=spec.timeout + 30,
+        result_model=RunShellResult,
     )
