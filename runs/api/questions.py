@@ -31,9 +31,11 @@ class QuestionListQuery(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     status: QuestionStatus = "pending"
-    run: int | None = Field(default=None, ge=1, description="Only the questions of this run.")
+    run: int | None = Field(default=None, ge=1, le=s.MAX_ID, description="Only the questions of this run.")
     limit: Annotated[int, Field(ge=1, le=s.MAX_PAGE)] = s.DEFAULT_PAGE
-    before: int | None = Field(default=None, ge=1, description="Only questions with a larger id (the next page).")
+    before: int | None = Field(
+        default=None, ge=1, le=s.MAX_ID, description="Only questions with a larger id (the next page)."
+    )
 
 
 class AnswerRequest(BaseModel):

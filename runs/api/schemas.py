@@ -34,6 +34,9 @@ steps:
 """
 DEFAULT_PAGE = 50
 MAX_PAGE = 200
+# The largest id a database row can have (a signed 64-bit integer): a larger
+# one in a query is a 422, not a database error.
+MAX_ID = 2**63 - 1
 MAX_EVENTS = 500
 
 # Built from the models' choices, so a new status is accepted without an edit
