@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from agents import bounded_json, ids
 from agents.core import machine
-from agents.core.decisions import AskJudge, EndLoop
+from agents.core.decisions import AskJudge, EndLoop, NextIteration
 from agents.core.happenings import IterationEnded
 from agents.core.state import UNREAD
 from agents.expansion import (
@@ -53,6 +53,7 @@ class LoopDecision:
     agent: str = ""
     prompt: str = ""
     steps: tuple[RuntimeStep, ...] = ()
+    delay: float = 0.0  # more: seconds to wait before creating ``steps``
 
 
 def next_iteration(
@@ -103,7 +104,8 @@ def next_iteration(
             f"iteration {n} would add {len(steps):,} steps to the run's {run_steps:,}; "
             f"a run has at most {MAX_RUN_STEPS:,}",
         )
-    return LoopDecision("more", steps=steps)
+    delay = decision.delay if isinstance(decision, NextIteration) else 0.0
+    return LoopDecision("more", steps=steps, delay=delay)
 
 
 def incomplete_iteration(loop_runtime_id: str, n: int) -> LoopDecision:
@@ -157,6 +159,7 @@ def iteration_ended(
         variables=variables,
         judge=loop.until_agent,
         verdict=verdict,
+        delay=loop.delay or 0.0,
     )
 
 

@@ -29,6 +29,7 @@ WAKE_COORDINATOR = "runs.tasks.wake_coordinator"
 RESUME_STEP = "runs.tasks.resume_step"
 JUDGE_LOOP = "runs.tasks.judge_loop"
 END_ITERATION = "runs.tasks.end_iteration"
+NEXT_ITERATION = "runs.tasks.next_iteration"
 DELIVER_CHILD_RESULT = "runs.tasks.deliver_child_result"
 EXECUTE_APPROVED_CALL = "runs.tasks.execute_approved_call"
 EXECUTE_TOOL_CALL = "runs.tasks.execute_tool_call"
@@ -44,6 +45,7 @@ NAMES = (
     RESUME_STEP,
     JUDGE_LOOP,
     END_ITERATION,
+    NEXT_ITERATION,
     DELIVER_CHILD_RESULT,
     EXECUTE_APPROVED_CALL,
     EXECUTE_TOOL_CALL,
@@ -70,6 +72,12 @@ def send_after_commit(name: str, *args) -> None:
     """Queue task ``name`` with ``args`` when the transaction commits (at
     once outside one)."""
     transaction.on_commit(lambda: send(name, *args), robust=True)
+
+
+def send_after_commit_in(seconds: float, name: str, *args) -> None:
+    """Queue task ``name`` with ``args`` to run ``seconds`` after the
+    transaction commits."""
+    transaction.on_commit(lambda: registered(name).apply_async(args, countdown=seconds), robust=True)
 
 
 def queue_after_commit(name: str, calls: Iterable[tuple]) -> None:

@@ -28,7 +28,7 @@ from runs.actions.children import do_deliver_child_result
 from runs.actions.coordinator import release_wake
 from runs.actions.notifications import WebhookFailed, do_email_approvers, do_post_webhook, record_webhook_failure
 from runs.actions.notifications import retry_delay as webhook_retry_delay
-from runs.actions.step_ends import do_end_iteration, do_judge_loop, do_stop_waiting_step
+from runs.actions.step_ends import do_end_iteration, do_judge_loop, do_next_iteration, do_stop_waiting_step
 from runs.actions.tool_tasks import do_execute_tool_call, do_fail_tool_call, release_call
 from runs.store.sql.errors import connection_lost
 
@@ -216,6 +216,11 @@ def resume_step(self: Task, step_pk: int) -> None:
 @shared_task
 def judge_loop(loop_pk: int, iteration: int) -> None:
     do_judge_loop(loop_pk, iteration)
+
+
+@shared_task
+def next_iteration(loop_pk: int, iteration: int) -> None:
+    do_next_iteration(loop_pk, iteration)
 
 
 @shared_task

@@ -205,10 +205,12 @@ class AskJudge:
 
 @dataclass(frozen=True)
 class NextIteration:
-    """Start iteration ``iteration`` of loop ``loop_id``."""
+    """Start iteration ``iteration`` of loop ``loop_id``, after ``delay``
+    seconds (zenflow's loop ``delay``; 0: at once)."""
 
     loop_id: str
     iteration: int
+    delay: float = 0.0
 
 
 IterationDecision = EndLoop | AskJudge | NextIteration

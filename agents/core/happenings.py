@@ -202,7 +202,8 @@ class IterationEnded:
     ended: every step of it ``completed``, or not. ``output`` is its last
     inner step's (``last_id``). ``until``: the loop's, CEL when ``until_is_cel``
     (read over ``variables``, zenflow's), else text the output contains.
-    ``judge``: its untilAgent, whose ``verdict`` is None until it was asked."""
+    ``judge``: its untilAgent, whose ``verdict`` is None until it was asked.
+    ``delay``: the loop's wait between iterations."""
 
     loop_id: str
     iteration: int
@@ -215,6 +216,7 @@ class IterationEnded:
     variables: Mapping[str, Any] = field(default_factory=dict)
     judge: str | None = None
     verdict: bool | None = None
+    delay: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ executor does (``decide`` with ``IterationEnded``):
 - after ``maxIterations``, a loop with ``until`` or ``untilAgent`` that
   neither ended fails (``loop exhausted N iterations: ...``); one with
   neither completes;
-- otherwise the next iteration.
+- otherwise the next iteration, after the loop's ``delay`` (zenflow's:
+  between iterations, never before the first).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def after_iteration(ended: IterationEnded) -> tuple[IterationDecision, ...]:
         if ended.verdict:
             return (EndLoop(loop, "completed", f"{ended.judge} judged iteration {n} done"),)
     if n + 1 < ended.max_iterations:
-        return (NextIteration(loop, n + 1),)
+        return (NextIteration(loop, n + 1, ended.delay),)
     return (_exhausted(ended),)
 
 

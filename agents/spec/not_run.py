@@ -70,8 +70,6 @@ def _step_not_run(step: Any, at: Location, spec: WorkflowSpec) -> Iterator[tuple
 
 
 def _loop_not_run(loop: Any, at: Location, spec: WorkflowSpec) -> Iterator[tuple[Location, str]]:
-    if loop.delay:
-        yield (*at, "delay"), f"{NOT_RUN}: a delay between iterations"
     if for_each_is_cel(loop.for_each, spec.inputs):
         yield (*at, "forEach"), f"{NOT_RUN}: forEach as a CEL expression (an input's name or a list runs)"
 

@@ -22,6 +22,7 @@ from agents.events.run_events import (
     LoopIteration,
     LoopJudge,
     LoopJudged,
+    Message,
     StepCancelled,
     StepRetry,
     StepSkipped,
@@ -29,6 +30,7 @@ from agents.events.run_events import (
 from agents.llm import ProviderError
 from agents.llm.base import CompletionRequest
 from agents.router import DropReason, MessageType, RouterMessage
+from agents.spec.lookup import step_at
 from runs import queue
 from runs.actions.catalog import spec_of, workflow_spec
 from runs.actions.common import router_for
@@ -67,7 +69,7 @@ def after_step_terminal(step: Step) -> bool:
     return True
 
 
-def decide(run: Run, loop: Step, iteration: int, verdict: bool | None = None) -> None:
+def decide(run: Run, loop: Step, iteration: int, verdict: bool | None = None, *, waited: bool = False) -> None:
     """Apply what the state machine decides follows iteration ``iteration``
     of ``loop`` (agents/core/loops.py, through repeat_loops.next_iteration)."""
     outputs = dict(run.steps.filter(step_id__startswith=f"{loop.step_id}.").values_list("step_id", "output"))
@@ -80,11 +82,14 @@ def decide(run: Run, loop: Step, iteration: int, verdict: bool | None = None) ->
         verdict=verdict,
         run_steps=run.steps.filter(kind=Step.Kind.STEP).count(),
     )
-    apply_loop_decision(run, loop, iteration, decision)
+    apply_loop_decision(run, loop, iteration, decision, waited=waited)
 
 
-def apply_loop_decision(run: Run, loop: Step, iteration: int, decision: repeat_loops.LoopDecision) -> None:
-    """End the loop, ask its judge, or create its next iteration's steps."""
+def apply_loop_decision(
+    run: Run, loop: Step, iteration: int, decision: repeat_loops.LoopDecision, *, waited: bool = False
+) -> None:
+    """End the loop, ask its judge, or create its next iteration's steps
+    (after the loop's delay, unless ``waited`` already)."""
     sink = UnitPerEventSink(run.pk)  # what it calls writes events of its own
     if decision.action == "done":
         _end_loop(run, loop, Step.Status.COMPLETED, decision.reason, output=decision.output)
@@ -93,6 +98,10 @@ def apply_loop_decision(run: Run, loop: Step, iteration: int, decision: repeat_l
     elif decision.action == "judge":
         sink.emit(RuntimeEvent.of(LoopJudge(iteration=iteration, agent=decision.agent), loop.step_id))
         queue.send_after_commit(queue.JUDGE_LOOP, loop.pk, iteration)
+    elif decision.delay and not waited:
+        text = f"waiting {decision.delay:g}s (the loop's delay) before iteration {iteration + 1}"
+        sink.emit(RuntimeEvent.of(Message(text=text, reason="loop-delay"), loop.step_id))
+        queue.send_after_commit_in(decision.delay, queue.NEXT_ITERATION, loop.pk, iteration)
     else:
         create_steps(run, decision.steps)
         schedule_after_commit(run.pk)
@@ -218,6 +227,24 @@ def retries_of(step: Step) -> int:
     """How many times ``step`` may run again after a failed attempt."""
     run = Run.objects.select_related("workflow").get(pk=step.run_id)
     return expansion.step_retries(workflow_spec(run.workflow)).get(expansion.condition_path(step.step_id), 0)
+
+
+def do_next_iteration(loop_pk: int, iteration: int) -> None:
+    """Go on after iteration ``iteration`` of a loop once its delay has
+    passed: decided again (the same decision: a judge's verdict was not
+    done), its next iteration's steps created at once."""
+    with transaction.atomic():
+        loop = Step.objects.select_related("run__workflow").get(pk=loop_pk)
+        store().lock_run(loop.run_id)
+        loop.refresh_from_db()
+        run = loop.run
+        run.refresh_from_db()
+        started = run.steps.filter(step_id__startswith=f"{loop.step_id}.{iteration + 1}.").exists()
+        if loop.is_terminal or run.is_terminal or started:
+            return
+        spec = step_at(workflow_spec(run.workflow), expansion.condition_path(loop.step_id))
+        judged = spec is not None and spec.loop is not None and spec.loop.until_agent is not None
+        decide(run, loop, iteration, False if judged else None, waited=True)
 
 
 def do_end_iteration(run_id: int, step_id: str) -> None:

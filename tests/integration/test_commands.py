@@ -170,7 +170,8 @@ def test_validate_and_register_print_what_zenweb_accepts_but_does_not_run_yet(da
     registered = manage(data_dir, "register_workflow", str(path))
 
     warnings = [
-        f"{path}:13: steps[1].loop.delay: warning: accepted; not run by zenweb yet: a delay between iterations",
+        f"{path}:13: steps[1].retries: warning: accepted; not run by zenweb yet: retries of a loop or an include "
+        "(a step's retries run)",
     ]
     assert (checked.returncode, checked.stdout.splitlines()[1:]) == (0, warnings)
     assert (registered.returncode, registered.stdout.splitlines()) == (0, ["registered not-run-yet v1", *warnings])

@@ -106,6 +106,18 @@ def test_a_condition_inside_a_repeat_until_loop_reads_its_own_iteration(celery_w
     assert run.events.get(type="loop_end", step_id="cycle").data["status"] == "completed"
 
 
+def test_a_loop_s_delay_is_a_wait_between_its_iterations(celery_worker):
+    run = wait_for_run(do_create_run(register("zenflow/loop_delay"), {}), timeout=60)
+
+    assert run.status == Run.Status.COMPLETED
+    first, second = run.steps.get(step_id="cycle.0.work"), run.steps.get(step_id="cycle.1.work")
+    assert (second.started - first.finished).total_seconds() >= 1
+    (note,) = run.events.filter(type="message", step_id="cycle")
+    assert note.data == {"text": "waiting 1s (the loop's delay) before iteration 1", "reason": "loop-delay"}
+    iteration = run.events.get(type="loop_iteration", step_id="cycle")
+    assert note.seq < iteration.seq
+
+
 def test_a_cel_until_ends_its_loop_and_the_step_after_it_runs(celery_worker):
     run = wait_for_run(do_create_run(register("zenflow/until"), {}), timeout=60)
 
@@ -198,7 +210,7 @@ def test_a_run_of_a_file_using_what_zenweb_does_not_run_yet_is_refused_naming_fi
     message = str(caught.value)
     assert message.endswith(
         "uses what zenweb does not run yet, so no run starts: "
-        "steps[1].loop.delay (step deploy, line 13): a delay between iterations"
+        "steps[1].retries (step deploy, line 13): retries of a loop or an include (a step's retries run)"
     )
     assert not Run.objects.exists()
 

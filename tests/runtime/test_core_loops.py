@@ -145,3 +145,23 @@ def test_an_iteration_is_decided_once_every_step_ended_and_done_only_without_fai
         assert outcome is None
     else:
         assert outcome == all(s in ("completed", "skipped") for s in statuses)
+
+
+# -- the delay between iterations ------------------------------------------------
+
+
+@given(
+    n=st.integers(0, 10),
+    max_iterations=st.integers(1, 12),
+    delay=st.floats(0, 3600),
+    done=st.booleans(),
+)
+def test_only_a_next_iteration_waits_the_loop_s_delay(n, max_iterations, delay, done):
+    (decision,) = decide(ended(n, max_iterations, until="LGTM", output="LGTM" if done else "more", delay=delay))
+
+    if isinstance(decision, NextIteration):
+        # Between iterations, never before the first (the first is iteration 0).
+        assert decision == NextIteration("refine", n + 1, delay) and decision.iteration >= 1
+    else:
+        assert isinstance(decision, EndLoop)
+        assert done or n + 1 >= max_iterations

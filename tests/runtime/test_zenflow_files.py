@@ -208,38 +208,17 @@ def test_a_step_without_an_agent_runs_as_the_default_agent_and_a_loop_without_st
 
 
 def test_an_until_of_text_stays_zenweb_s_and_an_until_of_cel_runs_without_a_warning(tmp_path):
-    text = VALID["loop-repeat-until"]
-    spec = load_workflow(write(tmp_path, text))
-    legacy_text = text.replace("\"steps.fix.content.contains('LGTM')\"", "LGTM")
-    legacy = load_workflow(write(tmp_path, legacy_text, "b.yaml"))
-
-    assert [w.field for w in workflow_warnings(spec, text, "a.yaml")] == ["steps[0].loop.delay"]
-    assert legacy.steps[0].loop.until == "LGTM"
-    assert [w.field for w in workflow_warnings(legacy, legacy_text, "b.yaml")] == ["steps[0].loop.delay"]
-
-
-def test_an_expression_that_subtracts_a_hyphenated_step_id_is_a_warning_saying_how_to_write_it(tmp_path):
-    text = (
-        VALID["condition"].replace("steps.tests.status", "steps.run-tests.status").replace("id: tests", "id: run-tests")
-    )
-    text = text.replace("dependsOn: [tests]", "dependsOn: [run-tests]")
+    text = VALID["condition-with-loop"]
     spec = load_workflow(write(tmp_path, text))
 
-    (hint,) = [str(w) for w in workflow_warnings(spec, text, "w.yaml") if "reads" in str(w)]
-    assert hint.startswith("w.yaml:4: steps[1].condition: warning: the expression reads 'tests'")
-    assert hint.endswith("steps.run-tests is a subtraction in CEL: write steps['run-tests']")
-
-
-def test_what_is_not_run_yet_is_a_warning_with_its_line_and_refuses_a_run_naming_field_step_and_line(tmp_path):
-    text = VALID["loop-repeat-until"]
-    spec = load_workflow(write(tmp_path, text))
-
+    # The loop's delay runs; its own condition does not yet.
     assert [str(w) for w in workflow_warnings(spec, text, "w.yaml")] == [
-        "w.yaml:7: steps[0].loop.delay: warning: accepted; not run by zenweb yet: a delay between iterations",
+        "w.yaml:7: steps[1].condition: warning: accepted; not run by zenweb yet: a loop's condition "
+        "(a false one would skip it)",
     ]
     assert not_run_refusal(spec, text, "w.yaml") == (
         "w.yaml uses what zenweb does not run yet, so no run starts: "
-        "steps[0].loop.delay (step cycle, line 7): a delay between iterations"
+        "steps[1].condition (step repair, line 7): a loop's condition (a false one would skip it)"
     )
 
 
@@ -253,6 +232,7 @@ def test_a_file_zenweb_runs_in_full_has_no_warning(tmp_path):
         "step-model-override",
         "step-retries",  # a step's retries, and its own timeout
         "retries-and-sampling",  # maxRetries of a step and of the workflow
+        "loop-repeat-until",  # a CEL until and a delay
     ):
         spec = load_workflow(write(tmp_path, VALID[case], f"{case}.yaml"))
         assert workflow_warnings(spec, VALID[case], case) == [], case
