@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
@@ -29,8 +30,8 @@ from agents.tools.builtin.created import ToolSpec, created_tool
 from agents.tools.builtin.extending import RegisteredWorkflow, example_key, examples_to_try, try_example
 from agents.tools.builtin.shell import CommandRun
 from runs.actions.approval_requests import request_approval
-from runs.actions.catalog import do_register_workflow, known_tool_roles
-from runs.models import Approval, CreatedTool, Run
+from runs.actions.catalog import do_register_workflow, known_tool_roles, workflow_spec
+from runs.models import Approval, CreatedTool, Run, Workflow
 from runs.store.unit_of_work import UnitOfWork
 
 
@@ -50,9 +51,11 @@ def create_workflow(run: Run, ctx: ToolContext, yaml_text: str, sink: EventSink)
     in the catalog, created by ``run``; a ToolError with every problem found."""
     mode_refusal(run, "create_workflow")
     try:
-        workflow, created = do_register_workflow(
-            yaml_text, f"run {run.pk} (create_workflow)", from_file=False, by_run=run
-        )
+        with transaction.atomic():  # a refusal below leaves no version behind
+            workflow, created = do_register_workflow(
+                yaml_text, f"run {run.pk} (create_workflow)", from_file=False, by_run=run
+            )
+            _refuse_dropped_gates(workflow)
     except WorkflowValidationError as exc:
         raise ToolError(
             f"refused: the workflow is not valid:\n{exc}", kind="invalid_call", action="correct_call", fields=["yaml"]
@@ -61,6 +64,33 @@ def create_workflow(run: Run, ctx: ToolContext, yaml_text: str, sink: EventSink)
         made = WorkflowCreated(workflow=workflow.name, version=workflow.version, tool_call_id=ctx.meta.tool_call_id)
         sink.emit(RuntimeEvent.of(made, ctx.step_id))
     return RegisteredWorkflow(name=workflow.name, version=workflow.version, created=created)
+
+
+def _refuse_dropped_gates(workflow: Workflow) -> None:
+    """Raise if ``workflow`` drops an approval gate its previous version has
+    (``destructive``, tools on ``approvals``): a model may not lift a gate a
+    person set; a person registers such a version."""
+    previous = (
+        Workflow.objects.filter(name=workflow.name, version__lt=workflow.version)
+        .exclude(offer=Workflow.Offer.AD_HOC)
+        .order_by("-version")
+        .first()
+    )
+    if previous is None:
+        return
+    before, after = workflow_spec(previous), workflow_spec(workflow)
+    dropped = sorted(set(before.approvals) - set(after.approvals))
+    gates = (["destructive: true"] if before.destructive and not after.destructive else []) + [
+        f"approvals: {name}" for name in dropped
+    ]
+    if gates:
+        raise ToolError(
+            f"refused: {workflow.name} v{workflow.version} would drop what v{previous.version} needs a "
+            f"person's approval for ({', '.join(gates)}); keep it, or ask a person to register this version",
+            kind="domain_rejection",
+            action="replan",
+            fields=["yaml"],
+        )
 
 
 def check_new_tool(run: Run, spec: ToolSpec) -> None:

@@ -209,3 +209,19 @@ def test_a_created_tool_whose_approval_was_purged_holds_no_name(owner):
     CreatedTool.objects.create(name="summarize_topic", spec={}, example_exit_code=0, status="pending")
 
     assert register("tools/summarize_topic").tool_name == "summarize_topic"
+
+
+def test_create_workflow_lifts_no_approval_gate_a_person_set(celery_worker, owner):
+    register("approvals/wipe")
+
+    run = finished("ungate", owner)
+
+    lifted, kept = results(run, "create_workflow")
+    assert not lifted[0]
+    assert "refused: wipe v2 would drop what v1 needs a person's approval for (destructive: true)" in lifted[1]
+    assert kept[0], kept[1]
+    assert json.loads(kept[1])["result"] == {"name": "wipe", "version": 2, "created": True}
+    assert [(w.version, w.spec["destructive"]) for w in Workflow.objects.filter(name="wipe").order_by("version")] == [
+        (1, True),
+        (2, True),
+    ]
