@@ -23,7 +23,7 @@ from runs.actions.catalog import REGISTRY, workflow_spec
 from runs.actions.notifications import queue_notices
 from runs.models import Approval, Run
 from runs.store.sql import store
-from runs.store.unit_of_work import opened
+from runs.store.unit_of_work import UnitOfWork
 
 
 def arguments_hash(subject: dict[str, Any]) -> str:
@@ -75,7 +75,7 @@ def request_approval(
     if sink is not None:
         sink.emit(RuntimeEvent.of(requested, step_id))
     else:
-        with opened(run.pk) as uow:
+        with UnitOfWork(run.pk) as uow:
             uow.sink.emit(RuntimeEvent.of(requested, step_id))
     queue_notices(approval)
     return approval

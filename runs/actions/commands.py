@@ -38,7 +38,7 @@ from runs.actions.model_calls import traced
 from runs.actions.offers import offered_workflows
 from runs.models import Command, Event, Run, Workflow
 from runs.store.sql import store
-from runs.store.unit_of_work import opened
+from runs.store.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +167,7 @@ def _start(command: Command, workflow: Workflow, args: dict, plan: SelectionPlan
         run = do_create_run(workflow, args, user=user, command=command.text, mode=mode)
         if plan is not None and plan.compacted:
             # The run keeps the record: a command row has no event log.
-            with opened(run.pk) as uow:
+            with UnitOfWork(run.pk) as uow:
                 uow.sink.emit(RuntimeEvent.of(CatalogCompacted(**plan.event_data())))
         command.run = run
         result = _pending_result(command, run)

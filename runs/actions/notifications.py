@@ -32,7 +32,7 @@ from agents.hidden_characters import escape_hidden
 from runs import queue
 from runs.models import Approval
 from runs.store.sql import store
-from runs.store.unit_of_work import opened
+from runs.store.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +207,7 @@ def record_failure(approval: Approval, channel: str, error: str, attempts: int) 
     """Log a notice that could not be sent and say so in the run's events."""
     log.warning("approval %d: the %s notice failed after %d attempt(s): %s", approval.pk, channel, attempts, error)
     failed = NotificationFailed(approval_id=approval.pk, channel=channel, error=error[:500], attempts=attempts)
-    with opened(approval.run_id) as uow:
+    with UnitOfWork(approval.run_id) as uow:
         uow.sink.emit(RuntimeEvent.of(failed, approval.step_id))
 
 

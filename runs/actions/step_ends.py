@@ -42,7 +42,7 @@ from runs.actions.scheduling import apply_decisions, schedule
 from runs.models import Run, Step, ToolCall
 from runs.store.mailboxes import DjangoMailboxStore
 from runs.store.sql import store
-from runs.store.unit_of_work import UnitOfWork, UnitPerEventSink, opened
+from runs.store.unit_of_work import UnitOfWork, UnitPerEventSink
 
 
 def after_step_terminal(step: Step) -> bool:
@@ -162,7 +162,7 @@ def _end_loop(run: Run, loop: Step, status: str, reason: str, *, output: str = "
     """End a repeat-until loop ``status``, for ``reason`` (in its loop_end
     event); a completed one's ``output`` is what its dependents read."""
     store().end_step(loop, status, output=output, error="" if status == Step.Status.COMPLETED else reason)
-    with opened(run.pk) as uow:
+    with UnitOfWork(run.pk) as uow:
         uow.sink.emit(RuntimeEvent.of(LoopEnd(status=status, reason=reason), loop.step_id))
     if status != Step.Status.COMPLETED:
         apply_failure_policy(loop, f"loop {loop.step_id} failed")

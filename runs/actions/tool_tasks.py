@@ -49,7 +49,7 @@ from runs.models import Run, Step, ToolCall
 from runs.store.journal import DjangoToolJournal
 from runs.store.sql import store
 from runs.store.sql.errors import connection_lost
-from runs.store.unit_of_work import UnitOfWork, opened
+from runs.store.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ def _claim(call_pk: int, owner: str) -> ToolCall | None:
             return None
         call.refresh_from_db(fields=["status", "attempts", "lease_owner", "lease_expires", "started"])
         started = ToolStarted(tool_call_id=call.tool_call_id, name=call.name, attempt=call.attempts, worker=owner)
-        with opened(call.run_id) as uow:
+        with UnitOfWork(call.run_id) as uow:
             uow.sink.emit(RuntimeEvent.of(started, call.step.step_id))
     return call
 

@@ -295,13 +295,6 @@ class UnitOfWork:
         return self._held
 
 
-@contextlib.contextmanager
-def opened(run_id: int) -> Iterator[UnitOfWork]:
-    """A unit of work of ``run_id``, open: for an action that writes outside a turn."""
-    with UnitOfWork(run_id) as uow:
-        yield uow
-
-
 class UnitPerEventSink:
     """The event sink of code that writes outside a unit of work's block (a
     turn's side effects before its record, a router built without one, a
