@@ -16,6 +16,7 @@ from runs.models import (
     ApprovalDecision,
     Claim,
     Command,
+    CreatedTool,
     Event,
     Message,
     Run,
@@ -221,6 +222,29 @@ class ApprovalAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False
+
+
+@admin.register(CreatedTool)
+class CreatedToolAdmin(admin.ModelAdmin):
+    """Read-only: tools are proposed by create_tool and decided in the
+    approvals queue. Staff may withdraw an approved one (logged)."""
+
+    list_display = ["id", "name", "status", "run", "created_by", "created", "decided_at"]
+    list_filter = ["status"]
+    search_fields = ["name"]
+    readonly_fields = [f.name for f in CreatedTool._meta.fields]
+    actions = ["withdraw"]
+
+    def has_add_permission(self, request):
+        return False
+
+    @admin.action(description="Withdraw: no agent gets these tools any more", permissions=["change"])
+    def withdraw(self, request, queryset):
+        withdrawn = list(queryset.filter(status=CreatedTool.Status.APPROVED))
+        for tool in withdrawn:
+            CreatedTool.objects.filter(pk=tool.pk).update(status=CreatedTool.Status.WITHDRAWN)
+            self.log_change(request, tool, "withdrawn (was approved)")
+        self.message_user(request, f"withdrawn: {', '.join(t.name for t in withdrawn) or 'none (only approved tools)'}")
 
 
 @admin.register(Command)

@@ -21,6 +21,8 @@ class CreatedTool(models.Model):
         APPROVED = "approved"
         REJECTED = "rejected"
         LAPSED = "lapsed"
+        # Approved, then withdrawn by staff (the admin): no agent gets it any more.
+        WITHDRAWN = "withdrawn"
 
     name = models.CharField(max_length=64, db_index=True)
     spec = models.JSONField(help_text="The tool as create_tool was given it (ToolSpec data).")

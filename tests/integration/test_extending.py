@@ -10,6 +10,7 @@ import json
 
 import jsonschema
 import pytest
+from django.test import Client
 from django.urls import reverse
 
 from agents.spec import WorkflowValidationError
@@ -225,3 +226,25 @@ def test_create_workflow_lifts_no_approval_gate_a_person_set(celery_worker, owne
         (1, True),
         (2, True),
     ]
+
+
+def test_staff_withdraw_an_approved_tool_and_no_agent_gets_it_any_more(owner, django_user_model):
+    spec = {
+        "name": "city_greeting",
+        "description": "Greets a city.",
+        "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+        "command": 'jq -r .city <<<"$TOOL_INPUT"',
+        "example_input": {"city": "Paris"},
+    }
+    tool = CreatedTool.objects.create(name="city_greeting", spec=spec, example_exit_code=0, status="approved")
+    assert register("extend/greeter").name == "greeter"
+    staff = Client()
+    staff.force_login(django_user_model.objects.create_superuser("boss", password="x"))
+
+    answer = staff.post("/admin/runs/createdtool/", {"action": "withdraw", "_selected_action": [tool.pk]})
+
+    assert answer.status_code == 302
+    tool.refresh_from_db()
+    assert tool.status == "withdrawn"
+    with pytest.raises(WorkflowValidationError, match="unknown tool 'city_greeting'"):
+        register("extend/greeter")
