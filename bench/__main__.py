@@ -1,7 +1,7 @@
 """`python -m bench`: run every measurement, print the table, save the JSON.
 
-Options: --only router,dashboard,graph_render,orchestration,chain,tool_calls,live,streaming   --repeat N (3)
---budget SECONDS (60: a slow measurement repeats only while its timed runs
+Options: --only router,dashboard,graph_render,orchestration,chain,tool_calls,live,streaming,token_budgets
+--repeat N (3)   --budget SECONDS (60: a slow measurement repeats only while its timed runs
 fit)   --keep (keep the temp dir, with the worker logs)   --out DIR.
 """
 
@@ -20,7 +20,17 @@ from pathlib import Path
 
 from bench.common import ROOT, Context, Result, machine, postgres_problem, redis_problem
 
-MEASUREMENTS = ("router", "dashboard", "graph_render", "orchestration", "chain", "tool_calls", "live", "streaming")
+MEASUREMENTS = (
+    "router",
+    "dashboard",
+    "graph_render",
+    "orchestration",
+    "chain",
+    "tool_calls",
+    "live",
+    "streaming",
+    "token_budgets",
+)
 TARGETS = {
     "router": {
         "in memory": ">= 100,000 routed messages/s",
@@ -36,6 +46,10 @@ TARGETS = {
     "tool_calls": {"20 calls x 1 s in one turn": "about 20 s / total worker concurrency"},
     "live": {"latency at 500 events/s, 20 clients": "reported (p50, p99); no target"},
     "streaming": {"first streamed token, endpoint to page": "p99 < 150 ms"},
+    "token_budgets": {
+        "handler prompt, one command, 50 workflows": "<= 2,500 tokens",
+        "coordinator share of research_brief's tokens": "<= 15%",
+    },
 }
 
 

@@ -3,6 +3,7 @@ the modes a workflow may run in."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,6 +11,11 @@ from typing import Any
 from agents.spec import InputSpec, WorkflowSpec
 
 MODES = ("chat", "code")
+# What the compact catalog's shorthand means, said once above it.
+COMPACT_LEGEND = (
+    "Compact catalog: inputs are listed as name (required), name? (optional), :type when not a string, "
+    "[] for a list, =default; a workflow runs in chat mode and is not destructive unless it says so."
+)
 
 
 @dataclass(frozen=True)
@@ -40,24 +46,48 @@ class CatalogEntry:
         )
 
     def as_prompt_data(self, compact: bool = False) -> dict[str, Any]:
-        """JSON-ready data for the prompt; ``compact`` leaves out descriptions and outputs."""
+        """JSON-ready data for the prompt. ``compact`` leaves out descriptions
+        and outputs, writes the inputs as one line (``COMPACT_LEGEND``) and
+        says the mode and destructive only when they are not the default."""
+        if compact:
+            return self._compact_data()
         inputs: dict[str, Any] = {}
         for name, spec in self.inputs.items():
             data: dict[str, Any] = {"type": spec.type, "required": spec.required}
             if name in self.list_inputs:
                 data["list"] = True
-            if spec.default is not None or not compact:
-                data["default"] = spec.default
-            if not compact:
-                data["description"] = spec.description
+            data["default"] = spec.default
+            data["description"] = spec.description
             inputs[name] = data
-        entry: dict[str, Any] = {"name": self.name}
-        if not compact:
-            entry["description"] = self.description
-        entry |= {"triggers": list(self.triggers), "inputs": inputs, "mode": self.mode, "destructive": self.destructive}
-        if not compact:
-            entry["outputs"] = list(self.outputs)
+        return {
+            "name": self.name,
+            "description": self.description,
+            "triggers": list(self.triggers),
+            "inputs": inputs,
+            "mode": self.mode,
+            "destructive": self.destructive,
+            "outputs": list(self.outputs),
+        }
+
+    def _compact_data(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {"name": self.name, "triggers": list(self.triggers)}
+        if self.inputs:
+            entry["inputs"] = ", ".join(self._compact_input(name, spec) for name, spec in self.inputs.items())
+        if self.mode != "chat":
+            entry["mode"] = self.mode
+        if self.destructive:
+            entry["destructive"] = True
         return entry
+
+    def _compact_input(self, name: str, spec: InputSpec) -> str:
+        text = name if spec.required else f"{name}?"
+        if spec.type != "string":
+            text += f":{spec.type}"
+        if name in self.list_inputs:
+            text += "[]"
+        if spec.default is not None:
+            text += f"={json.dumps(spec.default, ensure_ascii=False)}"
+        return text
 
 
 def mode_refusal(workflow: str, needs: str, mode: str) -> str | None:

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agents import bounded_json
-from agents.handler.catalog import CatalogEntry, check_mode
+from agents.handler.catalog import COMPACT_LEGEND, CatalogEntry, check_mode
 from agents.handler.shapes import CoordinatorSelection, SelectionError
 from agents.llm import tokens
 from agents.llm.base import CompletionRequest
@@ -175,7 +175,9 @@ def _fenced(text: str) -> str | None:
 def _catalog_json(entries: list[CatalogEntry], *, compact: bool) -> str:
     data = [entry.as_prompt_data(compact) for entry in entries]
     if compact:
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        # One workflow a line: the model reads it as easily, and a line costs no indentation.
+        lines = ",\n".join(json.dumps(entry, ensure_ascii=False, separators=(",", ":")) for entry in data)
+        return f"{COMPACT_LEGEND}\n[{lines}]"
     return json.dumps(data, ensure_ascii=False)
 
 

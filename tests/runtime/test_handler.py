@@ -312,6 +312,36 @@ def test_it_sends_the_compact_catalog_when_the_full_one_is_over_budget():
     assert description in request.variables["catalog_json"]
 
 
+def test_the_compact_catalog_says_each_workflow_on_one_short_line():
+    spec = parse_workflow(
+        """
+name: ship_regions
+mode: code
+destructive: true
+triggers: [ship]
+inputs:
+  regions: {type: string, required: true}
+  limit: {type: integer, default: 5}
+  note: {type: string}
+agents: {a: {description: a agent}}
+steps:
+  - id: each
+    loop: {forEach: regions, steps: [{id: s, agent: a}]}
+""",
+        "ship.yaml",
+    )
+    entries = [CatalogEntry.of(spec)] + [CatalogEntry(name=f"flow_{n}", description="d " * 400) for n in range(10)]
+
+    request, compacted = selection_request("ship to eu", entries, "code")
+
+    user = request.messages[1]["content"]
+    assert compacted is True
+    line = '{"name":"ship_regions","triggers":["ship"],"inputs":"regions[], limit?:integer=5, note?",'
+    assert line + '"mode":"code","destructive":true}' in user
+    assert '{"name":"flow_0","triggers":[]}' in user
+    assert "name? (optional)" in user  # the shorthand is said once, above the catalog
+
+
 def test_it_renders_the_iteration_markdown_with_a_claims_table():
     result = CoordinatorResult(
         command_received="Run research workflow for laptops",
