@@ -325,8 +325,11 @@ def _mark_stuck(now) -> int:
     """Running runs whose last event is older than ZENWEB_STUCK_AFTER get a
     stuck_reason (and an event) once; it clears when they move again."""
     limit = now - timedelta(seconds=settings.ZENWEB_STUCK_AFTER)
-    running = Run.objects.filter(status=Run.Status.RUNNING, stuck_reason="").annotate(
-        last=Max("events__created", filter=~Q(events__type__in=BOOKKEEPING_EVENTS))
+    # A run whose step waits for a person's answer (ask_person) is waiting, not stuck: its wait times out on its own.
+    running = (
+        Run.objects.filter(status=Run.Status.RUNNING, stuck_reason="")
+        .exclude(approvals__kind="question", approvals__status="pending")
+        .annotate(last=Max("events__created", filter=~Q(events__type__in=BOOKKEEPING_EVENTS)))
     )
     stuck = 0
     for run in running.filter(last__lt=limit):

@@ -19,6 +19,7 @@ from runs.actions.deadlines import do_enforce_step_timeouts, step_timeout_breach
 from runs.actions.notifications import do_email_approvers
 from runs.actions.questions import do_lapse_expired_questions
 from runs.models import Approval, Run, Step, ToolCall
+from runs.sweeper import do_sweep
 from tests.conftest import event_types, register, wait_for, wait_for_run
 from tests.integration.api_client import api, post
 
@@ -205,3 +206,14 @@ def test_approvers_are_emailed_the_question_and_where_to_answer_it(celery_worker
     assert "Answer with one of: red, blue\n" in message.body
     assert f"Answer on the run page: https://zen.example.com/runs/{run.pk}/\n" in message.body
     assert do_email_approvers(question.pk) == 0  # once
+
+
+def test_a_run_waiting_for_an_answer_is_not_marked_stuck(celery_worker, owner, settings):
+    run = do_create_run(register("ask/ask_colour"), {}, user=owner)
+    asked(run)
+    settings.ZENWEB_STUCK_AFTER = 60
+    run.events.update(created=timezone.now() - timedelta(hours=2))
+
+    assert do_sweep()["stuck"] == 0
+    run.refresh_from_db()
+    assert run.stuck_reason == "" and not run.events.filter(type="run_stuck").exists()
