@@ -53,6 +53,7 @@ every step is done it is woken to finish. An ended run decides nothing.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 from typing import Literal, assert_never
 
@@ -79,7 +80,7 @@ from agents.core.happenings import (
     TurnDue,
     WorkerAsked,
 )
-from agents.core.ready import DONE, iteration_keys, ready
+from agents.core.ready import DONE, iteration_keys, ready, scheduled
 from agents.core.state import UNREAD, CoordinatorState, FailurePolicy, RunState, StepState, StepStatus, all_done
 
 __all__ = [
@@ -321,5 +322,12 @@ def _status(state: RunState) -> dict[str, str]:
 
 def _ready(state: RunState, among: set[str] | None) -> tuple[str, ...]:
     steps = [s for s in state.steps if s.kind == "step"]
-    chosen = ready(steps, _status(state), max_running=state.max_running, among=among)
+    order = None
+    if state.scheduler != "dependency-first":
+        busy = Counter(s.agent for s in steps if s.status == "running")
+
+        def order(candidates: list[StepState]) -> list[StepState]:
+            return scheduled(candidates, state.scheduler, lambda s: s.agent, busy)
+
+    chosen = ready(steps, _status(state), max_running=state.max_running, among=among, order=order)
     return tuple(s.runtime_id for s in chosen)

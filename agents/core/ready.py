@@ -32,7 +32,12 @@ S = TypeVar("S", bound=Schedulable)
 
 
 def ready(
-    steps: Sequence[S], status: Mapping[str, str], *, max_running: int, among: Collection[str] | None = None
+    steps: Sequence[S],
+    status: Mapping[str, str],
+    *,
+    max_running: int,
+    among: Collection[str] | None = None,
+    order: Callable[[list[S]], list[S]] | None = None,
 ) -> list[S]:
     """The pending steps that may start now, in order.
 
@@ -43,7 +48,8 @@ def ready(
     or fewer than the loop's ``max_concurrency`` iterations are.
 
     ``among``: consider only these runtime ids for starting (the others still
-    count as running, or as holding an iteration open).
+    count as running, or as holding an iteration open). ``order``: puts the
+    ready steps in the order they start in (``scheduled``), before the caps.
     """
 
     def state(runtime_id: str) -> str:
@@ -59,6 +65,8 @@ def ready(
     ]
     if room <= 0 or not candidates:
         return []
+    if order is not None:
+        candidates = order(candidates)
     if not any(step.limits for step in candidates):
         # No forEach loop's cap applies to any of them, only the run's: no
         # need to count every loop's open iterations (a report waiting for
@@ -128,3 +136,21 @@ def _keys(runtime_id: str, limits: Sequence[tuple[str, int]]) -> list[str]:
 
 def _group_of(key: str) -> str:
     return key[: key.rindex("[")]
+
+
+def scheduled(candidates: list[S], scheduler: str, agent_of: Callable[[S], str], busy: Counter[str]) -> list[S]:
+    """The ready ``candidates`` in the order zenflow's ``scheduler`` starts
+    them: ``dependency-first`` as they are (the workflow's order);
+    ``round-robin`` one of each agent in turn (agents in the order they first
+    appear, each agent's steps in their order); ``least-busy`` the steps of
+    agents with fewer running steps (``busy``) first, in their order
+    otherwise."""
+    if scheduler == "round-robin":
+        buckets: dict[str, list[S]] = {}
+        for step in candidates:
+            buckets.setdefault(agent_of(step), []).append(step)
+        rounds = max((len(bucket) for bucket in buckets.values()), default=0)
+        return [bucket[i] for i in range(rounds) for bucket in buckets.values() if i < len(bucket)]
+    if scheduler == "least-busy":
+        return sorted(candidates, key=lambda step: busy[agent_of(step)])
+    return candidates

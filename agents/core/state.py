@@ -29,6 +29,7 @@ class StepState(NamedTuple):
     resuming: bool = False
     position: int = 0
     error: str = ""
+    agent: str = ""
 
     @property
     def terminal(self) -> bool:
@@ -63,6 +64,7 @@ class RunState:
     others_unfinished: bool = False
     conditions: Mapping[str, str] = field(default_factory=dict)
     outputs: Mapping[str, str] = field(default_factory=dict)
+    scheduler: str = "dependency-first"  # the order ready steps start in (ready.scheduled)
 
     @property
     def ended(self) -> bool:

@@ -19,7 +19,6 @@ from agents.spec.workflow import WorkflowSpec
 from agents.spec.yaml_locations import Location, line_for, parse_with_locations
 
 NOT_RUN = "accepted; not run by zenweb yet"
-_SCHEDULER = "dependency-first"
 _ISOLATION = ("", "none")
 
 
@@ -37,8 +36,6 @@ def _options_not_run(spec: WorkflowSpec) -> Iterator[tuple[Location, str]]:
     options = spec.options
     if options.isolation not in _ISOLATION:
         yield ("options", "isolation"), f"{NOT_RUN}: isolation {options.isolation!r} (every run has one workspace)"
-    if options.scheduler != _SCHEDULER:
-        yield ("options", "scheduler"), f"{NOT_RUN}: scheduler {options.scheduler!r} (zenweb runs dependency-first)"
 
 
 def _agents_not_run(spec: WorkflowSpec) -> Iterator[tuple[Location, str]]:

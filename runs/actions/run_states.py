@@ -30,6 +30,7 @@ def run_state(
         coordinator=coordinator,
         max_running=spec.options.max_concurrency,
         on_step_failure=spec.options.on_step_failure,
+        scheduler=spec.options.scheduler,
         steps_may_be_added=can_add_steps(spec, rows),
         conditions=conditions,
         outputs=finished_outputs(run_id) if conditions else {},
@@ -106,6 +107,7 @@ def step_state(row: StepRow) -> machine.StepState:
         limits=row.limits,
         resuming=row.resuming,
         position=row.position,
+        agent=row.agent,
     )
 
 

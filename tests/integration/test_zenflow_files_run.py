@@ -118,6 +118,14 @@ def test_a_loop_s_delay_is_a_wait_between_its_iterations(celery_worker):
     assert note.seq < iteration.seq
 
 
+def test_the_round_robin_scheduler_starts_one_step_of_each_agent_in_turn(celery_worker):
+    run = wait_for_run(do_create_run(register("zenflow/round_robin"), {}), timeout=60)
+
+    assert run.status == Run.Status.COMPLETED
+    starts = list(run.events.filter(type="step_start").order_by("seq").values_list("step_id", flat=True))
+    assert starts == ["a1", "b1", "a2"]
+
+
 def test_a_cel_until_ends_its_loop_and_the_step_after_it_runs(celery_worker):
     run = wait_for_run(do_create_run(register("zenflow/until"), {}), timeout=60)
 
