@@ -165,6 +165,24 @@ def test_a_block_that_raises_stores_nothing(two_step_run):
         assert router_for(run.pk, uow=uow).forward("s1", "first for real").text == "queued: msg-fwd-1"
 
 
+def test_a_block_outside_any_transaction_begins_its_own_and_commits_it_at_its_end(two_step_run):
+    run = two_step_run
+    with UnitOfWork(run.pk) as uow:
+        router_for(run.pk, uow=uow).forward("s1", "kept")
+        assert not run.messages.exists()  # held until the block ends
+
+    assert _stored(run) == [("msg-fwd-1", "s1", "")]
+    with pytest.raises(RuntimeError), UnitOfWork(run.pk) as uow:
+        router_for(run.pk, uow=uow).forward("s1", "written, then rolled back")
+        uow.flush()
+        assert len(_stored(run)) == 2  # in the block's transaction
+        raise RuntimeError("the action broke")
+
+    assert _stored(run) == [("msg-fwd-1", "s1", "")]
+    run.refresh_from_db()
+    assert run.last_message_no == 1
+
+
 def test_a_held_message_keeps_its_text_as_it_was_sent(two_step_run):
     # On PostgreSQL the block's messages travel as one JSON document: what
     # JSON escapes (quotes, backslashes, newlines, the six characters of a
