@@ -121,9 +121,13 @@ def agent_span(stored: Mapping[str, str] | None, run_id: int, agent: str, step_i
     return run_span(stored, f"invoke_agent {agent}", attributes)
 
 
-def event(name: str, attributes: Mapping[str, Any]) -> None:
-    """An event (an approval asked for, a wait) on the span current here."""
-    trace.get_current_span().add_event(name, dict(attributes))
+def run_event(stored: Mapping[str, str] | None, name: str, attributes: Mapping[str, Any]) -> None:
+    """An event of the run that happens outside its turns (a person's
+    decision on an approval): on a span of its own in the run's trace."""
+    if not stored or not tracing():
+        return
+    with run_span(stored, f"zenweb.{name}", attributes) as span:
+        span.add_event(name, dict(attributes))
 
 
 # The ids the next span started in this context takes (end_workflow's): trace id, span id.

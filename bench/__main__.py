@@ -1,6 +1,6 @@
 """`python -m bench`: run every measurement, print the table, save the JSON.
 
-Options: --only router,dashboard,graph_render,orchestration,chain,tool_calls,live,streaming,token_budgets
+Options: --only router,dashboard,graph_render,orchestration,chain,tracing,tool_calls,live,streaming,token_budgets
 --repeat N (3)   --budget SECONDS (60: a slow measurement repeats only while its timed runs
 fit)   --keep (keep the temp dir, with the worker logs)   --out DIR.
 """
@@ -26,6 +26,7 @@ MEASUREMENTS = (
     "graph_render",
     "orchestration",
     "chain",
+    "tracing",
     "tool_calls",
     "live",
     "streaming",
@@ -43,6 +44,7 @@ TARGETS = {
     "graph_render": {"a graph of 500 nodes laid out and drawn in chromium": "< 1 s"},
     "orchestration": {"per-step overhead, zenweb / bare Celery": "<= 2x"},
     "chain": {"per-step time in a chain, zenweb / bare Celery": "<= 1.5x"},
+    "tracing": {"tracing overhead: chain with tracing on / off": "<= 1.1x"},
     "tool_calls": {"20 calls x 1 s in one turn": "about 20 s / total worker concurrency"},
     "live": {"latency at 500 events/s, 20 clients": "reported (p50, p99); no target"},
     "streaming": {"first streamed token, endpoint to page": "p99 < 150 ms"},

@@ -60,7 +60,7 @@ def setup(environ: Mapping[str, str] = os.environ) -> bool:
     provider = TracerProvider(resource=Resource.create(named), id_generator=run_telemetry.RunSpanIds())
     provider.add_span_processor(BatchSpanProcessor(_exporter(exporter_name)))
     trace.set_tracer_provider(provider)
-    _instrument()
+    _instrument(environ)
     return True
 
 
@@ -74,16 +74,22 @@ def _exporter(name: str):
     return OTLPSpanExporter()
 
 
-def _instrument() -> None:
+def _instrument(environ: Mapping[str, str]) -> None:
+    """The official instrumentations, but those OTEL_PYTHON_DISABLED_INSTRUMENTATIONS
+    names (``django``, ``celery``, ``psycopg``; as opentelemetry-instrument reads it)."""
     from opentelemetry.instrumentation.celery import CeleryInstrumentor
     from opentelemetry.instrumentation.django import DjangoInstrumentor
     from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
 
-    DjangoInstrumentor().instrument()
-    # Task headers carry the trace from the process that queued a task to the worker.
-    CeleryInstrumentor().instrument()
-    # Statements are traced without their parameters (psycopg sends them apart).
-    PsycopgInstrumentor().instrument()
+    disabled = {name.strip() for name in environ.get("OTEL_PYTHON_DISABLED_INSTRUMENTATIONS", "").split(",")}
+    if "django" not in disabled:
+        DjangoInstrumentor().instrument()
+    if "celery" not in disabled:
+        # Task headers carry the trace from the process that queued a task to the worker.
+        CeleryInstrumentor().instrument()
+    if "psycopg" not in disabled:
+        # Statements are traced without their parameters (psycopg sends them apart).
+        PsycopgInstrumentor().instrument()
 
 
 def flush(timeout_millis: int = 5000) -> None:

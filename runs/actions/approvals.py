@@ -30,6 +30,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from agents import telemetry
 from agents.core import machine
 from agents.events import Event as RuntimeEvent
 from agents.events.tool_events import ApprovalDecided, ToolResult
@@ -85,6 +86,15 @@ def do_decide(approval_id: int, user, decision: str, reason: str, seen_hash: str
             required=approval.required_approvals,
         )
         uow.sink.emit(RuntimeEvent.of(decided, approval.step_id))
+        telemetry.run_event(
+            approval.run.trace_context,
+            "approval_decided",
+            {
+                "zenweb.approval.id": approval.pk,
+                "zenweb.approval.decision": decision,
+                "zenweb.step.id": approval.step_id,
+            },
+        )
         if decision == "reject":
             close_approval(approval, Approval.Status.REJECTED, f"rejected by {user.get_username()}: {reason}", uow)
         else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from agents import telemetry
 from agents.events import Event as RuntimeEvent
 from agents.events.run_events import ResumeCompleted, ResumeFailed
 from agents.llm import ProviderError
@@ -45,7 +46,8 @@ def do_resume_turn(step_pk: int) -> None:
     # One answer, no tools: a resumed step replies; it does not start work.
     request = build_request(agent_turn, [], inbox)
     try:
-        completion = ask(agent, request, run.pk, step.step_id)
+        with telemetry.agent_span(run.trace_context, run.pk, step.agent, step.step_id):
+            completion = ask(agent, request, run.pk, step.step_id)
     except ProviderError as exc:
         do_fail_resume(step.pk, str(exc))
         return

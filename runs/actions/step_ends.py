@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from agents import expansion, repeat_loops
+from agents import expansion, repeat_loops, telemetry
 from agents.core import loops, machine
 from agents.core.decisions import RetryStep
 from agents.core.happenings import AttemptFailed
@@ -132,7 +132,8 @@ def do_judge_loop(loop_pk: int, iteration: int) -> None:
         variables={"iteration": str(iteration)},
     )
     try:
-        completion = ask(agent, request, run.pk, loop.step_id)
+        with telemetry.agent_span(run.trace_context, run.pk, pending.agent, loop.step_id):
+            completion = ask(agent, request, run.pk, loop.step_id)
     except ProviderError as exc:
         # zenflow's judge fails open: its error is the iteration's verdict
         # (not done), and the loop goes on, bounded by maxIterations.
