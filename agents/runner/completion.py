@@ -39,13 +39,14 @@ def apply_completion(
     inbox: list[RouterMessage],
     *,
     router: MessageRouter,
-    sink: EventSink,
     registry: ToolRegistry,
     tools: list[Tool],
 ) -> TurnResult:
     """Record a model's answer: drain the inbox it saw, emit the turn, run its
-    tool calls in order. Raises DoubleDrainError if another worker already
+    tool calls in order; its events go to the router's sink, with the
+    messages it routes. Raises DoubleDrainError if another worker already
     delivered the same messages (the caller's transaction must roll back)."""
+    sink = router.sink
     # Only what the model was shown: messages that arrived while it was
     # thinking stay unread for the next turn.
     router.drain(turn.step_id, only=inbox)

@@ -12,7 +12,14 @@ from django.db import DatabaseError, transaction
 
 from agents import expansion
 from agents.inputs import workspace_path
-from agents.spec import SpecProblem, WorkflowSpec, WorkflowValidationError, not_run_refusal, parse_workflow
+from agents.spec import (
+    InputSpec,
+    SpecProblem,
+    WorkflowSpec,
+    WorkflowValidationError,
+    not_run_refusal,
+    parse_workflow,
+)
 from agents.spec.yaml_locations import line_for, parse_with_locations
 from agents.tools import Role, default_registry
 from agents.tools.builtin.created import CREATED_TOOL_ROLES
@@ -224,27 +231,15 @@ def check_inputs(spec: WorkflowSpec, raw: Mapping[str, object]) -> dict[str, obj
             known = ", ".join(sorted(spec.inputs)) or "none"
             problems.append(f"unknown input {name!r} (this workflow takes: {known})")
     for name, declared in spec.inputs.items():
-        if name not in raw:
-            if declared.required:
-                problems.append(f"missing required input {name!r}")
-            elif declared.default is not None:
-                values[name] = declared.default
-            continue
-        size = len(str(raw[name]))
-        if size > MAX_INPUT_CHARS:
-            # Inputs go into every step's prompt: a 60 KB one cost 94,000 tokens a turn.
-            problems.append(f"input {name!r} is {size:,} characters; at most {MAX_INPUT_CHARS:,}")
-            continue
-        if declared.type == "path":
+        if name in raw:
             try:
-                values[name] = workspace_path(raw[name])
+                values[name] = _input_value(name, declared, raw[name])
             except ValueError as exc:
-                problems.append(f"input {name!r} must be a path inside the run's workspace: {exc}")
-            continue
-        try:
-            values[name] = _coerce(raw[name], declared.type)
-        except ValueError:
-            problems.append(f"input {name!r} must be {declared.type}, got {raw[name]!r}")
+                problems.append(str(exc))
+        elif declared.required:
+            problems.append(f"missing required input {name!r}")
+        elif declared.default is not None:
+            values[name] = declared.default
     if problems:
         raise InputError("; ".join(problems))
     try:
@@ -252,6 +247,24 @@ def check_inputs(spec: WorkflowSpec, raw: Mapping[str, object]) -> dict[str, obj
     except expansion.ExpansionError as exc:
         raise InputError(str(exc)) from None
     return values
+
+
+def _input_value(name: str, declared: InputSpec, value: object) -> object:
+    """``value``, given for input ``name``, as its ``declared`` type; a
+    ValueError says what is wrong with it."""
+    size = len(str(value))
+    if size > MAX_INPUT_CHARS:
+        # Inputs go into every step's prompt: a 60 KB one cost 94,000 tokens a turn.
+        raise ValueError(f"input {name!r} is {size:,} characters; at most {MAX_INPUT_CHARS:,}")
+    if declared.type == "path":
+        try:
+            return workspace_path(value)
+        except ValueError as exc:
+            raise ValueError(f"input {name!r} must be a path inside the run's workspace: {exc}") from None
+    try:
+        return _coerce(value, declared.type)
+    except ValueError:
+        raise ValueError(f"input {name!r} must be {declared.type}, got {value!r}") from None
 
 
 def _coerce(value: object, type_: str) -> object:

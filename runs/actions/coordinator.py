@@ -300,7 +300,6 @@ def _record_round(
             completion,
             shown,
             router=rounds.router,
-            sink=uow.sink,
             registry=rounds.registry,
             tools=rounds.tools,
         )

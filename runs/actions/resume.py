@@ -56,9 +56,7 @@ def do_resume_turn(step_pk: int) -> None:
         if not store().count_resume_turn(step):
             return
         router = router_for(run.pk, uow=uow)
-        result = apply_completion(
-            agent_turn, request, completion, inbox, router=router, sink=uow.sink, registry=REGISTRY, tools=[]
-        )
+        result = apply_completion(agent_turn, request, completion, inbox, router=router, registry=REGISTRY, tools=[])
         save_turn(step, result)
         reply = router.send(step.step_id, result.output or "(no answer)", MessageType.RESUME_REPLY)
         completed = ResumeCompleted(reply=result.output[:2000], message_id=reply.message_id)

@@ -227,7 +227,6 @@ def _record_answer(taken: _Turn, completion: Completion, router: MessageRouter) 
                     completion,
                     taken.inbox,
                     router=router,
-                    sink=uow.sink,
                     registry=taken.registry,
                     tools=taken.tools,
                 )
@@ -297,7 +296,6 @@ def _last_turn_in_one_trip(
         completion,
         taken.inbox,
         router=router,
-        sink=events,
         registry=taken.registry,
         tools=taken.tools,
     )

@@ -96,7 +96,6 @@ class Step:
             completion,
             inbox,
             router=self.router,
-            sink=self.sink,
             registry=self.registry,
             tools=self.tools,
         )

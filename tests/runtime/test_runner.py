@@ -86,7 +86,6 @@ class Run:
             provider.complete(request),
             inbox,
             router=self.router,
-            sink=self.sink,
             registry=REGISTRY,
             tools=tools,
         )
@@ -167,7 +166,6 @@ def test_it_drains_only_the_messages_the_model_was_shown():
         ScriptedProvider(turn.agent.script).complete(request),
         inbox,
         router=run.router,
-        sink=run.sink,
         registry=REGISTRY,
         tools=tools,
     )

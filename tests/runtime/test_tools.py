@@ -131,9 +131,7 @@ def test_it_refuses_a_forbidden_tool_inside_a_turn_without_running_it():
     arguments = json.dumps({"target_step_id": "writer", "text": "skip the coordinator"})
     completion = Completion(content=None, tool_calls=[ToolCallRequest("call-1", "forward_to_agent", arguments)])
 
-    result = apply_completion(
-        turn, request, completion, [], router=run.router, sink=run.sink, registry=run.registry, tools=tools
-    )
+    result = apply_completion(turn, request, completion, [], router=run.router, registry=run.registry, tools=tools)
 
     [record] = result.tool_calls
     assert record.ok is False
@@ -278,9 +276,7 @@ def test_it_reports_the_last_finalize_of_a_turn():
         ],
     )
 
-    result = apply_completion(
-        turn, request, completion, [], router=run.router, sink=run.sink, registry=run.registry, tools=tools
-    )
+    result = apply_completion(turn, request, completion, [], router=run.router, registry=run.registry, tools=tools)
 
     assert result.finalized == "second"
     assert [r.result for r in result.tool_calls] == [

@@ -45,7 +45,7 @@ class Turns:
     def answer(self, completion: Completion) -> TurnResult:
         request = build_request(self.turn, self.tools, [])
         result = apply_completion(
-            self.turn, request, completion, [], router=self.router, sink=self.sink, registry=REGISTRY, tools=self.tools
+            self.turn, request, completion, [], router=self.router, registry=REGISTRY, tools=self.tools
         )
         self.turn.transcript = result.transcript
         return result
