@@ -120,8 +120,7 @@ def question_list(request: HttpRequest, query: Query[QuestionListQuery]) -> Ques
     oldest first, a page at a time (`before`: the last id seen)."""
     questions = _questions(request).filter(status=query.status)
     if query.run is not None:
-        # run__pk, not run_id: an id past the column's range then matches nothing rather than failing.
-        questions = questions.filter(run__pk=query.run)
+        questions = questions.filter(run_id=query.run)
     if query.before is not None:
         questions = questions.filter(pk__gt=query.before)
     page, next_url = bodies.page(request, questions, query.limit)

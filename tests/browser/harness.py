@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from agents import workspace_quota
+
 # (title, text producer) pairs a test's fixtures register for its failure report.
 REPORT_SECTIONS = pytest.StashKey[list[tuple[str, Callable[[], str]]]]()
 
@@ -229,6 +231,15 @@ def server(browser, migrated_data_dir, tmp_path_factory, request):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+        release_workspaces(data_dir)
+
+
+def release_workspaces(data_dir: Path) -> None:
+    """Unmount the workspace file systems a stopped server left mounted
+    (a run still under way when it stopped; the next server's sweep would
+    do it, but no server comes after a test's), so no mount outlives its test."""
+    for root in workspace_quota.mounted_in(data_dir / "workspaces"):
+        workspace_quota.remove(root)
 
 
 def _serve(port: int, env: dict[str, str], log_path: Path) -> subprocess.Popen:

@@ -35,6 +35,7 @@ from tests.browser.harness import (
     free_port,
     log_in,
     port_open,
+    release_workspaces,
 )
 
 pytestmark = pytest.mark.browser
@@ -122,6 +123,7 @@ def server(browser, migrated_data_dir, tmp_path_factory):
         yield server
     finally:
         server.stop()
+        release_workspaces(data_dir)
 
 
 def new_run(server: Server) -> int:
