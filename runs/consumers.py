@@ -25,6 +25,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.db.models import Q
 
+from agents.metrics import WEBSOCKET_CLIENTS
 from agents.router import COORDINATOR
 from runs import actions, live, partials
 from runs.models import Run, Step
@@ -68,6 +69,7 @@ class RunConsumer(AsyncWebsocketConsumer):
             await self.close(code=TOO_MANY_SOCKETS, reason=f"too many live pages open (at most {cap} per user)")
             return
         OPEN_SOCKETS[user_id] += 1
+        WEBSOCKET_CLIENTS.inc()
         self.counted_user = user_id
         query = parse_qs(self.scope.get("query_string", b"").decode())
         try:
@@ -85,6 +87,7 @@ class RunConsumer(AsyncWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         if self.counted_user is not None:
             OPEN_SOCKETS[self.counted_user] -= 1
+            WEBSOCKET_CLIENTS.dec()
             if OPEN_SOCKETS[self.counted_user] <= 0:
                 del OPEN_SOCKETS[self.counted_user]
             self.counted_user = None

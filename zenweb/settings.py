@@ -74,8 +74,8 @@ SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", HTTPS)
 # redirect would loop. Only name a header the proxy always overwrites.
 if _proxy_header := env_str("DJANGO_SECURE_PROXY_SSL_HEADER"):
     SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_header.upper().replace("-", "_"), "https")
-# Probes (docs/operations.md) ask over plain HTTP, from inside: a redirect is not an answer.
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+# Probes and scrapers (docs/operations.md) ask over plain HTTP, from inside: a redirect is not an answer.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 
 INSTALLED_APPS = [
     "daphne",
@@ -282,6 +282,8 @@ ZENWEB_LIVE_POLL_SECONDS = env_float("ZENWEB_LIVE_POLL_SECONDS", 2.0)
 ZENWEB_LIVE_GRAPH_STEPS = env_int("ZENWEB_LIVE_GRAPH_STEPS", 60)
 # Live run pages one user may have open at once, per daphne process (0 = no cap).
 ZENWEB_MAX_WEBSOCKETS_PER_USER = env_int("ZENWEB_MAX_WEBSOCKETS_PER_USER", 20)
+# /metrics answers a scraper sending it as a bearer token; unset, /metrics is off (docs/operations.md).
+ZENWEB_METRICS_TOKEN = env_str("ZENWEB_METRICS_TOKEN")
 
 # Messaging limits (zenflow's defaults); a workflow's options can override them.
 ZENWEB_MAX_MAILBOX_SIZE = env_int("ZENWEB_MAX_MAILBOX_SIZE", 10_000)  # 0 = unbounded

@@ -6,10 +6,12 @@ from django.urls import include, path
 
 from zenweb import health
 from zenweb.favicon import favicon
+from zenweb.metrics import metrics
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics, name="metrics"),
     path("favicon.ico", favicon, name="favicon"),
     path("admin/", admin.site.urls),
     path("login/", auth_views.LoginView.as_view(), name="login"),

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from agents import metrics
 from agents.events import Event, EventData, EventSink
 from agents.events.run_events import AgentInboxDrain, CoordinatorInboxMessage, MessageDropped, MessageSent
 from agents.router.mailbox_store import MailboxState, MailboxStore, MailboxStoreError
@@ -198,6 +199,7 @@ class MessageRouter:
     def _drop(self, message: RouterMessage, reason: DropReason, detail: str = "") -> SendResult:
         self.store.record_drop(message, reason)
         self._emit_drop(message, reason)
+        metrics.message_dropped(str(reason))
         return SendResult("dropped", message.message_id, reason, detail)
 
     def _emit_drop(self, message: RouterMessage, reason: DropReason) -> None:

@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from agents import metrics
 from agents.events import Event, EventSink
 from agents.events.run_events import AgentTurn
 from agents.events.tool_events import ToolCall
@@ -197,6 +198,7 @@ class _Calls:
             **_end_fields(outcome),
         )
         sink.emit(Event.of(ended, turn.step_id))
+        metrics.tool_call_ended(call.name, outcome.ok, bool(outcome.pending))
         self.result.transcript.append({"role": "tool", "tool_call_id": call.id, "content": outcome.text})
         self.result.tool_calls.append(ToolCallRecord(ctx.meta, call.name, raw_arguments, outcome, duration_ms))
         if ctx.finalized:

@@ -23,7 +23,7 @@ from agents.events.run_events import Error, WorkflowEnd
 from agents.events.tool_events import ApprovalLapsed, ToolResult
 from agents.router import COORDINATOR, DropReason
 from agents.tools.errors import RetryHint, failure_text
-from runs import queue
+from runs import metrics, queue
 from runs.actions.command_results import finish_command
 from runs.actions.common import router_for
 from runs.actions.extensions import settle_created_tool
@@ -182,6 +182,7 @@ def _end_run(run: Run, uow: UnitOfWork, read: _Read = _UNREAD) -> None:
         lapse_pending(run.pk, f"the run ended {run.status}", uow)
     uow.sink.emit(RuntimeEvent.of(WorkflowEnd(status=run.status, result=run.result, error=run.error)))
     uow.flush()
+    metrics.run_ended(run)
     if run.trace_context:  # the run's invoke_workflow span (its process traced when it was made)
         span = (run.trace_context, run.pk, run.workflow.name, run.status, run.created)
         transaction.on_commit(lambda: telemetry.end_workflow(*span))

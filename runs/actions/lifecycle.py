@@ -15,7 +15,7 @@ from agents import expansion, telemetry
 from agents.events import Event as RuntimeEvent
 from agents.events.run_events import WorkflowStart
 from agents.handler import mode_refusal
-from runs import queue
+from runs import metrics, queue
 from runs.actions.approval_requests import request_workflow_approval
 from runs.actions.catalog import InputError, check_inputs, not_run_yet, workflow_spec
 from runs.actions.containers import create_steps
@@ -152,6 +152,7 @@ def do_start_run(run_id: int, worker: str | None = None) -> Eager | None:
         )
         uow.sink.emit(RuntimeEvent.of(started))
         uow.flush()  # before the events of what starts
+        metrics.run_started(spec.name)
         rows = [step_row(step) for step in steps if step.kind != Step.Kind.COORDINATOR]
         return schedule_start(run.pk, spec, rows, worker)
 

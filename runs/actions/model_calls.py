@@ -23,6 +23,7 @@ from agents.core.retries import model_call_retries
 from agents.events import Event as RuntimeEvent
 from agents.events.run_events import ProviderRetry as ProviderRetryEvent
 from agents.llm import Completion, CompletionRequest, PartialOutput, Provider, ProviderRetry, build_provider
+from agents.metered_provider import MeteredProvider
 from agents.redaction import Redactor
 from agents.router import RouterMessage
 from agents.runner import AgentTurn, build_request, new_step_transcript, step_prompt
@@ -44,7 +45,7 @@ def agent_of(spec: WorkflowSpec, step: Step) -> AgentSpec:
 
 def provider_for(agent: AgentSpec) -> Provider:
     """The model provider an agent is configured for (scripted unless told)."""
-    return traced(build_provider(agent.provider, model=agent.model, script=agent.script))
+    return MeteredProvider(traced(build_provider(agent.provider, model=agent.model, script=agent.script)))
 
 
 def traced(provider: Provider) -> Provider:

@@ -31,7 +31,7 @@ from agents.llm import ProviderError
 from agents.llm.base import CompletionRequest
 from agents.router import DropReason, MessageType, RouterMessage
 from agents.spec.lookup import step_at
-from runs import queue
+from runs import metrics, queue
 from runs.actions.catalog import spec_of, workflow_spec
 from runs.actions.common import router_for
 from runs.actions.containers import create_steps, iteration_of, iteration_prefix, repeat_loop_of
@@ -194,6 +194,7 @@ def do_fail_step(step_pk: int, error: str, attempt: int | None = None) -> bool:
         if _retried(step, error, uow):
             return True
         store().end_step(step, Step.Status.FAILED, error=error)
+        metrics.step_ended(step, Step.Status.FAILED)
         uow.sink.emit(RuntimeEvent.of(Error(error=error), step.step_id))
         _step_stopped(step, f"step {step.step_id} failed", uow)
         router_for(step.run_id, uow=uow).close(step.step_id)

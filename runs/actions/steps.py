@@ -31,7 +31,7 @@ from agents.runner import (
 )
 from agents.spec import WorkflowOptions, WorkflowSpec
 from agents.tools import Tool, ToolRegistry
-from runs import leases, queue
+from runs import leases, metrics, queue
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import Limits, router_for, save_turn
 from runs.actions.containers import repeat_loop_of
@@ -469,6 +469,7 @@ def _next_turn(step_pk: int, turn: int) -> None:
 
 
 def _step_end(step: Step, output: str) -> RuntimeEvent:
+    metrics.step_ended(step, Step.Status.COMPLETED)
     return RuntimeEvent.of(StepEnd(status=Step.Status.COMPLETED, output=output[:2000]), step.step_id)
 
 

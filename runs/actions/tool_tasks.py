@@ -33,6 +33,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from agents import metrics
 from agents.events import Event as RuntimeEvent
 from agents.events.run_events import LeaseExpired
 from agents.events.tool_events import ToolResult, ToolStarted
@@ -156,6 +157,7 @@ def _finish(call: ToolCall, owner: str, outcome: ToolOutcome, status: str, durat
         if not store().finish_call(call.pk, owner, returned, timezone.now()):
             return
         store_artifacts(call, outcome.artifacts)
+        metrics.tool_call_ended(call.name, outcome.ok)
         data = {"name": call.name, "status": status, "ok": outcome.ok, "duration_ms": duration_ms}
         if outcome.bounds is not None:
             data["bounds"] = outcome.bounds.as_data()

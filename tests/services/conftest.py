@@ -60,10 +60,11 @@ def workers(
     pool: str = "prefork",
     concurrency: int = 4,
     database_url: str | None = None,
+    ready_timeout: float = 30,
 ):
     """Start one worker process per name on the test database, or on
     ``database_url`` (broker purged before and after unless told not to),
-    wait until each is ready, yield their log files; ``workers.processes``
+    wait until each is ready (at most ``ready_timeout`` seconds), yield their log files; ``workers.processes``
     holds the Popen objects."""
     from zenweb.celery import app
     from zenweb.workers import WorkerOptions, WorkerStartError, worker_processes
@@ -78,7 +79,9 @@ def workers(
     logs = [tmp_path / f"{name}.log" for name in names]
     hostnames = [f"{name}-{os.getpid()}@%h" for name in names]
     try:
-        options = WorkerOptions(pool=pool, concurrency=concurrency, ready_timeout=30, poll=0.2, stop_timeout=20)
+        options = WorkerOptions(
+            pool=pool, concurrency=concurrency, ready_timeout=ready_timeout, poll=0.2, stop_timeout=20
+        )
         with worker_processes("zenweb", hostnames, logs, env=env, cwd=ROOT, options=options) as processes:
             workers.processes = processes
             yield logs
