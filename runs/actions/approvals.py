@@ -205,7 +205,8 @@ def do_execute_approved_call(approval_id: int) -> None:
         spec = workflow_spec(run.workflow)
         registry, tools = step_tools(spec, step)
         ctx = stored_call_context(call, run, step, uow=uow, destructive_approved=True)
-        outcome = registry.call(ctx, call.name, json.dumps(approval.arguments), tools)
+        with telemetry.in_run(run.trace_context):  # its execute_tool span in the run's trace
+            outcome = registry.call(ctx, call.name, json.dumps(approval.arguments), tools)
         store().set_call_bounds(call.pk, outcome.bounds.as_data() if outcome.bounds else None)
         store_artifacts(call, outcome.artifacts)
         delivered = deliver_result(

@@ -17,7 +17,7 @@ from django.db import connection
 from runs.actions import do_register_workflow
 from runs.api.auth import create_token
 from runs.models import Run
-from tests.conftest import wait_for, wait_for_run
+from tests.conftest import _approver, wait_for, wait_for_run
 from tests.otlp_receiver import OTLPReceiver
 from tests.services import conftest as services
 
@@ -143,3 +143,62 @@ def _when_ended(receiver: OTLPReceiver, run: Run):
     ids = {span.span_id for span in spans}
     workflow = [span for span in spans if span.name.startswith("invoke_workflow")]
     return spans if workflow and (workflow[0].parent_id in ids or not ASGI_TRACED) else None
+
+
+GATED_RELAY = """\
+name: gated_relay
+description: first's message waits for a person.
+triggers: [gated]
+approvals: [send_message]
+inputs:
+  subject:
+    type: string
+    required: true
+agents:
+  sender:
+    description: sender agent
+    tools: [send_message]
+    script:
+      - calls: [{tool: send_message, args: {text: "for coordinator: $subject"}}]
+      - say: "first done"
+steps:
+  - id: first
+    agent: sender
+    instructions: Tell the coordinator about $subject.
+"""
+
+
+def test_an_approval_asked_for_and_decided_shows_in_the_runs_trace(django_user_model, tmp_path):
+    do_register_workflow(GATED_RELAY, "gated_relay.yaml")
+    _, key = create_token(django_user_model.objects.create_user("asker"))
+    _, approver_key = create_token(_approver(django_user_model, "decider"))
+    db = connection.settings_dict
+    database_url = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    with OTLPReceiver() as receiver:
+        web_env = {"DATABASE_URL": database_url, **_otel_env(receiver, "zenweb-web")}
+        with (
+            services.workers(tmp_path, "gated", env=_otel_env(receiver, "zenweb-worker"), concurrency=2),
+            services.daphne(tmp_path / "web.log", **web_env) as base,
+        ):
+            _post_command(base, key, "gated for tides")
+            run = Run.objects.latest("pk")
+            approval = wait_for(lambda: run.approvals.filter(status="pending").first(), timeout=60)
+            request = urllib.request.Request(
+                f"{base}/api/approvals/{approval.pk}/decide",
+                json.dumps({"decision": "approve", "reason": "fine"}).encode(),
+                {"Authorization": f"Token {approver_key}", "Content-Type": "application/json"},
+            )
+            urllib.request.urlopen(request, timeout=30).close()
+            run = wait_for_run(run, timeout=60)
+            spans = wait_for(lambda: _when_ended(receiver, run), timeout=20)
+
+    in_trace = [span for span in spans if span.trace_id == run.trace_context["trace_id"]]
+    asked = [span for span in in_trace if span.name == "execute_tool send_message" and span.service == "zenweb-worker"]
+    assert "approval_requested" in asked[0].events
+    assert asked[0].attributes["zenweb.tool.outcome"] == "waiting_for_approval"
+    (decided,) = [span for span in in_trace if span.name == "zenweb.approval_decided"]
+    assert decided.service == "zenweb-web" and decided.events == ["approval_decided"]
+    assert decided.attributes["zenweb.approval.decision"] == "approve"
+    assert decided.parent_id == run.trace_context["span_id"]
+    # The approved call ran in the run's trace too.
+    assert [span.attributes["zenweb.tool.outcome"] for span in asked[1:]] == ["ok"]
