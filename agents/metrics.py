@@ -26,6 +26,11 @@ MODEL_CALLS = Counter("zenweb_model_calls", "Model calls, by model and outcome (
 MODEL_CALL_SECONDS = Histogram(
     "zenweb_model_call_duration_seconds", "A model call's latency, retries included.", ["model"], buckets=_SECONDS
 )
+MODEL_COST = Counter(
+    "zenweb_model_cost",
+    "Cost at the operator's prices; models with no price absent.",
+    ["model"],
+)
 MODEL_TOKENS = Counter("zenweb_model_tokens", "Tokens the models reported, by model and kind.", ["model", "kind"])
 TOOL_CALLS = Counter(
     "zenweb_tool_calls", "Tool calls ended, by tool and outcome (ok, error, pending).", ["tool", "outcome"]
@@ -49,12 +54,15 @@ def step_ended(status: str, seconds: float | None) -> None:
         STEP_SECONDS.labels(status).observe(seconds)
 
 
-def model_called(model: str, seconds: float, prompt_tokens: int | None, completion_tokens: int | None) -> None:
-    """One model call that answered, ``seconds`` long, with the usage it reported."""
+def model_called(model: str, seconds: float, prompt_tokens: int, completion_tokens: int, cost: float | None) -> None:
+    """One model call that answered, ``seconds`` long, with the usage it
+    reported and what that cost (None: the model has no price)."""
     MODEL_CALLS.labels(model, "ok").inc()
     MODEL_CALL_SECONDS.labels(model).observe(seconds)
     MODEL_TOKENS.labels(model, "prompt").inc(prompt_tokens or 0)
     MODEL_TOKENS.labels(model, "completion").inc(completion_tokens or 0)
+    if cost is not None:
+        MODEL_COST.labels(model).inc(cost)
 
 
 def model_failed(model: str, seconds: float) -> None:

@@ -28,6 +28,7 @@ from agents.events.tool_events import (
 )
 from runs.actions.budgets import TokenTotals, totals_from, totals_of
 from runs.actions.command_results import coordinator_result
+from runs.actions.costs import cost_of, shown
 from runs.graph import GRAPH_EVENTS, routing_graph
 from runs.models import Command, Event, Message, Run, Step, ToolCall
 from runs.store.sql import store
@@ -46,9 +47,19 @@ def run_context(run: Run, *, graph: bool = True) -> dict:
     work = [s for s in steps if s.kind == "step"]
     ended = Counter(s.status for s in work if s.is_terminal)
     return _header(run, totals_of(steps), ended, len(work)) | {
+        "cost": _cost_shown(run, steps),
         "steps": steps,
         "graph": routing_graph(run, steps=steps) if graph else None,
     }
+
+
+def _cost_shown(run: Run, steps: list[Step]) -> str:
+    """The run's cost for its page ("no price" naming the models without
+    one); each step's set as ``step.cost_shown``."""
+    cost = cost_of(run, steps)
+    for step in steps:
+        step.cost_shown = shown(cost.by_step[step.pk])
+    return shown(cost.total) + (f" ({', '.join(cost.unpriced)})" if cost.unpriced else "")
 
 
 def _header(run: Run, tokens: TokenTotals, ended: Mapping[str, int], total: int) -> dict:

@@ -282,6 +282,19 @@ ZENWEB_LIVE_POLL_SECONDS = env_float("ZENWEB_LIVE_POLL_SECONDS", 2.0)
 ZENWEB_LIVE_GRAPH_STEPS = env_int("ZENWEB_LIVE_GRAPH_STEPS", 60)
 # Live run pages one user may have open at once, per daphne process (0 = no cap).
 ZENWEB_MAX_WEBSOCKETS_PER_USER = env_int("ZENWEB_MAX_WEBSOCKETS_PER_USER", 20)
+
+
+def _model_prices() -> dict:
+    from agents.prices import parse_prices
+
+    try:
+        return parse_prices(env_str("ZENWEB_MODEL_PRICES"))
+    except ValueError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
+
+
+# Model prices per million tokens, as JSON (docs/models.md, "Prices"); none shipped.
+ZENWEB_MODEL_PRICES = _model_prices()
 # /metrics answers a scraper sending it as a bearer token; unset, /metrics is off (docs/operations.md).
 ZENWEB_METRICS_TOKEN = env_str("ZENWEB_METRICS_TOKEN")
 

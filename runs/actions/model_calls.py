@@ -23,7 +23,7 @@ from agents.core.retries import model_call_retries
 from agents.events import Event as RuntimeEvent
 from agents.events.run_events import ProviderRetry as ProviderRetryEvent
 from agents.llm import Completion, CompletionRequest, PartialOutput, Provider, ProviderRetry, build_provider
-from agents.metered_provider import MeteredProvider
+from agents.metered_provider import MeteredProvider, model_name
 from agents.redaction import Redactor
 from agents.router import RouterMessage
 from agents.runner import AgentTurn, build_request, new_step_transcript, step_prompt
@@ -45,7 +45,8 @@ def agent_of(spec: WorkflowSpec, step: Step) -> AgentSpec:
 
 def provider_for(agent: AgentSpec) -> Provider:
     """The model provider an agent is configured for (scripted unless told)."""
-    return MeteredProvider(traced(build_provider(agent.provider, model=agent.model, script=agent.script)))
+    provider = traced(build_provider(agent.provider, model=agent.model, script=agent.script))
+    return MeteredProvider(provider, model_name(agent), settings.ZENWEB_MODEL_PRICES)
 
 
 def traced(provider: Provider) -> Provider:

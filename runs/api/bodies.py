@@ -4,6 +4,7 @@ of either."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any, TypeVar
 
 from django.db.models import Count, Model, Q, QuerySet
@@ -15,6 +16,7 @@ from pydantic import BaseModel
 from agents.hidden_characters import escape_hidden, escaped_in, hidden_in
 from runs.actions.budgets import totals_of
 from runs.actions.command_results import coordinator_result
+from runs.actions.costs import cost_of
 from runs.api import schemas as s
 from runs.models import Approval, ApprovalDecision, Command, Run
 
@@ -52,11 +54,17 @@ def run_detail(request: HttpRequest, run: Run, after: int) -> s.RunDetail:
     more = len(events) > s.MAX_EVENTS
     events = events[: s.MAX_EVENTS]
     steps = list(run.steps.order_by("position", "pk"))
+    cost = cost_of(run, steps)
     return s.RunDetail(
         **run_summary(request, run).model_dump(),
         inputs=run.inputs,
         command=run.command,
-        steps=[s.StepOut.model_validate(step, from_attributes=True) for step in steps],
+        steps=[
+            s.StepOut.model_validate(step, from_attributes=True).model_copy(
+                update={"cost": _decimal(cost.by_step[step.pk])}
+            )
+            for step in steps
+        ],
         claims=[s.ClaimOut.model_validate(claim, from_attributes=True) for claim in run.claims.all()],
         approvals=[
             copied(s.ApprovalBrief, a, hidden_characters=hidden(a)) for a in run.approvals.order_by("created", "pk")
@@ -66,11 +74,17 @@ def run_detail(request: HttpRequest, run: Run, after: int) -> s.RunDetail:
             for call in run.tool_calls.select_related("step").order_by("id")
         ],
         tokens=s.TokenTotals.model_validate(totals_of(steps).as_data()),
+        cost=_decimal(cost.total),
+        unpriced_models=cost.unpriced,
         coordinator_result=coordinator_result(run, Command.objects.filter(run=run).first()),
         events=[s.EventOut.model_validate(e, from_attributes=True) for e in events],
         next_after=events[-1].seq if events else after,
         more=more,
     )
+
+
+def _decimal(cost: Decimal | None) -> str | None:
+    return None if cost is None else f"{cost:.6f}"
 
 
 def page(request: HttpRequest, rows: QuerySet[T], limit: int) -> tuple[list[T], str | None]:

@@ -234,6 +234,10 @@ class StepOut(_Response):
     turns: int
     prompt_tokens: int
     completion_tokens: int
+    cost: str | None = Field(
+        default=None,
+        description="Its tokens' cost at the operator's prices (decimal); null: its model has no price.",
+    )
     output: str
     error: str
 
@@ -326,6 +330,8 @@ class RunDetail(RunSummary):
     approvals: list[ApprovalBrief]
     tool_calls: list[ToolCallOut]
     tokens: TokenTotals
+    cost: str | None = Field(description="The run's tokens' cost at the operator's prices (decimal); null: no price.")
+    unpriced_models: list[str] = Field(description="The models whose tokens the run spent that have no price.")
     coordinator_result: CoordinatorResult
     events: list[EventOut] = Field(description=f"Events after `after`, at most {MAX_EVENTS}.")
     next_after: int = Field(description="Pass as `after` to get the events that follow.")

@@ -173,6 +173,8 @@ class Step(models.Model):
     # Not a column: how many messages wait in the step's mailbox, set on the
     # rows the step list shows (runs/live.py, runs/store/sql/live.py).
     unread: int
+    # Not a column: its tokens' cost as the run page shows it (runs/live.py).
+    cost_shown: str
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "step_id"], name="step_run_step_id")]
