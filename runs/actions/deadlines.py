@@ -114,9 +114,9 @@ def step_timeout_breach(step: Step, options: WorkflowOptions, own: float | None 
     return overdue(step.step_id, ran, limit, step_waited(step, now))
 
 
-def own_timeout(run: Run, step: Step) -> float | None:
-    """The step's own ``timeout``, or None."""
-    found = step_at(workflow_spec(run.workflow), expansion.condition_path(step.step_id))
+def own_timeout(spec: WorkflowSpec, step: Step) -> float | None:
+    """The step's own ``timeout`` in its workflow's ``spec``, or None."""
+    found = step_at(spec, expansion.condition_path(step.step_id))
     return found.timeout if found is not None else None
 
 
@@ -130,29 +130,32 @@ class TurnLimits(NamedTuple):
     checked_after_commit: bool
 
 
-def turn_limits(run: Run, step: Step, options: WorkflowOptions) -> TurnLimits:
-    """What limits ``step``'s turn in ``run`` (see TurnLimits)."""
-    return TurnLimits(turn_deadline(run, step, options), has_run_limits(options))
+def turn_limits(run: Run, step: Step, spec: WorkflowSpec) -> TurnLimits:
+    """What limits ``step``'s turn in ``run``, of a workflow ``spec`` (see TurnLimits)."""
+    return TurnLimits(turn_deadline(run, step, spec), has_run_limits(spec.options))
 
 
-def turn_deadline(run: Run, step: Step, options: WorkflowOptions) -> float | None:
+def turn_deadline(run: Run, step: Step, spec: WorkflowSpec) -> float | None:
     """The Unix time the run's or the step's timeout ends this turn, or None."""
+    options = spec.options
     deadlines = [run_deadline(run, options)]
-    limit = step_limit(own_timeout(run, step), options.step_timeout)
+    limit = step_limit(own_timeout(spec, step), options.step_timeout)
     if limit is not None and step.started is not None:
         waited = step_waited(step, timezone.now())
         deadlines.append(step.started.timestamp() + limit.seconds + waited)
     return min((d for d in deadlines if d is not None), default=None)
 
 
-def stopped_by_deadline(run: Run, step: Step, options: WorkflowOptions) -> bool:
-    """Fail the run if it is past options.timeout, else the step if it is
-    past its own timeout or options.stepTimeout; True if either was."""
+def stopped_by_deadline(run: Run, step: Step, spec: WorkflowSpec) -> bool:
+    """Fail the run (of a workflow ``spec``) if it is past options.timeout,
+    else the step if it is past its own timeout or options.stepTimeout;
+    True if either was."""
+    options = spec.options
     reason = timeout_breach(run, options)
     if reason is not None:
         apply_deadline(gates.DeadlinePassed("run", reason), run.pk)
         return True
-    reason = step_timeout_breach(step, options, own_timeout(run, step))
+    reason = step_timeout_breach(step, options, own_timeout(spec, step))
     if reason is not None:
         apply_deadline(gates.DeadlinePassed("step", reason, step.step_id), run.pk, step.pk, step.attempt)
         return True

@@ -119,7 +119,7 @@ class _Turn:
         for it): never one with no deadline to pass (no timeout set)."""
         if self.limits.deadline is None:
             return False
-        return stopped_by_deadline(self.step.run, self.step, self.spec.options)
+        return stopped_by_deadline(self.step.run, self.step, self.spec)
 
     def check_budget_after_commit(self) -> None:
         """A run with a budget or a timeout is checked once the turn commits."""
@@ -144,7 +144,7 @@ def _take_turn(step: Step, turn: int, owner: str, known: EagerTurn) -> Eager | N
         if isinstance(decision, FailStep):
             do_fail_step(step.pk, decision.error, step.attempt)
             return None
-    taken = _Turn(step, turn, owner, spec, inbox, turn_limits(run, step, spec.options))
+    taken = _Turn(step, turn, owner, spec, inbox, turn_limits(run, step, spec))
     if taken.stopped():
         return None
     prepared = prepare_turn(step, spec, inbox, known.outputs, taken.limits.deadline)
