@@ -151,10 +151,6 @@ class _Rounds:
     view: prompts.RunView
     outputs: dict[str, str]
 
-    @property
-    def fix_ups(self) -> str:
-        return _fix_ups(self.turn.agent, self.wake)
-
     def first_extra(self, output_chars: int = FINISH_OUTPUT_CHARS) -> str:
         """What the first round's prompt adds: where the run stands (the
         system prompt was written at the first wake), and the plan or finish
@@ -163,7 +159,7 @@ class _Rounds:
         if self.wake.reason == "plan":
             extra += "\n\n" + prompts.plan_prompt(self.view)
         elif self.wake.reason == "finish":
-            extra += "\n\n" + _finish_prompt(self.outputs, output_chars, self.fix_ups)
+            extra += "\n\n" + _finish_prompt(self.outputs, output_chars, _fix_ups(self.turn.agent, self.wake))
         return extra
 
 
@@ -395,11 +391,7 @@ def _fix_ups(agent: AgentSpec, wake: CoordinatorRounds) -> str:
 
 
 def _record_over_budget(
-    run_id: int,
-    request: CompletionRequest,
-    compact: CompletionRequest | None,
-    budget: int,
-    where: dict[str, object],
+    run_id: int, request: CompletionRequest, compact: CompletionRequest | None, budget: int, where: dict[str, object]
 ) -> CompletionRequest:
     """Emit ``coordinator_over_budget`` for a prompt past the per-invocation
     budget; the request to send is ``compact`` when there is one."""
