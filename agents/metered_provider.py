@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 
-from agents.llm import Completion, CompletionRequest, PartialCallback, Provider, RetryCallback, Usage
+from agents.llm import Completion, CompletionRequest, PartialCallback, Provider, RetryCallback, RetryNotice, Usage
+from agents.llm.base import CallFacts
 from agents.metrics import model_called, model_failed
 from agents.prices import Price
 from agents.spec import AgentSpec
@@ -41,14 +43,21 @@ class MeteredProvider:
         on_retry: RetryCallback | None = None,
     ) -> Completion:
         model = request.model or self.model
+        retries: list[RetryNotice] = []
+
+        def retried(notice: RetryNotice) -> None:
+            retries.append(notice)
+            if on_retry is not None:
+                on_retry(notice)
+
         started = time.monotonic()
         try:
-            completion = self.provider.complete(request, on_partial=on_partial, on_retry=on_retry)
+            completion = self.provider.complete(request, on_partial=on_partial, on_retry=retried)
         except Exception:
             model_failed(model, time.monotonic() - started)
             raise
-        usage = completion.usage or Usage()
+        seconds, usage = time.monotonic() - started, completion.usage or Usage()
         price = self.prices.get(model)
         cost = float(price.cost(usage.prompt_tokens, usage.completion_tokens)) if price else None
-        model_called(model, time.monotonic() - started, usage.prompt_tokens, usage.completion_tokens, cost)
-        return completion
+        model_called(model, seconds, usage.prompt_tokens, usage.completion_tokens, cost)
+        return replace(completion, call=CallFacts(model, round(seconds * 1000), len(retries)))

@@ -112,6 +112,11 @@ class AgentTurn(EventData):
     completion_tokens: int | None
     # How many empty answers in a row, when this one was empty.
     empty_answer: int | None = None
+    # How the model call went (agents.llm.CallFacts), where it was measured.
+    model: str | None = None
+    latency_ms: int | None = None
+    retries: int | None = None
+    finish_reason: str | None = None
 
 
 class ProviderRetry(EventData):

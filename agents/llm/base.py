@@ -59,10 +59,22 @@ class CompletionRequest:
 
 
 @dataclass(frozen=True)
+class CallFacts:
+    """How a model call went, as its caller measured it
+    (agents/metered_provider.py): the model asked, the call's latency with
+    its retries, and how many retries it took."""
+
+    model: str
+    latency_ms: int
+    retries: int
+
+
+@dataclass(frozen=True)
 class Completion:
     content: str | None
     tool_calls: list[ToolCallRequest] = field(default_factory=list)
     usage: Usage | None = None
+    call: CallFacts | None = None
 
     def as_message(self) -> dict[str, Any]:
         """The assistant message to append to the transcript."""

@@ -75,6 +75,11 @@ def _turn_event(turn: AgentSession, completion: Completion, empty_answer: int | 
     only for an empty answer."""
     usage = completion.usage
     extra: dict[str, Any] = {"empty_answer": empty_answer} if empty_answer is not None else {}
+    if completion.call is not None:
+        facts = completion.call
+        extra |= {"model": facts.model, "latency_ms": facts.latency_ms, "retries": facts.retries}
+        # Only these two end a turn; any other reason fails the call (agents/llm/openai_stream.py).
+        extra["finish_reason"] = "tool_calls" if completion.tool_calls else "stop"
     return AgentTurn(
         turn=turn.turn,
         agent=turn.agent_name,

@@ -53,3 +53,51 @@ def cost_of(run: Run, steps: Iterable[Step]) -> RunCost:
 def shown(cost: Decimal | None) -> str:
     """A cost as pages and the API show it: six decimals, or "no price"."""
     return "no price" if cost is None else f"{cost:.6f}"
+
+
+# The model calls a run's page and API list, newest last: at most this many.
+CALLS_SHOWN = 500
+
+
+@dataclass
+class CallRow:
+    """One model call, from its turn's agent_turn event: None where the call
+    was not measured (a run from before, or a field its model did not report)."""
+
+    seq: int
+    step_id: str
+    turn: int
+    model: str | None
+    latency_ms: int | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost: Decimal | None
+    retries: int | None
+    finish_reason: str | None
+
+
+def model_calls(run: Run) -> list[CallRow]:
+    """The run's last CALLS_SHOWN model calls, oldest first, each with its
+    cost at the operator's prices (None: no price, or not measured)."""
+    prices = settings.ZENWEB_MODEL_PRICES
+    events = run.events.filter(type="agent_turn").order_by("-seq").values_list("seq", "step_id", "data")
+    rows = []
+    for seq, step_id, data in reversed(events[:CALLS_SHOWN]):
+        model, prompt, completion = data.get("model"), data.get("prompt_tokens"), data.get("completion_tokens")
+        price = prices.get(model) if model else None
+        cost = price.cost(prompt or 0, completion or 0) if price else None
+        rows.append(
+            CallRow(
+                seq,
+                step_id,
+                data.get("turn", 0),
+                model,
+                data.get("latency_ms"),
+                prompt,
+                completion,
+                cost,
+                data.get("retries"),
+                data.get("finish_reason"),
+            )
+        )
+    return rows

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from agents.hidden_characters import escape_hidden, escaped_in, hidden_in
 from runs.actions.budgets import totals_of
 from runs.actions.command_results import coordinator_result
-from runs.actions.costs import cost_of
+from runs.actions.costs import cost_of, model_calls
 from runs.api import schemas as s
 from runs.models import Approval, ApprovalDecision, Command, Run
 
@@ -76,6 +76,9 @@ def run_detail(request: HttpRequest, run: Run, after: int) -> s.RunDetail:
         tokens=s.TokenTotals.model_validate(totals_of(steps).as_data()),
         cost=_decimal(cost.total),
         unpriced_models=cost.unpriced,
+        model_calls=[
+            s.ModelCallOut.model_validate(vars(call) | {"cost": _decimal(call.cost)}) for call in model_calls(run)
+        ],
         coordinator_result=coordinator_result(run, Command.objects.filter(run=run).first()),
         events=[s.EventOut.model_validate(e, from_attributes=True) for e in events],
         next_after=events[-1].seq if events else after,

@@ -242,6 +242,22 @@ class StepOut(_Response):
     error: str
 
 
+class ModelCallOut(_Response):
+    """One model call (a turn of a step or of the coordinator); null where it
+    was not measured."""
+
+    seq: int = Field(description="Its agent_turn event's seq.")
+    step_id: str
+    turn: int
+    model: str | None
+    latency_ms: int | None = Field(description="The call's latency, its retries included.")
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost: str | None = Field(description="At the operator's prices (decimal); null: its model has no price.")
+    retries: int | None
+    finish_reason: str | None
+
+
 class TokenCount(_Response):
     prompt: int
     completion: int
@@ -332,6 +348,7 @@ class RunDetail(RunSummary):
     tokens: TokenTotals
     cost: str | None = Field(description="The run's tokens' cost at the operator's prices (decimal); null: no price.")
     unpriced_models: list[str] = Field(description="The models whose tokens the run spent that have no price.")
+    model_calls: list[ModelCallOut] = Field(description="Its last 500 model calls, oldest first.")
     coordinator_result: CoordinatorResult
     events: list[EventOut] = Field(description=f"Events after `after`, at most {MAX_EVENTS}.")
     next_after: int = Field(description="Pass as `after` to get the events that follow.")
