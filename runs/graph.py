@@ -36,6 +36,7 @@ GRAPH_STEP_FIELDS = (
     "depends_on",
     "spawned_by",
     "container",
+    "reused_from_id",
 )
 
 
@@ -57,7 +58,10 @@ def graph_step(step: Step, status: str | None = None) -> GraphStep:
     # A step works while it runs; a loop's row only waits for its steps.
     working = step.kind == Step.Kind.STEP and status == Step.Status.RUNNING
     deps = tuple(step.depends_on or ())
-    return GraphStep(step.step_id, step.agent, status, step.kind, working, deps, step.spawned_by, step.container)
+    reused = step.reused_from_id is not None
+    return GraphStep(
+        step.step_id, step.agent, status, step.kind, working, deps, step.spawned_by, step.container, reused
+    )
 
 
 def child_runs(run: Run) -> list[ChildRun]:
@@ -105,6 +109,8 @@ def _step_node(step: GraphStep) -> Node:
         kind, detail = NodeKind.WORKER, f"worker · {step.agent}"
     else:
         kind, detail = NodeKind.STEP, step.agent
+    if step.reused:
+        detail += " · reused"
     boxes = _boxes(step)
     return Node(step.id, kind, step.status, detail, step.working, container=boxes[-1] if boxes else "")
 

@@ -58,6 +58,8 @@ class GraphStep:
     depends_on: tuple[str, ...] = ()
     spawned_by: str = ""
     container: str = ""
+    # A forked run's step whose result is its parent run's (runs/actions/fork_reuse.py).
+    reused: bool = False
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from agents.events.run_events import (
     MessageSent,
     StepCancelled,
     StepEnd,
+    StepReused,
     StepSkipped,
     StepStart,
     WorkerSpawned,
@@ -128,6 +129,8 @@ class ReplayState:
                 step.agent = agent or step.agent
             case StepEnd(status=status) | LoopEnd(status=status):
                 self._add(event.step_id).status = status or Step.Status.COMPLETED
+            case StepReused():
+                self._add(event.step_id).status = Step.Status.COMPLETED
             case StepSkipped(status=status):
                 self._add(event.step_id).status = status or Step.Status.SKIPPED
             case StepCancelled():

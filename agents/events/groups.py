@@ -22,6 +22,7 @@ GROUP_OF: dict[str, Group] = {
     "step_start": "lifecycle",
     "step_end": "lifecycle",
     "step_skipped": "lifecycle",
+    "step_reused": "lifecycle",
     "step_cancelled": "lifecycle",
     "step_retry": "lifecycle",
     "run_resumed": "lifecycle",

@@ -28,6 +28,7 @@ EventType = Literal[
     "step_start",
     "step_end",
     "step_skipped",
+    "step_reused",
     "error",
     "agent_turn",
     "tool_call",

@@ -52,6 +52,17 @@ class StepSkipped(EventData):
     status: str
 
 
+class StepReused(EventData):
+    """A forked run's step completed with its parent run's result (step
+    ``from_step`` of run ``from_run``): no model or tool was called again."""
+
+    type: Literal["step_reused"] = "step_reused"
+    concerns = GRAPH
+    from_run: int
+    from_step: str
+    output: str
+
+
 class StepRetry(EventData):
     """A failed step runs again: ``attempt`` is the new attempt's number (2
     the first retry), ``error`` why the one before failed."""
@@ -316,6 +327,7 @@ PAYLOADS: tuple[type[EventData], ...] = (
     StepStart,
     StepEnd,
     StepSkipped,
+    StepReused,
     StepRetry,
     StepCancelled,
     Error,

@@ -20,6 +20,7 @@ from runs.actions.approval_requests import request_workflow_approval
 from runs.actions.catalog import InputError, check_inputs, not_run_yet, workflow_spec
 from runs.actions.containers import create_steps
 from runs.actions.ending import do_fail_run
+from runs.actions.fork_reuse import fork_runtime, reuse_before_fork
 from runs.actions.offers import NotOffered, start_refusal
 from runs.actions.run_states import step_row
 from runs.actions.scheduling import Eager, schedule_start
@@ -60,6 +61,7 @@ def do_create_run(
     command: str = "",
     mode: str | None = None,
     ad_hoc: bool = False,
+    fork: Mapping[str, object] | None = None,
 ) -> Run:
     """Create a pending run and have a worker start it after commit. A
     destructive workflow waits for approval first (``awaiting_approval``).
@@ -69,6 +71,7 @@ def do_create_run(
     TooManyRuns (an InputError) when ``user`` has too many under way;
     NotOffered (one too) for a version people may not start (offers.py);
     ``ad_hoc`` (run_workflow FILE) starts the ad-hoc version it registered.
+    ``fork``: the Run fields of a fork (runs/actions/forks.py).
 
     The count and the creation share one transaction under a lock on the
     person's row, so a burst of starts admits exactly the limit: on
@@ -96,6 +99,7 @@ def do_create_run(
                 raise TooManyRuns(refusal)
         made = {"workflow": workflow, "inputs": values, "created_by": user, "command": command, "mode": mode}
         made["trace_context"] = telemetry.new_run_context()
+        made.update(fork or {})
         run = store().create_run(made)
         with UnitOfWork(run.pk) as uow:
             if spec.destructive:
@@ -142,7 +146,7 @@ def do_start_run(run_id: int, worker: str | None = None) -> Eager | None:
             error = f"could not start: {exc}"
             transaction.on_commit(lambda: do_fail_run(run_id, error))
             return None
-        steps = create_steps(run, runtime, first=True)
+        steps = create_steps(run, fork_runtime(run, runtime), first=True)
         started = WorkflowStart(
             workflow=spec.name,
             version=run.workflow.version,
@@ -151,6 +155,8 @@ def do_start_run(run_id: int, worker: str | None = None) -> Eager | None:
             **_parent_of(run),
         )
         uow.sink.emit(RuntimeEvent.of(started))
+        if run.forked_from_id:
+            reuse_before_fork(run, steps, uow.sink)
         uow.flush()  # before the events of what starts
         metrics.run_started(spec.name)
         rows = [step_row(step) for step in steps if step.kind != Step.Kind.COORDINATOR]

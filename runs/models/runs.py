@@ -70,6 +70,13 @@ class Run(models.Model):
     # every span of the run, in any process, is parented on it. None when
     # the process that made the run did not trace.
     trace_context = models.JSONField(null=True, blank=True)
+    # A fork of another run (runs/actions/forks.py): the run it was forked
+    # from and the step it was forked at; the steps before that point are
+    # that run's results, reused, not run again.
+    forked_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks")
+    fork_step = models.CharField(max_length=200, blank=True)
+    # The fork step's instructions as the person edited them ("": as they were).
+    fork_instructions = models.TextField(blank=True)
     # Not columns: how many steps the run has and how many ended with each
     # status, set on the rows the runs list shows (runs/views/runs.py).
     steps_total: int
@@ -170,6 +177,8 @@ class Step(models.Model):
     writes = models.JSONField(default=list, blank=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
+    # A forked run's step whose result is its parent run's step's, reused.
+    reused_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     # Not a column: how many messages wait in the step's mailbox, set on the
     # rows the step list shows (runs/live.py, runs/store/sql/live.py).
     unread: int

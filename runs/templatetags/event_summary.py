@@ -60,6 +60,7 @@ SAYS: dict[type[EventData], Callable[[Any], str]] = {
     run.AgentTurn: _agent_turn,
     run.StepEnd: lambda e: e.output,
     run.Error: lambda e: e.error,
+    run.StepReused: lambda e: f"reused from run #{e.from_run} ({e.from_step}): {e.output}",
     run.StepSkipped: lambda e: f"{e.status or 'skipped'}: {e.reason}",
     run.WorkflowStart: lambda e: f"{e.workflow} v{e.version}",
     run.WorkflowEnd: lambda e: e.status,
