@@ -18,7 +18,7 @@ from runs.actions.budgets import totals_of
 from runs.actions.command_results import coordinator_result
 from runs.actions.costs import cost_of, model_calls
 from runs.api import schemas as s
-from runs.models import Approval, ApprovalDecision, Command, Run
+from runs.models import Approval, ApprovalDecision, Command, Run, Step
 
 T = TypeVar("T", bound=Model)
 B = TypeVar("B", bound=BaseModel)
@@ -44,7 +44,12 @@ def run_summary(request: HttpRequest, run: Run) -> s.RunSummary:
         version=run.workflow.version,
         created_by=run.created_by.get_username() if run.created_by else None,
         stuck=run.stuck_reason if run.status in (Run.Status.PENDING, Run.Status.RUNNING) else "",
+        forked_from=run.forked_from_id,
     )
+
+
+def step_out(step: Step, cost: str | None) -> s.StepOut:
+    return copied(s.StepOut, step, reused=step.reused_from_id is not None, cost=cost)
 
 
 def run_detail(request: HttpRequest, run: Run, after: int) -> s.RunDetail:
@@ -59,12 +64,7 @@ def run_detail(request: HttpRequest, run: Run, after: int) -> s.RunDetail:
         **run_summary(request, run).model_dump(),
         inputs=run.inputs,
         command=run.command,
-        steps=[
-            s.StepOut.model_validate(step, from_attributes=True).model_copy(
-                update={"cost": _decimal(cost.by_step[step.pk])}
-            )
-            for step in steps
-        ],
+        steps=[step_out(step, _decimal(cost.by_step[step.pk])) for step in steps],
         claims=[s.ClaimOut.model_validate(claim, from_attributes=True) for claim in run.claims.all()],
         approvals=[
             copied(s.ApprovalBrief, a, hidden_characters=hidden(a)) for a in run.approvals.order_by("created", "pk")

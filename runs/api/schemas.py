@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from agents.events import EVENT_TYPES
 from agents.handler import CommandContext, CoordinatorResult, ResultStatus
+from runs.actions.forks import MAX_FORK_INSTRUCTIONS
 from runs.models import Approval, Run, ToolCall
 
 MAX_COMMAND_CHARS = 4000
@@ -92,6 +93,17 @@ class DecideRequest(_Request):
     reason: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_REASON_CHARS)]
     # Left out or null: no hash given. An empty string is a mistake, not that.
     arguments_hash: Annotated[str, StringConstraints(min_length=1)] | None = None
+
+
+class ForkRequest(_Request):
+    """Where to fork a run that has ended, and what to change: the steps
+    before `step` reuse the run's results; `step` and what follows run
+    again, `step` with `instructions` when given, the run with `inputs`
+    when given (else the run's)."""
+
+    step: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+    instructions: Annotated[str, StringConstraints(max_length=MAX_FORK_INSTRUCTIONS)] | None = None
+    inputs: dict[str, Any] | None = None
 
 
 class WorkflowRequest(_Request):
@@ -219,6 +231,8 @@ class RunSummary(_Response):
         default="",
         description="Why a pending or running run is not moving (its start never taken, no progress); empty otherwise.",
     )
+    forked_from: int | None = Field(default=None, description="The run this one was forked from, if it was.")
+    fork_step: str = Field(default="", description="The step it was forked at (its first step not reused).")
 
 
 class RunPage(_Response):
@@ -240,6 +254,7 @@ class StepOut(_Response):
     )
     output: str
     error: str
+    reused: bool = Field(default=False, description="A forked run's step whose result is its parent run's.")
 
 
 class ModelCallOut(_Response):

@@ -28,7 +28,10 @@ from runs.actions import (
     visible_runs,
 )
 from runs.actions.approvals import PERMISSION, ApprovalError, do_decide, do_lapse_expired
+from runs.actions.catalog import InputError
 from runs.actions.commands import do_command
+from runs.actions.forks import do_fork_run
+from runs.actions.offers import NotOffered
 from runs.api import bodies
 from runs.api import schemas as s
 from runs.api.auth import Requirement, callers
@@ -174,6 +177,35 @@ def run_cancel(request: HttpRequest, run_id: int) -> Status:
     if not cancelled:
         body.error = f"run {run.pk} already ended {run.status}"
     return Status(200 if cancelled else 409, body)
+
+
+@router.post(
+    "/runs/{int:run_id}/fork",
+    url_name="run-fork",
+    summary="Fork a run at a step",
+    response={201: s.RunSummary, 400: Invalid, (401, 403, 404, 409, 413, 429): s.Error},
+)
+def run_fork(request: HttpRequest, response: HttpResponse, run_id: int, payload: s.ForkRequest) -> Status:
+    """Start a new run forked from this one, which has ended, at `step`: the
+    steps before it reuse this run's results (no model or tool is called for
+    them again); `step` and what follows run again. 201 with the new run and
+    its URL in `Location`; 409 while this run is under way; 403 where the
+    caller may not start runs of its workflow version."""
+    parent = _run_for(request, run_id)
+    if not parent.is_terminal:
+        raise ApiError(409, f"run {parent.pk} is {parent.status}: only a run that has ended can be forked")
+    try:
+        run = do_fork_run(
+            parent, payload.step, user=request.user, instructions=payload.instructions, inputs=payload.inputs
+        )
+    except TooManyRuns as exc:
+        raise ApiError(429, str(exc), retry_after=exc.retry_after) from None
+    except NotOffered as exc:
+        raise ApiError(403, str(exc)) from None
+    except InputError as exc:
+        raise ApiError(400, str(exc)) from None
+    response["Location"] = bodies.run_url(request, run)
+    return Status(201, bodies.run_summary(request, run))
 
 
 @router.get(

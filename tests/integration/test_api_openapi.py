@@ -27,6 +27,7 @@ def test_it_serves_an_openapi_document_of_every_route():
         ("/api/runs", "get"),
         ("/api/runs/{run_id}", "get"),
         ("/api/runs/{run_id}/cancel", "post"),
+        ("/api/runs/{run_id}/fork", "post"),
         ("/api/approvals", "get"),
         ("/api/approvals/{approval_id}/decide", "post"),
         ("/api/questions", "get"),
