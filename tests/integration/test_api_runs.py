@@ -35,6 +35,8 @@ def test_it_lists_only_the_users_runs_and_staff_sees_all(owner, teammate, staff)
         "error": "",
         "result": "",
         "stuck": "",
+        "forked_from": None,
+        "fork_step": "",
     }
     assert first["next"] == f"http://testserver/api/runs?limit=2&before={mine[1].pk}"
     second = client.get(first["next"]).json()
