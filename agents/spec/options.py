@@ -27,6 +27,9 @@ class Budget(SpecModel):
     tokens: int | None = Field(default=None, ge=1, description="prompt + completion tokens, all agents")
     tool_calls: int | None = Field(default=None, ge=1, description="counted tool calls (not bookkeeping)")
     wall_time: Seconds | None = Field(default=None, gt=0, description="seconds from start, less approval waits")
+    cost: float | None = Field(
+        default=None, gt=0, description="money, all agents, at the operator's prices (ZENWEB_MODEL_PRICES)"
+    )
     # Per invocation, not per run: a coordinator wake whose prompt is past this
     # is recorded (coordinator_over_budget), and its "finish" prompt is compacted.
     coordinator_tokens: int | None = Field(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import timedelta
+from decimal import Decimal
 from typing import NamedTuple
 
 from django.db import transaction
@@ -24,6 +25,7 @@ from agents.spec import WorkflowOptions, WorkflowSpec
 from agents.spec.lookup import step_at
 from runs.actions.budgets import step_waited, token_totals, working_time
 from runs.actions.catalog import workflow_spec
+from runs.actions.costs import cost_of
 from runs.actions.ending import end_run
 from runs.actions.step_ends import do_fail_step
 from runs.models import Run, Step
@@ -33,7 +35,11 @@ def has_run_limits(options: WorkflowOptions) -> bool:
     """Whether a run of a workflow with ``options`` has a budget or a timeout to enforce."""
     budget = options.budget
     return not (
-        budget.tokens is None and budget.tool_calls is None and budget.wall_time is None and options.timeout is None
+        budget.tokens is None
+        and budget.tool_calls is None
+        and budget.wall_time is None
+        and budget.cost is None
+        and options.timeout is None
     )
 
 
@@ -70,6 +76,8 @@ def budget_breach(run: Run) -> str | None:
         tokens = token_totals(run).all.total
         if tokens > budget.tokens:
             return f"budget exceeded: {tokens:,} tokens used, the budget is {budget.tokens:,} (options.budget.tokens)"
+    if budget.cost is not None and (over := cost_breach(run, budget.cost)):
+        return over
     if budget.tool_calls is not None:
         calls = run.tool_calls.filter(counted=True).count()
         if calls > budget.tool_calls:
@@ -84,6 +92,20 @@ def budget_breach(run: Run) -> str | None:
                 f"budget exceeded: ran {spent.total_seconds():.1f}s, the budget is {budget.wall_time:g}s"
                 " (options.budget.wallTime; approval waits excluded)"
             )
+    return None
+
+
+def cost_breach(run: Run, limit: float) -> str | None:
+    """Why ``run``'s tokens are past options.budget.cost at the operator's
+    prices, or None; a model without a price is a breach: its cost is unknown."""
+    cost = cost_of(run, list(run.steps.only("step_id", "agent", "model", "prompt_tokens", "completion_tokens")))
+    if cost.total is None:
+        return (
+            f"budget cannot be kept: no price for {', '.join(cost.unpriced)} in ZENWEB_MODEL_PRICES"
+            " (options.budget.cost)"
+        )
+    if cost.total > Decimal(str(limit)):
+        return f"budget exceeded: cost {cost.total:.6f}, the budget is {limit:g} (options.budget.cost)"
     return None
 
 

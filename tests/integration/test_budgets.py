@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from agents.prices import parse_prices
 from runs.actions import do_create_run
 from runs.actions.budgets import working_time
 from runs.actions.deadlines import budget_breach
@@ -61,3 +62,23 @@ def test_it_names_the_wall_time_budget(owner, tmp_path):
 
     assert budget_breach(run).startswith("budget exceeded: ran 300")
     assert budget_breach(run).endswith("the budget is 60s (options.budget.wallTime; approval waits excluded)")
+
+
+def test_it_fails_a_run_past_its_budget_in_money(celery_worker, settings):
+    # 1,000 per million tokens: the scripted answers' tens of tokens pass 0.01.
+    settings.ZENWEB_MODEL_PRICES = parse_prices('{"scripted": {"prompt": 1000, "completion": 1000}}')
+
+    run = wait_for_run(do_create_run(register("budgets/cost"), {}))
+
+    assert run.status == Run.Status.FAILED
+    assert run.error.startswith("budget exceeded: cost 0.")
+    assert run.error.endswith(", the budget is 0.01 (options.budget.cost)")
+
+
+def test_a_budget_in_money_with_no_price_for_its_model_fails_the_run_saying_so(celery_worker, settings):
+    settings.ZENWEB_MODEL_PRICES = {}
+
+    run = wait_for_run(do_create_run(register("budgets/cost"), {}))
+
+    assert run.status == Run.Status.FAILED
+    assert run.error == "budget cannot be kept: no price for scripted in ZENWEB_MODEL_PRICES (options.budget.cost)"
