@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -32,32 +33,37 @@ def arguments_hash(subject: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def request_approval(
-    run: Run,
-    *,
-    kind: str,
-    what: str,
-    why: str,
-    subject: dict[str, Any],
-    arguments: dict[str, Any],
-    step_id: str = "",
-    actions: list[dict[str, Any]] | None = None,
-    sink: EventSink | None = None,
-) -> Approval:
-    """Create a pending approval and say so in the run's events (through
-    ``sink``, a turn's, else a unit of work of its own). Call inside the transaction
-    that pauses the work."""
+@dataclass(frozen=True)
+class ApprovalAsked:
+    """What an approval asks a person: its ``kind``, ``what`` is to run and
+    ``why`` it needs approving, the ``subject`` its hash binds (the workflow
+    or tool and its arguments), the ``arguments`` shown, the step asking
+    (none for a run's start) and the calls with effects it covers."""
+
+    kind: str
+    what: str
+    why: str
+    subject: dict[str, Any]
+    arguments: dict[str, Any]
+    step_id: str = ""
+    actions: list[dict[str, Any]] = field(default_factory=list)
+
+
+def request_approval(run: Run, asked: ApprovalAsked, sink: EventSink | None = None) -> Approval:
+    """Create a pending approval for what ``asked`` says and say so in the
+    run's events (through ``sink``, a turn's, else a unit of work of its
+    own). Call inside the transaction that pauses the work."""
     policy = workflow_spec(run.workflow).approval
     approval = store().create_approval(
         {
             "run": run,
-            "kind": kind,
-            "step_id": step_id,
-            "what": what,
-            "why": why,
-            "arguments": arguments,
-            "actions": actions or [],
-            "arguments_hash": arguments_hash(subject),
+            "kind": asked.kind,
+            "step_id": asked.step_id,
+            "what": asked.what,
+            "why": asked.why,
+            "arguments": asked.arguments,
+            "actions": asked.actions,
+            "arguments_hash": arguments_hash(asked.subject),
             "requested_by": run.created_by,
             "required_approvals": policy.approvers,
             "expires_at": timezone.now() + timedelta(seconds=policy.expires_after) if policy.expires_after else None,
@@ -66,17 +72,17 @@ def request_approval(
     # "actions" is stored only when there are some.
     requested = ApprovalRequested(
         approval_id=approval.pk,
-        kind=kind,
-        what=what,
-        why=why,
-        arguments=arguments,
-        **({"actions": actions} if actions else {}),
+        kind=asked.kind,
+        what=asked.what,
+        why=asked.why,
+        arguments=asked.arguments,
+        **({"actions": asked.actions} if asked.actions else {}),
     )
     if sink is not None:
-        sink.emit(RuntimeEvent.of(requested, step_id))
+        sink.emit(RuntimeEvent.of(requested, asked.step_id))
     else:
         with UnitOfWork(run.pk) as uow:
-            uow.sink.emit(RuntimeEvent.of(requested, step_id))
+            uow.sink.emit(RuntimeEvent.of(requested, asked.step_id))
     queue_notices(approval)
     return approval
 
@@ -90,16 +96,15 @@ def request_workflow_approval(run: Run, sink: EventSink | None = None) -> Approv
     subject: dict[str, Any] = {"workflow": spec.name, "version": run.workflow.version, "inputs": run.inputs}
     if actions:
         subject["actions"] = actions
-    return request_approval(
-        run,
+    asked = ApprovalAsked(
         kind=Approval.Kind.WORKFLOW,
         what=f"run workflow {spec.name} v{run.workflow.version}",
         why=f"{spec.name} is marked destructive",
         subject=subject,
         arguments=dict(run.inputs),
         actions=actions,
-        sink=sink,
     )
+    return request_approval(run, asked, sink)
 
 
 def planned_actions(spec: WorkflowSpec, inputs: dict[str, Any]) -> list[dict[str, Any]]:

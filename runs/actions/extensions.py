@@ -29,7 +29,7 @@ from agents.tools import Tool, ToolCallMeta, ToolContext, ToolError
 from agents.tools.builtin.created import ToolSpec, created_tool
 from agents.tools.builtin.extending import RegisteredWorkflow, example_key, examples_to_try, try_example
 from agents.tools.builtin.shell import CommandRun
-from runs.actions.approval_requests import request_approval
+from runs.actions.approval_requests import ApprovalAsked, request_approval
 from runs.actions.catalog import do_register_workflow, known_tool_roles, workflow_spec
 from runs.models import Approval, CreatedTool, Run, Workflow
 from runs.store.unit_of_work import UnitOfWork
@@ -137,8 +137,7 @@ def propose_tool(run: Run, ctx: ToolContext, spec: ToolSpec, tried: tuple[int, s
         tool_call_id=ctx.meta.tool_call_id,
     )
     shown: dict[str, Any] = {"spec": data, "example_exit_code": exit_code, "example_output": output}
-    approval = request_approval(
-        run,
+    asked = ApprovalAsked(
         kind=Approval.Kind.NEW_TOOL,
         what=f"new tool {spec.name}",
         why=(
@@ -148,8 +147,8 @@ def propose_tool(run: Run, ctx: ToolContext, spec: ToolSpec, tried: tuple[int, s
         subject={"new_tool": shown},
         arguments=shown,
         step_id=ctx.step_id,
-        sink=sink,
     )
+    approval = request_approval(run, asked, sink)
     CreatedTool.objects.filter(pk=tool.pk).update(approval=approval)
     proposed = ToolCreated(
         name=spec.name, approval_id=approval.pk, example_exit_code=exit_code, tool_call_id=ctx.meta.tool_call_id

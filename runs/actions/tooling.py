@@ -36,7 +36,7 @@ from agents.tools.mcp import servers as mcp_servers
 from agents.tools.workflows import workflow_tool
 from runs import queue
 from runs.actions import extensions
-from runs.actions.approval_requests import bound_calls, request_approval, request_workflow_approval
+from runs.actions.approval_requests import ApprovalAsked, bound_calls, request_approval, request_workflow_approval
 from runs.actions.catalog import REGISTRY, InputError, check_inputs, not_run_yet, workflow_spec
 from runs.actions.common import router_for
 from runs.actions.offers import start_refusal
@@ -268,16 +268,15 @@ class DjangoToolHost:
         looks_like = destructive_reason(arguments.get("command", "")) if tool == "run_shell" else None
         if looks_like:
             why += f"; it looks like {looks_like}"
-        approval = request_approval(
-            run,
+        asked = ApprovalAsked(
             kind=Approval.Kind.TOOL,
             what=f"{tool} in step {ctx.step_id}",
             why=why,
             subject={"tool": tool, "arguments": arguments},
             arguments=arguments,
             step_id=ctx.step_id,
-            sink=self.sink,
         )
+        approval = request_approval(run, asked, self.sink)
         return str(approval.pk)
 
     def ask_person(self, ctx: ToolContext, question: str, options: list[str]) -> str:

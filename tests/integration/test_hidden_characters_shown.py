@@ -13,7 +13,7 @@ import shlex
 import pytest
 
 from runs.actions import do_create_run
-from runs.actions.approval_requests import request_approval
+from runs.actions.approval_requests import ApprovalAsked, request_approval
 from runs.models import Approval, Step, ToolCall
 from tests.conftest import register
 from tests.integration.api_client import api
@@ -45,8 +45,7 @@ def hidden(owner) -> Approval:
 def relayed(owner) -> Approval:
     """A run_shell call's own approval, as a model's relayed command asks for one."""
     run = do_create_run(register("approvals/wipe"), {}, user=owner)
-    return request_approval(
-        run,
+    asked = ApprovalAsked(
         kind=Approval.Kind.TOOL,
         what="run_shell in step janitor",
         why="wipe is destructive and this run_shell call was not shown when the run was approved",
@@ -54,6 +53,7 @@ def relayed(owner) -> Approval:
         arguments={"command": RELAYED},
         step_id="janitor",
     )
+    return request_approval(run, asked)
 
 
 def test_the_approvals_page_shows_a_hidden_command_escaped_and_flagged(client, approver, hidden, relayed):
