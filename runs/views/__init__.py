@@ -9,6 +9,7 @@ from runs.views.control import run_resume
 from runs.views.demo import run_demo
 from runs.views.events import run_events
 from runs.views.export import export_events_schema, run_export
+from runs.views.forks import run_compare, run_fork
 from runs.views.questions import question_answer, run_question_answer
 from runs.views.replay import run_replay
 from runs.views.run_approvals import run_approval_decide, run_approvals
@@ -29,6 +30,8 @@ __all__ = [
     "question_answer",
     "run_question_answer",
     "run_cancel",
+    "run_compare",
+    "run_fork",
     "run_demo",
     "run_detail",
     "run_events",

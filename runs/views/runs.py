@@ -27,6 +27,7 @@ from runs.graph import graph_context
 from runs.models import Approval, CreatedTool, Run, Step, Workflow
 from runs.views.access import run_for_user
 from runs.views.events import EventFilter, event_filter_context, newest_page
+from runs.views.forks import fork_context
 from runs.views.htmx_requests import HtmxHttpRequest
 from runs.views.run_approvals import approvals_context
 from runs.views.start_form import start_choices, unconfirmed_destructive
@@ -184,6 +185,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         | live.governance_context(run)
         | approvals_context(run, request.user)
         | event_filter_context(run, chosen)
+        | fork_context(run)
         | {
             "events": events,
             # The websocket's cursor: the run's last event, shown or filtered out.
