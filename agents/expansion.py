@@ -381,14 +381,17 @@ def _text(value: Any) -> str:
 
 
 def step_conditions(spec: WorkflowSpec) -> dict[tuple[str, ...], str]:
-    """The ``condition`` of each step that has one and runs as a step (not
-    a container: agents.spec.not_run), by its path of step ids (``("deploy",
-    "ship")`` for ``deploy[3].ship``, ``("cycle", "fix")`` for ``cycle.2.fix``)."""
+    """The ``condition`` of each step and each loop that has one (not an
+    include's: agents.spec.not_run), by its path of step ids (``("deploy",
+    "ship")`` for ``deploy[3].ship``, ``("cycle", "fix")`` for ``cycle.2.fix``,
+    ``("cycle",)`` for the loop ``cycle``)."""
     found: dict[tuple[str, ...], str] = {}
 
     def walk(steps: Sequence[StepSpec], path: tuple[str, ...]) -> None:
         for step in steps:
             if step.loop is not None:
+                if step.condition is not None:
+                    found[(*path, step.id)] = step.condition
                 walk(step.loop.steps, (*path, step.id))
             elif step.included is not None:
                 walk(step.included.steps, (*path, step.id))

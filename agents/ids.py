@@ -131,6 +131,17 @@ def namespaces(runtime_id: str) -> list[str]:
     return [format_id(parts[:n]) for n in range(1, len(parts))]
 
 
+def loops_of(runtime_id: str) -> list[str]:
+    """The runtime id of every loop ``runtime_id`` runs in, outermost first:
+    ``outer.1.inner[0].x`` -> ``["outer", "outer.1.inner"]``."""
+    parts = parse(runtime_id)
+    return [
+        format_id([*parts[:n], part._replace(kind="step", index=None)])
+        for n, part in enumerate(parts[:-1])
+        if part.kind in ("repeat", "each")
+    ]
+
+
 @dataclass(frozen=True)
 class Resolution:
     """What a target id names. ``runtime_id`` is the step (``exact``, ``bare``)

@@ -39,6 +39,7 @@ class SkipStep:
     step_id: str
     reason: str
     missing_data: bool = False
+    others: tuple[str, ...] = ()  # the rest of a loop whose condition skips it whole
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,7 @@ class RefuseCall:
 class FailStep:
     step_id: str
     error: str
+    others: tuple[str, ...] = ()  # the rest of a loop whose condition failed to evaluate
 
 
 @dataclass(frozen=True)

@@ -209,13 +209,17 @@ def _after_unmet(state: RunState, unmet: SkipStep | FailStep) -> tuple[Decision,
     """A step that would start and whose condition is not true: skipped,
     and a full pass over what that frees (its dependents go on); or failed
     (the condition did not evaluate), with the failure policy after it."""
+    ended = (unmet.step_id, *unmet.others)
     if isinstance(unmet, SkipStep):
-        return (unmet, *_schedule(state.with_status({unmet.step_id: "skipped"}), finished=None))
-    steps = tuple(
-        s._replace(status="failed", error=unmet.error) if s.runtime_id == unmet.step_id else s for s in state.steps
-    )
+        return (unmet, *_schedule(state.with_status(dict.fromkeys(ended, "skipped")), finished=None))
+    steps = tuple(s._replace(status="failed", error=unmet.error) if s.runtime_id in ended else s for s in state.steps)
     failed = replace(state, steps=steps)
-    return (unmet, *after_step_end(failed, StepEnded(unmet.step_id, "failed")))
+    if state.status != "running":
+        return (unmet,)
+    stop = stop_after_failure(failed, *ended)
+    if not stop.step_ids:
+        return (unmet, *_schedule(failed, finished=None))
+    return (unmet, stop, *_schedule(failed.with_status(dict.fromkeys(stop.step_ids, stop.status)), finished=None))
 
 
 def full_pass(state: RunState) -> tuple[str, ...]:
@@ -276,22 +280,22 @@ def _loop_caps_cannot_bind(unfinished: list[StepState]) -> bool:
     return all(len(keys) <= caps[group] for group, keys in open_iterations.items())
 
 
-def stop_after_failure(state: RunState, stopped: str) -> StopSteps:
+def stop_after_failure(state: RunState, stopped: str, *also: str) -> StopSteps:
     """onStepFailure after ``stopped`` failed or was cancelled: cascade (its
     pending dependents, directly or through others, are cancelled),
     skip-dependents (skipped), abort (every unfinished step is cancelled, its
     later mail dropped as workflow-cancelled)."""
     if state.on_step_failure == "abort":
-        affected = tuple(s.runtime_id for s in state.steps if not s.terminal and s.runtime_id != stopped)
+        affected = tuple(s.runtime_id for s in state.steps if not s.terminal and s.runtime_id not in (stopped, *also))
         return StopSteps(affected, "cancelled", "workflow_cancelled", aborted=True)
     status: Literal["cancelled", "skipped"] = "cancelled" if state.on_step_failure == "cascade" else "skipped"
-    return StopSteps(dependents_of(state, stopped), status, "target_terminal")
+    return StopSteps(dependents_of(state, stopped, *also), status, "target_terminal")
 
 
-def dependents_of(state: RunState, step_id: str) -> tuple[str, ...]:
-    """Pending steps that depend on ``step_id``, directly or through others,
-    in the order they are found."""
-    blocked = {step_id}
+def dependents_of(state: RunState, step_id: str, *also: str) -> tuple[str, ...]:
+    """Pending steps that depend on ``step_id`` (or ``also``), directly or
+    through others, in the order they are found."""
+    blocked = {step_id, *also}
     found: list[str] = []
     changed = True
     while changed:

@@ -28,8 +28,6 @@ def not_run(spec: WorkflowSpec) -> Iterator[tuple[Location, str]]:
     yield from _agents_not_run(spec)
     for at, step in walk_steps(spec.steps, ("steps",)):
         yield from _step_not_run(step, at, spec)
-        if step.condition is not None and step.loop is not None:
-            yield (*at, "condition"), f"{NOT_RUN}: a loop's condition (a false one would skip it)"
 
 
 def _options_not_run(spec: WorkflowSpec) -> Iterator[tuple[Location, str]]:

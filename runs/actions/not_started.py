@@ -32,7 +32,7 @@ def not_started(run_id: int, decision: SkipStep | FailStep | machine.StopSteps) 
 
 def _end_steps(run_id: int, decision: SkipStep | FailStep | machine.StopSteps, uow: UnitOfWork) -> None:
     sink = uow.sink
-    step_ids = decision.step_ids if isinstance(decision, machine.StopSteps) else (decision.step_id,)
+    step_ids = decision.step_ids if isinstance(decision, machine.StopSteps) else (decision.step_id, *decision.others)
     drop = DropReason.TARGET_TERMINAL
     for step in Step.objects.filter(run_id=run_id, step_id__in=step_ids).exclude(status__in=Step.TERMINAL):
         if isinstance(decision, SkipStep):

@@ -6,7 +6,7 @@ spawns workers and must plan first."""
 
 from __future__ import annotations
 
-from agents import expansion
+from agents import expansion, ids
 from agents.core import machine
 from agents.core.ready import past_cap
 from agents.router import COORDINATOR
@@ -67,16 +67,18 @@ def has_conditions(spec: WorkflowSpec) -> bool:
 
 
 def pending_conditions(spec: WorkflowSpec, rows: list[StepRow]) -> dict[str, str]:
-    """The ``condition`` of each pending step of ``rows`` that has one."""
+    """The ``condition`` of each pending step of ``rows`` that has one, and
+    of each loop such a step runs in (by the loop's runtime id)."""
     conditions = _conditions(spec)
     if not conditions:
         return {}
     found = {}
     for row in rows:
         if row.kind == Step.Kind.STEP and row.status == Step.Status.PENDING:
-            condition = conditions.get(expansion.condition_path(row.step_id))
-            if condition is not None:
-                found[row.step_id] = condition
+            for runtime_id in (*ids.loops_of(row.step_id), row.step_id):
+                condition = conditions.get(expansion.condition_path(runtime_id))
+                if condition is not None:
+                    found[runtime_id] = condition
     return found
 
 

@@ -246,3 +246,25 @@ def test_a_step_s_context_files_are_in_what_the_model_is_asked(celery_worker, op
     assert request["messages"][1]["content"] == (
         "Analyse the tides.\n\n## Context file parts/notes.md\nTides peak at 6am; costs are $5 a ticket."
     )
+
+
+def test_a_loop_s_false_condition_skips_the_whole_loop_and_the_steps_after_it_go_on(celery_worker):
+    run = wait_for_run(do_create_run(register("zenflow/loop_own_condition"), {}), timeout=60)
+
+    assert run.status == Run.Status.COMPLETED
+    statuses = dict(run.steps.exclude(kind="coordinator").values_list("step_id", "status"))
+    assert statuses == {
+        "check": "completed",
+        "repair": "skipped",
+        "repair.0.look": "skipped",
+        "repair.0.fix": "skipped",
+        "page[0].page": "skipped",
+        "page[1].page": "skipped",
+        "notify[0].notify": "completed",
+        "report": "completed",
+    }
+    started = set(run.events.filter(type="step_start").values_list("step_id", flat=True))
+    assert started == {"check", "notify[0].notify", "report"}
+    skipped = run.events.get(type="step_skipped", step_id="repair").data["reason"]
+    assert skipped == "loop repair's condition false: steps.check.content.contains('unhealthy')"
+    assert not run.events.filter(type__in=["loop_iteration", "loop_end"], step_id="repair").exists()

@@ -211,15 +211,9 @@ def test_an_until_of_text_stays_zenweb_s_and_an_until_of_cel_runs_without_a_warn
     text = VALID["condition-with-loop"]
     spec = load_workflow(write(tmp_path, text))
 
-    # The loop's delay runs; its own condition does not yet.
-    assert [str(w) for w in workflow_warnings(spec, text, "w.yaml")] == [
-        "w.yaml:7: steps[1].condition: warning: accepted; not run by zenweb yet: a loop's condition "
-        "(a false one would skip it)",
-    ]
-    assert not_run_refusal(spec, text, "w.yaml") == (
-        "w.yaml uses what zenweb does not run yet, so no run starts: "
-        "steps[1].condition (step repair, line 7): a loop's condition (a false one would skip it)"
-    )
+    # The loop's delay and its own condition run.
+    assert workflow_warnings(spec, text, "w.yaml") == []
+    assert not_run_refusal(spec, text, "w.yaml") is None
 
 
 def test_a_file_zenweb_runs_in_full_has_no_warning(tmp_path):
