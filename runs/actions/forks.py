@@ -25,7 +25,9 @@ def fork_refusal(parent: Run, step_id: str) -> str:
     """Why ``parent`` cannot be forked at ``step_id``; "" if it can."""
     if not parent.is_terminal:
         return f"run {parent.pk} is {parent.status}: only a run that has ended can be forked"
-    steps = list(parent.steps.filter(kind=Step.Kind.STEP).order_by("position").values_list("step_id", flat=True))
+    # A worker the coordinator spawned is not in the workflow: the fork's coordinator plans its own.
+    rows = parent.steps.filter(kind=Step.Kind.STEP, spawned_by="").order_by("position")
+    steps = list(rows.values_list("step_id", flat=True))
     if step_id not in steps:
         known = ", ".join(steps) or "none"
         return f"run {parent.pk} has no step {step_id!r} to fork at (its steps: {known})"

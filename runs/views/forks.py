@@ -46,6 +46,6 @@ def fork_context(run: Run) -> dict:
     be forked at, with their instructions; and the run it was forked from."""
     steps = []
     if run.is_terminal:
-        rows = run.steps.filter(kind=Step.Kind.STEP).order_by("position")
+        rows = run.steps.filter(kind=Step.Kind.STEP, spawned_by="").order_by("position")
         steps = list(rows.values("step_id", "instructions"))
     return {"fork_steps": steps}

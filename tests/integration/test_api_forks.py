@@ -63,3 +63,17 @@ def test_a_fork_of_a_destructive_workflow_waits_for_approval_again(owner):
     fork = Run.objects.get(pk=response.json()["id"])
     assert fork.status == Run.Status.AWAITING_APPROVAL
     assert Approval.objects.filter(run=fork, status=Approval.Status.PENDING).count() == 1
+
+
+def test_a_run_of_a_retired_version_cannot_be_forked(owner):
+    parent = do_create_run(register("forks/chain"), {}, user=owner)
+    Run.objects.filter(pk=parent.pk).update(status=Run.Status.COMPLETED)
+    Step.objects.create(run=parent, step_id="draft", agent="writer", position=2, status=Step.Status.COMPLETED)
+    parent.workflow.offer = parent.workflow.Offer.RETIRED
+    parent.workflow.save(update_fields=["offer"])
+
+    response = post(api(owner), f"/api/runs/{parent.pk}/fork", {"step": "draft"})
+
+    assert response.status_code == 403
+    assert "is retired and cannot be started" in response.json()["error"]
+    assert not Run.objects.filter(forked_from=parent).exists()

@@ -93,6 +93,10 @@ def test_a_step_after_one_that_ran_again_is_not_reused_even_before_the_fork_poin
 
 
 def test_it_refuses_to_fork_a_run_under_way_or_at_a_step_it_does_not_have(parent):
+    # A worker the coordinator spawned is not a step of the workflow to fork at.
+    Step.objects.create(run=parent, step_id="w1", agent="writer", position=9, spawned_by="call-1")
+    with pytest.raises(InputError, match=r"has no step 'w1' to fork at \(its steps: gather, draft, check\)"):
+        do_fork_run(parent, "w1")
     with pytest.raises(InputError, match=r"has no step 'drafts' to fork at \(its steps: gather, draft, check\)"):
         do_fork_run(parent, "drafts")
     parent.status = Run.Status.RUNNING
