@@ -56,6 +56,9 @@ MAX_COORDINATOR_ROUNDS = 8
 # per-invocation budget (options.budget.coordinatorTokens), the compact figure.
 FINISH_OUTPUT_CHARS = 2000
 COMPACT_FINISH_OUTPUT_CHARS = 300
+# An output a completed step read (it depends on it) is in that step's
+# output already: the finish prompt quotes its start and names its readers.
+READ_OUTPUT_CHARS = 300
 
 
 def do_coordinator_wake(run_id: int) -> None:
@@ -150,6 +153,8 @@ class _Rounds:
     router: MessageRouter
     view: prompts.RunView
     outputs: dict[str, str]
+    # Each step's completed readers (the steps that depend on it).
+    read_by: dict[str, list[str]]
 
     def first_extra(self, output_chars: int = FINISH_OUTPUT_CHARS) -> str:
         """What the first round's prompt adds: where the run stands (the
@@ -159,7 +164,8 @@ class _Rounds:
         if self.wake.reason == "plan":
             extra += "\n\n" + prompts.plan_prompt(self.view)
         elif self.wake.reason == "finish":
-            extra += "\n\n" + _finish_prompt(self.outputs, output_chars, _fix_ups(self.turn.agent, self.wake))
+            fix_ups = _fix_ups(self.turn.agent, self.wake)
+            extra += "\n\n" + _finish_prompt(self.outputs, self.read_by, output_chars, fix_ups)
         return extra
 
 
@@ -231,6 +237,11 @@ def _rounds_of(
         criteria=spec.success_criteria,
     )
     outputs = {s.step_id: s.output if s.status == Step.Status.COMPLETED else f"({s.status}) {s.error}" for s in steps}
+    read_by: dict[str, list[str]] = {}
+    for step in steps:
+        if step.status == Step.Status.COMPLETED:
+            for source in step.depends_on:
+                read_by.setdefault(source, []).append(step.step_id)
     turn = AgentTurn(
         run_id=str(run.pk),
         step_id=COORDINATOR,
@@ -262,7 +273,7 @@ def _rounds_of(
     context = senders.pop() if len(senders) == 1 else None
     # The run as this wake read it: a run that ends meanwhile is found by uow.lock() in each round.
     router = router_for(run, finishing=wake.reason == "finish", context_sender=context, uow=uow)
-    return _Rounds(coordinator, wake, inbox, spec, turn, registry, tools, uow, router, view, outputs)
+    return _Rounds(coordinator, wake, inbox, spec, turn, registry, tools, uow, router, view, outputs, read_by)
 
 
 def _over_budget(rounds: _Rounds, request: CompletionRequest, budget: int, round_no: int) -> CompletionRequest:
@@ -369,12 +380,20 @@ def prompt_tokens(request: CompletionRequest) -> int:
     return tokens.count_messages(request.messages, request.model) + tokens.count_tools(request.tools, request.model)
 
 
-def _finish_prompt(outputs: dict[str, str], limit: int, fix_ups: str) -> str:
+def _finish_prompt(outputs: dict[str, str], read_by: dict[str, list[str]], limit: int, fix_ups: str) -> str:
     return (
         "Every step has finished. Their results:\n"
-        + "\n".join(f"- {step_id}: {text[:limit]}" for step_id, text in outputs.items())
+        + "\n".join(_quoted(step_id, text, limit, read_by.get(step_id)) for step_id, text in outputs.items())
         + f"\n{fix_ups}Call finalize(summary) with the run's result."
     )
+
+
+def _quoted(step_id: str, output: str, limit: int, readers: list[str] | None) -> str:
+    """A step's output as the finish prompt quotes it: its start only when
+    a completed step read it whole (that step's output builds on it)."""
+    if readers:
+        return f"- {step_id} (read by {', '.join(readers)}): {output[: min(limit, READ_OUTPUT_CHARS)]}"
+    return f"- {step_id}: {output[:limit]}"
 
 
 def _fix_ups(agent: AgentSpec, wake: CoordinatorRounds) -> str:

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from runs.actions import do_create_run
+from runs.actions.coordinator import READ_OUTPUT_CHARS
 from runs.models import Run
 from tests.conftest import register, wait_for_run
 
@@ -60,3 +61,17 @@ def test_it_plans_with_the_run_s_query_in_the_prompt(celery_worker, openai_endpo
     # Its next wake, to finish, shows the worker it planned and how it ended.
     finish = next(r.body["messages"] for r in openai_endpoint.requests if "Every step has finished" in str(r.body))
     assert "Steps now: worker-1 completed." in finish[-1]["content"]
+
+
+def test_the_finish_quotes_whole_only_the_outputs_no_step_read_before(celery_worker):
+    run = wait_for_run(do_create_run(register("coordinator/reads_once"), {}))
+
+    assert run.status == Run.Status.COMPLETED
+    first, second = (run.steps.get(step_id=s).output for s in ("worker-1", "worker-2"))
+    assert len(first) > READ_OUTPUT_CHARS and len(second) > READ_OUTPUT_CHARS
+    transcript = run.steps.get(step_id="coordinator").transcript
+    [finish] = [m["content"] for m in transcript if "Every step has finished" in str(m.get("content"))]
+    # worker-2 read worker-1's output whole: the coordinator gets its start and who read it.
+    assert f"- worker-1 (read by worker-2): {first[:READ_OUTPUT_CHARS]}\n" in finish
+    assert first not in finish
+    assert f"- worker-2: {second}\n" in finish

@@ -4,6 +4,7 @@ coordinator's wake (and the wake counted)."""
 from __future__ import annotations
 
 import functools
+import json
 from datetime import datetime
 from typing import NamedTuple
 
@@ -28,6 +29,7 @@ class WakeStep(NamedTuple):
     status: str
     output: str
     error: str
+    depends_on: tuple[str, ...]  # the steps whose outputs it reads
     resuming: bool
 
 
@@ -101,8 +103,15 @@ def wake_read(run_id: int, coordinator: list[tuple], step_rows: list[tuple], inb
     """A WakeRead of the rows of ``wake_reads``' statements."""
     if not coordinator:
         raise Step.DoesNotExist(f"run {run_id} has no coordinator")
-    steps = [WakeStep._make((*row[:-1], bool(row[-1]))) for row in step_rows]  # SQLite's booleans are 0 and 1
+    steps = [_wake_step(row) for row in step_rows]
     return WakeRead(step_with_run(coordinator[0]), steps, router_messages(inbox_rows))
+
+
+def _wake_step(row: tuple) -> WakeStep:
+    step_id, agent, instructions, status, output, error, depends_on, resuming = row
+    # JSON comes as text (SQLite, Django's jsonb loader); SQLite's booleans are 0 and 1.
+    ids = json.loads(depends_on) if isinstance(depends_on, str) else depends_on
+    return WakeStep(step_id, agent, instructions, status, output, error, tuple(ids or ()), bool(resuming))
 
 
 @functools.cache
