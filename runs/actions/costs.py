@@ -55,8 +55,11 @@ def shown(cost: Decimal | None) -> str:
     return "no price" if cost is None else f"{cost:.6f}"
 
 
-# The model calls a run's page and API list, newest last: at most this many.
+# The model calls a run's API lists, newest last: at most this many; its
+# page lists fewer (500 rows were a third of a long run's page), the rest
+# are in the API and the event list.
 CALLS_SHOWN = 500
+CALLS_ON_PAGE = 50
 
 
 @dataclass
@@ -76,13 +79,13 @@ class CallRow:
     finish_reason: str | None
 
 
-def model_calls(run: Run) -> list[CallRow]:
-    """The run's last CALLS_SHOWN model calls, oldest first, each with its
+def model_calls(run: Run, limit: int = CALLS_SHOWN) -> list[CallRow]:
+    """The run's last ``limit`` model calls, oldest first, each with its
     cost at the operator's prices (None: no price, or not measured)."""
     prices = settings.ZENWEB_MODEL_PRICES
     events = run.events.filter(type="agent_turn").order_by("-seq").values_list("seq", "step_id", "data")
     rows = []
-    for seq, step_id, data in reversed(events[:CALLS_SHOWN]):
+    for seq, step_id, data in reversed(events[:limit]):
         model, prompt, completion = data.get("model"), data.get("prompt_tokens"), data.get("completion_tokens")
         price = prices.get(model) if model else None
         cost = price.cost(prompt or 0, completion or 0) if price else None

@@ -21,7 +21,7 @@ from django_htmx.http import HttpResponseClientRefresh
 
 from agents.spec import Mode
 from runs import actions, live
-from runs.actions.costs import model_calls
+from runs.actions.costs import CALLS_ON_PAGE, model_calls
 from runs.actions.tooling import catalog_registry, mcp_server_statuses
 from runs.graph import graph_context
 from runs.models import Approval, CreatedTool, Run, Step, Workflow
@@ -195,7 +195,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
             "hidden_events": hidden,
             # The header's Cancel and Resume, only for who may use them (live updates keep them as drawn here).
             "may_control": actions.may_control(request.user, run),
-            "model_calls": model_calls(run),
+            "model_calls": model_calls(run, CALLS_ON_PAGE),
+            "model_calls_limit": CALLS_ON_PAGE,
         }
     )
     return render(request, "runs/detail.html", context)

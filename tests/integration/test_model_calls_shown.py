@@ -48,3 +48,24 @@ def test_each_model_call_is_listed_with_how_it_went(settings, celery_worker, ope
     assert page.count(f"<code>{OPENAI_TEST_MODEL}</code>") == 2
     # The coordinator is scripted and has no price here.
     assert "no price" in page
+
+
+def test_the_page_lists_the_last_calls_and_the_api_all_of_them(
+    settings, monkeypatch, celery_worker, openai_endpoint, owner
+):
+    # A long run's calls would fill its page (500 rows were a third of it): the
+    # page keeps the last CALLS_ON_PAGE, here 1, and says where the rest are.
+    monkeypatch.setattr("runs.views.runs.CALLS_ON_PAGE", 1)
+    openai_endpoint.push_tool_calls([("call_1", "send_message", json.dumps({"text": "tides are high"}))])
+    openai_endpoint.push_text("High tide at 6am.")
+
+    run = wait_for_run(do_create_run(register("openai_step"), {}, user=owner), timeout=60)
+
+    listed = api(owner).get(f"/api/runs/{run.pk}").json()["model_calls"]
+    assert len(listed) >= 2
+    client = Client()
+    client.force_login(owner)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert page.count('id="model-call-') == 1
+    assert f'id="model-call-{listed[-1]["seq"]}"' in page
+    assert "the last 1: all in the API and the events" in page
