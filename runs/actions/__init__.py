@@ -14,6 +14,7 @@ not_started.py steps that end before they start: a false condition, one that fai
 steps.py       step turns and wake cycles
 model_calls.py a step's model call: what it is given, its provider, what it reports
 step_ends.py   failed and cancelled steps, failure policies, loop iterations
+lost_loops.py  what a loop whose iteration ended waits on, queued again on resume
 deadlines.py   run and step timeouts
 resume.py      one-turn resumes of completed steps
 coordinator.py the coordinator's wakes

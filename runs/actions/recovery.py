@@ -16,6 +16,7 @@ from agents.events import Event as RuntimeEvent
 from agents.events.run_events import RunResumed
 from runs import queue
 from runs.actions.common import dispatch_after_commit
+from runs.actions.lost_loops import requeue_lost_loops
 from runs.actions.tool_tasks import queued_calls
 from runs.models import Run, Step, ToolCall
 from runs.store.sql import store
@@ -25,8 +26,10 @@ from runs.store.wakes import request_coordinator_wake
 
 def do_resume_run(run_id: int, reason: str) -> list[str]:
     """Re-enqueue the next turn of every running step that is not waiting on a
-    tool call, the task of every queued call, and wake the coordinator. Returns the step ids nudged; a run
-    that is not running is left alone."""
+    tool call, the task of every queued call, the task a repeat-until loop
+    whose iteration ended waits on, and wake the coordinator. Returns the
+    step ids nudged (such loops' ids included); a run that is not running
+    is left alone."""
     with transaction.atomic(), UnitOfWork(run_id) as uow:
         uow.lock_run()
         run = Run.objects.get(pk=run_id)
@@ -45,6 +48,7 @@ def do_resume_run(run_id: int, reason: str) -> list[str]:
         resuming = list(run.steps.filter(resuming=True))
         queue.queue_after_commit(queue.RESUME_STEP, [(step.pk,) for step in resuming])
         nudged = [step.step_id for step in [*running, *resuming]]
+        nudged += requeue_lost_loops(run)  # a loop's end_iteration, judge_loop or next_iteration
         # A wake that died with its worker left the flag set, a wake task the
         # broker lost its mark; the next wake takes over (a double drain is
         # caught and rolled back).

@@ -36,6 +36,7 @@ from runs.actions.catalog import spec_of, workflow_spec
 from runs.actions.common import router_for
 from runs.actions.containers import create_steps, iteration_of, iteration_prefix, repeat_loop_of
 from runs.actions.ending import cancel_step_children_after_commit, lapse_pending
+from runs.actions.lost_loops import followed
 from runs.actions.model_calls import ask
 from runs.actions.run_states import coordinator_plans_first, run_state
 from runs.actions.scheduling import apply_decisions, schedule
@@ -113,8 +114,8 @@ def do_judge_loop(loop_pk: int, iteration: int) -> None:
     """Ask a loop's untilAgent whether the iteration finished the loop."""
     loop = Step.objects.select_related("run__workflow").get(pk=loop_pk)
     run = loop.run
-    if loop.is_terminal or run.is_terminal:
-        return
+    if loop.is_terminal or run.is_terminal or followed(run, loop.step_id, iteration) in ("started", "judged"):
+        return  # judged already: this task was queued again on resume
     spec = workflow_spec(run.workflow)
     outputs = dict(run.steps.filter(step_id__startswith=f"{loop.step_id}.").values_list("step_id", "output"))
     pending = repeat_loops.next_iteration(spec, loop.step_id, iteration, outputs, inputs=run.inputs)
@@ -151,8 +152,8 @@ def _judged(run: Run, loop_pk: int, iteration: int, verdict: bool, answer: str) 
     with transaction.atomic(), UnitOfWork(run.pk) as uow:
         uow.lock_run()
         loop = Step.objects.select_for_update().get(pk=loop_pk)
-        if loop.is_terminal:
-            return
+        if loop.is_terminal or followed(run, loop.step_id, iteration) in ("started", "judged"):
+            return  # a judge asked again on resume, after one that answered
         judged = LoopJudged(iteration=iteration, done=verdict, answer=answer[:2000])
         uow.sink.emit(RuntimeEvent.of(judged, loop.step_id))
         uow.flush()  # before the decision's events
@@ -256,8 +257,18 @@ def do_end_iteration(run_id: int, step_id: str) -> None:
     with transaction.atomic():
         store().lock_run(run_id)
         step = Step.objects.filter(run_id=run_id, step_id=step_id).first()
-        if step is not None and step.is_terminal:
+        if step is not None and step.is_terminal and not _followed_already(step):
             after_step_terminal(step)
+
+
+def _followed_already(step: Step) -> bool:
+    """Whether what follows the iteration ``step`` ended is under way (an
+    end_iteration queued again on resume, after one that ran)."""
+    loop_id = repeat_loop_of(step.step_id)
+    if loop_id is None:
+        return False
+    iteration = iteration_of(iteration_prefix(step.step_id, loop_id))
+    return followed(step.run, loop_id, iteration) is not None
 
 
 def do_stop_waiting_step(run_id: int, step_id: str) -> None:
