@@ -16,7 +16,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
 from agents.events import Event as RuntimeEvent
 from agents.events import EventSink
@@ -32,6 +31,7 @@ from agents.tools.builtin.shell import CommandRun
 from runs.actions.approval_requests import ApprovalAsked, request_approval
 from runs.actions.catalog import do_register_workflow, known_tool_roles, workflow_spec
 from runs.models import Approval, CreatedTool, Run, Workflow
+from runs.store.sql import store
 from runs.store.unit_of_work import UnitOfWork
 
 
@@ -127,14 +127,16 @@ def propose_tool(run: Run, ctx: ToolContext, spec: ToolSpec, tried: tuple[int, s
     # page (check_new_tool refused a spec that holds one).
     exit_code, output = tried[0], Redactor(settings.ZENWEB_SECRET_VALUES).text(tried[1])
     data = spec.model_dump(mode="json")
-    tool = CreatedTool.objects.create(
-        name=spec.name,
-        spec=data,
-        example_exit_code=exit_code,
-        example_output=output,
-        run=run,
-        created_by=run.created_by,
-        tool_call_id=ctx.meta.tool_call_id,
+    tool = store().create_created_tool(
+        {
+            "name": spec.name,
+            "spec": data,
+            "example_exit_code": exit_code,
+            "example_output": output,
+            "run": run,
+            "created_by": run.created_by,
+            "tool_call_id": ctx.meta.tool_call_id,
+        }
     )
     shown: dict[str, Any] = {"spec": data, "example_exit_code": exit_code, "example_output": output}
     asked = ApprovalAsked(
@@ -149,7 +151,7 @@ def propose_tool(run: Run, ctx: ToolContext, spec: ToolSpec, tried: tuple[int, s
         step_id=ctx.step_id,
     )
     approval = request_approval(run, asked, sink)
-    CreatedTool.objects.filter(pk=tool.pk).update(approval=approval)
+    store().link_created_tool_approval(tool.pk, approval)
     proposed = ToolCreated(
         name=spec.name, approval_id=approval.pk, example_exit_code=exit_code, tool_call_id=ctx.meta.tool_call_id
     )
@@ -163,8 +165,7 @@ def settle_created_tool(approval: Approval, status: str, uow: UnitOfWork) -> Non
     tool = CreatedTool.objects.filter(approval=approval).first()
     if tool is None:
         return
-    tool.status, tool.decided_at = status, timezone.now()
-    tool.save(update_fields=["status", "decided_at"])
+    store().settle_created_tool(tool, status)
     decided = ToolRegistered(name=tool.name, approval_id=approval.pk, status=status)
     uow.sink.emit(RuntimeEvent.of(decided, approval.step_id))
 

@@ -8,13 +8,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 
-from django.utils import timezone
-
 from agents.events import Event as RuntimeEvent
 from agents.events.run_events import StepReused
 from agents.expansion import RuntimeStep
 from runs.actions.containers import repeat_loop_of
 from runs.models import Run, Step
+from runs.store.sql import store
 
 
 def fork_runtime(run: Run, runtime: Sequence[RuntimeStep]) -> list[RuntimeStep]:
@@ -46,7 +45,7 @@ def reuse_before_fork(run: Run, steps: Iterable[Step], sink) -> list[Step]:
         before = done.get(step.step_id)
         if step.position >= fork_at or before is None or not _same_work(step, before, reused_ids):
             continue
-        _complete_as(step, before)
+        store().complete_as_reused(step, before)
         reused.append(step)
         reused_ids.add(step.step_id)
         reuse = StepReused(from_run=parent_id, from_step=before.step_id, output=before.output)
@@ -57,14 +56,3 @@ def reuse_before_fork(run: Run, steps: Iterable[Step], sink) -> list[Step]:
 def _same_work(step: Step, before: Step, reused: set[str]) -> bool:
     same = (step.agent, step.model, step.instructions) == (before.agent, before.model, before.instructions)
     return same and repeat_loop_of(step.step_id) is None and all(dep in reused for dep in step.depends_on)
-
-
-def _complete_as(step: Step, before: Step) -> None:
-    """``step`` completed with ``before``'s result, written (no tokens: nothing was asked)."""
-    now = timezone.now()
-    step.status = Step.Status.COMPLETED
-    step.output, step.transcript, step.turns = before.output, before.transcript, before.turns
-    step.started = step.finished = now
-    step.reused_from = before
-    fields = ["status", "output", "transcript", "turns", "started", "finished", "reused_from"]
-    step.save(update_fields=fields)

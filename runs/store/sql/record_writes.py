@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from runs.models import Approval, ApprovalDecision, Claim, Command, Event, Message, Run, Workflow
+from runs.models import Approval, ApprovalDecision, Claim, Command, CreatedTool, Event, Message, Run, Workflow
 from runs.store.sql.base import Statements
 
 
@@ -51,6 +51,19 @@ class RecordWrites(Statements):
     def create_workflow(self, values: dict) -> Workflow:
         """A workflow version (``values``: field -> value)."""
         return Workflow.objects.create(**values)
+
+    def create_created_tool(self, values: dict) -> CreatedTool:
+        """A tool a coordinator created, waiting for its approval (``values``: field -> value)."""
+        return CreatedTool.objects.create(**values)
+
+    def link_created_tool_approval(self, tool_pk: int, approval: Approval) -> None:
+        """Created tool ``tool_pk`` is decided by ``approval``."""
+        CreatedTool.objects.filter(pk=tool_pk).update(approval=approval)
+
+    def settle_created_tool(self, tool: CreatedTool, status: str) -> None:
+        """How a person decided on ``tool`` (``status``), decided now: set on it and written."""
+        tool.status, tool.decided_at = status, timezone.now()
+        tool.save(update_fields=["status", "decided_at"])
 
     def add_claim(self, values: dict) -> Claim:
         """A claim a step recorded, with its source (``values``: field -> value)."""

@@ -37,6 +37,18 @@ class StepWrites(Statements):
             setattr(step, name, value)
         return True
 
+    def complete_as_reused(self, step: Step, before: Step) -> None:
+        """``step`` (a fork's) completed now with ``before``'s (its parent
+        run's) output, transcript and turns, no tokens (nothing was asked):
+        set on ``step`` and written."""
+        now = timezone.now()
+        step.status = Step.Status.COMPLETED
+        step.output, step.transcript, step.turns = before.output, before.transcript, before.turns
+        step.started = step.finished = now
+        step.reused_from = before
+        fields = ["status", "output", "transcript", "turns", "started", "finished", "reused_from"]
+        step.save(update_fields=fields)
+
     def retry_step(self, step: Step, attempt: int) -> None:
         """``step`` runs again as attempt ``attempt`` (a failed one's retry):
         a fresh transcript, turn count and wake cycles, started now (its own
