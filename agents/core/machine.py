@@ -39,7 +39,7 @@ its judge is asked, or its next iteration starts: ``loops.py``.
 lapsed): the waiting call's result, or the answer refused: ``questions.py``.
 
 ``AttemptFailed`` (a running step failed): it runs again while it has
-``retries`` left, else it fails and the failure policy follows: ``retries.py``.
+``retries`` left, else it fails and the failure policy follows: ``attempts.py``.
 
 A step about to start whose ``condition`` (CEL) is not true is skipped
 (``SkipStep``; its dependents go on) or, when it fails to evaluate, failed
@@ -57,7 +57,7 @@ from collections import Counter
 from dataclasses import replace
 from typing import Literal, assert_never
 
-from agents.core import conditions, gates, loops, questions, resumes, retries, turns, wakes
+from agents.core import attempts, conditions, gates, loops, questions, resumes, turns, wakes
 from agents.core.decisions import Decision, EndRun, FailStep, SkipStep, StartSteps, StopSteps, WakeCoordinator
 from agents.core.happenings import (
     ApprovalDecided,
@@ -143,10 +143,10 @@ def _after_person(happened: ApprovalDecided | QuestionClosed) -> tuple[Decision,
 
 def _again_or_end(happened: IterationEnded | AttemptFailed) -> tuple[Decision, ...]:
     """Whether a loop runs another iteration (``loops.py``) or a failed step
-    another attempt (``retries.py``), or what ends it."""
+    another attempt (``attempts.py``), or what ends it."""
     if isinstance(happened, IterationEnded):
         return loops.after_iteration(happened)
-    return retries.after_failed_attempt(happened)
+    return attempts.after_failed_attempt(happened)
 
 
 # A workflow whose coordinator must plan workers (coordinator.requireWorkers)

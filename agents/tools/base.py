@@ -13,6 +13,7 @@ import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -228,9 +229,10 @@ class Tool:
     timeout: float | None = None
     held: bool = False
 
-    @property
+    @cached_property
     def id(self) -> str:
-        """``<service>.<toolset>.<tool>``, as in Goa-AI's tool catalogs."""
+        """``<service>.<toolset>.<tool>``, as in Goa-AI's tool catalogs:
+        made once per tool (a registry sorts by it every turn)."""
         return f"{self.service}.{self.toolset}.{self.name}"
 
     @property

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from agents import expansion
 from agents.core import gates, machine
-from agents.core.timeouts import overdue, step_limit
+from agents.core.attempts import overdue, step_limit
 from agents.spec import WorkflowOptions, WorkflowSpec
 from agents.spec.lookup import step_at
 from runs.actions.budgets import step_waited, token_totals, working_time
@@ -118,7 +118,7 @@ def enforce_budget_after_commit(run_id: int, spec: WorkflowSpec) -> None:
 def step_timeout_breach(step: Step, options: WorkflowOptions, own: float | None = None) -> str | None:
     """Why ``step`` is past its limit, or None (no query unless it ran that
     long): ``own``, the step's own ``timeout`` (zenflow's), else
-    options.stepTimeout (agents/core/timeouts.py).
+    options.stepTimeout (agents/core/attempts.py).
 
     Counted from the start of the step's attempt, like Temporal's
     start-to-close timeout: what the step waits for counts (its tool tasks,

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import transaction
 
 from agents import expansion, telemetry
-from agents.core.retries import model_call_retries
+from agents.core.attempts import model_call_retries
 from agents.events import Event as RuntimeEvent
 from agents.events.run_events import ProviderRetry as ProviderRetryEvent
 from agents.llm import Completion, CompletionRequest, PartialOutput, Provider, ProviderRetry, build_provider

@@ -207,7 +207,7 @@ def do_fail_step(step_pk: int, error: str, attempt: int | None = None) -> bool:
 
 def _retried(step: Step, error: str, uow: UnitOfWork) -> bool:
     """Whether the state machine runs ``step`` again after its attempt
-    failed with ``error`` (its ``retries``: agents/core/retries.py), and if
+    failed with ``error`` (its ``retries``: agents/core/attempts.py), and if
     so the retry, applied: a fresh attempt whose first turn is queued, what
     the failed attempt waited for gone, a step_retry event. Call with the
     run's lock held."""

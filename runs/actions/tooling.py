@@ -57,9 +57,11 @@ def tools_for(spec: WorkflowSpec, role: str, requested: Iterable[str]) -> tuple[
         secrets=settings.ZENWEB_SECRET_VALUES,
     )
     wanted = [name for name in requested if registry.get(name) is None]
+    if not wanted:  # builtins only: no MCP server, catalog or created tool to look up
+        return registry, registry.for_role(role, requested)  # type: ignore[arg-type]
     for tool in mcp_servers.tools_for_names(mcp_servers_of(spec), wanted):
         registry.add(tool)
-    for name in requested:
+    for name in wanted:
         if registry.get(name) is None:
             offered = _workflow_tool(name) or extensions.created_tool_named(name)
             if offered is not None:

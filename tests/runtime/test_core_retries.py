@@ -1,4 +1,4 @@
-"""A step's retries in the state machine (agents/core/retries.py through
+"""A step's retries in the state machine (agents/core/attempts.py through
 machine.decide), without Django: examples, and a property over random
 steps whose attempts fail, played to their end (hypothesis)."""
 

@@ -1,5 +1,5 @@
-"""A step's time limit (agents/core/timeouts.py) and the retries of its
-model calls (agents/core/retries.py), without Django: examples, and
+"""A step's time limit and the retries of its model calls
+(agents/core/attempts.py), without Django: examples, and
 properties over random limits (hypothesis)."""
 
 from __future__ import annotations
@@ -7,8 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agents.core.retries import model_call_retries
-from agents.core.timeouts import StepLimit, overdue, step_limit
+from agents.core.attempts import StepLimit, model_call_retries, overdue, step_limit
 
 limits = st.none() | st.floats(0.001, 1e6)
 retries = st.none() | st.integers(0, 20)

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from django.db import transaction
-
-from runs.store.sql.rows import database
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
 
 class Statements:
@@ -26,8 +24,9 @@ class Statements:
     dependencies_of_s = ""
 
     def cursor(self):
-        """A cursor for the store's fixed statements."""
-        return database().cursor()
+        """A cursor for the store's fixed statements, on the connection
+        rows.database() names (looked up here: every statement takes one)."""
+        return connections[DEFAULT_DB_ALIAS].cursor()
 
     def can_pipeline(self) -> bool:
         """Whether a transaction can be sent in one round trip here

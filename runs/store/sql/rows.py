@@ -56,7 +56,9 @@ def concrete_field(model: type[Model], name: str) -> Field:
     return field
 
 
+@functools.cache
 def table(model) -> str:
+    """``model``'s table, quoted (a process has one database: the store's)."""
     return database().ops.quote_name(model._meta.db_table)
 
 
@@ -64,6 +66,14 @@ def db_value(model, name: str, value):
     """``value`` for field ``name`` as the database takes it (a datetime as
     SQLite's text, for instance): for the parameters of a WHERE clause."""
     return model._meta.get_field(name).get_db_prep_value(value, database())
+
+
+def save_values(model, values: dict) -> dict:
+    """``values`` (field name -> value) of fields of ``model`` as the
+    database takes them in a write (the ORM's preparation for saving), in
+    one call for a whole row's."""
+    db = database()
+    return {name: concrete_field(model, name).get_db_prep_save(value, db) for name, value in values.items()}
 
 
 @functools.cache

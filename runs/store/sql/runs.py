@@ -56,6 +56,7 @@ class RunStatements(Statements):
         return bool(row[0])
 
 
+@functools.cache
 def lock_run_sql(run: str = "%(run)s") -> str:
     """The run's lock; ``run``: its id's placeholder (``update_sql`` puts
     it in a statement of positional parameters)."""

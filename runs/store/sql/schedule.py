@@ -192,7 +192,8 @@ def _decoded_once(decode):
 
 @functools.cache
 def _step_rows_sql() -> str:
-    columns = ", ".join(f"s.{database().ops.quote_name(column)}" for column in STEP_ROW_COLUMNS)
+    quote = database().ops.quote_name
+    columns = ", ".join(f"s.{quote(column)}" for column in STEP_ROW_COLUMNS)
     return (
         f"SELECT {columns} FROM {table(Step)} s WHERE s.run_id = %(run)s "
         f"AND s.kind <> {_quoted(Step.Kind.COORDINATOR)} ORDER BY s.position"

@@ -17,7 +17,7 @@ from agents.router import COORDINATOR, DropReason
 from runs.models import Run, Step, Workflow
 from runs.store.sql.events import insert_events_from
 from runs.store.sql.mailboxes import unread_count_of, unread_count_sql, unread_from
-from runs.store.sql.rows import column_of, concrete_field, database, table
+from runs.store.sql.rows import column_of, database, save_values, table
 from runs.store.sql.schedule import (
     ScheduleState,
     ScheduleStatements,
@@ -181,12 +181,10 @@ def _last_seq(run_id: int) -> tuple[str, dict]:
 
 
 def completed_params(completed: dict) -> dict:
-    return {
-        f"completed_{name}": concrete_field(Step, name).get_db_prep_save(value, database())
-        for name, value in completed.items()
-    }
+    return {f"completed_{name}": value for name, value in save_values(Step, completed).items()}
 
 
+@functools.cache
 def _completed_column(name: str) -> str:
     return database().ops.quote_name(column_of(Step, name))
 
