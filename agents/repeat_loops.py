@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agents import bounded_json, ids
@@ -56,11 +56,21 @@ class LoopDecision:
     delay: float = 0.0  # more: seconds to wait before creating ``steps``
 
 
+@dataclass(frozen=True)
+class Finished:
+    """A loop's finished steps, by runtime id: their ``outputs`` and their
+    ``statuses`` (a step not in ``statuses`` completed), what a CEL
+    ``until`` reads as each step's ``content`` and ``status``."""
+
+    outputs: Mapping[str, str]
+    statuses: Mapping[str, str] = field(default_factory=dict)
+
+
 def next_iteration(
     spec: WorkflowSpec,
     loop_runtime_id: str,
     finished_iteration: int,
-    outputs: Mapping[str, str],
+    outputs: Mapping[str, str] | Finished,
     *,
     inputs: Mapping[str, Any] | None = None,
     verdict: bool | None = None,
@@ -68,7 +78,8 @@ def next_iteration(
 ) -> LoopDecision:
     """What follows iteration ``finished_iteration`` of the repeat-until
     loop ``loop_runtime_id``, every step of which completed (``outputs``
-    maps runtime ids to step outputs), as ``decide``
+    maps runtime ids to step outputs, or is ``Finished`` with their
+    statuses too: a step skipped for its condition), as ``decide``
     rules (agents/core/loops.py), with what the decision needs: ``done`` with
     the loop's output, ``fail``, ``judge`` with the judge's prompt, or
     ``more``: iteration N+1's steps, which get the last output as
@@ -77,11 +88,13 @@ def next_iteration(
     ``MAX_RUN_STEPS``. ``inputs`` are the run's inputs, needed when a
     dependency of the loop is a forEach loop. A missing output counts as
     empty."""
+    finished = outputs if isinstance(outputs, Finished) else Finished(outputs)
+    outputs = finished.outputs
     step, scope, deps = _locate(spec, loop_runtime_id, inputs or {}, outputs)
     loop = step.loop
     if loop is None or loop.kind != "repeat":
         raise ValueError(f"{loop_runtime_id!r} is not a repeat-until loop")
-    ended = iteration_ended(loop, loop_runtime_id, finished_iteration, outputs, verdict=verdict)
+    ended = iteration_ended(loop, loop_runtime_id, finished_iteration, finished, verdict=verdict)
     decision = machine.decide(UNREAD, ended)[0]
     if isinstance(decision, EndLoop):
         if decision.status == "failed":
@@ -120,14 +133,16 @@ def iteration_ended(
     loop: LoopSpec,
     loop_runtime_id: str,
     n: int,
-    outputs: Mapping[str, str],
+    finished: Finished,
     *,
     verdict: bool | None = None,
 ) -> IterationEnded:
     """What ``decide`` is told when iteration ``n`` of ``loop`` ended. A CEL
     ``until`` reads zenflow's variables: ``steps`` (the iteration's steps by
-    their bare ids and runtime ids), ``content`` and ``status`` of its last
-    step, ``iteration`` (0-based)."""
+    their bare ids and runtime ids, each with its own status: ``skipped``
+    for one its condition skipped), ``content`` of its last step, ``status``
+    (the iteration's: ``completed``), ``iteration`` (0-based)."""
+    outputs = finished.outputs
     last_id = ids.repeat_id(loop_runtime_id, n, loop.steps[-1].id)
     output = outputs.get(last_id, "")
     is_cel = loop.until is not None and until_is_cel(loop.until)
@@ -137,8 +152,9 @@ def iteration_ended(
         steps: dict[str, Any] = {}
         for runtime_id, content in outputs.items():
             if runtime_id.startswith(prefix):
-                finished = {"content": content, "status": "completed", "result": {}}
-                steps[runtime_id] = steps[runtime_id[len(prefix) :]] = finished
+                status = finished.statuses.get(runtime_id, "completed")
+                step = {"content": content, "status": status, "result": {}}
+                steps[runtime_id] = steps[runtime_id[len(prefix) :]] = step
         variables = {
             "steps": steps,
             "iteration": n,

@@ -73,12 +73,15 @@ def after_step_terminal(step: Step) -> bool:
 def decide(run: Run, loop: Step, iteration: int, verdict: bool | None = None, *, waited: bool = False) -> None:
     """Apply what the state machine decides follows iteration ``iteration``
     of ``loop`` (agents/core/loops.py, through repeat_loops.next_iteration)."""
-    outputs = dict(run.steps.filter(step_id__startswith=f"{loop.step_id}.").values_list("step_id", "output"))
+    rows = list(run.steps.filter(step_id__startswith=f"{loop.step_id}.").values_list("step_id", "output", "status"))
+    finished = repeat_loops.Finished(
+        {step_id: output for step_id, output, _ in rows}, {step_id: status for step_id, _, status in rows}
+    )
     decision = repeat_loops.next_iteration(
         workflow_spec(run.workflow),
         loop.step_id,
         iteration,
-        outputs,
+        finished,
         inputs=run.inputs,
         verdict=verdict,
         run_steps=run.steps.filter(kind=Step.Kind.STEP).count(),

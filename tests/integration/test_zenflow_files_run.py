@@ -268,3 +268,19 @@ def test_a_loop_s_false_condition_skips_the_whole_loop_and_the_steps_after_it_go
     skipped = run.events.get(type="step_skipped", step_id="repair").data["reason"]
     assert skipped == "loop repair's condition false: steps.check.content.contains('unhealthy')"
     assert not run.events.filter(type__in=["loop_iteration", "loop_end"], step_id="repair").exists()
+
+
+def test_a_cel_until_reads_a_step_its_condition_skipped_as_skipped(celery_worker):
+    run = wait_for_run(do_create_run(register("zenflow/until_skipped"), {}), timeout=60)
+
+    assert run.status == Run.Status.COMPLETED
+    statuses = dict(run.steps.exclude(kind="coordinator").values_list("step_id", "status"))
+    assert statuses == {
+        "cycle": "completed",
+        "cycle.0.check": "completed",
+        "cycle.0.fix": "completed",
+        "cycle.1.check": "completed",
+        "cycle.1.fix": "skipped",
+    }
+    end = run.events.get(type="loop_end", step_id="cycle").data
+    assert (end["status"], end["reason"]) == ("completed", "until \"steps.fix.status == 'skipped'\" held")

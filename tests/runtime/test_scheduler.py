@@ -10,7 +10,7 @@ from agents.core.ready import past_cap, ready
 from agents.expansion import ExpansionError, expand
 from agents.llm.base import CompletionRequest
 from agents.llm.scripted import ScriptedProvider
-from agents.repeat_loops import judge_decision, next_iteration
+from agents.repeat_loops import Finished, judge_decision, next_iteration
 from agents.spec import load_workflow, parse_workflow
 
 ROOT = Path(__file__).parent.parent.parent
@@ -243,6 +243,18 @@ def test_a_cel_until_ends_the_loop_reading_the_iterations_steps():
     assert (done.action, done.output) == ("done", "fine")
     assert done.reason == "until \"steps.draft.content.contains('v2') && iteration == 1\" held"
     assert more.action == "more"
+
+
+def test_a_cel_until_reads_a_step_its_condition_skipped_as_skipped():
+    spec = fixture("loop")
+    spec.step("refine").loop.until = "steps.review.status == 'skipped' && status == 'completed'"
+    outputs = {"refine.0.draft": "draft v2", "refine.0.review": ""}
+
+    skipped = next_iteration(spec, "refine", 0, Finished(outputs, {"refine.0.review": "skipped"}))
+    reviewed = next_iteration(spec, "refine", 0, Finished(outputs, {"refine.0.review": "completed"}))
+
+    assert skipped.action == "done"
+    assert reviewed.action == "more"
 
 
 def test_a_cel_until_that_fails_to_evaluate_fails_the_loop():
