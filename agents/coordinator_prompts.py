@@ -54,12 +54,11 @@ def render(text: str, inputs: Mapping[str, Any]) -> str:
 def system_prompt(view: RunView, agent_system: str = "") -> str:
     """The coordinator's system prompt: its agent's own text, how it talks to
     the steps, and the run."""
+    # What each tool does its description says (sent with every request): the rules say when.
     rules = (
         f"You are the coordinator of the zenweb workflow '{view.workflow}'. Steps talk only through "
-        "you. Messages they send arrive in your inbox. Use forward_to_agent(target_step_id, text, "
-        "kind) to pass a message to a step (address it by step id, exactly as listed), narrate(text) "
-        "to tell the people watching what is going on, and finalize(summary) once every step has "
-        "finished."
+        "you: their messages arrive in your inbox. Address a step by its id, exactly as listed. "
+        "Call finalize(summary) once every step has finished."
     )
     parts = [render(agent_system, view.inputs).strip(), rules, _run_text(view)]
     return "\n\n".join(part for part in parts if part)
@@ -71,9 +70,7 @@ def plan_prompt(view: RunView) -> str:
     return (
         f"Plan the work for: {task}\n"
         f"The run's inputs: {_inputs_json(view.inputs)}\n"
-        "Split it into workers with spawn_worker(task, tools, depends_on, writes): each starts with only "
-        "its task and the outputs of the steps it depends on, so put the inputs it needs into its task. "
-        "Independent workers run in parallel."
+        "Split it into workers with spawn_worker; put the inputs each needs into its task."
     )
 
 

@@ -261,10 +261,16 @@ class Tool:
         return schema
 
     def schema(self) -> dict[str, Any]:
-        """The function-tool schema sent to the model."""
+        """The function-tool schema sent to the model: a field's title that
+        only repeats its name ("Target Step Id") is left out (tokens on every
+        request that carries the tool; tool_schemas.json keeps it)."""
+        parameters = self.parameters()
+        for name, prop in parameters.get("properties", {}).items():
+            if isinstance(prop, dict) and prop.get("title") == name.replace("_", " ").title():
+                prop.pop("title")
         return {
             "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": self.parameters()},
+            "function": {"name": self.name, "description": self.description, "parameters": parameters},
         }
 
     def catalog_entry(self) -> dict[str, Any]:

@@ -76,6 +76,11 @@ def test_it_describes_each_tool_to_the_model_as_a_function_schema():
     assert sorted(function["parameters"]["required"]) == ["target_step_id", "text"]
     assert function["parameters"]["properties"]["kind"]["default"] == "info"
     assert "title" not in function["parameters"]
+    # A field's title that only repeats its name is not sent (tokens on every
+    # request); tool_schemas.json's entry keeps the schema as pydantic wrote it.
+    assert [f for f in function["parameters"]["properties"].values() if "title" in f] == []
+    catalog = forward.catalog_entry()["payload"]["schema"]["properties"]
+    assert catalog["target_step_id"]["title"] == "Target Step Id"
 
     send_parameters = send.schema()["function"]["parameters"]
     assert set(send_parameters["properties"]) == {"text"}
