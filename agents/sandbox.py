@@ -417,5 +417,5 @@ def at_start(sandbox: Sandbox) -> list[str]:
     return lines
 
 
-# runs/actions/tooling.py imports ProcessLimits as Limits: this alias goes when it imports it by its name.
+# runs/actions/tool_host.py imports ProcessLimits as Limits: this alias goes when it imports it by its name.
 Limits = ProcessLimits

@@ -40,7 +40,8 @@ from runs.actions.catalog import workflow_spec
 from runs.actions.common import store_artifacts
 from runs.actions.ending import approval_decided, close_approval, settle_approval
 from runs.actions.pending import deliver_result
-from runs.actions.tooling import step_tools, stored_call_context
+from runs.actions.tool_host import stored_call_context
+from runs.actions.tooling import step_tools
 from runs.models import Approval, ApprovalDecision, Run, Step, ToolCall
 from runs.store.sql import store
 from runs.store.unit_of_work import UnitOfWork

@@ -40,7 +40,8 @@ from runs.actions.ending import do_fail_run, do_finish_run, finish_locked
 from runs.actions.model_calls import model_call, provider_for
 from runs.actions.run_states import plans_first
 from runs.actions.scheduling import schedule
-from runs.actions.tooling import tool_env, tools_for, try_examples
+from runs.actions.tool_host import tool_env, try_examples
+from runs.actions.tooling import tools_for
 from runs.models import Run, Step
 from runs.store.events import broadcast
 from runs.store.sql import WakeStep, store

@@ -106,7 +106,7 @@ def model_call(run_id: int, step_id: str) -> Iterator[dict]:
 
 def build_agent_turn(step: Step, agent: AgentSpec, variables: dict[str, str]) -> AgentTurn:
     """The runtime's turn of ``step``'s ``agent``, its instructions filled
-    from ``variables``. Its tools' environment (tooling.tool_env) is the
+    from ``variables``. Its tools' environment (tool_host.tool_env) is the
     caller's to set, where the answer has calls to run."""
     return AgentTurn(
         run_id=str(step.run_id),

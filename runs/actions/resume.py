@@ -18,7 +18,7 @@ from runs.actions.catalog import REGISTRY, workflow_spec
 from runs.actions.common import router_for, save_turn
 from runs.actions.model_calls import agent_of, ask, build_agent_turn, turn_variables
 from runs.actions.step_ends import run_of, schedule_after_commit
-from runs.actions.tooling import tool_env
+from runs.actions.tool_host import tool_env
 from runs.models import Run, Step
 from runs.store.mailboxes import DjangoMailboxStore
 from runs.store.sql import store

@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import transaction
 
 from agents import workspace_quota
-from runs.actions.tooling import workspace_of
+from runs.actions.tool_host import workspace_of
 from runs.models import Event, Run
 from runs.store.sql import store
 

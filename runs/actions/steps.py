@@ -49,7 +49,7 @@ from runs.actions.scheduling import (
     successor,
 )
 from runs.actions.step_ends import after_step_terminal, cancel_step, do_fail_step, schedule_after_commit
-from runs.actions.tooling import tool_env
+from runs.actions.tool_host import tool_env
 from runs.models import Run, Step, ToolCall
 from runs.store import last_turn
 from runs.store.events import NoticeAfterCommit, broadcast
@@ -194,7 +194,7 @@ def _ask_model(taken: _Turn) -> Completion | None:
 
 
 def _tool_env(taken: _Turn, journal: DjangoToolJournal) -> ToolEnv:
-    """What the tools of an answer's calls get (tooling.tool_env), with the
+    """What the tools of an answer's calls get (tool_host.tool_env), with the
     turn's ``journal``, whether service-backed calls become tasks of their own
     (runs/actions/tool_tasks.py), and what is left under maxToolCalls, which
     decides whether any call runs."""

@@ -45,7 +45,8 @@ from runs import leases
 from runs.actions.catalog import workflow_spec
 from runs.actions.common import dispatch_after_commit, store_artifacts
 from runs.actions.pending import deliver_result
-from runs.actions.tooling import step_tools, stored_call_context
+from runs.actions.tool_host import stored_call_context
+from runs.actions.tooling import step_tools
 from runs.models import Run, Step, ToolCall
 from runs.store.journal import DjangoToolJournal
 from runs.store.sql import store

@@ -10,7 +10,7 @@ from django.db import transaction
 
 from runs import leases
 from runs.actions import router_for
-from runs.actions.tooling import tool_env
+from runs.actions.tool_host import tool_env
 from runs.models import Run, Step
 from runs.store.sql import store
 

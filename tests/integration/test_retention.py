@@ -14,7 +14,7 @@ from django.utils import timezone
 from agents import workspace_quota
 from agents.tools.builtin.workspace import workspace_root
 from runs.actions import do_create_run, retention
-from runs.actions.tooling import workspace_of
+from runs.actions.tool_host import workspace_of
 from runs.models import Event, Message, Run, Step, ToolCall
 from runs.sweeper import do_sweep
 from tests.conftest import register, wait_for_run

@@ -13,7 +13,7 @@ import pytest
 from agents.events.registry import parse
 from runs.actions import do_create_run
 from runs.actions.catalog import InputError
-from runs.actions.tooling import workspace_of
+from runs.actions.tool_host import workspace_of
 from runs.models import Approval, Run
 from runs.templatetags.event_summary import summary_of
 from tests.conftest import register, wait_for, wait_for_run
