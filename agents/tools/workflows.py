@@ -1,7 +1,8 @@
 """Agent-as-tool: a catalog workflow offered to other agents as a tool.
 
 Calling it starts a child run of the workflow (through the ToolHost); the
-call waits, and the child's final result becomes the tool result. The tool's
+call waits, and the child's final result becomes the tool result
+(``WorkflowToolResult``: the child run, its workflow and its result). The tool's
 arguments are the workflow's declared inputs, with their types and defaults.
 """
 
@@ -13,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from agents.spec import WorkflowSpec
 from agents.tools.base import Role, Tool, ToolContext
+from agents.tools.builtin.result_models import WorkflowToolResult
 from agents.tools.results import ToolAnswer
 
 _TYPES: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool}
@@ -53,6 +55,7 @@ def workflow_tool(spec: WorkflowSpec) -> Tool:
         toolset="workflows",
         inline=True,
         tags=("agent-as-tool",),
+        result_model=WorkflowToolResult,
     )
 
 

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import transaction
 
 from agents.events.tool_events import ChildRunResult
+from agents.tools.builtin.result_models import ChildRunAnswer
 from agents.tools.errors import RetryHint, failure_text
 from agents.tools.results import ToolResult
 from runs.actions.pending import deliver_result
@@ -30,9 +31,9 @@ def do_deliver_child_result(child_id: int) -> None:
     with transaction.atomic(), UnitOfWork(call.run_id) as uow:
         uow.lock_run()
         if child.status == Run.Status.COMPLETED:
-            text, omitted = ToolResult(child.result or "(the run finished without a summary)").model_text(
-                settings.ZENWEB_MAX_TOOL_RESULT_CHARS
-            )
+            summary = child.result or "(the run finished without a summary)"
+            answer = ChildRunAnswer(run_id=child.pk, workflow=child.workflow.name, summary=summary)
+            text, omitted = ToolResult(answer.model_dump()).model_text(settings.ZENWEB_MAX_TOOL_RESULT_CHARS)
             status, error_kind = ToolCall.Status.DONE, ""
         else:
             why = child.error or child.status

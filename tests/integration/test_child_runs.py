@@ -3,10 +3,13 @@ run's result comes back as the tool result."""
 
 from __future__ import annotations
 
+import json
 import time
 
+import jsonschema
 import pytest
 
+from agents.tools.builtin.result_models import WorkflowToolResult
 from runs.actions import do_cancel_run, do_create_run, do_register_workflow
 from runs.models import Run, Step
 from tests.conftest import WORKFLOWS, assert_gapless, register, wait_for, wait_for_run
@@ -23,8 +26,12 @@ def test_it_returns_a_child_runs_result_as_the_tool_result(celery_worker):
     [child] = call.child_runs.all()
     assert child.status == Run.Status.COMPLETED
     assert child.inputs == {"topic": "laptops"}
-    assert (call.status, call.ok, call.result) == ("done", True, child.result)
-    assert "summary of laptops" in call.result
+    assert (call.status, call.ok) == ("done", True)
+    # Typed as the tool's result model says (tool_schemas.json's WorkflowToolResult).
+    answer = json.loads(call.result)
+    assert answer == {"result": {"run_id": child.pk, "workflow": "summarize_topic", "summary": child.result}}
+    assert "summary of laptops" in child.result
+    jsonschema.validate(answer, WorkflowToolResult.model_json_schema())
     caller = run.steps.get(step_id="caller")
     assert {"role": "tool", "tool_call_id": call.tool_call_id, "content": call.result} in caller.transcript
     assert run.status == Run.Status.COMPLETED

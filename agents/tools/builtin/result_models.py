@@ -119,6 +119,18 @@ class SpawnWorkerResult(_Result):
     result: SpawnedWorker
 
 
+class ChildRunAnswer(_Result):
+    run_id: int = Field(description="The child run the call started.")
+    workflow: str = Field(description="The workflow it ran.")
+    summary: str = Field(description="The child run's final result.")
+
+
+class WorkflowToolResult(_Result):
+    """A workflow called as a tool: its child run, once completed, and that run's result."""
+
+    result: ChildRunAnswer
+
+
 class FileWritten(_Result):
     path: str = Field(description="The file, relative to the workspace.")
     action: Literal["created", "overwrote", "edited"]
