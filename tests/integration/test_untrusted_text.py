@@ -41,6 +41,7 @@ def test_it_stores_what_a_model_says_with_nul_characters(backend, celery_worker,
     assert run.messages.get(sender="binary").content == f"before{nul}after"
     # The arguments are kept as the JSON text the model sent: NUL is an escape there.
     assert json.loads(run.tool_calls.get(name="write_file").arguments)["content"] == "left\0right"
-    assert json.loads(run.tool_calls.get(name="run_shell").result)["result"]["output"] == f"a{nul}b"
+    # So is a typed result: NUL survives as an escape in its JSON text.
+    assert json.loads(run.tool_calls.get(name="run_shell").result)["result"]["output"] == "a\0b"
     assert run.events.get(type="coordinator_narration").data["text"] == f"binary says: before{nul}after"
     assert_gapless(run)

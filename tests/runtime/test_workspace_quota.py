@@ -17,7 +17,7 @@ from agents.sandbox import ProcessLimits, Sandbox
 from agents.tools.builtin.workspace import workspace_root
 from agents.workspace_quota import MB, Quota, files_for, image_of, usage
 from tests.runtime.test_sandbox import shell
-from tests.runtime.tool_agent import Agent
+from tests.runtime.tool_agent import Agent, result_of
 from tests.workspace_mounts import loops_under, mounts_under
 
 pytestmark = pytest.mark.sandbox
@@ -96,7 +96,7 @@ def test_a_fallocate_burst_leaves_the_workspace_within_its_quota(workspace):
 def test_files_unlinked_while_held_open_count_against_the_quota(workspace):
     outcome = shell(workspace, UNLINKED_BURST, sandbox=quota(64), timeout=60)
 
-    held = int(outcome.text.split("held MB:")[1].split()[0])
+    held = int(result_of(outcome)["result"]["output"].split("held MB:")[1].split()[0])
     assert held <= 64
     assert "refused: No space left on device" in outcome.text
     assert on_host(workspace) <= 64 * MB + BLOCK_GROUP
@@ -150,7 +150,8 @@ def test_a_call_on_a_host_that_cannot_mount_has_what_it_grew_past_the_quota_dele
     assert (workspace / "notes.md").read_text() == "written before\n"
     assert not image_of(workspace).exists()
     # A call that frees space still runs in a full workspace.
-    assert shell(workspace, "rm -f f*; echo freed", sandbox=quota(64)).text.splitlines()[1] == "freed"
+    freed = shell(workspace, "rm -f f*; echo freed", sandbox=quota(64))
+    assert result_of(freed)["result"]["output"] == "freed\n"
 
 
 def test_the_checked_quota_counts_files_too(workspace, unmountable):
