@@ -16,6 +16,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from agents import workspace_quota
 from tests.browser.harness import free_port, port_open
 from tests.services.throwaway_postgres import own_postgres  # noqa: F401 - a fixture: a PostgreSQL of the test's own
 from tests.services.throwaway_redis import own_redis  # noqa: F401 - a fixture: a redis-server of the test's own
@@ -108,8 +109,11 @@ def two_workers(tmp_path):
 def daphne(log: Path, **env: str) -> Iterator[str]:
     """A daphne serving zenweb on a free port, with ``env`` over this
     process's environment and its output in ``log``; its base URL, once it
-    accepts connections. Stopped on the way out."""
+    accepts connections. Stopped on the way out. Its workspaces are beside
+    ``log`` (the workers' too, as ``worker_env`` makes them) unless ``env``
+    says otherwise, never the checkout's var/, and unmounted at the end."""
     port = free_port()
+    env = {"ZENWEB_WORKSPACES": str(log.parent / "workspaces"), **env}
     with log.open("wb") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "zenweb.asgi:application"],
@@ -127,3 +131,5 @@ def daphne(log: Path, **env: str) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(timeout=10)
+        for root in workspace_quota.mounted_in(Path(env["ZENWEB_WORKSPACES"])):
+            workspace_quota.remove(root)
